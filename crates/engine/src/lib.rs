@@ -1,0 +1,1 @@
+//! raidd engine (placeholder while the skeleton is built).

@@ -1,0 +1,1 @@
+//! raidd runtime (placeholder while the skeleton is built).

@@ -1,14 +1,23 @@
 //! Geometries: one per level family, built from md's parameters, with md's size rules.
+//!
+//! This module holds the public types and the dispatch; the arithmetic of each family lives
+//! in its own module (`linear`, `raid0`, `raid10`, `stripe`).
 
 use crate::level::{Level, ParityLayout, Raid0Layout, Raid10Layout};
 use crate::map::{Piece, Reverse};
+use crate::raid0::Zone;
+use crate::raid10::Raid10Shape;
 
 /// Why a geometry cannot be built. Messages are shown to users as they are.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     /// {level} needs at least {min} members, got {got}
     #[error("{level} needs at least {min} members, got {got}")]
-    TooFewMembers { level: Level, min: usize, got: usize },
+    TooFewMembers {
+        level: Level,
+        min: usize,
+        got: usize,
+    },
     /// too many members
     #[error("{got} members is more than the {max} that md allows")]
     TooManyMembers { got: usize, max: usize },
@@ -22,11 +31,31 @@ pub enum LayoutError {
     Raid10TooFewMembers { copies: usize, members: usize },
     #[error("array would be empty")]
     Empty,
+    /// A size so large that array arithmetic could overflow (a corrupt superblock, usually).
+    #[error("member {member} has {sectors} sectors, more than the {max} raidd supports")]
+    MemberTooLarge {
+        member: usize,
+        sectors: u64,
+        max: u64,
+    },
 }
 
 /// The largest number of members raidd accepts in one array (md: 1920 roles in v1.2; the
 /// RAID levels themselves stop earlier).
 pub const MAX_MEMBERS: usize = 256;
+
+/// The largest member data area raidd accepts: 2^48 sectors (128 PiB). With at most
+/// [`MAX_MEMBERS`] members and at most 255 copies every product in this crate stays far
+/// below `u64::MAX`, so no mapping can overflow.
+pub const MAX_MEMBER_SECTORS: u64 = 1 << 48;
+
+/// The smallest chunk md accepts (one 4 KiB page).
+pub const MIN_CHUNK_SECTORS: u32 = 8;
+
+// The largest intermediate value is a RAID10 slot number: array chunks times near copies.
+const _: () = assert!(
+    (MAX_MEMBERS as u64) * (MAX_MEMBER_SECTORS / MIN_CHUNK_SECTORS as u64) * 255 < u64::MAX / 4
+);
 
 /// An array's shape: enough to map every array sector to member sectors and back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +73,8 @@ pub enum Geometry {
 pub struct LinearGeometry {
     /// Usable sectors per member (already rounded as md does).
     pub member_sectors: Vec<u64>,
-    // private: cumulative starts for binary search
+    /// `starts[i]` = first array sector of member i; `starts[n]` = array size.
+    pub(crate) starts: Vec<u64>,
 }
 
 /// md RAID0 with strip zones for unequal members.
@@ -54,7 +84,8 @@ pub struct Raid0Geometry {
     /// Usable sectors per member, rounded down to a chunk multiple (md's `rdev->sectors`).
     pub member_sectors: Vec<u64>,
     pub layout: Raid0Layout,
-    // private: zones
+    /// md's strip zones, in array order.
+    pub(crate) zones: Vec<Zone>,
 }
 
 /// n-way mirror: every member holds the whole array at the same member sectors.
@@ -73,7 +104,8 @@ pub struct Raid10Geometry {
     pub chunk_sectors: u32,
     /// md's component size as given; the geometry derives md's `dev_sectors` and `stride`.
     pub dev_sectors: u64,
-    // private: stride, far set sizes
+    /// Derived sizes: array chunks, used chunks per member, stride, far sets.
+    pub(crate) shape: Raid10Shape,
 }
 
 /// RAID4/5/6.
@@ -87,11 +119,59 @@ pub struct ParityGeometry {
     pub dev_sectors: u64,
 }
 
+/// Refuses member counts outside `[level.min_members(), MAX_MEMBERS]`.
+pub(crate) fn check_members(level: Level, members: usize) -> Result<(), LayoutError> {
+    let min = level.min_members();
+    if members < min {
+        return Err(LayoutError::TooFewMembers {
+            level,
+            min,
+            got: members,
+        });
+    }
+    if members > MAX_MEMBERS {
+        return Err(LayoutError::TooManyMembers {
+            got: members,
+            max: MAX_MEMBERS,
+        });
+    }
+    Ok(())
+}
+
+/// md's chunk rule for striped levels: a power of two, at least one page.
+pub(crate) fn check_chunk(chunk_sectors: u32) -> Result<(), LayoutError> {
+    if chunk_sectors < MIN_CHUNK_SECTORS || !chunk_sectors.is_power_of_two() {
+        return Err(LayoutError::BadChunk(chunk_sectors));
+    }
+    Ok(())
+}
+
+/// Refuses member sizes that could overflow the array arithmetic.
+pub(crate) fn check_member_size(member: usize, sectors: u64) -> Result<(), LayoutError> {
+    if sectors > MAX_MEMBER_SECTORS {
+        return Err(LayoutError::MemberTooLarge {
+            member,
+            sectors,
+            max: MAX_MEMBER_SECTORS,
+        });
+    }
+    Ok(())
+}
+
+/// Number of pieces a range can split into when pieces break at every chunk: used to size
+/// the output vector once.
+pub(crate) fn chunk_span(sector: u64, count: u64, chunk_sectors: u64) -> usize {
+    debug_assert!(count > 0);
+    let first = sector / chunk_sectors;
+    let last = (sector + count - 1) / chunk_sectors;
+    usize::try_from(last - first + 1).unwrap_or(usize::MAX)
+}
+
 impl Geometry {
     /// Linear over members of the given usable sizes (chunk 0 = no rounding, as mdadm 4.2
     /// writes; a non-zero `rounding_sectors` rounds each member down like md-linear does).
     pub fn linear(member_sectors: &[u64], rounding_sectors: u32) -> Result<Geometry, LayoutError> {
-        todo!()
+        LinearGeometry::new(member_sectors, rounding_sectors).map(Geometry::Linear)
     }
 
     /// RAID0: each member's usable size is rounded down to a chunk; members of unequal size
@@ -101,11 +181,19 @@ impl Geometry {
         chunk_sectors: u32,
         layout: Raid0Layout,
     ) -> Result<Geometry, LayoutError> {
-        todo!()
+        Raid0Geometry::new(member_sectors, chunk_sectors, layout).map(Geometry::Raid0)
     }
 
     pub fn raid1(members: usize, dev_sectors: u64) -> Result<Geometry, LayoutError> {
-        todo!()
+        check_members(Level::Raid1, members)?;
+        check_member_size(0, dev_sectors)?;
+        if dev_sectors == 0 {
+            return Err(LayoutError::Empty);
+        }
+        Ok(Geometry::Raid1(Raid1Geometry {
+            members,
+            dev_sectors,
+        }))
     }
 
     pub fn raid10(
@@ -114,7 +202,7 @@ impl Geometry {
         chunk_sectors: u32,
         dev_sectors: u64,
     ) -> Result<Geometry, LayoutError> {
-        todo!()
+        Raid10Geometry::new(members, layout, chunk_sectors, dev_sectors).map(Geometry::Raid10)
     }
 
     /// RAID4/5/6 (`level` must be one of them; RAID4 requires ParityLast).
@@ -125,64 +213,163 @@ impl Geometry {
         chunk_sectors: u32,
         dev_sectors: u64,
     ) -> Result<Geometry, LayoutError> {
-        todo!()
+        ParityGeometry::new(level, members, layout, chunk_sectors, dev_sectors)
+            .map(Geometry::Parity)
     }
 
     pub fn level(&self) -> Level {
-        todo!()
+        match self {
+            Geometry::Linear(_) => Level::Linear,
+            Geometry::Raid0(_) => Level::Raid0,
+            Geometry::Raid1(_) => Level::Raid1,
+            Geometry::Raid10(_) => Level::Raid10,
+            Geometry::Parity(g) => g.level,
+        }
     }
 
     /// Number of member slots (md's raid_disks).
     pub fn members(&self) -> usize {
-        todo!()
+        match self {
+            Geometry::Linear(g) => g.member_sectors.len(),
+            Geometry::Raid0(g) => g.member_sectors.len(),
+            Geometry::Raid1(g) => g.members,
+            Geometry::Raid10(g) => g.members,
+            Geometry::Parity(g) => g.members,
+        }
     }
 
     /// Size of the array in sectors, as md computes it.
     pub fn array_sectors(&self) -> u64 {
-        todo!()
+        match self {
+            Geometry::Linear(g) => g.array_sectors(),
+            Geometry::Raid0(g) => g.array_sectors(),
+            Geometry::Raid1(g) => g.dev_sectors,
+            Geometry::Raid10(g) => g.array_sectors(),
+            Geometry::Parity(g) => g.array_sectors(),
+        }
     }
 
     /// Chunk size in sectors (0 for linear and RAID1).
     pub fn chunk_sectors(&self) -> u32 {
-        todo!()
+        match self {
+            Geometry::Linear(_) | Geometry::Raid1(_) => 0,
+            Geometry::Raid0(g) => g.chunk_sectors,
+            Geometry::Raid10(g) => g.chunk_sectors,
+            Geometry::Parity(g) => g.chunk_sectors,
+        }
     }
 
     /// How many members may be missing without losing data in the worst case
     /// (RAID1: n-1, RAID4/5: 1, RAID6: 2, RAID10: copies-1, others 0).
     pub fn redundancy(&self) -> usize {
-        todo!()
+        match self {
+            Geometry::Linear(_) | Geometry::Raid0(_) => 0,
+            Geometry::Raid1(g) => g.members - 1,
+            Geometry::Raid10(g) => g.layout.copies() - 1,
+            Geometry::Parity(g) => g.members - g.data_members(),
+        }
     }
 
     /// Whether the array can serve every sector with exactly this set of members missing
     /// (RAID10 depends on which members are missing, not only how many).
+    /// `missing[i]` says whether member i is missing; entries past `missing.len()` count as
+    /// present and entries past [`Geometry::members`] are ignored.
     pub fn survives(&self, missing: &[bool]) -> bool {
-        todo!()
+        let members = self.members();
+        let is_missing = |member: usize| missing.get(member).copied().unwrap_or(false);
+        let lost = (0..members).filter(|&m| is_missing(m)).count();
+        match self {
+            Geometry::Raid10(g) => g.survives(is_missing),
+            _ => lost <= self.redundancy(),
+        }
     }
 
     /// Sectors of member `member`'s data area that the array uses (beyond this the member is
-    /// unused). Needed to size members and to rebuild them.
+    /// unused). Needed to size members and to rebuild them. 0 for a member slot that does not
+    /// exist.
     pub fn member_used_sectors(&self, member: usize) -> u64 {
-        todo!()
+        if member >= self.members() {
+            return 0;
+        }
+        match self {
+            Geometry::Linear(g) => g.member_sectors[member],
+            Geometry::Raid0(g) => g.member_sectors[member],
+            Geometry::Raid1(g) => g.dev_sectors,
+            Geometry::Raid10(g) => g.used_sectors(),
+            Geometry::Parity(g) => g.dev_sectors,
+        }
     }
 
     /// Splits the array range `[sector, sector + count)` into pieces, in array order, each
     /// contiguous in the array and in every copy. For parity levels the pieces describe data
     /// only (the one data location); parity is the engine's business via [`ParityGeometry`].
+    /// For parity levels every piece lies within one chunk (one stripe, one data member).
     /// Panics if the range is outside the array (callers validate first).
     pub fn pieces(&self, sector: u64, count: u64) -> Vec<Piece> {
-        todo!()
+        let end = sector.checked_add(count);
+        assert!(
+            end.is_some_and(|end| end <= self.array_sectors()),
+            "range {sector}+{count} is outside the array of {} sectors",
+            self.array_sectors()
+        );
+        if count == 0 {
+            return Vec::new();
+        }
+        let pieces = match self {
+            Geometry::Linear(g) => g.pieces(sector, count),
+            Geometry::Raid0(g) => g.pieces(sector, count),
+            Geometry::Raid1(g) => vec![g.piece(sector, count)],
+            Geometry::Raid10(g) => g.pieces(sector, count),
+            Geometry::Parity(g) => g.pieces(sector, count),
+        };
+        debug_assert_eq!(pieces.iter().map(|p| p.sectors).sum::<u64>(), count);
+        pieces
     }
 
     /// Where a member sector belongs: data of some array sector (and which copy), parity, or
-    /// nothing (beyond the used area, or a RAID0 zone gap).
+    /// nothing (beyond the used area, or a RAID0 zone gap). A member slot that does not exist
+    /// holds nothing.
     pub fn reverse(&self, member: usize, member_sector: u64) -> Reverse {
-        todo!()
+        if member >= self.members() {
+            return Reverse::Unused;
+        }
+        match self {
+            Geometry::Linear(g) => g.reverse(member, member_sector),
+            Geometry::Raid0(g) => g.reverse(member, member_sector),
+            Geometry::Raid1(g) => g.reverse(member, member_sector),
+            Geometry::Raid10(g) => g.reverse(member, member_sector),
+            Geometry::Parity(g) => g.reverse(member, member_sector),
+        }
     }
 
     pub fn as_parity(&self) -> Option<&ParityGeometry> {
         match self {
             Geometry::Parity(p) => Some(p),
             _ => None,
+        }
+    }
+}
+
+impl Raid1Geometry {
+    /// The whole range is one piece: every member holds it at the same sectors.
+    fn piece(&self, sector: u64, count: u64) -> Piece {
+        let copies = (0..self.members)
+            .map(|member| crate::map::Loc { member, sector })
+            .collect();
+        Piece {
+            array_sector: sector,
+            sectors: count,
+            copies,
+        }
+    }
+
+    fn reverse(&self, member: usize, member_sector: u64) -> Reverse {
+        if member_sector >= self.dev_sectors {
+            return Reverse::Unused;
+        }
+        Reverse::Data {
+            array_sector: member_sector,
+            copy: member,
         }
     }
 }

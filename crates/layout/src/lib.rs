@@ -10,13 +10,16 @@
 
 pub mod geometry;
 pub mod level;
+mod linear;
 pub mod map;
+mod raid0;
+mod raid10;
 pub mod runs;
 pub mod stripe;
 
 pub use geometry::{
     Geometry, LayoutError, LinearGeometry, ParityGeometry, Raid0Geometry, Raid10Geometry,
-    Raid1Geometry,
+    Raid1Geometry, MAX_MEMBERS, MAX_MEMBER_SECTORS, MIN_CHUNK_SECTORS,
 };
 pub use level::{Level, ParityLayout, Raid0Layout, Raid10Layout};
 pub use map::{Loc, Piece, Reverse};

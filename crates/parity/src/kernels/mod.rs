@@ -1,0 +1,61 @@
+//! Block kernels: the three loops every parity operation is built from (multi-source XOR, P+Q
+//! generation by Horner's rule, multiply-accumulate by a constant), once per implementation.
+//!
+//! The loops are written once, generically over a vector of bytes ([`vector::ByteVec`]), and
+//! instantiated for a 64-bit word (the portable scalar path), SSSE3 and AVX2. Each
+//! implementation is exposed as a [`KernelTable`] of safe function pointers; a table whose code
+//! needs a CPU feature is handed out only after run-time detection found that feature, which is
+//! what makes calling through it sound.
+
+mod loops;
+mod scalar;
+mod vector;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use crate::gf::NibbleTables;
+use crate::Impl;
+
+/// The kernels of one implementation. Callers (the `ops` layer) have already asserted equal
+/// lengths; the kernels assert them again because their unsafe loops rely on it.
+#[derive(Debug)]
+pub(crate) struct KernelTable {
+    /// `dst = srcs[0] ^ srcs[1] ^ ...`, or with `acc` set `dst ^= srcs[0] ^ ...`. At least one
+    /// source.
+    pub xor: fn(dst: &mut [u8], srcs: &[&[u8]], acc: bool),
+    /// `p = XOR of data`, `q = sum g^i * data[i]`. At least one data block.
+    pub gen_pq: fn(data: &[&[u8]], p: &mut [u8], q: &mut [u8]),
+    /// `dst ^= c * src` for the constant whose tables are given.
+    pub mul_acc: fn(tables: &NibbleTables, src: &[u8], dst: &mut [u8]),
+}
+
+/// The kernels of `imp`, or `None` when this CPU (or this build) cannot run them.
+pub(crate) fn table(imp: Impl) -> Option<&'static KernelTable> {
+    match imp {
+        Impl::Scalar => Some(&scalar::TABLE),
+        #[cfg(target_arch = "x86_64")]
+        Impl::Ssse3 if std::arch::is_x86_feature_detected!("ssse3") => Some(&x86::SSSE3),
+        #[cfg(target_arch = "x86_64")]
+        Impl::Avx2 if std::arch::is_x86_feature_detected!("avx2") => Some(&x86::AVX2),
+        // No AVX-512 kernels are built: the development machine cannot run them, and untested
+        // SIMD code must not become the default on servers that can (see `Impl::Avx512`).
+        _ => None,
+    }
+}
+
+/// The portable kernels, which every build and CPU can run.
+pub(crate) fn scalar_table() -> &'static KernelTable {
+    &scalar::TABLE
+}
+
+/// Asserts the caller contract every kernel's unsafe loop relies on: every block is `len` long.
+fn assert_lengths(len: usize, blocks: &[&[u8]], what: &str) {
+    for (i, block) in blocks.iter().enumerate() {
+        assert_eq!(
+            block.len(),
+            len,
+            "{what}[{i}] has {} bytes, expected {len}",
+            block.len()
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! SSSE3 and AVX2 vectors, and the kernel tables instantiated from them.
+//!
+//! Every operation is a one- to four-instruction wrapper around an intrinsic. The wrappers carry
+//! no `#[target_feature]` themselves; they are `#[inline(always)]` into the entry points below,
+//! which do, so each loop compiles to straight SIMD code.
+
+use std::arch::x86_64::*;
+
+use super::vector::{ByteVec, NibbleMul};
+use super::{loops, KernelTable};
+use crate::gf::NibbleTables;
+
+/// 16 bytes in an SSE register. Multiplication needs `pshufb`, hence SSSE3.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sse(__m128i);
+
+/// 32 bytes in an AVX2 register.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx(__m256i);
+
+impl ByteVec for Sse {
+    const BYTES: usize = 16;
+
+    #[inline(always)]
+    unsafe fn load(src: *const u8) -> Self {
+        // SAFETY: the caller guarantees 16 readable bytes and SSSE3; loadu needs no alignment.
+        Sse(unsafe { _mm_loadu_si128(src.cast()) })
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, dst: *mut u8) {
+        // SAFETY: the caller guarantees 16 writable bytes; storeu needs no alignment. SSSE3 is
+        // there because `self` exists (see `vector`).
+        unsafe { _mm_storeu_si128(dst.cast(), self.0) }
+    }
+
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        // SAFETY: an `Sse` exists only where SSSE3 (hence SSE2) was detected.
+        Sse(unsafe { _mm_xor_si128(self.0, other.0) })
+    }
+
+    #[inline(always)]
+    fn mul2(self) -> Self {
+        // SAFETY: an `Sse` exists only where SSSE3 (hence SSE2) was detected.
+        unsafe {
+            // Bytes with the top bit set are negative as i8: 0 > x gives 0xff exactly there.
+            let overflow = _mm_cmpgt_epi8(_mm_setzero_si128(), self.0);
+            let doubled = _mm_add_epi8(self.0, self.0);
+            Sse(_mm_xor_si128(
+                doubled,
+                _mm_and_si128(overflow, _mm_set1_epi8(0x1d)),
+            ))
+        }
+    }
+}
+
+impl NibbleMul for Sse {
+    #[inline(always)]
+    unsafe fn table(entries: &[u8; 16]) -> Self {
+        // SAFETY: `entries` is 16 readable bytes; SSSE3 by the caller's contract.
+        Sse(unsafe { _mm_loadu_si128(entries.as_ptr().cast()) })
+    }
+
+    #[inline(always)]
+    fn nibble_mul(self, lo: Self, hi: Self) -> Self {
+        // SAFETY: an `Sse` exists only where SSSE3 was detected.
+        unsafe {
+            let low_nibbles = _mm_set1_epi8(0x0f);
+            let lo_idx = _mm_and_si128(self.0, low_nibbles);
+            // There is no 8-bit shift: shift 16-bit lanes and mask off what crossed bytes.
+            let hi_idx = _mm_and_si128(_mm_srli_epi16::<4>(self.0), low_nibbles);
+            Sse(_mm_xor_si128(
+                _mm_shuffle_epi8(lo.0, lo_idx),
+                _mm_shuffle_epi8(hi.0, hi_idx),
+            ))
+        }
+    }
+}
+
+impl ByteVec for Avx {
+    const BYTES: usize = 32;
+
+    #[inline(always)]
+    unsafe fn load(src: *const u8) -> Self {
+        // SAFETY: the caller guarantees 32 readable bytes and AVX2; loadu needs no alignment.
+        Avx(unsafe { _mm256_loadu_si256(src.cast()) })
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, dst: *mut u8) {
+        // SAFETY: the caller guarantees 32 writable bytes; storeu needs no alignment. AVX2 is
+        // there because `self` exists (see `vector`).
+        unsafe { _mm256_storeu_si256(dst.cast(), self.0) }
+    }
+
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        // SAFETY: an `Avx` exists only where AVX2 was detected.
+        Avx(unsafe { _mm256_xor_si256(self.0, other.0) })
+    }
+
+    #[inline(always)]
+    fn mul2(self) -> Self {
+        // SAFETY: an `Avx` exists only where AVX2 was detected.
+        unsafe {
+            // Bytes with the top bit set are negative as i8: 0 > x gives 0xff exactly there.
+            let overflow = _mm256_cmpgt_epi8(_mm256_setzero_si256(), self.0);
+            let doubled = _mm256_add_epi8(self.0, self.0);
+            Avx(_mm256_xor_si256(
+                doubled,
+                _mm256_and_si256(overflow, _mm256_set1_epi8(0x1d)),
+            ))
+        }
+    }
+}
+
+impl NibbleMul for Avx {
+    #[inline(always)]
+    unsafe fn table(entries: &[u8; 16]) -> Self {
+        // SAFETY: `entries` is 16 readable bytes; AVX2 by the caller's contract. vpshufb looks
+        // up within each 128-bit lane, so both lanes get the same table.
+        Avx(unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(entries.as_ptr().cast())) })
+    }
+
+    #[inline(always)]
+    fn nibble_mul(self, lo: Self, hi: Self) -> Self {
+        // SAFETY: an `Avx` exists only where AVX2 was detected.
+        unsafe {
+            let low_nibbles = _mm256_set1_epi8(0x0f);
+            let lo_idx = _mm256_and_si256(self.0, low_nibbles);
+            // There is no 8-bit shift: shift 16-bit lanes and mask off what crossed bytes.
+            let hi_idx = _mm256_and_si256(_mm256_srli_epi16::<4>(self.0), low_nibbles);
+            Avx(_mm256_xor_si256(
+                _mm256_shuffle_epi8(lo.0, lo_idx),
+                _mm256_shuffle_epi8(hi.0, hi_idx),
+            ))
+        }
+    }
+}
+
+/// Instantiates the generic loops for one vector type inside `#[target_feature]` functions and
+/// wraps them in safe functions for a [`KernelTable`].
+macro_rules! kernel_table {
+    ($table:ident, $vec:ty, $feature:literal) => {
+        pub(super) static $table: KernelTable = {
+            #[target_feature(enable = $feature)]
+            unsafe fn xor_tf(dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
+                // SAFETY: this function's target feature is the one the vector type needs.
+                unsafe { loops::xor::<$vec>(dst, srcs, acc) }
+            }
+            #[target_feature(enable = $feature)]
+            unsafe fn gen_pq_tf(data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+                // SAFETY: this function's target feature is the one the vector type needs.
+                unsafe { loops::gen_pq::<$vec>(data, p, q) }
+            }
+            #[target_feature(enable = $feature)]
+            unsafe fn mul_acc_tf(tables: &NibbleTables, src: &[u8], dst: &mut [u8]) {
+                // SAFETY: this function's target feature is the one the vector type needs.
+                unsafe { loops::mul_acc::<$vec>(tables, src, dst) }
+            }
+
+            fn xor(dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
+                // SAFETY: reachable only through this table, which `kernels::table` hands out
+                // only after detecting the feature.
+                unsafe { xor_tf(dst, srcs, acc) }
+            }
+            fn gen_pq(data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+                // SAFETY: as for `xor`.
+                unsafe { gen_pq_tf(data, p, q) }
+            }
+            fn mul_acc(tables: &NibbleTables, src: &[u8], dst: &mut [u8]) {
+                // SAFETY: as for `xor`.
+                unsafe { mul_acc_tf(tables, src, dst) }
+            }
+
+            KernelTable {
+                xor,
+                gen_pq,
+                mul_acc,
+            }
+        };
+    };
+}
+
+kernel_table!(SSSE3, Sse, "ssse3");
+kernel_table!(AVX2, Avx, "avx2");

@@ -3,6 +3,7 @@
 
 pub mod bitmap;
 pub mod create;
+mod le;
 pub mod superblock;
 
 pub use bitmap::{BitmapError, BitmapSuper};

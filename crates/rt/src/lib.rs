@@ -1,1 +1,22 @@
-//! raidd runtime (placeholder while the skeleton is built).
+//! raidd's runtime: one single-threaded executor per thread, each with its own io_uring
+//! (thread-per-core, no lock shared by all threads on the data path), owned aligned buffers
+//! for O_DIRECT, and file operations that are safe to drop mid-flight.
+//!
+//! ```no_run
+//! let data = raidd_rt::block_on(async {
+//!     let f = raidd_rt::fs::File::from(std::fs::File::open("/etc/hostname").unwrap());
+//!     let (res, buf) = f.read_at(raidd_rt::AlignedBuf::zeroed(4096), 0).await;
+//!     res.map(|n| buf[..n].to_vec())
+//! });
+//! ```
+
+pub mod buf;
+mod driver;
+mod executor;
+pub mod fs;
+mod slab;
+pub mod time;
+
+pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
+pub use driver::Backend;
+pub use executor::{backend, block_on, shutdown, spawn_local, yield_now, JoinHandle};

@@ -1,0 +1,459 @@
+//! I/O buffers.
+//!
+//! [`AlignedBuf`] is an owned, page-aligned, zero-initialised byte buffer: what O_DIRECT and
+//! DMA want. io_uring needs the buffer to outlive the kernel's use of it, which a borrowed
+//! `&mut [u8]` cannot promise once the future that lent it is dropped, so I/O takes buffers by
+//! value and gives them back.
+//!
+//! One request buffer often feeds several member I/Os at once (a RAID0 read fills every
+//! member's chunks of the same client buffer). [`SharedBuf`] shares one `AlignedBuf` among
+//! them as [`BufSlice`] (read-only) and [`BufSliceMut`] (exclusive) windows. The windows are
+//! borrow-checked at run time like a `RefCell` over byte ranges: overlapping exclusive windows
+//! are refused, so two member reads can never write the same bytes, and the buffer stays
+//! alive until the last window (possibly held by an orphaned io_uring op) is gone.
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ops::{Deref, DerefMut, Range};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use smallvec::SmallVec;
+
+/// Alignment of every buffer: the page size, which covers any device's logical block size.
+pub const ALIGN: usize = 4096;
+
+/// An owned, `ALIGN`-aligned, zero-initialised buffer whose capacity is a multiple of `ALIGN`.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    cap: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only give shared access to the bytes, like Vec<u8>.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (capacity rounded up to `ALIGN`, at least `ALIGN`).
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        let cap = len.max(1).div_ceil(ALIGN) * ALIGN;
+        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
+        // SAFETY: layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        AlignedBuf { ptr, len, cap }
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice(data: &[u8]) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(data.len());
+        b.copy_from_slice(data);
+        b
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Changes the length within the capacity. The bytes are always initialised (zeroed at
+    /// allocation), so growing exposes zeros or earlier contents, never uninitialised memory.
+    pub fn set_len(&mut self, len: usize) {
+        assert!(
+            len <= self.cap,
+            "set_len({len}) beyond capacity {}",
+            self.cap
+        );
+        self.len = len;
+    }
+
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.cap, ALIGN).expect("layout was valid at alloc");
+        // SAFETY: ptr was allocated with exactly this layout and is not used after this.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for cap >= len initialised bytes and we hold &self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for cap >= len initialised bytes and we hold &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Clone for AlignedBuf {
+    fn clone(&self) -> AlignedBuf {
+        AlignedBuf::from_slice(self)
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("cap", &self.cap)
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BorrowKind {
+    Shared,
+    Exclusive,
+}
+
+#[derive(Debug)]
+struct Borrow {
+    range: Range<usize>,
+    kind: BorrowKind,
+}
+
+struct Inner {
+    buf: AlignedBuf,
+    borrows: Mutex<SmallVec<[Borrow; 8]>>,
+}
+
+impl Inner {
+    fn borrow(&self, range: Range<usize>, kind: BorrowKind) -> Result<(), BorrowError> {
+        assert!(range.start <= range.end, "inverted range {range:?}");
+        if range.end > self.buf.len() {
+            return Err(BorrowError::OutOfBounds {
+                range,
+                len: self.buf.len(),
+            });
+        }
+        let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
+        let conflict = borrows.iter().find(|b| {
+            let overlaps = b.range.start < range.end && range.start < b.range.end;
+            overlaps && (kind == BorrowKind::Exclusive || b.kind == BorrowKind::Exclusive)
+        });
+        if let Some(b) = conflict {
+            return Err(BorrowError::Overlap {
+                range,
+                held: b.range.clone(),
+            });
+        }
+        borrows.push(Borrow { range, kind });
+        Ok(())
+    }
+
+    fn release(&self, range: &Range<usize>, kind: BorrowKind) {
+        let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
+        let pos = borrows
+            .iter()
+            .position(|b| b.range == *range && b.kind == kind)
+            .expect("released a borrow that was never taken");
+        borrows.swap_remove(pos);
+    }
+}
+
+/// A window could not be lent: a bug in the caller (the engine), never bad input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BorrowError {
+    #[error("buffer range {range:?} overlaps a range already lent out ({held:?})")]
+    Overlap {
+        range: Range<usize>,
+        held: Range<usize>,
+    },
+    #[error("buffer range {range:?} is outside the buffer of {len} bytes")]
+    OutOfBounds { range: Range<usize>, len: usize },
+}
+
+/// An [`AlignedBuf`] lent out in windows to concurrent I/O. See the module docs.
+#[derive(Clone)]
+pub struct SharedBuf {
+    inner: Arc<Inner>,
+}
+
+impl SharedBuf {
+    pub fn new(buf: AlignedBuf) -> SharedBuf {
+        SharedBuf {
+            inner: Arc::new(Inner {
+                buf,
+                borrows: Mutex::new(SmallVec::new()),
+            }),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A read-only window (for writing the bytes to a member). Overlaps other read-only
+    /// windows freely; refused while an exclusive window overlaps it.
+    pub fn slice(&self, range: Range<usize>) -> Result<BufSlice, BorrowError> {
+        self.inner.borrow(range.clone(), BorrowKind::Shared)?;
+        Ok(BufSlice {
+            inner: self.inner.clone(),
+            range,
+        })
+    }
+
+    /// An exclusive window (for reading a member into). Refused if any window overlaps it.
+    pub fn slice_mut(&self, range: Range<usize>) -> Result<BufSliceMut, BorrowError> {
+        self.inner.borrow(range.clone(), BorrowKind::Exclusive)?;
+        Ok(BufSliceMut {
+            inner: self.inner.clone(),
+            range,
+        })
+    }
+
+    /// Takes the buffer back once every window and every other handle is gone.
+    pub fn try_into_inner(self) -> Result<AlignedBuf, SharedBuf> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => {
+                debug_assert!(inner.borrows.lock().map(|b| b.is_empty()).unwrap_or(true));
+                Ok(inner.buf)
+            }
+            Err(inner) => Err(SharedBuf { inner }),
+        }
+    }
+
+    /// Runs `f` over the whole buffer, read-only. Panics if an exclusive window is lent out
+    /// (a caller bug: reading bytes that a member is still writing).
+    pub fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let all = 0..self.len();
+        let window = self
+            .slice(all)
+            .expect("read the whole buffer while a member writes into it");
+        f(window.as_slice())
+    }
+}
+
+impl fmt::Debug for SharedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedBuf")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// A read-only window into a [`SharedBuf`].
+pub struct BufSlice {
+    inner: Arc<Inner>,
+    range: Range<usize>,
+}
+
+impl BufSlice {
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the range is in bounds (checked at borrow) and registered as shared, so no
+        // exclusive window (the only way to write) overlaps it while self lives.
+        unsafe {
+            std::slice::from_raw_parts(self.inner.buf.as_ptr().add(self.range.start), self.len())
+        }
+    }
+
+    /// Pointer to the first byte, valid for `len()` bytes while `self` lives.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr()
+    }
+
+    /// Offset of this window in its buffer.
+    pub fn offset(&self) -> usize {
+        self.range.start
+    }
+}
+
+impl Clone for BufSlice {
+    fn clone(&self) -> BufSlice {
+        self.inner
+            .borrow(self.range.clone(), BorrowKind::Shared)
+            .expect("a shared window can always be shared again");
+        BufSlice {
+            inner: self.inner.clone(),
+            range: self.range.clone(),
+        }
+    }
+}
+
+impl Drop for BufSlice {
+    fn drop(&mut self) {
+        self.inner.release(&self.range, BorrowKind::Shared);
+    }
+}
+
+impl fmt::Debug for BufSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BufSlice({:?})", self.range)
+    }
+}
+
+/// An exclusive window into a [`SharedBuf`].
+pub struct BufSliceMut {
+    inner: Arc<Inner>,
+    range: Range<usize>,
+}
+
+impl BufSliceMut {
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the range is in bounds and registered as exclusive: no other window overlaps
+        // it while self lives, and &mut self makes this the only reference through self.
+        unsafe { std::slice::from_raw_parts_mut(self.raw_ptr(), self.len()) }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: as in as_mut_slice; &self excludes a simultaneous &mut through self.
+        unsafe { std::slice::from_raw_parts(self.raw_ptr(), self.len()) }
+    }
+
+    /// Pointer to the first byte, valid for writes of `len()` bytes while `self` lives. The
+    /// kernel writes through it; Rust code must not hold other references into the window
+    /// meanwhile (holding `self` by value in the op guarantees that).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_slice().as_mut_ptr()
+    }
+
+    pub fn offset(&self) -> usize {
+        self.range.start
+    }
+
+    fn raw_ptr(&self) -> *mut u8 {
+        // The allocation is only ever written through exclusive windows; deriving a *mut from
+        // the shared AlignedBuf pointer is how interior mutability is provided here.
+        // SAFETY: range.start <= len <= cap, so the offset stays inside the allocation.
+        unsafe { self.inner.buf.as_ptr().cast_mut().add(self.range.start) }
+    }
+}
+
+impl Drop for BufSliceMut {
+    fn drop(&mut self) {
+        self.inner.release(&self.range, BorrowKind::Exclusive);
+    }
+}
+
+impl fmt::Debug for BufSliceMut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BufSliceMut({:?})", self.range)
+    }
+}
+
+/// Read-only windows for one vectored write.
+pub type IoVec = SmallVec<[BufSlice; 4]>;
+/// Exclusive windows for one vectored read.
+pub type IoVecMut = SmallVec<[BufSliceMut; 4]>;
+
+/// Total bytes of an [`IoVec`].
+pub fn iov_len(iov: &[BufSlice]) -> usize {
+    iov.iter().map(BufSlice::len).sum()
+}
+
+/// Total bytes of an [`IoVecMut`].
+pub fn iov_mut_len(iov: &[BufSliceMut]) -> usize {
+    iov.iter().map(BufSliceMut::len).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_zeroed() {
+        for len in [0, 1, 511, 4096, 4097, 1 << 20] {
+            let b = AlignedBuf::zeroed(len);
+            assert_eq!(b.as_ptr() as usize % ALIGN, 0);
+            assert_eq!(b.len(), len);
+            assert!(b.capacity() >= len && b.capacity().is_multiple_of(ALIGN));
+            assert!(b.iter().all(|&x| x == 0));
+        }
+    }
+
+    #[test]
+    fn exclusive_windows_do_not_overlap() {
+        let s = SharedBuf::new(AlignedBuf::zeroed(8192));
+        let a = s.slice_mut(0..4096).unwrap();
+        assert!(matches!(
+            s.slice_mut(4095..4097),
+            Err(BorrowError::Overlap { .. })
+        ));
+        assert!(matches!(
+            s.slice(100..200),
+            Err(BorrowError::Overlap { .. })
+        ));
+        let b = s.slice_mut(4096..8192).unwrap();
+        drop(a);
+        let c = s.slice(0..10).unwrap();
+        let d = s.slice(5..20).unwrap();
+        assert!(s.slice_mut(15..30).is_err());
+        drop((b, c, d));
+        assert!(matches!(
+            s.slice(0..8193),
+            Err(BorrowError::OutOfBounds { .. })
+        ));
+    }
+
+    #[test]
+    fn windows_write_through_and_buffer_comes_back() {
+        let s = SharedBuf::new(AlignedBuf::zeroed(1024));
+        let mut w1 = s.slice_mut(0..512).unwrap();
+        let mut w2 = s.slice_mut(512..1024).unwrap();
+        w1.as_mut_slice().fill(1);
+        w2.as_mut_slice().fill(2);
+        let s2 = s.clone();
+        assert!(s.try_into_inner().is_err());
+        drop((w1, w2));
+        s2.with(|b| {
+            assert!(b[..512].iter().all(|&x| x == 1));
+            assert!(b[512..].iter().all(|&x| x == 2));
+        });
+        let back = s2.try_into_inner().unwrap();
+        assert_eq!(back[0], 1);
+        assert_eq!(back[1023], 2);
+    }
+
+    #[test]
+    fn window_keeps_buffer_alive() {
+        let s = SharedBuf::new(AlignedBuf::from_slice(&[7u8; 100]));
+        let w = s.slice(10..20).unwrap();
+        drop(s);
+        assert_eq!(w.as_slice(), &[7u8; 10]);
+    }
+}

@@ -1,0 +1,617 @@
+//! The per-thread I/O driver: one io_uring per thread, or synchronous system calls where
+//! io_uring is unavailable (seccomp in some containers, `RAIDD_NO_URING=1`).
+//!
+//! Operations are futures ([`Op`]) that own every resource the kernel touches (buffers, iovec
+//! arrays, timespecs). If an `Op` is dropped before its completion arrives, its resources move
+//! into the driver's slab as an orphan and are freed only when the kernel is done with them.
+//! SQEs are not submitted one by one: they queue until the executor runs out of ready tasks
+//! and parks, so a burst of member I/Os from many tasks costs one `io_uring_enter`.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use crate::slab::{Key, Slab};
+
+/// user_data of the eventfd read that lets other threads wake a sleeping driver. A slab key
+/// never has index 0xffff_ffff, so this cannot collide.
+const EVENTFD_TOKEN: u64 = u64::MAX;
+/// user_data of cancellation requests; their completions carry nothing we need.
+const CANCEL_TOKEN: u64 = u64::MAX - 1;
+
+const RING_ENTRIES: u32 = 256;
+
+/// An operation the driver can run, by io_uring or by a plain system call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OpKind {
+    Read {
+        fd: RawFd,
+        ptr: *mut u8,
+        len: u32,
+        offset: u64,
+    },
+    Write {
+        fd: RawFd,
+        ptr: *const u8,
+        len: u32,
+        offset: u64,
+    },
+    Readv {
+        fd: RawFd,
+        iov: *const libc::iovec,
+        count: u32,
+        offset: u64,
+    },
+    Writev {
+        fd: RawFd,
+        iov: *const libc::iovec,
+        count: u32,
+        offset: u64,
+    },
+    Fsync {
+        fd: RawFd,
+        datasync: bool,
+    },
+    Fallocate {
+        fd: RawFd,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    },
+    /// `duration` mirrors `*ts` for the synchronous fallback (the io_uring type is opaque).
+    Timeout {
+        ts: *const types::Timespec,
+        duration: std::time::Duration,
+    },
+}
+
+impl OpKind {
+    fn sqe(self) -> squeue::Entry {
+        match self {
+            OpKind::Read {
+                fd,
+                ptr,
+                len,
+                offset,
+            } => opcode::Read::new(types::Fd(fd), ptr, len)
+                .offset(offset)
+                .build(),
+            OpKind::Write {
+                fd,
+                ptr,
+                len,
+                offset,
+            } => opcode::Write::new(types::Fd(fd), ptr, len)
+                .offset(offset)
+                .build(),
+            OpKind::Readv {
+                fd,
+                iov,
+                count,
+                offset,
+            } => opcode::Readv::new(types::Fd(fd), iov, count)
+                .offset(offset)
+                .build(),
+            OpKind::Writev {
+                fd,
+                iov,
+                count,
+                offset,
+            } => opcode::Writev::new(types::Fd(fd), iov, count)
+                .offset(offset)
+                .build(),
+            OpKind::Fsync { fd, datasync } => {
+                let flags = if datasync {
+                    types::FsyncFlags::DATASYNC
+                } else {
+                    types::FsyncFlags::empty()
+                };
+                opcode::Fsync::new(types::Fd(fd)).flags(flags).build()
+            }
+            OpKind::Fallocate {
+                fd,
+                mode,
+                offset,
+                len,
+            } => opcode::Fallocate::new(types::Fd(fd), len)
+                .offset(offset)
+                .mode(mode)
+                .build(),
+            OpKind::Timeout { ts, .. } => opcode::Timeout::new(ts).build(),
+        }
+    }
+
+    /// Runs the operation with a blocking system call; returns what a CQE would (result or
+    /// negative errno).
+    fn run_sync(self) -> i32 {
+        fn ret(r: isize) -> i32 {
+            if r < 0 {
+                -io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO)
+            } else {
+                i32::try_from(r).unwrap_or(i32::MAX)
+            }
+        }
+        // The Op that carries this kind owns the buffers and iovecs it points to, and they
+        // outlive this synchronous call.
+        match self {
+            OpKind::Read {
+                fd,
+                ptr,
+                len,
+                offset,
+            } => {
+                // SAFETY: ptr is valid for len bytes of writes (owned by the op).
+                ret(unsafe { libc::pread(fd, ptr.cast(), len as usize, offset as libc::off_t) })
+            }
+            OpKind::Write {
+                fd,
+                ptr,
+                len,
+                offset,
+            } => {
+                // SAFETY: ptr is valid for len bytes of reads (owned by the op).
+                ret(unsafe { libc::pwrite(fd, ptr.cast(), len as usize, offset as libc::off_t) })
+            }
+            OpKind::Readv {
+                fd,
+                iov,
+                count,
+                offset,
+            } => {
+                // SAFETY: iov points at count iovecs, each valid for writes (owned by the op).
+                ret(unsafe { libc::preadv(fd, iov, count as i32, offset as libc::off_t) })
+            }
+            OpKind::Writev {
+                fd,
+                iov,
+                count,
+                offset,
+            } => {
+                // SAFETY: iov points at count iovecs, each valid for reads (owned by the op).
+                ret(unsafe { libc::pwritev(fd, iov, count as i32, offset as libc::off_t) })
+            }
+            OpKind::Fsync { fd, datasync } => {
+                // SAFETY: plain syscall on a descriptor.
+                let r = unsafe {
+                    if datasync {
+                        libc::fdatasync(fd)
+                    } else {
+                        libc::fsync(fd)
+                    }
+                };
+                ret(r as isize)
+            }
+            OpKind::Fallocate {
+                fd,
+                mode,
+                offset,
+                len,
+            } => {
+                // SAFETY: plain syscall on a descriptor.
+                let r =
+                    unsafe { libc::fallocate(fd, mode, offset as libc::off_t, len as libc::off_t) };
+                ret(r as isize)
+            }
+            OpKind::Timeout { .. } => unreachable!("sync timeouts are driven by park_sync"),
+        }
+    }
+}
+
+enum Slot {
+    Waiting(Option<Waker>),
+    Done(i32),
+    /// The future was dropped; keep its resources until the kernel completes the op.
+    Orphan(#[allow(dead_code)] Box<dyn Any>),
+}
+
+/// Which backend this thread's driver uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    IoUring,
+    Sync,
+}
+
+pub(crate) struct Driver {
+    ring: Option<RefCell<IoUring>>,
+    ops: RefCell<Slab<Slot>>,
+    /// SQEs pushed but not yet submitted.
+    unsubmitted: Cell<u32>,
+    eventfd: Arc<OwnedFd>,
+    eventfd_buf: Box<Cell<u64>>,
+    eventfd_armed: Cell<bool>,
+    /// Timeouts of the synchronous backend (io_uring keeps its own): deadline and op key.
+    sync_timers: RefCell<Vec<(std::time::Instant, Key)>>,
+}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("backend", &self.backend())
+            .field("in_flight", &self.ops.borrow().len())
+            .finish()
+    }
+}
+
+/// Whether io_uring works here; probed once per process, logged once when it does not.
+fn uring_allowed() -> bool {
+    static ALLOWED: OnceLock<bool> = OnceLock::new();
+    *ALLOWED.get_or_init(|| {
+        if std::env::var_os("RAIDD_NO_URING").is_some_and(|v| v != "0") {
+            tracing::warn!("RAIDD_NO_URING is set: using synchronous system calls for I/O");
+            return false;
+        }
+        match IoUring::new(2) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(
+                    "io_uring is unavailable ({e}); falling back to synchronous system calls, \
+                     which serialise each thread's I/O"
+                );
+                false
+            }
+        }
+    })
+}
+
+impl Driver {
+    pub(crate) fn new() -> io::Result<Driver> {
+        // SAFETY: plain syscall; the result is checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: efd is a fresh descriptor that we own.
+        let eventfd = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let ring = if uring_allowed() {
+            Some(RefCell::new(IoUring::builder().build(RING_ENTRIES)?))
+        } else {
+            None
+        };
+        Ok(Driver {
+            ring,
+            ops: RefCell::new(Slab::default()),
+            unsubmitted: Cell::new(0),
+            eventfd,
+            eventfd_buf: Box::new(Cell::new(0)),
+            eventfd_armed: Cell::new(false),
+            sync_timers: RefCell::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        if self.ring.is_some() {
+            Backend::IoUring
+        } else {
+            Backend::Sync
+        }
+    }
+
+    pub(crate) fn eventfd_handle(&self) -> Arc<OwnedFd> {
+        self.eventfd.clone()
+    }
+
+    /// Operations submitted and not yet completed (orphans included).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.ops.borrow().len()
+    }
+
+    /// Pushes an SQE, flushing the queue to the kernel if it is full.
+    fn push(&self, entry: &squeue::Entry) {
+        let ring = self.ring.as_ref().expect("push without a ring");
+        loop {
+            let mut ring = ring.borrow_mut();
+            // SAFETY: every pointer in `entry` refers to memory owned by an Op (or by the
+            // driver for the eventfd read) that stays alive until the CQE is reaped.
+            let pushed = unsafe { ring.submission().push(entry).is_ok() };
+            if pushed {
+                self.unsubmitted.set(self.unsubmitted.get() + 1);
+                return;
+            }
+            drop(ring);
+            self.submit(0);
+        }
+    }
+
+    /// Submits queued SQEs, waiting for at least `want` completions.
+    fn submit(&self, want: usize) {
+        let Some(ring) = self.ring.as_ref() else {
+            return;
+        };
+        loop {
+            let r = ring.borrow().submit_and_wait(want);
+            match r {
+                Ok(_) => {
+                    self.unsubmitted.set(0);
+                    return;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // Completion queue full: make room and try again.
+                    self.reap();
+                    if want > 0 {
+                        return;
+                    }
+                }
+                Err(e) => panic!("io_uring_enter failed: {e}"),
+            }
+        }
+    }
+
+    fn arm_eventfd(&self) {
+        if self.eventfd_armed.get() || self.ring.is_none() {
+            return;
+        }
+        let entry = opcode::Read::new(
+            types::Fd(self.eventfd.as_raw_fd()),
+            self.eventfd_buf.as_ptr().cast(),
+            8,
+        )
+        .build()
+        .user_data(EVENTFD_TOKEN);
+        self.push(&entry);
+        self.eventfd_armed.set(true);
+    }
+
+    /// Hands queued work to the kernel and processes completions. With `block`, sleeps until
+    /// at least one completion (or a wake from another thread) arrives.
+    pub(crate) fn park(&self, block: bool) {
+        if self.ring.is_none() {
+            self.park_sync(block);
+            return;
+        }
+        if block {
+            self.arm_eventfd();
+        }
+        self.submit(usize::from(block));
+        self.reap();
+    }
+
+    /// The synchronous backend completes I/O at submission, so parking only waits for the
+    /// next timer or a wake from another thread.
+    fn park_sync(&self, block: bool) {
+        let now = std::time::Instant::now();
+        let next = self.sync_timers.borrow().iter().map(|(d, _)| *d).min();
+        let timeout_ms = match (block, next) {
+            (false, _) => 0,
+            (true, None) => -1,
+            (true, Some(d)) => {
+                let ms = d.saturating_duration_since(now).as_micros().div_ceil(1000);
+                i32::try_from(ms).unwrap_or(i32::MAX)
+            }
+        };
+        if timeout_ms != 0 {
+            let mut pfd = libc::pollfd {
+                fd: self.eventfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: pfd is a valid pollfd for the duration of the call.
+            unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into v; the fd is non-blocking.
+            unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+        let now = std::time::Instant::now();
+        let expired: Vec<Key> = {
+            let mut timers = self.sync_timers.borrow_mut();
+            let keys = timers
+                .iter()
+                .filter(|(d, _)| *d <= now)
+                .map(|(_, k)| *k)
+                .collect();
+            timers.retain(|(d, _)| *d > now);
+            keys
+        };
+        for key in expired {
+            self.complete(key.to_u64(), -libc::ETIME);
+        }
+    }
+
+    fn reap(&self) {
+        let Some(ring) = self.ring.as_ref() else {
+            return;
+        };
+        let mut done: smallvec::SmallVec<[(u64, i32); 32]> = smallvec::SmallVec::new();
+        loop {
+            {
+                let mut ring = ring.borrow_mut();
+                let mut cq = ring.completion();
+                cq.sync();
+                for cqe in &mut cq {
+                    done.push((cqe.user_data(), cqe.result()));
+                    if done.len() == done.capacity() {
+                        break;
+                    }
+                }
+            }
+            if done.is_empty() {
+                return;
+            }
+            for (user_data, res) in done.drain(..) {
+                self.complete(user_data, res);
+            }
+        }
+    }
+
+    fn complete(&self, user_data: u64, res: i32) {
+        if user_data == EVENTFD_TOKEN {
+            self.eventfd_armed.set(false);
+            return;
+        }
+        if user_data == CANCEL_TOKEN {
+            return;
+        }
+        let key = Key::from_u64(user_data);
+        let mut ops = self.ops.borrow_mut();
+        let Some(slot) = ops.get_mut(key) else {
+            panic!("completion for unknown op {key:?}");
+        };
+        match std::mem::replace(slot, Slot::Done(res)) {
+            Slot::Waiting(waker) => {
+                drop(ops);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            }
+            Slot::Orphan(resources) => {
+                ops.remove(key);
+                drop(ops);
+                drop(resources);
+            }
+            Slot::Done(_) => panic!("op {key:?} completed twice"),
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.ring.is_none() {
+            return;
+        }
+        // Wake our own eventfd read so it completes, then wait until the kernel has returned
+        // every buffer it was lent: freeing them earlier would let it write into freed memory.
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from `one` to our eventfd.
+        unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        while self.in_flight() > 0 || self.eventfd_armed.get() {
+            self.submit(1);
+            self.reap();
+        }
+    }
+}
+
+/// A submitted operation. Resolves to the kernel's result and the resources it lent.
+pub(crate) struct Op<T: 'static> {
+    driver: Rc<Driver>,
+    state: OpState,
+    data: Option<T>,
+    _not_send: PhantomData<*const ()>,
+}
+
+enum OpState {
+    InFlight(Key),
+    Ready(i32),
+    Finished,
+}
+
+impl<T: 'static> Op<T> {
+    /// Starts `kind`, whose pointers refer into `data`.
+    ///
+    /// # Safety
+    /// Every pointer in `kind` must point into heap memory owned by `data` (or be otherwise
+    /// valid until the op completes), which must not move or be freed while `data` is alive:
+    /// the kernel may use it until the completion arrives, even after the `Op` is dropped.
+    pub(crate) unsafe fn start(driver: &Rc<Driver>, kind: OpKind, data: T) -> Op<T> {
+        let state = if driver.ring.is_some() {
+            let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));
+            driver.push(&kind.sqe().user_data(key.to_u64()));
+            OpState::InFlight(key)
+        } else if let OpKind::Timeout { duration, .. } = kind {
+            let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));
+            let deadline = std::time::Instant::now() + duration;
+            driver.sync_timers.borrow_mut().push((deadline, key));
+            OpState::InFlight(key)
+        } else {
+            OpState::Ready(kind.run_sync())
+        };
+        Op {
+            driver: driver.clone(),
+            state,
+            data: Some(data),
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl<T: 'static> Future for Op<T> {
+    type Output = (i32, T);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<(i32, T)> {
+        // SAFETY: Op is never structurally pinned: no field is exposed pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        let res = match this.state {
+            OpState::Ready(res) => res,
+            OpState::Finished => panic!("Op polled after completion"),
+            OpState::InFlight(key) => {
+                let mut ops = this.driver.ops.borrow_mut();
+                let slot = ops
+                    .get_mut(key)
+                    .expect("in-flight op missing from the slab");
+                match slot {
+                    Slot::Done(res) => {
+                        let res = *res;
+                        ops.remove(key);
+                        res
+                    }
+                    Slot::Waiting(w) => {
+                        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            *w = Some(cx.waker().clone());
+                        }
+                        return Poll::Pending;
+                    }
+                    Slot::Orphan(_) => unreachable!("a live op cannot be orphaned"),
+                }
+            }
+        };
+        this.state = OpState::Finished;
+        let data = this.data.take().expect("op data taken twice");
+        Poll::Ready((res, data))
+    }
+}
+
+impl<T: 'static> Drop for Op<T> {
+    fn drop(&mut self) {
+        let OpState::InFlight(key) = self.state else {
+            return;
+        };
+        let mut ops = self.driver.ops.borrow_mut();
+        let Some(slot) = ops.get_mut(key) else { return };
+        match slot {
+            Slot::Done(_) => {
+                ops.remove(key);
+            }
+            Slot::Waiting(_) => {
+                let data = self.data.take().map(|d| Box::new(d) as Box<dyn Any>);
+                *slot = Slot::Orphan(data.unwrap_or_else(|| Box::new(())));
+                drop(ops);
+                if self.driver.ring.is_none() {
+                    // Only timers are in flight in the synchronous backend.
+                    self.driver
+                        .sync_timers
+                        .borrow_mut()
+                        .retain(|(_, k)| *k != key);
+                    self.driver.ops.borrow_mut().remove(key);
+                    return;
+                }
+                // Nobody wants the result: ask the kernel to stop early (a timeout would
+                // otherwise hold its slot, and runtime shutdown, until it expires).
+                let cancel = opcode::AsyncCancel::new(key.to_u64())
+                    .build()
+                    .user_data(CANCEL_TOKEN);
+                self.driver.push(&cancel);
+            }
+            Slot::Orphan(_) => unreachable!("op orphaned twice"),
+        }
+    }
+}
+
+/// Converts a CQE result into an `io::Result` of the byte count.
+pub(crate) fn cqe_result(res: i32) -> io::Result<usize> {
+    if res < 0 {
+        Err(io::Error::from_raw_os_error(-res))
+    } else {
+        Ok(res as usize)
+    }
+}

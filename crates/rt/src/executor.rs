@@ -1,0 +1,361 @@
+//! A single-threaded executor per thread (thread-per-core): tasks are `!Send` futures that
+//! stay on the thread that spawned them, next to that thread's io_uring. Nothing here is
+//! shared between threads except the queue through which another thread may wake a task.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use crate::driver::{Backend, Driver};
+use crate::slab::{Key, Slab};
+
+type LocalTask = Pin<Box<dyn Future<Output = ()>>>;
+
+/// The part of a runtime other threads may touch: the queue of tasks they woke.
+struct Remote {
+    queue: Mutex<Vec<Key>>,
+    /// Set when the eventfd has been written and not yet drained, so a burst of remote wakes
+    /// costs one write.
+    signalled: AtomicBool,
+    /// Shared with the driver, so the descriptor stays open while any waker can still write.
+    eventfd: Arc<OwnedFd>,
+    /// Cleared when the runtime is dropped; late wakes become no-ops.
+    alive: AtomicBool,
+}
+
+impl Remote {
+    fn wake(&self, key: Key) {
+        if !self.alive.load(Ordering::Acquire) {
+            return;
+        }
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(key);
+        if !self.signalled.swap(true, Ordering::AcqRel) {
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from `one` to an eventfd kept open by our Arc.
+            unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+}
+
+/// What a task's waker carries: which task, on which runtime.
+struct TaskWaker {
+    key: Key,
+    remote: Arc<Remote>,
+    /// Already in a ready queue: further wakes are redundant.
+    queued: AtomicBool,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // During thread-local destruction (a future dropped at thread exit may wake others)
+        // the current runtime is unreachable; the remote path is always safe.
+        let local = CURRENT.try_with(|c| {
+            let c = c.try_borrow().ok()?;
+            let rt = c.as_ref()?;
+            if !Arc::ptr_eq(&rt.remote, &self.remote) {
+                return None;
+            }
+            rt.ready.try_borrow_mut().ok()?.push_back(self.key);
+            Some(())
+        });
+        if !matches!(local, Ok(Some(()))) {
+            self.remote.wake(self.key);
+        }
+    }
+}
+
+struct TaskSlot {
+    future: Option<LocalTask>,
+    waker: Arc<TaskWaker>,
+}
+
+/// One thread's runtime.
+pub(crate) struct Runtime {
+    tasks: RefCell<Slab<TaskSlot>>,
+    ready: RefCell<VecDeque<Key>>,
+    remote: Arc<Remote>,
+    pub(crate) driver: Rc<Driver>,
+    in_block_on: Cell<bool>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("tasks", &self.tasks.borrow().len())
+            .finish()
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Runtime>>> = const { RefCell::new(None) };
+}
+
+impl Runtime {
+    fn new() -> std::io::Result<Runtime> {
+        let driver = Rc::new(Driver::new()?);
+        let remote = Arc::new(Remote {
+            queue: Mutex::new(Vec::new()),
+            signalled: AtomicBool::new(false),
+            eventfd: driver.eventfd_handle(),
+            alive: AtomicBool::new(true),
+        });
+        Ok(Runtime {
+            tasks: RefCell::new(Slab::default()),
+            ready: RefCell::new(VecDeque::new()),
+            remote,
+            driver,
+            in_block_on: Cell::new(false),
+        })
+    }
+
+    fn spawn(&self, future: LocalTask) {
+        let mut tasks = self.tasks.borrow_mut();
+        // Insert a placeholder first: the waker needs the key.
+        let key = tasks.insert(TaskSlot {
+            future: None,
+            waker: Arc::new(TaskWaker {
+                key: Key {
+                    index: 0,
+                    generation: 0,
+                },
+                remote: self.remote.clone(),
+                queued: AtomicBool::new(true),
+            }),
+        });
+        let slot = tasks.get_mut(key).expect("just inserted");
+        slot.future = Some(future);
+        slot.waker = Arc::new(TaskWaker {
+            key,
+            remote: self.remote.clone(),
+            queued: AtomicBool::new(true),
+        });
+        self.ready.borrow_mut().push_back(key);
+    }
+
+    /// Polls one task. The future is taken out of the slab while it runs so that it may
+    /// spawn tasks (which borrows the slab) or wake itself.
+    fn poll_task(&self, key: Key) {
+        let (mut future, waker) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(slot) = tasks.get_mut(key) else {
+                return;
+            };
+            let Some(future) = slot.future.take() else {
+                return;
+            };
+            slot.waker.queued.store(false, Ordering::Release);
+            (future, slot.waker.clone())
+        };
+        let waker = Waker::from(waker);
+        let mut cx = Context::from_waker(&waker);
+        let done = future.as_mut().poll(&mut cx).is_ready();
+        let mut tasks = self.tasks.borrow_mut();
+        if done {
+            tasks.remove(key);
+        } else if let Some(slot) = tasks.get_mut(key) {
+            slot.future = Some(future);
+        }
+    }
+
+    fn drain_remote(&self) {
+        self.remote.signalled.store(false, Ordering::Release);
+        let woken =
+            std::mem::take(&mut *self.remote.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks = self.tasks.borrow();
+        let mut ready = self.ready.borrow_mut();
+        for key in woken {
+            if tasks.get(key).is_some() {
+                ready.push_back(key);
+            }
+        }
+    }
+
+    /// Runs tasks until `done()` says so, parking on the driver when nothing is ready.
+    fn run_until(&self, mut done: impl FnMut() -> bool) {
+        loop {
+            // Run what is ready now; tasks woken meanwhile wait for the next round, so that
+            // completions are reaped between rounds and nothing starves.
+            let round = self.ready.borrow().len();
+            for _ in 0..round {
+                let Some(key) = self.ready.borrow_mut().pop_front() else {
+                    break;
+                };
+                self.poll_task(key);
+            }
+            if done() {
+                return;
+            }
+            self.drain_remote();
+            let idle = self.ready.borrow().is_empty();
+            self.driver.park(idle);
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.remote.alive.store(false, Ordering::Release);
+        // Drop task futures (and with them their ops, which become orphans) before the
+        // driver waits for the kernel to hand back every buffer.
+        let keys = self.tasks.borrow().keys();
+        for key in keys {
+            let slot = self.tasks.borrow_mut().remove(key);
+            drop(slot);
+        }
+    }
+}
+
+fn with_runtime<R>(f: impl FnOnce(&Rc<Runtime>) -> R) -> R {
+    let rt = CURRENT.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            let rt = Runtime::new().unwrap_or_else(|e| panic!("cannot start the runtime: {e}"));
+            *c = Some(Rc::new(rt));
+        }
+        c.as_ref().cloned().expect("runtime was just set")
+    });
+    f(&rt)
+}
+
+/// The current thread's driver (starting the runtime if needed).
+pub(crate) fn driver() -> Rc<Driver> {
+    with_runtime(|rt| rt.driver.clone())
+}
+
+/// Which I/O backend this thread uses.
+pub fn backend() -> Backend {
+    with_runtime(|rt| rt.driver.backend())
+}
+
+/// Runs `future` to completion on this thread, together with every task spawned meanwhile.
+/// Tasks still pending when it returns stay queued for the next `block_on` on this thread.
+/// Panics if called from inside `block_on` on the same thread.
+pub fn block_on<F: Future + 'static>(future: F) -> F::Output
+where
+    F::Output: 'static,
+{
+    with_runtime(|rt| {
+        assert!(
+            !rt.in_block_on.replace(true),
+            "block_on called from within block_on"
+        );
+        let handle = spawn_on(rt, future);
+        let result = Rc::clone(&handle.state);
+        rt.run_until(|| result.borrow().output.is_some());
+        rt.in_block_on.set(false);
+        let output = result
+            .borrow_mut()
+            .output
+            .take()
+            .expect("checked by run_until");
+        output
+    })
+}
+
+/// Drops this thread's runtime after waiting for in-flight I/O (useful in tests and before a
+/// thread exits on purpose; it also happens automatically at thread exit).
+pub fn shutdown() {
+    let rt = CURRENT.with(|c| c.borrow_mut().take());
+    drop(rt);
+}
+
+struct JoinState<T> {
+    output: Option<T>,
+    waiter: Option<Waker>,
+}
+
+/// Awaits a spawned task's output. Dropping it detaches the task (it keeps running).
+pub struct JoinHandle<T> {
+    state: Rc<RefCell<JoinState<T>>>,
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("done", &self.state.borrow().output.is_some())
+            .finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    pub fn is_finished(&self) -> bool {
+        self.state.borrow().output.is_some()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut st = self.state.borrow_mut();
+        match st.output.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                st.waiter = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+fn spawn_on<F: Future + 'static>(rt: &Runtime, future: F) -> JoinHandle<F::Output>
+where
+    F::Output: 'static,
+{
+    let state = Rc::new(RefCell::new(JoinState {
+        output: None,
+        waiter: None,
+    }));
+    let st = state.clone();
+    rt.spawn(Box::pin(async move {
+        let out = future.await;
+        let waiter = {
+            let mut s = st.borrow_mut();
+            s.output = Some(out);
+            s.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }));
+    JoinHandle { state }
+}
+
+/// Spawns a task on this thread's runtime.
+pub fn spawn_local<F: Future + 'static>(future: F) -> JoinHandle<F::Output>
+where
+    F::Output: 'static,
+{
+    with_runtime(|rt| spawn_on(rt, future))
+}
+
+/// Yields once to let other ready tasks (and completions) run.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}

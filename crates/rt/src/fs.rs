@@ -1,0 +1,315 @@
+//! Files and block devices driven through the thread's driver.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use crate::buf::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
+use crate::driver::{cqe_result, Op, OpKind};
+use crate::executor::driver;
+
+/// The kernel's limit on iovecs per request (UIO_MAXIOV).
+pub const IOV_MAX: usize = 1024;
+
+/// A file handle for asynchronous positioned I/O. Cloning is cheap; the descriptor stays open
+/// while any clone or any in-flight operation on it exists, so a queued SQE never refers to a
+/// closed (and possibly reused) descriptor number.
+#[derive(Clone)]
+pub struct File {
+    fd: Arc<OwnedFd>,
+}
+
+impl fmt::Debug for File {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "File(fd {})", self.fd.as_raw_fd())
+    }
+}
+
+impl From<std::fs::File> for File {
+    fn from(f: std::fs::File) -> File {
+        File {
+            fd: Arc::new(OwnedFd::from(f)),
+        }
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Builds the iovec array for a vectored op; the array is heap-allocated so its address is
+/// stable for the kernel while the op owns it.
+fn iovecs<'a>(parts: impl Iterator<Item = (*mut u8, usize)> + 'a) -> Box<[libc::iovec]> {
+    parts
+        .map(|(ptr, len)| libc::iovec {
+            iov_base: ptr.cast(),
+            iov_len: len,
+        })
+        .collect()
+}
+
+fn io_len(len: usize) -> u32 {
+    u32::try_from(len).expect("single I/O larger than 4 GiB")
+}
+
+impl File {
+    /// Reads up to `buf.len()` bytes at `offset`. Returns the byte count (0 at end of file).
+    pub async fn read_at(
+        &self,
+        mut buf: AlignedBuf,
+        offset: u64,
+    ) -> (io::Result<usize>, AlignedBuf) {
+        let kind = OpKind::Read {
+            fd: self.as_raw_fd(),
+            ptr: buf.as_mut_ptr(),
+            len: io_len(buf.len()),
+            offset,
+        };
+        // SAFETY: the pointer is into `buf`'s heap allocation, which the op owns and which
+        // does not move when `buf` moves; the fd is kept open by the cloned Arc.
+        let op = unsafe { Op::start(&driver(), kind, (buf, self.fd.clone())) };
+        let (res, (buf, _fd)) = op.await;
+        (cqe_result(res), buf)
+    }
+
+    /// Writes up to `buf.len()` bytes at `offset`. Returns the byte count.
+    pub async fn write_at(&self, buf: AlignedBuf, offset: u64) -> (io::Result<usize>, AlignedBuf) {
+        let kind = OpKind::Write {
+            fd: self.as_raw_fd(),
+            ptr: buf.as_ptr(),
+            len: io_len(buf.len()),
+            offset,
+        };
+        // SAFETY: as in read_at; the kernel only reads through the pointer.
+        let op = unsafe { Op::start(&driver(), kind, (buf, self.fd.clone())) };
+        let (res, (buf, _fd)) = op.await;
+        (cqe_result(res), buf)
+    }
+
+    /// One vectored read into the windows of `iov`, at most [`IOV_MAX`] of them.
+    pub async fn readv_at(&self, mut iov: IoVecMut, offset: u64) -> (io::Result<usize>, IoVecMut) {
+        assert!(iov.len() <= IOV_MAX, "{} iovecs exceed IOV_MAX", iov.len());
+        let vecs = iovecs(iov.iter_mut().map(|s| (s.as_mut_ptr(), s.len())));
+        let kind = OpKind::Readv {
+            fd: self.as_raw_fd(),
+            iov: vecs.as_ptr(),
+            count: vecs.len() as u32,
+            offset,
+        };
+        // SAFETY: `vecs` (heap) and every window it points into (exclusive BufSliceMuts,
+        // which keep their buffer alive) are owned by the op until completion.
+        let op = unsafe { Op::start(&driver(), kind, (vecs, iov, self.fd.clone())) };
+        let (res, (_vecs, iov, _fd)) = op.await;
+        (cqe_result(res), iov)
+    }
+
+    /// One vectored write from the windows of `iov`, at most [`IOV_MAX`] of them.
+    pub async fn writev_at(&self, iov: IoVec, offset: u64) -> (io::Result<usize>, IoVec) {
+        assert!(iov.len() <= IOV_MAX, "{} iovecs exceed IOV_MAX", iov.len());
+        let vecs = iovecs(iov.iter().map(|s| (s.as_ptr().cast_mut(), s.len())));
+        let kind = OpKind::Writev {
+            fd: self.as_raw_fd(),
+            iov: vecs.as_ptr(),
+            count: vecs.len() as u32,
+            offset,
+        };
+        // SAFETY: as in readv_at; the kernel only reads through these pointers.
+        let op = unsafe { Op::start(&driver(), kind, (vecs, iov, self.fd.clone())) };
+        let (res, (_vecs, iov, _fd)) = op.await;
+        (cqe_result(res), iov)
+    }
+
+    /// Reads exactly the windows' total length at `offset`, resuming after short reads.
+    pub async fn readv_exact_at(&self, iov: IoVecMut, offset: u64) -> (io::Result<()>, IoVecMut) {
+        let total: usize = iov.iter().map(BufSliceMut::len).sum();
+        let (res, iov) = self.readv_at(iov, offset).await;
+        match res {
+            Ok(n) if n == total => (Ok(()), iov),
+            Ok(0) => (Err(eof(offset)), iov),
+            Ok(n) => self.finish_short_read(iov, offset, n, total).await,
+            Err(e) => (Err(e), iov),
+        }
+    }
+
+    /// Writes all of the windows at `offset`, resuming after short writes.
+    pub async fn writev_all_at(&self, iov: IoVec, offset: u64) -> (io::Result<()>, IoVec) {
+        let total: usize = iov.iter().map(BufSlice::len).sum();
+        let (res, iov) = self.writev_at(iov, offset).await;
+        match res {
+            Ok(n) if n == total => (Ok(()), iov),
+            Ok(0) => (
+                Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "device wrote 0 bytes",
+                )),
+                iov,
+            ),
+            Ok(n) => self.finish_short_write(iov, offset, n, total).await,
+            Err(e) => (Err(e), iov),
+        }
+    }
+
+    /// Short transfers are rare (end of a file, signals); finish them one plain op at a time
+    /// through a bounce buffer rather than complicating the vectored path.
+    async fn finish_short_read(
+        &self,
+        mut iov: IoVecMut,
+        offset: u64,
+        mut done: usize,
+        total: usize,
+    ) -> (io::Result<()>, IoVecMut) {
+        while done < total {
+            let mut bounce = AlignedBuf::zeroed(total - done);
+            let (res, b) = self.read_at(bounce, offset + done as u64).await;
+            bounce = b;
+            let n = match res {
+                Ok(0) => return (Err(eof(offset + done as u64)), iov),
+                Ok(n) => n,
+                Err(e) => return (Err(e), iov),
+            };
+            scatter(&mut iov, done, &bounce[..n]);
+            done += n;
+        }
+        (Ok(()), iov)
+    }
+
+    async fn finish_short_write(
+        &self,
+        iov: IoVec,
+        offset: u64,
+        mut done: usize,
+        total: usize,
+    ) -> (io::Result<()>, IoVec) {
+        let mut rest = Vec::with_capacity(total - done);
+        let mut skip = done;
+        for s in iov.iter() {
+            let b = s.as_slice();
+            if skip >= b.len() {
+                skip -= b.len();
+                continue;
+            }
+            rest.extend_from_slice(&b[skip..]);
+            skip = 0;
+        }
+        while done < total {
+            let already = total - rest.len();
+            let chunk = AlignedBuf::from_slice(&rest[done - already..]);
+            let (res, _) = self.write_at(chunk, offset + done as u64).await;
+            match res {
+                Ok(0) => {
+                    let e = io::Error::new(io::ErrorKind::WriteZero, "device wrote 0 bytes");
+                    return (Err(e), iov);
+                }
+                Ok(n) => done += n,
+                Err(e) => return (Err(e), iov),
+            }
+        }
+        (Ok(()), iov)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    pub async fn read_exact_at(
+        &self,
+        buf: AlignedBuf,
+        offset: u64,
+    ) -> (io::Result<()>, AlignedBuf) {
+        let total = buf.len();
+        let (res, mut buf) = self.read_at(buf, offset).await;
+        let mut done = match res {
+            Ok(n) if n == total => return (Ok(()), buf),
+            Ok(0) => return (Err(eof(offset)), buf),
+            Ok(n) => n,
+            Err(e) => return (Err(e), buf),
+        };
+        // Rare: finish through a bounce buffer.
+        while done < total {
+            let (res, rest) = self
+                .read_at(AlignedBuf::zeroed(total - done), offset + done as u64)
+                .await;
+            match res {
+                Ok(0) => return (Err(eof(offset + done as u64)), buf),
+                Ok(n) => {
+                    buf[done..done + n].copy_from_slice(&rest[..n]);
+                    done += n;
+                }
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Writes all of `buf` at `offset`.
+    pub async fn write_all_at(&self, buf: AlignedBuf, offset: u64) -> (io::Result<()>, AlignedBuf) {
+        let total = buf.len();
+        let (res, buf) = self.write_at(buf, offset).await;
+        match res {
+            Ok(n) if n == total => (Ok(()), buf),
+            Ok(0) => (
+                Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "device wrote 0 bytes",
+                )),
+                buf,
+            ),
+            Ok(n) => {
+                let rest = AlignedBuf::from_slice(&buf[n..]);
+                let (res, _) = Box::pin(self.write_all_at(rest, offset + n as u64)).await;
+                (res, buf)
+            }
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// fdatasync (or fsync when `data_only` is false).
+    pub async fn sync(&self, data_only: bool) -> io::Result<()> {
+        let kind = OpKind::Fsync {
+            fd: self.as_raw_fd(),
+            datasync: data_only,
+        };
+        // SAFETY: no memory is lent; the fd is kept open by the Arc the op owns.
+        let op = unsafe { Op::start(&driver(), kind, self.fd.clone()) };
+        cqe_result(op.await.0).map(|_| ())
+    }
+
+    /// fallocate(2) with `mode` (e.g. `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`, which also
+    /// discards on block devices).
+    pub async fn fallocate(&self, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+        let kind = OpKind::Fallocate {
+            fd: self.as_raw_fd(),
+            mode,
+            offset,
+            len,
+        };
+        // SAFETY: no memory is lent; the fd is kept open by the Arc the op owns.
+        let op = unsafe { Op::start(&driver(), kind, self.fd.clone()) };
+        cqe_result(op.await.0).map(|_| ())
+    }
+}
+
+fn eof(offset: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("end of device at byte {offset}"),
+    )
+}
+
+/// Copies `data` into the windows of `iov`, starting `skip` bytes in.
+fn scatter(iov: &mut [BufSliceMut], mut skip: usize, mut data: &[u8]) {
+    for w in iov.iter_mut() {
+        if data.is_empty() {
+            return;
+        }
+        let s = w.as_mut_slice();
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        let n = (s.len() - skip).min(data.len());
+        s[skip..skip + n].copy_from_slice(&data[..n]);
+        data = &data[n..];
+        skip = 0;
+    }
+}

@@ -1,1 +1,19 @@
-//! raidd engine (placeholder while the skeleton is built).
+//! raidd's array engine: members (files, block devices, memory, fault injectors, other
+//! arrays), arrays of every md level with degraded operation and failure handling, md v1.2
+//! metadata, assembly and creation.
+//!
+//! The engine is async and runtime-agnostic in its logic; real members run on `raidd-rt`
+//! (io_uring). Layout math, parity and metadata encoding live in their own pure crates.
+
+pub mod array;
+pub mod assemble;
+pub mod create;
+pub mod error;
+mod iov;
+pub mod member;
+mod meta;
+pub mod pattern;
+
+pub use array::{Array, ArrayParts, ArrayState, ArrayStatus, SlotParts, SlotState};
+pub use error::{Error, ErrorKind, Result};
+pub use member::{Member, MemberInfo};

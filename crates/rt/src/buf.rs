@@ -166,6 +166,20 @@ impl Inner {
         Ok(())
     }
 
+    /// Replaces the exclusive borrow `range` by its two halves at `mid`.
+    fn split_exclusive(&self, range: &Range<usize>, mid: usize) {
+        let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
+        let pos = borrows
+            .iter()
+            .position(|b| b.range == *range && b.kind == BorrowKind::Exclusive)
+            .expect("split a window that was never lent");
+        borrows[pos].range = range.start..mid;
+        borrows.push(Borrow {
+            range: mid..range.end,
+            kind: BorrowKind::Exclusive,
+        });
+    }
+
     fn release(&self, range: &Range<usize>, kind: BorrowKind) {
         let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
         let pos = borrows
@@ -293,6 +307,22 @@ impl BufSlice {
     pub fn offset(&self) -> usize {
         self.range.start
     }
+
+    /// A read-only window on `range` (relative to this window) of the same buffer.
+    pub fn sub(&self, range: Range<usize>) -> BufSlice {
+        assert!(
+            range.start <= range.end && range.end <= self.len(),
+            "sub-window out of range"
+        );
+        let abs = self.range.start + range.start..self.range.start + range.end;
+        self.inner
+            .borrow(abs.clone(), BorrowKind::Shared)
+            .expect("a shared window can be shared");
+        BufSlice {
+            inner: self.inner.clone(),
+            range: abs,
+        }
+    }
 }
 
 impl Clone for BufSlice {
@@ -354,6 +384,30 @@ impl BufSliceMut {
 
     pub fn offset(&self) -> usize {
         self.range.start
+    }
+
+    /// Splits into the windows `[0, mid)` and `[mid, len)`, both still exclusive.
+    pub fn split_at(self, mid: usize) -> (BufSliceMut, BufSliceMut) {
+        assert!(
+            mid <= self.len(),
+            "split at {mid} beyond window of {}",
+            self.len()
+        );
+        let at = self.range.start + mid;
+        self.inner.split_exclusive(&self.range, at);
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so moving its Arc out exactly once is sound; its
+        // borrow was replaced by the two halves' borrows above.
+        let inner = unsafe { std::ptr::read(&this.inner) };
+        let left = BufSliceMut {
+            inner: inner.clone(),
+            range: this.range.start..at,
+        };
+        let right = BufSliceMut {
+            inner,
+            range: at..this.range.end,
+        };
+        (left, right)
     }
 
     fn raw_ptr(&self) -> *mut u8 {
@@ -447,6 +501,25 @@ mod tests {
         let back = s2.try_into_inner().unwrap();
         assert_eq!(back[0], 1);
         assert_eq!(back[1023], 2);
+    }
+
+    #[test]
+    fn split_windows_stay_exclusive() {
+        let s = SharedBuf::new(AlignedBuf::zeroed(100));
+        let w = s.slice_mut(10..90).unwrap();
+        let (mut a, b) = w.split_at(30);
+        assert_eq!((a.offset(), a.len(), b.offset(), b.len()), (10, 30, 40, 50));
+        a.as_mut_slice().fill(9);
+        assert!(s.slice(39..41).is_err());
+        drop(a);
+        assert!(s.slice(10..40).is_ok());
+        assert!(s.slice(40..41).is_err());
+        drop(b);
+        let r = s.slice(0..100).unwrap();
+        let sub = r.sub(10..40);
+        assert!(sub.as_slice().iter().all(|&x| x == 9));
+        drop((r, sub));
+        assert!(s.try_into_inner().is_ok());
     }
 
     #[test]

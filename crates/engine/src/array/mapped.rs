@@ -1,0 +1,162 @@
+//! I/O for the levels whose data is only placed, never computed: linear, RAID0, RAID1,
+//! RAID10. Reads go to one copy (rotating over the copies per request) and are retried on
+//! another copy when a member fails; writes go to every in-sync copy.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use raidd_layout::{Piece, SECTOR_SIZE};
+use raidd_rt::{IoVec, IoVecMut};
+
+use super::Array;
+use crate::error::{Error, ErrorKind, Result};
+use crate::iov::{Batch, Req, ReqMut};
+
+impl Array {
+    fn pieces_of(&self, offset: u64, len: u64) -> Vec<Piece> {
+        self.geometry
+            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
+    }
+
+    /// Byte range of a piece within a request that starts at `offset`.
+    fn piece_range(offset: u64, p: &Piece) -> std::ops::Range<usize> {
+        let start = (p.array_sector * SECTOR_SIZE - offset) as usize;
+        start..start + (p.sectors * SECTOR_SIZE) as usize
+    }
+
+    pub(super) async fn mapped_read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
+        let pieces = self.pieces_of(offset, iov.iter().map(|w| w.len() as u64).sum());
+        let mut req = ReqMut::new(iov);
+        let mut pending: Vec<usize> = (0..pieces.len()).collect();
+        // Each failed attempt fails at least one member, so this ends.
+        for _attempt in 0..=self.slots.len() {
+            if pending.is_empty() {
+                return (Ok(()), req.into_iov());
+            }
+            let rot = self.rr.fetch_add(1, Ordering::Relaxed);
+            let mut batch = Batch::default();
+            let mut chosen = Vec::with_capacity(pending.len());
+            for &i in &pending {
+                let p = &pieces[i];
+                let n = p.copies.len();
+                let Some(loc) = (0..n)
+                    .map(|k| p.copies[(rot + k) % n])
+                    .find(|l| self.in_sync(l.member))
+                else {
+                    let e = self.lost_piece(p);
+                    return (Err(e), req.into_iov());
+                };
+                chosen.push((i, loc.member));
+                let range = Self::piece_range(offset, p);
+                let base = self.member_offset(loc.member, loc.sector);
+                for t in req.take(range.clone()) {
+                    let at = base + (t.req_off - range.start) as u64;
+                    batch.push(loc.member, at, t);
+                }
+            }
+            let mut failed = HashSet::new();
+            for (member, r, iov, layout) in self.issue_reads(batch.into_ios()).await {
+                req.restore(&layout, iov);
+                if let Err(e) = r {
+                    self.fail_slot(member, &e).await;
+                    failed.insert(member);
+                }
+            }
+            pending = chosen
+                .into_iter()
+                .filter(|(_, m)| failed.contains(m))
+                .map(|(i, _)| i)
+                .collect();
+        }
+        (Err(self.lost_error()), req.into_iov())
+    }
+
+    fn lost_piece(&self, p: &Piece) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{}: no working copy of sectors {}..{} is left",
+                self.name,
+                p.array_sector,
+                p.array_sector + p.sectors
+            ),
+        )
+    }
+
+    pub(super) async fn mapped_write(&self, offset: u64, iov: IoVec) -> Result<()> {
+        let req = Req::new(iov);
+        let pieces = self.pieces_of(offset, req.len() as u64);
+        let mut batch = Batch::default();
+        for p in &pieces {
+            let range = Self::piece_range(offset, p);
+            let mut any = false;
+            for loc in p.copies.iter().filter(|l| self.in_sync(l.member)) {
+                any = true;
+                let base = self.member_offset(loc.member, loc.sector);
+                let mut at = base;
+                for w in req.take(range.clone()) {
+                    let n = w.len() as u64;
+                    batch.push(loc.member, at, w);
+                    at += n;
+                }
+            }
+            if !any {
+                return Err(self.lost_piece(p));
+            }
+        }
+        let mut failed = HashSet::new();
+        for (member, r) in self.issue_writes(batch.into_ios()).await {
+            if let Err(e) = r {
+                self.fail_slot(member, &e).await;
+                failed.insert(member);
+            }
+        }
+        if failed.is_empty() {
+            return Ok(());
+        }
+        // The write stands if every piece reached at least one copy that is still good.
+        for p in &pieces {
+            let landed = p
+                .copies
+                .iter()
+                .any(|l| !failed.contains(&l.member) && self.in_sync(l.member));
+            if !landed {
+                return Err(self.lost_piece(p));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn mapped_discard(&self, offset: u64, len: u64) -> Result<()> {
+        let mut ranges: Vec<(usize, u64, u64)> = Vec::new();
+        for p in self.pieces_of(offset, len) {
+            for loc in p.copies.iter().filter(|l| self.in_sync(l.member)) {
+                ranges.push((
+                    loc.member,
+                    self.member_offset(loc.member, loc.sector),
+                    p.sectors * SECTOR_SIZE,
+                ));
+            }
+        }
+        ranges.sort_unstable();
+        let mut merged: Vec<(usize, u64, u64)> = Vec::new();
+        for (m, off, n) in ranges {
+            match merged.last_mut() {
+                Some(last) if last.0 == m && last.1 + last.2 == off => last.2 += n,
+                _ => merged.push((m, off, n)),
+            }
+        }
+        let results = futures::future::join_all(
+            merged
+                .iter()
+                .map(|&(m, off, n)| async move { (m, self.member_ref(m).discard(off, n).await) }),
+        )
+        .await;
+        for (m, r) in results {
+            if let Err(e) = r {
+                self.fail_slot(m, &e).await;
+            }
+        }
+        self.check_alive()
+    }
+}

@@ -1,0 +1,740 @@
+//! A running array: the members in their slots, their health, and the I/O paths.
+//!
+//! The data path takes no lock shared by all requests: member health is a per-slot atomic,
+//! the geometry is immutable, parity stripes lock individually, and the metadata lock is
+//! taken only when the array's state changes (first write after a clean start, a failure,
+//! shutdown).
+
+mod mapped;
+mod parity;
+mod stripe_lock;
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures::future::LocalBoxFuture;
+use raidd_layout::{Geometry, Level, SECTOR_SIZE};
+use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, SharedBuf};
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::iov::{untag, MemberIo, Tagged};
+use crate::member::{Member, MemberInfo};
+use crate::meta::Metadata;
+use stripe_lock::StripeLocks;
+
+/// Health of one slot (md role).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlotState {
+    /// Holds current data; used for reads and writes.
+    InSync,
+    /// Failed while running (or refused at assembly): never used again until replaced.
+    Faulty,
+    /// No member in this slot.
+    Missing,
+}
+
+impl SlotState {
+    fn from_u8(v: u8) -> SlotState {
+        match v {
+            0 => SlotState::InSync,
+            1 => SlotState::Faulty,
+            _ => SlotState::Missing,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    member: Option<Arc<dyn Member>>,
+    /// Byte offset of the member's data area (md's data_offset).
+    data_offset: u64,
+    state: AtomicU8,
+}
+
+/// What a slot is built from.
+#[derive(Clone, Debug)]
+pub struct SlotParts {
+    pub member: Arc<dyn Member>,
+    /// Byte offset of the data area on the member.
+    pub data_offset: u64,
+}
+
+/// Everything needed to start an array (from assembly, creation or a test).
+#[derive(Clone, Debug)]
+pub struct ArrayParts {
+    pub name: String,
+    pub uuid: [u8; 16],
+    pub geometry: Geometry,
+    /// One entry per role; `None` = missing.
+    pub slots: Vec<Option<SlotParts>>,
+    pub spares: Vec<Arc<dyn Member>>,
+    pub read_only: bool,
+}
+
+/// Operation counters (visible in status; the fast-path claims are checked against them).
+#[derive(Debug, Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    read_bytes: AtomicU64,
+    written_bytes: AtomicU64,
+    degraded_reads: AtomicU64,
+    full_stripe_writes: AtomicU64,
+    rmw_writes: AtomicU64,
+    rcw_writes: AtomicU64,
+    reconstruct_writes: AtomicU64,
+}
+
+pub struct Array {
+    name: String,
+    uuid: [u8; 16],
+    geometry: Geometry,
+    slots: Vec<Slot>,
+    spares: Vec<Arc<dyn Member>>,
+    read_only: bool,
+    meta: Option<Metadata>,
+    info: MemberInfo,
+    locks: StripeLocks,
+    /// Rotates mirror reads over the copies.
+    rr: AtomicUsize,
+    /// Set once too many members have failed to serve every sector.
+    failed: AtomicBool,
+    counters: Counters,
+}
+
+impl fmt::Debug for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Array")
+            .field("name", &self.name)
+            .field("level", &self.geometry.level())
+            .field("size", &self.info.size_bytes)
+            .finish()
+    }
+}
+
+/// Overall state, as `raidd detail` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrayState {
+    /// Every member in sync; shut down cleanly (or not yet written).
+    Clean,
+    /// Every member in sync; writes may be in flight.
+    Active,
+    /// Serving, but with members missing or faulty.
+    Degraded,
+    /// Too many members lost to serve every sector.
+    Failed,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SlotStatus {
+    pub role: usize,
+    pub member: Option<String>,
+    pub state: SlotState,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ArrayStatus {
+    pub name: String,
+    pub uuid: String,
+    pub level: String,
+    pub layout: Option<String>,
+    pub chunk_bytes: u64,
+    pub raid_devices: usize,
+    pub size_bytes: u64,
+    pub block_size: u32,
+    pub state: ArrayState,
+    pub needs_resync: bool,
+    pub read_only: bool,
+    pub events: Option<u64>,
+    pub slots: Vec<SlotStatus>,
+    pub spares: Vec<String>,
+    pub counters: CounterStatus,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterStatus {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub degraded_reads: u64,
+    pub full_stripe_writes: u64,
+    pub rmw_writes: u64,
+    pub rcw_writes: u64,
+    pub reconstruct_writes: u64,
+}
+
+/// md-style UUID text: 8:8:8:8 hex.
+pub fn uuid_string(u: &[u8; 16]) -> String {
+    let hex: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}:{}:{}:{}",
+        &hex[0..8],
+        &hex[8..16],
+        &hex[16..24],
+        &hex[24..32]
+    )
+}
+
+pub(crate) fn layout_name(g: &Geometry) -> Option<String> {
+    match g {
+        Geometry::Parity(p) => Some(p.layout.to_string()),
+        Geometry::Raid10(r) => Some(r.layout.to_string()),
+        _ => None,
+    }
+}
+
+impl Array {
+    /// Starts an array without md metadata (tests, simulations, nested test setups).
+    pub fn new(parts: ArrayParts) -> Result<Array> {
+        Array::build(parts, None)
+    }
+
+    pub(crate) fn build(parts: ArrayParts, meta: Option<Metadata>) -> Result<Array> {
+        let g = &parts.geometry;
+        if parts.slots.len() != g.members() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} slots given for {} raid devices",
+                    parts.slots.len(),
+                    g.members()
+                ),
+            ));
+        }
+        let mut block_size = 512u32;
+        let mut missing = Vec::with_capacity(parts.slots.len());
+        for (role, s) in parts.slots.iter().enumerate() {
+            missing.push(s.is_none());
+            let Some(s) = s else { continue };
+            let info = s.member.info();
+            block_size = block_size.max(info.block_size);
+            let need = s.data_offset + g.member_used_sectors(role) * SECTOR_SIZE;
+            if info.size_bytes < need {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "{} (role {role}) has {} bytes, the array needs {need}",
+                        info.name, info.size_bytes
+                    ),
+                ));
+            }
+        }
+        for s in parts.slots.iter().flatten() {
+            if s.data_offset % u64::from(block_size) != 0 {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "{}: data offset {} is not a multiple of the block size {block_size}",
+                        s.member.info().name,
+                        s.data_offset
+                    ),
+                ));
+            }
+        }
+        if !g.survives(&missing) {
+            let present = missing.iter().filter(|m| !**m).count();
+            return Err(Error::new(
+                ErrorKind::InsufficientMembers,
+                format!(
+                    "{}: {present} of {} members present, not enough to run {}",
+                    parts.name,
+                    g.members(),
+                    g.level()
+                ),
+            ));
+        }
+        let size_bytes =
+            g.array_sectors() * SECTOR_SIZE / u64::from(block_size) * u64::from(block_size);
+        let slots = parts
+            .slots
+            .into_iter()
+            .map(|s| match s {
+                Some(s) => Slot {
+                    member: Some(s.member),
+                    data_offset: s.data_offset,
+                    state: AtomicU8::new(SlotState::InSync as u8),
+                },
+                None => Slot {
+                    member: None,
+                    data_offset: 0,
+                    state: AtomicU8::new(SlotState::Missing as u8),
+                },
+            })
+            .collect();
+        let rotational = false;
+        Ok(Array {
+            info: MemberInfo {
+                name: format!("array:{}", parts.name),
+                size_bytes,
+                block_size,
+                rotational,
+            },
+            name: parts.name,
+            uuid: parts.uuid,
+            geometry: parts.geometry,
+            slots,
+            spares: parts.spares,
+            read_only: parts.read_only,
+            meta,
+            locks: StripeLocks::default(),
+            rr: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.info.size_bytes
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.info.block_size
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub fn slot_state(&self, role: usize) -> SlotState {
+        SlotState::from_u8(self.slots[role].state.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn in_sync(&self, role: usize) -> bool {
+        self.slot_state(role) == SlotState::InSync
+    }
+
+    pub(crate) fn missing_mask(&self) -> Vec<bool> {
+        (0..self.slots.len()).map(|r| !self.in_sync(r)).collect()
+    }
+
+    pub fn is_degraded(&self) -> bool {
+        (0..self.slots.len()).any(|r| !self.in_sync(r))
+    }
+
+    /// The member in a slot (whatever its state).
+    pub fn member(&self, role: usize) -> Option<&Arc<dyn Member>> {
+        self.slots.get(role).and_then(|s| s.member.as_ref())
+    }
+
+    fn member_ref(&self, role: usize) -> &dyn Member {
+        &**self.slots[role]
+            .member
+            .as_ref()
+            .expect("I/O planned to an empty slot")
+    }
+
+    /// Byte offset on the member of member-data sector `sector`.
+    pub(crate) fn member_offset(&self, role: usize, sector: u64) -> u64 {
+        self.slots[role].data_offset + sector * SECTOR_SIZE
+    }
+
+    fn check_range(&self, offset: u64, len: u64, write: bool) -> Result<()> {
+        let bs = u64::from(self.info.block_size);
+        if !offset.is_multiple_of(bs) || !len.is_multiple_of(bs) {
+            return Err(Error::new(
+                ErrorKind::Unaligned,
+                format!(
+                    "{}: I/O {offset}+{len} is not aligned to {bs} bytes",
+                    self.name
+                ),
+            ));
+        }
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.info.size_bytes)
+        {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                format!(
+                    "{}: I/O {offset}+{len} is beyond the end of the array ({} bytes)",
+                    self.name, self.info.size_bytes
+                ),
+            ));
+        }
+        if write && self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                format!("{} is read-only", self.name),
+            ));
+        }
+        self.check_alive()
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.lost_error());
+        }
+        Ok(())
+    }
+
+    fn lost_error(&self) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{}: too many members failed; the array cannot serve this I/O",
+                self.name
+            ),
+        )
+    }
+
+    /// Marks a slot faulty after an I/O error, records it in the superblocks of the others
+    /// before returning (so nothing is acknowledged that relies on the failure being
+    /// unrecorded), and fails the array when it can no longer serve.
+    pub(crate) async fn fail_slot(&self, role: usize, why: &io::Error) {
+        let s = &self.slots[role];
+        let was = s.state.compare_exchange(
+            SlotState::InSync as u8,
+            SlotState::Faulty as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if was.is_err() {
+            // Someone else failed it; wait until their superblock update is done.
+            if let Some(meta) = &self.meta {
+                meta.barrier().await;
+            }
+            return;
+        }
+        let name = s
+            .member
+            .as_ref()
+            .map(|m| m.info().name.clone())
+            .unwrap_or_default();
+        tracing::warn!(array = %self.name, member = %name, role, "member failed: {why}");
+        self.note_survival();
+        if self.read_only {
+            return; // never write to members of a read-only array, not even superblocks
+        }
+        let Some(meta) = &self.meta else { return };
+        let mut more = meta.record_failure(role).await;
+        while let Some(r) = more.pop() {
+            if self.slots[r]
+                .state
+                .compare_exchange(
+                    SlotState::InSync as u8,
+                    SlotState::Faulty as u8,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                tracing::warn!(array = %self.name, role = r, "member failed its superblock update");
+                self.note_survival();
+                more.extend(meta.record_failure(r).await);
+            }
+        }
+    }
+
+    fn note_survival(&self) {
+        if !self.geometry.survives(&self.missing_mask())
+            && !self.failed.swap(true, Ordering::AcqRel)
+        {
+            tracing::error!(array = %self.name, "array failed: too many members lost");
+        } else if self.is_degraded() {
+            tracing::warn!(array = %self.name, "array is degraded");
+        }
+    }
+
+    /// Before the first write after a clean start, record in the superblocks that writes may
+    /// be in flight (so an unclean stop is detected and resynced).
+    async fn ensure_dirty(&self) -> Result<()> {
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        if meta.is_dirty() {
+            return Ok(());
+        }
+        let failed = meta.mark_dirty().await;
+        for r in failed {
+            self.fail_slot(r, &io::Error::other("superblock update failed"))
+                .await;
+        }
+        self.check_alive()
+    }
+
+    /// Issues member reads concurrently; returns each I/O's member, result, windows and the
+    /// layout to restore them by.
+    async fn issue_reads(
+        &self,
+        ios: Vec<MemberIo<Tagged>>,
+    ) -> Vec<(
+        usize,
+        io::Result<()>,
+        IoVecMut,
+        smallvec::SmallVec<[(usize, usize); 4]>,
+    )> {
+        let futs = ios.into_iter().map(|io| async move {
+            let (iov, layout) = untag(io.windows);
+            let (r, iov) = self.member_ref(io.member).read(io.offset, iov).await;
+            (io.member, r, iov, layout)
+        });
+        futures::future::join_all(futs).await
+    }
+
+    /// Issues member reads into scratch windows; returns each I/O's member and result.
+    async fn issue_scratch_reads(
+        &self,
+        ios: Vec<MemberIo<raidd_rt::BufSliceMut>>,
+    ) -> Vec<(usize, io::Result<()>)> {
+        let futs = ios.into_iter().map(|io| async move {
+            let iov: IoVecMut = io.windows.into_iter().collect();
+            let (r, _iov) = self.member_ref(io.member).read(io.offset, iov).await;
+            (io.member, r)
+        });
+        futures::future::join_all(futs).await
+    }
+
+    /// Issues member writes concurrently; returns each I/O's member and result.
+    async fn issue_writes(&self, ios: Vec<MemberIo<BufSlice>>) -> Vec<(usize, io::Result<()>)> {
+        let futs = ios.into_iter().map(|io| async move {
+            let iov: IoVec = io.windows.into_iter().collect();
+            (
+                io.member,
+                self.member_ref(io.member).write(io.offset, iov).await,
+            )
+        });
+        futures::future::join_all(futs).await
+    }
+
+    /// Reads `iov`'s total length at `offset`. The windows come back whatever the outcome.
+    pub async fn read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        if let Err(e) = self.check_range(offset, len, false) {
+            return (Err(e), iov);
+        }
+        if len == 0 {
+            return (Ok(()), iov);
+        }
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.counters.read_bytes.fetch_add(len, Ordering::Relaxed);
+        match self.geometry.level() {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_read(offset, iov).await,
+            _ => self.mapped_read(offset, iov).await,
+        }
+    }
+
+    /// Writes `iov` at `offset`; on success every byte is on enough members to survive what
+    /// the level promises.
+    pub async fn write(&self, offset: u64, iov: IoVec) -> Result<()> {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        self.check_range(offset, len, true)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.ensure_dirty().await?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .written_bytes
+            .fetch_add(len, Ordering::Relaxed);
+        match self.geometry.level() {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_write(offset, iov).await,
+            _ => self.mapped_write(offset, iov).await,
+        }
+    }
+
+    /// Makes every acknowledged write durable on every in-sync member.
+    pub async fn flush(&self) -> Result<()> {
+        self.check_alive()?;
+        let roles: Vec<usize> = (0..self.slots.len()).filter(|&r| self.in_sync(r)).collect();
+        let results = futures::future::join_all(
+            roles
+                .iter()
+                .map(|&r| async move { (r, self.member_ref(r).flush().await) }),
+        )
+        .await;
+        for (r, res) in results {
+            if let Err(e) = res {
+                self.fail_slot(r, &e).await;
+            }
+        }
+        self.check_alive()
+    }
+
+    /// Discards a range (advisory: later reads return zeros or old data). Parity levels
+    /// ignore discards: a discarded data chunk would no longer match its parity.
+    pub async fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_range(offset, len, true)?;
+        if len == 0 || self.geometry.level().has_parity() {
+            return Ok(());
+        }
+        self.ensure_dirty().await?;
+        self.mapped_discard(offset, len).await
+    }
+
+    /// Convenience: reads `len` bytes at `offset` into a new buffer.
+    pub async fn read_to_buf(&self, offset: u64, len: usize) -> Result<AlignedBuf> {
+        let buf = SharedBuf::new(AlignedBuf::zeroed(len));
+        let mut iov = IoVecMut::new();
+        iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
+        let (r, iov) = self.read(offset, iov).await;
+        drop(iov);
+        r?;
+        Ok(buf.try_into_inner().expect("read released the buffer"))
+    }
+
+    /// Convenience: writes `data` at `offset`.
+    pub async fn write_buf(&self, offset: u64, data: AlignedBuf) -> Result<()> {
+        let len = data.len();
+        let buf = SharedBuf::new(data);
+        let mut iov = IoVec::new();
+        iov.push(buf.slice(0..len).expect("fresh buffer"));
+        self.write(offset, iov).await
+    }
+
+    /// Clean shutdown: flush, then record in the superblocks that the array is consistent.
+    pub async fn close(&self) -> Result<()> {
+        if self.read_only || self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.flush().await?;
+        if let Some(meta) = &self.meta {
+            if meta.is_dirty() {
+                for r in meta.mark_clean().await {
+                    self.fail_slot(r, &io::Error::other("superblock update failed"))
+                        .await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the superblocks say the array was not shut down cleanly.
+    pub fn needs_resync(&self) -> bool {
+        self.meta.as_ref().is_some_and(Metadata::is_dirty)
+    }
+
+    pub async fn status(&self) -> ArrayStatus {
+        let state = if self.failed.load(Ordering::Acquire) {
+            ArrayState::Failed
+        } else if self.is_degraded() {
+            ArrayState::Degraded
+        } else if self.needs_resync() {
+            ArrayState::Active
+        } else {
+            ArrayState::Clean
+        };
+        let events = match &self.meta {
+            Some(m) => Some(m.events().await),
+            None => None,
+        };
+        let c = &self.counters;
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ArrayStatus {
+            name: self.name.clone(),
+            uuid: uuid_string(&self.uuid),
+            level: self.geometry.level().to_string(),
+            layout: layout_name(&self.geometry),
+            chunk_bytes: u64::from(self.geometry.chunk_sectors()) * SECTOR_SIZE,
+            raid_devices: self.slots.len(),
+            size_bytes: self.info.size_bytes,
+            block_size: self.info.block_size,
+            state,
+            needs_resync: self.needs_resync(),
+            read_only: self.read_only,
+            events,
+            slots: (0..self.slots.len())
+                .map(|r| SlotStatus {
+                    role: r,
+                    member: self.slots[r].member.as_ref().map(|m| m.info().name.clone()),
+                    state: self.slot_state(r),
+                })
+                .collect(),
+            spares: self.spares.iter().map(|m| m.info().name.clone()).collect(),
+            counters: CounterStatus {
+                reads: ld(&c.reads),
+                writes: ld(&c.writes),
+                read_bytes: ld(&c.read_bytes),
+                written_bytes: ld(&c.written_bytes),
+                degraded_reads: ld(&c.degraded_reads),
+                full_stripe_writes: ld(&c.full_stripe_writes),
+                rmw_writes: ld(&c.rmw_writes),
+                rcw_writes: ld(&c.rcw_writes),
+                reconstruct_writes: ld(&c.reconstruct_writes),
+            },
+        }
+    }
+
+    /// Rewrites every stripe (parity) or every region (mirrors) so that redundancy matches the
+    /// data: the initial sync of a new array and a resync after an unclean shutdown.
+    /// `progress(done_bytes, total_bytes)` is called after each step. Runs offline: I/O from
+    /// others meanwhile is not excluded (the lifecycle work makes it online).
+    pub async fn resync(&self, mut progress: impl FnMut(u64, u64)) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                format!("{} is read-only", self.name),
+            ));
+        }
+        let step = match &self.geometry {
+            Geometry::Parity(p) => {
+                let stripe = p.stripe_data_sectors() * SECTOR_SIZE;
+                (4 << 20) / stripe.max(1) * stripe
+            }
+            _ => 4 << 20,
+        }
+        .max(u64::from(self.info.block_size));
+        let total = self.info.size_bytes;
+        if matches!(self.geometry.level(), Level::Linear | Level::Raid0) || self.is_degraded() {
+            progress(total, total);
+            return Ok(());
+        }
+        self.ensure_dirty().await?;
+        let mut pos = 0;
+        while pos < total {
+            let n = step.min(total - pos);
+            let data = self.read_to_buf(pos, n as usize).await?;
+            self.write_buf(pos, data).await?;
+            pos += n;
+            progress(pos, total);
+        }
+        self.close().await
+    }
+}
+
+fn to_io(e: Error) -> io::Error {
+    io::Error::from_raw_os_error(e.errno())
+}
+
+/// An array is a member too: RAID0 over RAID5 groups (the papers' multi-stage striping).
+impl Member for Array {
+    fn info(&self) -> &MemberInfo {
+        &self.info
+    }
+
+    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+        Box::pin(async move {
+            let (r, iov) = Array::read(self, offset, iov).await;
+            (r.map_err(to_io), iov)
+        })
+    }
+
+    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+        Box::pin(async move { Array::write(self, offset, iov).await.map_err(to_io) })
+    }
+
+    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
+        Box::pin(async move { Array::flush(self).await.map_err(to_io) })
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+        Box::pin(async move { Array::discard(self, offset, len).await.map_err(to_io) })
+    }
+}

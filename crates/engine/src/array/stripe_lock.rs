@@ -1,0 +1,48 @@
+//! Per-stripe exclusion for RAID4/5/6: a write's read-compute-write of a stripe's parity, a
+//! degraded read's reconstruction and (later) rebuild of a stripe must not interleave.
+//! Stripes hash onto a fixed table of async locks: no lock is shared by all requests, and
+//! memory stays bounded whatever the array size.
+
+use futures::lock::{Mutex, MutexGuard};
+
+const SLOTS: usize = 4096;
+
+#[derive(Debug)]
+pub(crate) struct StripeLocks {
+    slots: Box<[Mutex<()>]>,
+}
+
+/// Held locks; released on drop.
+pub(crate) struct StripeGuard<'a> {
+    _guards: Vec<MutexGuard<'a, ()>>,
+}
+
+impl Default for StripeLocks {
+    fn default() -> Self {
+        StripeLocks {
+            slots: (0..SLOTS).map(|_| Mutex::new(())).collect(),
+        }
+    }
+}
+
+impl StripeLocks {
+    /// Locks every stripe in `first..=last`. Slots are taken in ascending slot order, so two
+    /// requests can never wait for each other in a cycle.
+    pub(crate) async fn lock(&self, first: u64, last: u64) -> StripeGuard<'_> {
+        assert!(first <= last, "inverted stripe range {first}..={last}");
+        let mut idx: Vec<usize> = if last - first + 1 >= SLOTS as u64 {
+            (0..SLOTS).collect()
+        } else {
+            (first..=last)
+                .map(|s| (s % SLOTS as u64) as usize)
+                .collect()
+        };
+        idx.sort_unstable();
+        idx.dedup();
+        let mut guards = Vec::with_capacity(idx.len());
+        for i in idx {
+            guards.push(self.slots[i].lock().await);
+        }
+        StripeGuard { _guards: guards }
+    }
+}

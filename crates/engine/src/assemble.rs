@@ -1,0 +1,442 @@
+//! Assembly: from members carrying md v1.2 superblocks to a running array.
+//!
+//! Decisions follow md and mdadm: the member with the highest event count is the reference;
+//! a member more than one event behind it is stale and never used silently; a member the
+//! reference records as faulty stays out; two members claiming one slot keep the newer.
+//! Every decision is reported, so `raidd detail` can say why a member is not in use.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
+use raidd_md::{feature, BitmapSuper, DevRole, SbError, Superblock, SB_OFFSET_V12_SECTORS};
+use serde::Serialize;
+
+use crate::array::{uuid_string, Array, ArrayParts, SlotParts};
+use crate::error::{Error, ErrorKind, Result};
+use crate::member::Member;
+use crate::meta::{read_bytes, MemberSb, Metadata};
+
+/// Bytes read to find a superblock: the 4 KiB block at 4 KiB.
+const SB_READ: usize = 4096;
+
+/// Reads and validates a member's v1.2 superblock.
+pub async fn examine(member: &dyn Member) -> Result<Superblock> {
+    let name = &member.info().name;
+    let at = SB_OFFSET_V12_SECTORS * 512;
+    if member.info().size_bytes < at + SB_READ as u64 {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{name}: too small to hold an md superblock"),
+        ));
+    }
+    let block = read_bytes(member, at, SB_READ)
+        .await
+        .map_err(|e| Error::io(format!("{name}: reading the superblock"), e))?;
+    Superblock::parse(&block, SB_OFFSET_V12_SECTORS).map_err(|e| match e {
+        SbError::BadMagic { .. } => Error::new(
+            ErrorKind::NotFound,
+            format!("{name}: no md v1.2 superblock ({e})"),
+        ),
+        e => Error::new(ErrorKind::BadMetadata, format!("{name}: {e}")),
+    })
+}
+
+/// What assembly did with one member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "decision")]
+pub enum Decision {
+    /// In use in this slot.
+    Active { role: usize },
+    /// A spare.
+    Spare,
+    /// Not used: its event count is behind the array's.
+    Stale { events: u64, array_events: u64 },
+    /// Not used: the array records it as failed.
+    Faulty,
+    /// Not used: it was being rebuilt and had not finished.
+    Partial { recovery_offset: u64 },
+    /// Not used: another member holds its slot with newer data.
+    Displaced { role: usize },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberReport {
+    pub member: String,
+    pub device_uuid: String,
+    pub events: u64,
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// A running array and how it was put together.
+#[derive(Debug)]
+pub struct Assembled {
+    pub array: Arc<Array>,
+    pub report: Vec<MemberReport>,
+    /// The reference (newest) superblock.
+    pub superblock: Superblock,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AssembleOptions {
+    /// Never write to the members (no superblock updates either).
+    pub read_only: bool,
+}
+
+struct Found {
+    member: Arc<dyn Member>,
+    sb: Superblock,
+}
+
+fn check_features(name: &str, sb: &Superblock) -> Result<()> {
+    let unsupported = sb.feature_map & !feature::SUPPORTED;
+    if unsupported == 0 {
+        return Ok(());
+    }
+    let names: Vec<&str> = [
+        (feature::RESHAPE_ACTIVE, "reshape in progress"),
+        (feature::REPLACEMENT, "replacement in progress"),
+        (feature::RESHAPE_BACKWARDS, "backwards reshape"),
+        (feature::NEW_OFFSET, "data offset change"),
+        (feature::RECOVERY_BITMAP, "bitmap-based recovery"),
+        (feature::CLUSTERED, "clustered md"),
+        (feature::JOURNAL, "write journal"),
+        (feature::PPL | feature::MULTIPLE_PPLS, "partial parity log"),
+    ]
+    .iter()
+    .filter(|(bit, _)| unsupported & bit != 0)
+    .map(|(_, n)| *n)
+    .collect();
+    Err(Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "{name}: md features raidd does not support: {} ({unsupported:#x})",
+            names.join(", ")
+        ),
+    ))
+}
+
+/// The array's geometry from the reference superblock and the members' data sizes.
+fn geometry_from(sb: &Superblock, data_sectors: &[Option<u64>]) -> Result<Geometry> {
+    let bad = |why: String| Error::new(ErrorKind::BadMetadata, why);
+    let level = Level::from_md_number(sb.level).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!("md level {} is not supported", sb.level),
+        )
+    })?;
+    let n = sb.raid_disks as usize;
+    let all_sizes = || -> Result<Vec<u64>> {
+        data_sectors
+            .iter()
+            .enumerate()
+            .map(|(r, s)| {
+                s.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InsufficientMembers,
+                        format!("{level} cannot run without member {r}: it has no redundancy"),
+                    )
+                })
+            })
+            .collect()
+    };
+    let g = match level {
+        Level::Linear => Geometry::linear(&all_sizes()?, sb.chunksize)?,
+        Level::Raid0 => {
+            let layout = if sb.feature_map & feature::RAID0_LAYOUT != 0 {
+                Raid0Layout::from_md_number(sb.layout)
+                    .ok_or_else(|| bad(format!("raid0 layout {} is unknown", sb.layout)))?
+            } else {
+                Raid0Layout::Original
+            };
+            let sizes = all_sizes()?;
+            let g = Geometry::raid0(&sizes, sb.chunksize, layout)?;
+            let chunk = u64::from(sb.chunksize.max(1));
+            let multi_zone = sizes.iter().any(|s| s / chunk != sizes[0] / chunk);
+            if multi_zone && sb.feature_map & feature::RAID0_LAYOUT == 0 {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "raid0 with members of different sizes and no recorded layout: \
+                     the kernel refuses it too (see md's raid0.default_layout)",
+                ));
+            }
+            g
+        }
+        Level::Raid1 => Geometry::raid1(n, sb.size)?,
+        Level::Raid10 => {
+            let layout = Raid10Layout::from_md_number(sb.layout)
+                .ok_or_else(|| bad(format!("raid10 layout {:#x} is not supported", sb.layout)))?;
+            Geometry::raid10(n, layout, sb.chunksize, sb.size)?
+        }
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+            let layout = if level == Level::Raid4 {
+                ParityLayout::ParityLast
+            } else {
+                ParityLayout::from_md_number(sb.layout).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Unsupported,
+                        format!("{level} layout {} is not supported", sb.layout),
+                    )
+                })?
+            };
+            Geometry::parity(level, n, layout, sb.chunksize, sb.size)?
+        }
+    };
+    Ok(g)
+}
+
+/// Assembles one array from members that all carry its superblock.
+pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> Result<Assembled> {
+    if members.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidInput, "no members given"));
+    }
+    let mut found = Vec::with_capacity(members.len());
+    for m in members {
+        let sb = examine(&*m).await?;
+        check_features(&m.info().name, &sb)?;
+        found.push(Found { member: m, sb });
+    }
+    check_one_array(&found)?;
+    let newest = found
+        .iter()
+        .map(|f| f.sb.events)
+        .max()
+        .expect("at least one member");
+    let reference = found
+        .iter()
+        .find(|f| f.sb.events == newest)
+        .expect("newest exists")
+        .sb
+        .clone();
+    let n = reference.raid_disks as usize;
+    let mut report = Vec::new();
+    let mut slots: Vec<Option<usize>> = vec![None; n];
+    let mut spares = Vec::new();
+    for (i, f) in found.iter().enumerate() {
+        let decision = decide(f, &reference, newest);
+        let decision = match decision {
+            Decision::Active { role } if role >= n => Decision::Spare,
+            Decision::Active { role } => match slots[role] {
+                Some(j) if found[j].sb.events >= f.sb.events => Decision::Displaced { role },
+                Some(j) => {
+                    report[j] = report_of(&found[j], Decision::Displaced { role });
+                    slots[role] = Some(i);
+                    Decision::Active { role }
+                }
+                None => {
+                    slots[role] = Some(i);
+                    Decision::Active { role }
+                }
+            },
+            d => d,
+        };
+        if decision == Decision::Spare {
+            spares.push(i);
+        }
+        report.push(report_of(f, decision));
+    }
+    for r in &report {
+        match &r.decision {
+            Decision::Active { .. } | Decision::Spare => {}
+            d => tracing::warn!(member = %r.member, "not used: {d:?}"),
+        }
+    }
+    let data_sectors: Vec<Option<u64>> = slots
+        .iter()
+        .map(|s| s.map(|i| found[i].sb.data_size))
+        .collect();
+    let geometry = geometry_from(&reference, &data_sectors)?;
+    let bitmap = read_bitmap(&found, &slots, &reference).await?;
+    let parts = ArrayParts {
+        name: reference.array_name(),
+        uuid: reference.set_uuid,
+        geometry,
+        slots: slots
+            .iter()
+            .map(|s| {
+                s.map(|i| SlotParts {
+                    member: found[i].member.clone(),
+                    data_offset: found[i].sb.data_offset * 512,
+                })
+            })
+            .collect(),
+        spares: spares.iter().map(|&i| found[i].member.clone()).collect(),
+        read_only: opts.read_only,
+    };
+    let meta = Metadata::new(
+        slots
+            .iter()
+            .map(|s| {
+                s.map(|i| MemberSb {
+                    sb: found[i].sb.clone(),
+                    member: found[i].member.clone(),
+                })
+            })
+            .collect(),
+        spares
+            .iter()
+            .map(|&i| MemberSb {
+                sb: found[i].sb.clone(),
+                member: found[i].member.clone(),
+            })
+            .collect(),
+        bitmap,
+    );
+    let array = Array::build(parts, Some(meta))?;
+    Ok(Assembled {
+        array: Arc::new(array),
+        report,
+        superblock: reference,
+    })
+}
+
+fn report_of(f: &Found, decision: Decision) -> MemberReport {
+    MemberReport {
+        member: f.member.info().name.clone(),
+        device_uuid: uuid_string(&f.sb.device_uuid),
+        events: f.sb.events,
+        decision,
+    }
+}
+
+fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
+    if f.sb.events.saturating_add(1) < newest {
+        return Decision::Stale {
+            events: f.sb.events,
+            array_events: newest,
+        };
+    }
+    let recorded = reference
+        .dev_roles
+        .get(f.sb.dev_number as usize)
+        .map(|&r| DevRole::from_raw(r))
+        .unwrap_or(DevRole::Spare);
+    if recorded == DevRole::Faulty {
+        return Decision::Faulty;
+    }
+    if f.sb.feature_map & feature::RECOVERY_OFFSET != 0 && f.sb.recovery_offset < f.sb.size {
+        return Decision::Partial {
+            recovery_offset: f.sb.recovery_offset,
+        };
+    }
+    match f.sb.own_role() {
+        DevRole::Active(r) => Decision::Active {
+            role: usize::from(r),
+        },
+        DevRole::Faulty => Decision::Faulty,
+        DevRole::Spare | DevRole::Journal => Decision::Spare,
+    }
+}
+
+/// Refuses members of different arrays and the same member given twice.
+fn check_one_array(found: &[Found]) -> Result<()> {
+    let first = &found[0].sb;
+    for f in &found[1..] {
+        if f.sb.set_uuid != first.set_uuid {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{} belongs to array {} ({}) but {} belongs to {} ({})",
+                    f.member.info().name,
+                    f.sb.full_name(),
+                    uuid_string(&f.sb.set_uuid),
+                    found[0].member.info().name,
+                    first.full_name(),
+                    uuid_string(&first.set_uuid)
+                ),
+            ));
+        }
+    }
+    let mut seen: HashMap<[u8; 16], &str> = HashMap::new();
+    let mut names: HashMap<&str, ()> = HashMap::new();
+    for f in found {
+        let name = f.member.info().name.as_str();
+        if names.insert(name, ()).is_some() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{name} is given twice"),
+            ));
+        }
+        if let Some(other) = seen.insert(f.sb.device_uuid, name) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{name} and {other} carry the same device UUID {}: the same member twice, \
+                     or a copy of one",
+                    uuid_string(&f.sb.device_uuid)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn read_bitmap(
+    found: &[Found],
+    slots: &[Option<usize>],
+    reference: &Superblock,
+) -> Result<Option<BitmapSuper>> {
+    if reference.feature_map & feature::BITMAP_OFFSET == 0 {
+        return Ok(None);
+    }
+    let Some(i) = slots
+        .iter()
+        .flatten()
+        .copied()
+        .find(|&i| found[i].sb.events == reference.events)
+    else {
+        return Ok(None);
+    };
+    let f = &found[i];
+    let name = &f.member.info().name;
+    let off = (f.sb.super_offset as i64 + i64::from(f.sb.bitmap_offset)) * 512;
+    let off = u64::try_from(off).map_err(|_| {
+        Error::new(
+            ErrorKind::BadMetadata,
+            format!("{name}: bitmap offset before the device"),
+        )
+    })?;
+    let block = read_bytes(&*f.member, off, 4096)
+        .await
+        .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
+    let bm = BitmapSuper::parse(&block)
+        .map_err(|e| Error::new(ErrorKind::BadMetadata, format!("{name}: {e}")))?;
+    Ok(Some(bm))
+}
+
+/// Assembles every array the members belong to, including arrays whose members are other
+/// arrays (md nesting: the outer array's superblocks live inside the inner arrays). Returns
+/// the outermost arrays last.
+pub async fn assemble_all(
+    members: Vec<Arc<dyn Member>>,
+    opts: AssembleOptions,
+) -> Result<Vec<Assembled>> {
+    let mut out = Vec::new();
+    let mut level: Vec<Arc<dyn Member>> = members;
+    loop {
+        let mut groups: BTreeMap<[u8; 16], Vec<Arc<dyn Member>>> = BTreeMap::new();
+        let mut order = Vec::new();
+        for m in level {
+            let sb = examine(&*m).await?;
+            if !groups.contains_key(&sb.set_uuid) {
+                order.push(sb.set_uuid);
+            }
+            groups.entry(sb.set_uuid).or_default().push(m);
+        }
+        let mut next: Vec<Arc<dyn Member>> = Vec::new();
+        for uuid in order {
+            let ms = groups.remove(&uuid).expect("grouped above");
+            let a = assemble(ms, opts).await?;
+            let as_member: Arc<dyn Member> = a.array.clone();
+            if examine(&*as_member).await.is_ok() {
+                next.push(as_member);
+            }
+            out.push(a);
+        }
+        if next.is_empty() {
+            return Ok(out);
+        }
+        level = next;
+    }
+}

@@ -1,0 +1,354 @@
+//! Creating arrays: md v1.2 superblocks as mdadm 4.2 would write them (data offset, bad
+//! block log, sizes, names), then assembly through the same path as any existing array.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
+use raidd_md::create::{
+    bblog_bm_space_sectors, bblog_placement, component_size_sectors, default_data_offset,
+};
+use raidd_md::{feature, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_V12_SECTORS};
+
+use crate::assemble::{assemble, examine, AssembleOptions, Assembled};
+use crate::error::{Error, ErrorKind, Result};
+use crate::member::Member;
+use crate::meta::write_bytes;
+
+/// mdadm's default chunk for v1.2 metadata: 512 KiB.
+pub const DEFAULT_CHUNK_SECTORS: u32 = 1024;
+/// Slots in dev_roles, as mdadm writes for small arrays.
+const MAX_DEV: usize = 128;
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct CreateSpec {
+    pub name: String,
+    /// The host part of md's "host:name" (mdadm uses the hostname).
+    pub homehost: String,
+    pub level: Level,
+    /// md's layout number; `None` = the level's default (left-symmetric, near=2).
+    pub layout: Option<u32>,
+    /// Chunk in sectors for striped levels (`None` = 512 KiB); ignored by linear and RAID1.
+    pub chunk_sectors: Option<u32>,
+    /// One entry per slot; `None` creates the array degraded with that slot missing.
+    pub members: Vec<Option<Arc<dyn Member>>>,
+    /// Use at most this many sectors per member (component size); `None` = all.
+    pub size_sectors: Option<u64>,
+    /// Members are known consistent (all zero), so no initial sync is needed.
+    pub assume_clean: bool,
+    /// Overwrite members that already carry an md superblock.
+    pub force: bool,
+}
+
+fn invalid(msg: String) -> Error {
+    Error::new(ErrorKind::InvalidInput, msg)
+}
+
+fn random16() -> Result<[u8; 16]> {
+    let mut u = [0u8; 16];
+    getrandom::fill(&mut u)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
+    Ok(u)
+}
+
+fn md_time_now() -> u64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Superblock::join_time(d.as_secs(), d.subsec_micros())
+}
+
+/// Chooses the layout number and checks it against the level.
+fn layout_number(level: Level, layout: Option<u32>, multi_zone: bool) -> Result<u32> {
+    let n = match (level, layout) {
+        (Level::Linear | Level::Raid1, None) => 0,
+        (Level::Linear | Level::Raid1, Some(l)) => {
+            return Err(invalid(format!("{level} takes no layout (got {l})")));
+        }
+        (Level::Raid0, None) => {
+            if multi_zone {
+                Raid0Layout::Alternate.md_number()
+            } else {
+                0
+            }
+        }
+        (Level::Raid0, Some(l)) => {
+            Raid0Layout::from_md_number(l)
+                .ok_or_else(|| invalid(format!("raid0 layout {l} is unknown")))?;
+            l
+        }
+        (Level::Raid10, l) => {
+            let l = l.unwrap_or(0x102);
+            Raid10Layout::from_md_number(l)
+                .ok_or_else(|| invalid(format!("raid10 layout {l:#x} is invalid")))?;
+            l
+        }
+        (Level::Raid4, None) => ParityLayout::ParityLast.md_number(),
+        (Level::Raid5 | Level::Raid6, None) => ParityLayout::LeftSymmetric.md_number(),
+        (_, Some(l)) => {
+            let p = ParityLayout::from_md_number(l)
+                .filter(|p| p.valid_for(level))
+                .ok_or_else(|| invalid(format!("layout {l} is not valid for {level}")))?;
+            p.md_number()
+        }
+    };
+    Ok(n)
+}
+
+/// Creates the array and returns it assembled (read-write). Unless `assume_clean` (or the
+/// level has no redundancy), the array is marked as needing its initial sync; the caller runs
+/// [`crate::Array::resync`].
+pub async fn create(spec: CreateSpec) -> Result<Assembled> {
+    let level = spec.level;
+    let n = spec.members.len();
+    if n < level.min_members() {
+        return Err(invalid(format!(
+            "{level} needs at least {} members, got {n}",
+            level.min_members()
+        )));
+    }
+    if n > MAX_DEV {
+        return Err(invalid(format!("at most {MAX_DEV} members, got {n}")));
+    }
+    let present: Vec<(usize, &Arc<dyn Member>)> = spec
+        .members
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| m.as_ref().map(|m| (i, m)))
+        .collect();
+    if present.is_empty() {
+        return Err(invalid("every member is missing".into()));
+    }
+    if matches!(level, Level::Linear | Level::Raid0) && present.len() < n {
+        return Err(invalid(format!(
+            "{level} has no redundancy: no member can be missing"
+        )));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (_, m) in &present {
+        if !names.insert(m.info().name.clone()) {
+            return Err(invalid(format!("{} is given twice", m.info().name)));
+        }
+        if !spec.force {
+            if let Ok(sb) = examine(&***m).await {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{} already belongs to md array {} ({}); use --force to overwrite it",
+                        m.info().name,
+                        sb.full_name(),
+                        crate::array::uuid_string(&sb.set_uuid)
+                    ),
+                ));
+            }
+        }
+    }
+    let chunk = match level {
+        Level::Linear | Level::Raid1 => 0,
+        _ => spec.chunk_sectors.unwrap_or(DEFAULT_CHUNK_SECTORS),
+    };
+    let sizes: Vec<u64> = present
+        .iter()
+        .map(|(_, m)| m.info().size_bytes / 512)
+        .collect();
+    let smallest = *sizes.iter().min().expect("present is not empty");
+    let data_offset = default_data_offset(smallest, chunk);
+    if smallest < data_offset + 16 {
+        return Err(invalid(format!(
+            "members must be larger than {} KiB (the metadata area); the smallest has {} KiB",
+            (data_offset + 16) / 2,
+            smallest / 2
+        )));
+    }
+    let avail: Vec<u64> = sizes.iter().map(|s| s - data_offset).collect();
+    let min_avail = *avail.iter().min().expect("present is not empty");
+    let mut component = component_size_sectors(level.md_number(), min_avail, chunk);
+    if let Some(limit) = spec.size_sectors {
+        if component != 0 && limit > component {
+            return Err(invalid(format!(
+                "--size {} KiB is larger than the members allow ({} KiB)",
+                limit / 2,
+                component / 2
+            )));
+        }
+        if component != 0 {
+            component = component_size_sectors(level.md_number(), limit, chunk);
+        }
+    }
+    let rounded = |s: u64| {
+        if chunk == 0 {
+            s
+        } else {
+            s / u64::from(chunk) * u64::from(chunk)
+        }
+    };
+    let multi_zone =
+        level == Level::Raid0 && avail.iter().any(|&a| rounded(a) != rounded(min_avail));
+    let layout = layout_number(level, spec.layout, multi_zone)?;
+    // Validate the geometry before touching any member.
+    let data_sizes: Vec<Option<u64>> = {
+        let mut v = vec![None; n];
+        for ((i, _), a) in present.iter().zip(&avail) {
+            v[*i] = Some(*a);
+        }
+        v
+    };
+    let mut probe = template(
+        &spec,
+        level,
+        layout,
+        chunk,
+        component,
+        data_offset,
+        multi_zone,
+    )?;
+    probe.data_size = min_avail;
+    check_geometry(&probe, &data_sizes)?;
+    let (bb_off, bb_size) = bblog_placement(data_offset, bblog_bm_space_sectors(component, None));
+    for ((i, m), a) in present.iter().zip(&avail) {
+        let mut sb = probe.clone();
+        sb.dev_number = *i as u32;
+        sb.device_uuid = random16()?;
+        sb.data_size = *a;
+        sb.bblog_offset = bb_off;
+        sb.bblog_size = bb_size;
+        sb.bblog_shift = 0;
+        write_superblock(&***m, &sb).await?;
+    }
+    let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
+    assemble(members, AssembleOptions::default()).await
+}
+
+fn template(
+    spec: &CreateSpec,
+    level: Level,
+    layout: u32,
+    chunk: u32,
+    component: u64,
+    data_offset: u64,
+    multi_zone: bool,
+) -> Result<Superblock> {
+    let n = spec.members.len();
+    let mut dev_roles = vec![DevRole::Spare.to_raw(); MAX_DEV];
+    for (i, m) in spec.members.iter().enumerate() {
+        if m.is_some() {
+            dev_roles[i] = DevRole::Active(i as u16).to_raw();
+        }
+    }
+    let redundant = !matches!(level, Level::Linear | Level::Raid0);
+    let degraded = spec.members.iter().any(Option::is_none);
+    let clean = spec.assume_clean || !redundant || degraded;
+    let now = md_time_now();
+    let mut sb = Superblock {
+        feature_map: if multi_zone { feature::RAID0_LAYOUT } else { 0 },
+        set_uuid: random16()?,
+        set_name: [0; 32],
+        ctime: now,
+        level: level.md_number(),
+        layout,
+        size: component,
+        chunksize: chunk,
+        raid_disks: n as u32,
+        bitmap_offset: 0,
+        new_level: 0,
+        reshape_position: 0,
+        delta_disks: 0,
+        new_layout: 0,
+        new_chunk: 0,
+        new_offset: 0,
+        data_offset,
+        data_size: 0,
+        super_offset: SB_OFFSET_V12_SECTORS,
+        recovery_offset: 0,
+        dev_number: 0,
+        cnt_corrected_read: 0,
+        device_uuid: [0; 16],
+        devflags: 0,
+        bblog_shift: 0,
+        bblog_size: 0,
+        bblog_offset: 0,
+        utime: now,
+        events: 0,
+        resync_offset: if clean { MAX_SECTOR } else { 0 },
+        dev_roles,
+    };
+    if spec.name.is_empty() || spec.name.contains(':') || spec.name.contains('\0') {
+        return Err(invalid(format!(
+            "array name {:?} must be non-empty, without ':'",
+            spec.name
+        )));
+    }
+    let full = if spec.homehost.is_empty() {
+        spec.name.clone()
+    } else {
+        format!("{}:{}", spec.homehost, spec.name)
+    };
+    if full.len() > 32 {
+        return Err(invalid(format!(
+            "array name {full:?} is longer than md's 32 bytes"
+        )));
+    }
+    sb.set_array_name(&full);
+    Ok(sb)
+}
+
+fn check_geometry(sb: &Superblock, data_sizes: &[Option<u64>]) -> Result<Geometry> {
+    let level = Level::from_md_number(sb.level).expect("set from a Level");
+    let n = data_sizes.len();
+    let sizes = || {
+        data_sizes
+            .iter()
+            .map(|s| s.unwrap_or(0))
+            .collect::<Vec<_>>()
+    };
+    let g = match level {
+        Level::Linear => Geometry::linear(&sizes(), 0),
+        Level::Raid0 => {
+            let l = if sb.feature_map & feature::RAID0_LAYOUT != 0 {
+                Raid0Layout::from_md_number(sb.layout).unwrap_or(Raid0Layout::Alternate)
+            } else {
+                Raid0Layout::Original
+            };
+            Geometry::raid0(&sizes(), sb.chunksize, l)
+        }
+        Level::Raid1 => Geometry::raid1(n, sb.size),
+        Level::Raid10 => Geometry::raid10(
+            n,
+            Raid10Layout::from_md_number(sb.layout).expect("validated"),
+            sb.chunksize,
+            sb.size,
+        ),
+        _ => Geometry::parity(
+            level,
+            n,
+            ParityLayout::from_md_number(sb.layout).expect("validated"),
+            sb.chunksize,
+            sb.size,
+        ),
+    }?;
+    if g.array_sectors() == 0 {
+        return Err(invalid(
+            "the array would be empty: members too small for the chunk size".into(),
+        ));
+    }
+    Ok(g)
+}
+
+async fn write_superblock(m: &dyn Member, sb: &Superblock) -> Result<()> {
+    let name = &m.info().name;
+    let mut block = raidd_rt::AlignedBuf::zeroed(4096);
+    let bytes = sb.encode();
+    block[..bytes.len()].copy_from_slice(&bytes);
+    write_bytes(m, SB_OFFSET_V12_SECTORS * 512, block)
+        .await
+        .map_err(|e| Error::io(format!("{name}: writing the superblock"), e))?;
+    let back = examine(m).await?;
+    if back != *sb {
+        return Err(Error::new(
+            ErrorKind::Io,
+            format!("{name}: the superblock did not read back as written"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,424 @@
+//! Request buffers and member I/O batches.
+//!
+//! An array request arrives as a list of windows (one for a plain buffer, several for a
+//! vectored client request or a nested array). The engine carves it into the parts each
+//! member needs without copying ([`ReqMut::take`], [`Req::take`]), and [`Batch`] joins the
+//! parts that are contiguous on a member into one vectored member I/O (seed 002: large
+//! requests stay large; one member I/O per member extent).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use raidd_rt::fs::IOV_MAX;
+use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
+use smallvec::SmallVec;
+
+/// The exclusive windows of a read request, addressed by request byte offset.
+#[derive(Debug, Default)]
+pub(crate) struct ReqMut {
+    frags: BTreeMap<usize, BufSliceMut>,
+    len: usize,
+}
+
+impl ReqMut {
+    pub(crate) fn new(iov: IoVecMut) -> ReqMut {
+        let mut frags = BTreeMap::new();
+        let mut pos = 0;
+        for w in iov {
+            let n = w.len();
+            if n > 0 {
+                frags.insert(pos, w);
+            }
+            pos += n;
+        }
+        ReqMut { frags, len: pos }
+    }
+
+    /// Removes and returns the windows covering `range` (request offsets) with their request
+    /// offsets, splitting windows at the range's ends. A byte can be out only once: taking it
+    /// again before it is put back is an engine bug and panics.
+    pub(crate) fn take(&mut self, range: Range<usize>) -> Vec<Tagged> {
+        assert!(
+            range.end <= self.len,
+            "take {range:?} beyond request of {}",
+            self.len
+        );
+        let mut out = Vec::new();
+        let mut pos = range.start;
+        while pos < range.end {
+            let (&start, _) = self
+                .frags
+                .range(..=pos)
+                .next_back()
+                .unwrap_or_else(|| panic!("request byte {pos} taken twice"));
+            let w = self.frags.remove(&start).expect("just found");
+            let end = start + w.len();
+            assert!(pos < end, "request byte {pos} taken twice");
+            let w = if start < pos {
+                let (head, tail) = w.split_at(pos - start);
+                self.frags.insert(start, head);
+                tail
+            } else {
+                w
+            };
+            let w = if end > range.end {
+                let (mid, rest) = w.split_at(range.end - pos);
+                self.frags.insert(range.end, rest);
+                mid
+            } else {
+                w
+            };
+            let n = w.len();
+            out.push(Tagged {
+                req_off: pos,
+                window: w,
+            });
+            pos += n;
+        }
+        out
+    }
+
+    /// Puts a window back at its request offset.
+    pub(crate) fn put(&mut self, t: Tagged) {
+        let old = self.frags.insert(t.req_off, t.window);
+        assert!(
+            old.is_none(),
+            "request window at {} put back twice",
+            t.req_off
+        );
+    }
+
+    /// Puts back the windows a member read returned. `layout` lists (request offset, length)
+    /// of the windows as they were submitted; the member may have split them further.
+    pub(crate) fn restore(&mut self, layout: &[(usize, usize)], returned: IoVecMut) {
+        let mut parts = layout.iter();
+        let mut cur = parts.next().copied();
+        let mut used = 0;
+        for w in returned {
+            let (off, len) = cur.expect("member returned more bytes than it was given");
+            let n = w.len();
+            assert!(
+                used + n <= len,
+                "returned window straddles submitted windows"
+            );
+            self.put(Tagged {
+                req_off: off + used,
+                window: w,
+            });
+            used += n;
+            if used == len {
+                cur = parts.next().copied();
+                used = 0;
+            }
+        }
+        assert!(
+            cur.is_none() && used == 0,
+            "member returned fewer bytes than it was given"
+        );
+    }
+
+    /// Copies `data` into `range` of the request (reconstructed data is computed in scratch
+    /// buffers).
+    pub(crate) fn fill(&mut self, range: Range<usize>, data: &[u8]) {
+        assert_eq!(range.len(), data.len());
+        let base = range.start;
+        for mut t in self.take(range) {
+            let from = t.req_off - base;
+            let n = t.window.len();
+            t.window
+                .as_mut_slice()
+                .copy_from_slice(&data[from..from + n]);
+            self.put(t);
+        }
+    }
+
+    /// The windows in request order, once every one is back.
+    pub(crate) fn into_iov(self) -> IoVecMut {
+        let mut pos = 0;
+        let mut out = IoVecMut::new();
+        for (off, w) in self.frags {
+            assert_eq!(off, pos, "request window at {pos} missing");
+            pos += w.len();
+            out.push(w);
+        }
+        assert_eq!(pos, self.len, "request windows missing at the end");
+        out
+    }
+}
+
+/// An exclusive request window with its offset in the request.
+#[derive(Debug)]
+pub(crate) struct Tagged {
+    pub(crate) req_off: usize,
+    pub(crate) window: BufSliceMut,
+}
+
+impl Window for Tagged {
+    fn len(&self) -> usize {
+        self.window.len()
+    }
+}
+
+/// Splits tagged windows into what a member read takes and the layout to restore them by.
+pub(crate) fn untag(windows: SmallVec<[Tagged; 4]>) -> (IoVecMut, SmallVec<[(usize, usize); 4]>) {
+    let mut iov = IoVecMut::new();
+    let mut layout = SmallVec::new();
+    for t in windows {
+        layout.push((t.req_off, t.window.len()));
+        iov.push(t.window);
+    }
+    (iov, layout)
+}
+
+/// The read-only windows of a write request, addressed by request byte offset.
+#[derive(Debug, Default)]
+pub(crate) struct Req {
+    /// (request offset, window), sorted, contiguous.
+    frags: Vec<(usize, BufSlice)>,
+    len: usize,
+}
+
+impl Req {
+    pub(crate) fn new(iov: IoVec) -> Req {
+        let mut frags = Vec::with_capacity(iov.len());
+        let mut pos = 0;
+        for w in iov {
+            let n = w.len();
+            if n > 0 {
+                frags.push((pos, w));
+            }
+            pos += n;
+        }
+        Req { frags, len: pos }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn first_frag(&self, pos: usize) -> usize {
+        self.frags
+            .partition_point(|(start, w)| start + w.len() <= pos)
+    }
+
+    /// Read-only windows covering `range` (may be taken any number of times).
+    pub(crate) fn take(&self, range: Range<usize>) -> IoVec {
+        assert!(
+            range.end <= self.len,
+            "take {range:?} beyond request of {}",
+            self.len
+        );
+        let mut out = IoVec::new();
+        let mut i = self.first_frag(range.start);
+        let mut pos = range.start;
+        while pos < range.end {
+            let (start, w) = &self.frags[i];
+            let from = pos - start;
+            let to = (range.end - start).min(w.len());
+            out.push(w.sub(from..to));
+            pos = start + to;
+            i += 1;
+        }
+        out
+    }
+
+    /// The bytes of `range`: borrowed when one window holds them (the usual case), copied
+    /// into a scratch buffer when they straddle windows.
+    pub(crate) fn bytes(&self, range: Range<usize>) -> Bytes {
+        let i = self.first_frag(range.start);
+        let (start, w) = &self.frags[i];
+        if range.end <= start + w.len() {
+            return Bytes::Window(w.sub(range.start - start..range.end - start));
+        }
+        let mut copy = AlignedBuf::zeroed(range.len());
+        let mut off = 0;
+        for part in self.take(range) {
+            copy[off..off + part.len()].copy_from_slice(part.as_slice());
+            off += part.len();
+        }
+        Bytes::Copy(copy)
+    }
+}
+
+/// Bytes borrowed from a request or copied out of it.
+pub(crate) enum Bytes {
+    Window(BufSlice),
+    Copy(AlignedBuf),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Window(w) => w.as_slice(),
+            Bytes::Copy(b) => b,
+        }
+    }
+}
+
+/// Member I/O parts waiting to be issued: `(member, byte offset on the member, window)`.
+#[derive(Debug)]
+pub(crate) struct Batch<W> {
+    items: Vec<(usize, u64, W)>,
+}
+
+impl<W> Default for Batch<W> {
+    fn default() -> Self {
+        Batch { items: Vec::new() }
+    }
+}
+
+/// A coalesced member I/O.
+#[derive(Debug)]
+pub(crate) struct MemberIo<W> {
+    pub(crate) member: usize,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) windows: SmallVec<[W; 4]>,
+}
+
+pub(crate) trait Window {
+    fn len(&self) -> usize;
+}
+
+impl Window for BufSlice {
+    fn len(&self) -> usize {
+        BufSlice::len(self)
+    }
+}
+
+impl Window for BufSliceMut {
+    fn len(&self) -> usize {
+        BufSliceMut::len(self)
+    }
+}
+
+impl<W: Window> Batch<W> {
+    pub(crate) fn push(&mut self, member: usize, offset: u64, window: W) {
+        if window.len() > 0 {
+            self.items.push((member, offset, window));
+        }
+    }
+
+    /// Joins parts contiguous on the same member into one I/O of at most IOV_MAX windows.
+    /// Overlapping parts on one member are an engine bug and panic.
+    pub(crate) fn into_ios(mut self) -> Vec<MemberIo<W>> {
+        self.items.sort_by_key(|(m, off, _)| (*m, *off));
+        let mut out: Vec<MemberIo<W>> = Vec::new();
+        for (member, offset, w) in self.items {
+            let n = w.len() as u64;
+            if let Some(last) = out.last_mut() {
+                if last.member == member {
+                    assert!(
+                        last.offset + last.len <= offset,
+                        "overlapping member I/O on member {member} at {offset}"
+                    );
+                    if last.offset + last.len == offset && last.windows.len() < IOV_MAX {
+                        last.len += n;
+                        last.windows.push(w);
+                        continue;
+                    }
+                }
+            }
+            let mut windows = SmallVec::new();
+            windows.push(w);
+            out.push(MemberIo {
+                member,
+                offset,
+                len: n,
+                windows,
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidd_rt::SharedBuf;
+
+    fn shared(len: usize) -> SharedBuf {
+        let mut b = AlignedBuf::zeroed(len);
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        SharedBuf::new(b)
+    }
+
+    #[test]
+    fn take_splits_windows_and_refuses_double_takes() {
+        let a = shared(1000);
+        let b = shared(500);
+        let mut iov = IoVecMut::new();
+        iov.push(a.slice_mut(0..1000).unwrap());
+        iov.push(b.slice_mut(0..500).unwrap());
+        let mut r = ReqMut::new(iov);
+        let mid = r.take(900..1100);
+        assert_eq!(
+            mid.iter()
+                .map(|t| (t.req_off, t.window.len()))
+                .collect::<Vec<_>>(),
+            vec![(900, 100), (1000, 100)]
+        );
+        let head = r.take(0..900);
+        assert_eq!(head.len(), 1);
+        let tail = r.take(1100..1500);
+        assert_eq!(tail.len(), 1);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.take(950..960)));
+        assert!(caught.is_err());
+        // A member that split the windows further hands them back; they restore in place.
+        let mut split = IoVecMut::new();
+        for t in mid {
+            let (x, y) = t.window.split_at(40);
+            split.push(x);
+            split.push(y);
+        }
+        r.restore(&[(900, 100), (1000, 100)], split);
+        for t in head.into_iter().chain(tail) {
+            r.put(t);
+        }
+        r.fill(0..4, &[9, 9, 9, 9]);
+        let back = r.into_iov();
+        assert_eq!(back.iter().map(|w| w.len()).sum::<usize>(), 1500);
+        drop(back);
+        assert_eq!(a.try_into_inner().unwrap()[..5], [9, 9, 9, 9, 4]);
+    }
+
+    #[test]
+    fn read_only_bytes_borrow_or_copy() {
+        let a = shared(1000);
+        let b = shared(500);
+        let mut iov = IoVec::new();
+        iov.push(a.slice(0..1000).unwrap());
+        iov.push(b.slice(0..500).unwrap());
+        let r = Req::new(iov);
+        assert!(matches!(r.bytes(10..20), Bytes::Window(_)));
+        let straddle = r.bytes(998..1003);
+        assert!(matches!(straddle, Bytes::Copy(_)));
+        assert_eq!(&straddle[..], &[230, 231, 0, 1, 2]);
+        let parts = r.take(990..1010);
+        assert_eq!(
+            parts.iter().map(|w| w.len()).collect::<Vec<_>>(),
+            vec![10, 10]
+        );
+    }
+
+    #[test]
+    fn batch_coalesces_contiguous_parts() {
+        let a = shared(4096 * 4);
+        let mut batch = Batch::default();
+        // member 1: parts at 8192 and 0 and 4096 (contiguous once sorted); member 0: one part.
+        batch.push(1, 8192, a.slice(0..4096).unwrap());
+        batch.push(1, 0, a.slice(4096..8192).unwrap());
+        batch.push(0, 512, a.slice(8192..12288).unwrap());
+        batch.push(1, 4096, a.slice(12288..16384).unwrap());
+        let ios = batch.into_ios();
+        assert_eq!(ios.len(), 2);
+        assert_eq!((ios[0].member, ios[0].offset, ios[0].len), (0, 512, 4096));
+        assert_eq!((ios[1].member, ios[1].offset, ios[1].len), (1, 0, 12288));
+        assert_eq!(ios[1].windows[0].offset(), 4096);
+        assert_eq!(ios[1].windows[1].offset(), 12288);
+        assert_eq!(ios[1].windows[2].offset(), 0);
+    }
+}

@@ -1,0 +1,247 @@
+//! A fault-injecting member for tests and simulations: wraps any member and injects I/O
+//! errors, silent corruption, latency and disappearance, on a schedule derived from a seed
+//! and the operation's sequence number, so a failing run replays exactly.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::LocalBoxFuture;
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+
+use super::{Member, MemberInfo};
+
+/// What to inject. Probabilities are in parts per million per operation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    pub seed: u64,
+    pub read_error_ppm: u32,
+    pub write_error_ppm: u32,
+    /// Reads succeed but one byte of the data is flipped (what checksums and scrubs catch).
+    pub corrupt_read_ppm: u32,
+    /// Each operation waits a uniform time in this range (microseconds) before running.
+    pub delay_us: Option<(u64, u64)>,
+    /// After this many operations the device is gone: every later operation fails ENODEV.
+    pub disappear_after_ops: Option<u64>,
+}
+
+/// Counters and switches shared between a [`FaultMember`] and the test driving it.
+#[derive(Debug, Default)]
+pub struct FaultControl {
+    plan: Mutex<FaultPlan>,
+    ops: AtomicU64,
+    failing: AtomicBool,
+    gone: AtomicBool,
+    injected_errors: AtomicU64,
+    injected_corruptions: AtomicU64,
+}
+
+impl FaultControl {
+    /// Every later operation fails with EIO until [`FaultControl::heal`].
+    pub fn fail(&self) {
+        self.failing.store(true, Ordering::SeqCst);
+    }
+    /// The device disappears: every later operation fails with ENODEV.
+    pub fn vanish(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+    }
+    pub fn heal(&self) {
+        self.failing.store(false, Ordering::SeqCst);
+        self.gone.store(false, Ordering::SeqCst);
+    }
+    pub fn set_plan(&self, plan: FaultPlan) {
+        *self.plan.lock().unwrap_or_else(|e| e.into_inner()) = plan;
+    }
+    pub fn ops(&self) -> u64 {
+        self.ops.load(Ordering::SeqCst)
+    }
+    pub fn injected_errors(&self) -> u64 {
+        self.injected_errors.load(Ordering::SeqCst)
+    }
+    pub fn injected_corruptions(&self) -> u64 {
+        self.injected_corruptions.load(Ordering::SeqCst)
+    }
+}
+
+/// splitmix64: a well-mixed u64 from (seed, op number, purpose).
+fn mix(seed: u64, n: u64, purpose: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_add(purpose.wrapping_mul(0xd1b5_4a32_d192_ed03));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn hit(seed: u64, n: u64, purpose: u64, ppm: u32) -> bool {
+    ppm > 0 && mix(seed, n, purpose) % 1_000_000 < u64::from(ppm)
+}
+
+/// Decision for one operation, made up front from the plan and the op number.
+struct Verdict {
+    delay: Option<Duration>,
+    error: Option<io::Error>,
+    corrupt_at: Option<u64>,
+}
+
+pub struct FaultMember {
+    inner: Arc<dyn Member>,
+    control: Arc<FaultControl>,
+}
+
+impl fmt::Debug for FaultMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultMember")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum OpClass {
+    Read,
+    Write,
+    Other,
+}
+
+impl FaultMember {
+    pub fn new(inner: Arc<dyn Member>, plan: FaultPlan) -> FaultMember {
+        let control = Arc::new(FaultControl::default());
+        control.set_plan(plan);
+        FaultMember { inner, control }
+    }
+
+    pub fn control(&self) -> Arc<FaultControl> {
+        self.control.clone()
+    }
+
+    fn verdict(&self, class: OpClass, len: u64) -> Verdict {
+        let n = self.control.ops.fetch_add(1, Ordering::SeqCst);
+        let plan = self
+            .control
+            .plan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if plan.disappear_after_ops.is_some_and(|limit| n >= limit) {
+            self.control.gone.store(true, Ordering::SeqCst);
+        }
+        let delay = plan.delay_us.map(|(lo, hi)| {
+            let span = hi.saturating_sub(lo) + 1;
+            Duration::from_micros(lo + mix(plan.seed, n, 1) % span)
+        });
+        let error = if self.control.gone.load(Ordering::SeqCst) {
+            Some(io::Error::from_raw_os_error(libc::ENODEV))
+        } else if self.control.failing.load(Ordering::SeqCst)
+            || matches!(class, OpClass::Read) && hit(plan.seed, n, 2, plan.read_error_ppm)
+            || matches!(class, OpClass::Write) && hit(plan.seed, n, 3, plan.write_error_ppm)
+        {
+            Some(io::Error::from_raw_os_error(libc::EIO))
+        } else {
+            None
+        };
+        if error.is_some() {
+            self.control.injected_errors.fetch_add(1, Ordering::SeqCst);
+        }
+        let corrupt_at = (matches!(class, OpClass::Read)
+            && error.is_none()
+            && len > 0
+            && hit(plan.seed, n, 4, plan.corrupt_read_ppm))
+        .then(|| mix(plan.seed, n, 5) % len);
+        Verdict {
+            delay,
+            error,
+            corrupt_at,
+        }
+    }
+}
+
+async fn pause(d: Option<Duration>) {
+    if let Some(d) = d {
+        raidd_rt::time::sleep(d).await;
+    }
+}
+
+impl Member for FaultMember {
+    fn info(&self) -> &MemberInfo {
+        self.inner.info()
+    }
+
+    fn read(
+        &self,
+        offset: u64,
+        mut iov: IoVecMut,
+    ) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let v = self.verdict(OpClass::Read, len);
+        Box::pin(async move {
+            pause(v.delay).await;
+            if let Some(e) = v.error {
+                return (Err(e), iov);
+            }
+            let Some(at) = v.corrupt_at else {
+                return self.inner.read(offset, iov).await;
+            };
+            // The rare corrupting read goes through a bounce buffer: the caller's windows are
+            // moved into the inner read and could not be touched afterwards.
+            let bounce = SharedBuf::new(AlignedBuf::zeroed(len as usize));
+            let mut whole: IoVecMut = smallvec::SmallVec::new();
+            whole.push(bounce.slice_mut(0..len as usize).expect("fresh buffer"));
+            let (r, whole) = self.inner.read(offset, whole).await;
+            drop(whole);
+            if let Err(e) = r {
+                return (Err(e), iov);
+            }
+            let mut data = bounce
+                .try_into_inner()
+                .expect("inner read released the buffer");
+            data[at as usize] ^= 0xff;
+            let mut pos = 0;
+            for w in iov.iter_mut() {
+                let n = w.len();
+                w.as_mut_slice().copy_from_slice(&data[pos..pos + n]);
+                pos += n;
+            }
+            self.control
+                .injected_corruptions
+                .fetch_add(1, Ordering::SeqCst);
+            (Ok(()), iov)
+        })
+    }
+
+    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let v = self.verdict(OpClass::Write, len);
+        Box::pin(async move {
+            pause(v.delay).await;
+            if let Some(e) = v.error {
+                return Err(e);
+            }
+            self.inner.write(offset, iov).await
+        })
+    }
+
+    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
+        let v = self.verdict(OpClass::Other, 0);
+        Box::pin(async move {
+            pause(v.delay).await;
+            if let Some(e) = v.error {
+                return Err(e);
+            }
+            self.inner.flush().await
+        })
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+        let v = self.verdict(OpClass::Other, 0);
+        Box::pin(async move {
+            pause(v.delay).await;
+            if let Some(e) = v.error {
+                return Err(e);
+            }
+            self.inner.discard(offset, len).await
+        })
+    }
+}

@@ -1,0 +1,254 @@
+//! Regular files (disk images) and block devices, through the thread's io_uring with
+//! O_DIRECT, so data moves between the client's buffer and the device without the page cache.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use futures::future::LocalBoxFuture;
+use raidd_rt::{fs::File, IoVec, IoVecMut};
+
+use super::{assert_request, Member, MemberInfo};
+use crate::error::{Error, Result};
+
+/// How to open a member file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    pub write: bool,
+    /// Bypass the page cache; `None` = use it if the filesystem allows, else warn once and
+    /// fall back to buffered I/O (with an fdatasync on flush, durability is the same).
+    pub direct: Option<bool>,
+    /// Take an exclusive lock (O_EXCL on block devices, flock on files) so two processes
+    /// cannot run the same member.
+    pub exclusive: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
+            write: true,
+            direct: None,
+            exclusive: true,
+        }
+    }
+}
+
+pub struct FileMember {
+    info: MemberInfo,
+    path: PathBuf,
+    file: File,
+    direct: bool,
+    is_block_device: bool,
+}
+
+impl fmt::Debug for FileMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileMember")
+            .field("path", &self.path)
+            .field("size", &self.info.size_bytes)
+            .field("direct", &self.direct)
+            .finish()
+    }
+}
+
+// ioctl numbers from <linux/fs.h>.
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+const BLKSSZGET: libc::c_ulong = 0x1268;
+
+fn open_raw(path: &Path, opts: OpenOptions, direct: bool, bdev: bool) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    o.read(true).write(opts.write);
+    let mut flags = libc::O_CLOEXEC;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    if bdev && opts.exclusive {
+        flags |= libc::O_EXCL;
+    }
+    o.custom_flags(flags);
+    o.open(path)
+}
+
+fn lock_file(f: &fs::File, path: &Path, opts: OpenOptions) -> Result<()> {
+    if !opts.exclusive {
+        return Ok(());
+    }
+    let op = if opts.write {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: plain syscall on an open descriptor.
+    let r = unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(Error::new(
+            crate::ErrorKind::Conflict,
+            format!("{} is in use by another process ({e})", path.display()),
+        ));
+    }
+    Ok(())
+}
+
+fn block_device_geometry(f: &fs::File) -> io::Result<(u64, u32)> {
+    let mut size = 0u64;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut ssz: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer.
+    if unsafe { libc::ioctl(f.as_raw_fd(), BLKSSZGET, &mut ssz) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((size, u32::try_from(ssz).unwrap_or(512).max(512)))
+}
+
+fn rotational(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let p = format!("/sys/dev/block/{major}:{minor}/queue/rotational");
+    fs::read_to_string(p)
+        .map(|s| s.trim() == "1")
+        .unwrap_or(false)
+}
+
+/// Checks that O_DIRECT I/O really works (some filesystems accept the flag at open and
+/// refuse the I/O), with one aligned read at offset 0.
+fn direct_io_works(f: &fs::File, len: u64) -> bool {
+    if len < 4096 {
+        return true;
+    }
+    let mut buf = raidd_rt::AlignedBuf::zeroed(4096);
+    // SAFETY: reads at most 4096 bytes into a 4096-byte aligned buffer we own.
+    let r = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), 4096, 0) };
+    r >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+}
+
+impl FileMember {
+    /// Opens an image file or block device.
+    pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<FileMember> {
+        let path = path.as_ref();
+        let ctx = || format!("opening {}", path.display());
+        let meta = fs::metadata(path).map_err(|e| Error::io(ctx(), e))?;
+        let bdev = meta.file_type().is_block_device();
+        if !bdev && !meta.is_file() {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidInput,
+                format!(
+                    "{} is neither a regular file nor a block device",
+                    path.display()
+                ),
+            ));
+        }
+        let want_direct = opts.direct.unwrap_or(true);
+        let (f, direct) = match open_raw(path, opts, want_direct, bdev) {
+            Ok(f) if !want_direct || direct_io_works(&f, meta.len()) => (f, want_direct),
+            Ok(_) if opts.direct == Some(true) => {
+                return Err(Error::new(
+                    crate::ErrorKind::Unsupported,
+                    format!("{}: the filesystem refuses O_DIRECT I/O", path.display()),
+                ))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && opts.direct.is_none() => (
+                open_raw(path, opts, false, bdev).map_err(|e| Error::io(ctx(), e))?,
+                false,
+            ),
+            Ok(_) => (
+                open_raw(path, opts, false, bdev).map_err(|e| Error::io(ctx(), e))?,
+                false,
+            ),
+            Err(e) => return Err(Error::io(ctx(), e)),
+        };
+        if want_direct && !direct {
+            tracing::warn!(
+                "{}: the filesystem refuses O_DIRECT; using buffered I/O (flushes still make \
+                 writes durable, but reads and writes go through the page cache)",
+                path.display()
+            );
+        }
+        if !bdev {
+            lock_file(&f, path, opts)?;
+        }
+        let (size_bytes, block_size) = if bdev {
+            block_device_geometry(&f).map_err(|e| Error::io(ctx(), e))?
+        } else {
+            (meta.len(), 512)
+        };
+        let info = MemberInfo {
+            name: path.display().to_string(),
+            size_bytes: size_bytes / u64::from(block_size) * u64::from(block_size),
+            block_size,
+            rotational: bdev && rotational(&meta),
+        };
+        Ok(FileMember {
+            info,
+            path: path.to_owned(),
+            file: File::from(f),
+            direct,
+            is_block_device: bdev,
+        })
+    }
+
+    /// Creates (or extends) a sparse image file of `size_bytes`.
+    pub fn create_image(path: impl AsRef<Path>, size_bytes: u64) -> Result<()> {
+        let path = path.as_ref();
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        f.set_len(size_bytes)
+            .map_err(|e| Error::io(format!("sizing {}", path.display()), e))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    pub fn is_block_device(&self) -> bool {
+        self.is_block_device
+    }
+}
+
+impl Member for FileMember {
+    fn info(&self) -> &MemberInfo {
+        &self.info
+    }
+
+    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+        let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        assert_request(&self.info, offset, total);
+        Box::pin(self.file.readv_exact_at(iov, offset))
+    }
+
+    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+        let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        assert_request(&self.info, offset, total);
+        Box::pin(async move { self.file.writev_all_at(iov, offset).await.0 })
+    }
+
+    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
+        Box::pin(async move { self.file.sync(true).await })
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+        assert_request(&self.info, offset, len);
+        Box::pin(async move {
+            let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+            match self.file.fallocate(mode, offset, len).await {
+                // Discard is advisory: a device that cannot do it keeps the old data.
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(()),
+                r => r,
+            }
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! Members: what an array is made of. Everything an array does to a member goes through the
+//! [`Member`] trait, so files, block devices, memory, fault injectors and other arrays are
+//! interchangeable, and the same engine code runs against real and simulated disks.
+
+mod fault;
+mod file;
+mod memory;
+
+use std::fmt;
+use std::io;
+
+use futures::future::LocalBoxFuture;
+use raidd_rt::{IoVec, IoVecMut};
+
+pub use fault::{FaultControl, FaultMember, FaultPlan};
+pub use file::{FileMember, OpenOptions};
+pub use memory::MemMember;
+
+/// Static facts about a member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// How the user named it (a path, "mem:3", "array:name").
+    pub name: String,
+    pub size_bytes: u64,
+    /// Smallest I/O unit (512 or 4096); every offset and length is a multiple of it.
+    pub block_size: u32,
+    /// Spinning media (seek-bound): exported so clients can schedule for it.
+    pub rotational: bool,
+}
+
+/// A device an array stores data on.
+///
+/// Offsets and lengths are bytes, multiples of [`MemberInfo::block_size`], within
+/// [`MemberInfo::size_bytes`]; callers (the arrays) guarantee this and implementations may
+/// assert it. The windows of an I/O are released when the returned future completes; if it
+/// is dropped early they are released when the device is done with them.
+pub trait Member: Send + Sync + fmt::Debug {
+    fn info(&self) -> &MemberInfo;
+    /// Fills the windows of `iov`, in order, from `offset`, and hands the windows back (possibly
+    /// split further, always covering the same bytes in the same order) so that a failed read
+    /// can be retried elsewhere into the same client buffer.
+    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)>;
+    /// Writes the windows of `iov`, in order, at `offset`.
+    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>>;
+    /// Makes every completed write durable.
+    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>>;
+    /// Tells the device the range is unused; later reads return zeros or the old data.
+    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>>;
+}
+
+/// Checks a member request against the member's contract (caller bugs panic here, in every
+/// implementation, so a broken array mapping stops loudly in tests).
+pub(crate) fn assert_request(info: &MemberInfo, offset: u64, len: u64) {
+    let bs = u64::from(info.block_size);
+    assert!(
+        offset.is_multiple_of(bs) && len.is_multiple_of(bs),
+        "{}: request {offset}+{len} not aligned to {bs}",
+        info.name
+    );
+    assert!(
+        offset
+            .checked_add(len)
+            .is_some_and(|end| end <= info.size_bytes),
+        "{}: request {offset}+{len} beyond size {}",
+        info.name,
+        info.size_bytes
+    );
+}

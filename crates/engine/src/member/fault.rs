@@ -23,6 +23,10 @@ pub struct FaultPlan {
     pub corrupt_read_ppm: u32,
     /// Each operation waits a uniform time in this range (microseconds) before running.
     pub delay_us: Option<(u64, u64)>,
+    /// Each operation first yields to the executor a uniform number of times in this range:
+    /// reorders concurrent I/O like latency does, but deterministically (no clock), so a
+    /// simulation with memory members replays exactly from its seed.
+    pub delay_yields: Option<(u32, u32)>,
     /// After this many operations the device is gone: every later operation fails ENODEV.
     pub disappear_after_ops: Option<u64>,
 }
@@ -82,6 +86,7 @@ fn hit(seed: u64, n: u64, purpose: u64, ppm: u32) -> bool {
 /// Decision for one operation, made up front from the plan and the op number.
 struct Verdict {
     delay: Option<Duration>,
+    yields: u32,
     error: Option<io::Error>,
     corrupt_at: Option<u64>,
 }
@@ -132,6 +137,10 @@ impl FaultMember {
             let span = hi.saturating_sub(lo) + 1;
             Duration::from_micros(lo + mix(plan.seed, n, 1) % span)
         });
+        let yields = plan.delay_yields.map_or(0, |(lo, hi)| {
+            let span = u64::from(hi.saturating_sub(lo)) + 1;
+            lo + (mix(plan.seed, n, 6) % span) as u32
+        });
         let error = if self.control.gone.load(Ordering::SeqCst) {
             Some(io::Error::from_raw_os_error(libc::ENODEV))
         } else if self.control.failing.load(Ordering::SeqCst)
@@ -152,15 +161,19 @@ impl FaultMember {
         .then(|| mix(plan.seed, n, 5) % len);
         Verdict {
             delay,
+            yields,
             error,
             corrupt_at,
         }
     }
 }
 
-async fn pause(d: Option<Duration>) {
-    if let Some(d) = d {
+async fn pause(v: &Verdict) {
+    if let Some(d) = v.delay {
         raidd_rt::time::sleep(d).await;
+    }
+    for _ in 0..v.yields {
+        raidd_rt::yield_now().await;
     }
 }
 
@@ -177,7 +190,7 @@ impl Member for FaultMember {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Read, len);
         Box::pin(async move {
-            pause(v.delay).await;
+            pause(&v).await;
             if let Some(e) = v.error {
                 return (Err(e), iov);
             }
@@ -215,7 +228,7 @@ impl Member for FaultMember {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Write, len);
         Box::pin(async move {
-            pause(v.delay).await;
+            pause(&v).await;
             if let Some(e) = v.error {
                 return Err(e);
             }
@@ -226,7 +239,7 @@ impl Member for FaultMember {
     fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
         Box::pin(async move {
-            pause(v.delay).await;
+            pause(&v).await;
             if let Some(e) = v.error {
                 return Err(e);
             }
@@ -237,7 +250,7 @@ impl Member for FaultMember {
     fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
         Box::pin(async move {
-            pause(v.delay).await;
+            pause(&v).await;
             if let Some(e) = v.error {
                 return Err(e);
             }

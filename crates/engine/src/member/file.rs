@@ -162,6 +162,15 @@ impl FileMember {
                 open_raw(path, opts, false, bdev).map_err(|e| Error::io(ctx(), e))?,
                 false,
             ),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(Error::new(
+                    crate::ErrorKind::Conflict,
+                    format!(
+                        "{} is in use (opened exclusively elsewhere: md, a mount, raidd)",
+                        path.display()
+                    ),
+                ))
+            }
             Err(e) => return Err(Error::io(ctx(), e)),
         };
         if want_direct && !direct {

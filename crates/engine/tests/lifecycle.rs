@@ -1,0 +1,462 @@
+//! Failure handling with md metadata: members failing during I/O (served from redundancy,
+//! recorded in the survivors' superblocks), stale members refused at assembly, unclean
+//! shutdown detection, nested arrays, and bad input refused without changing anything.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{random_writes, verify_all, Model, Rng};
+use raidd_engine::assemble::{assemble, assemble_all, examine, AssembleOptions, Decision};
+use raidd_engine::create::{create, CreateSpec};
+use raidd_engine::member::{FaultControl, FaultMember, FaultPlan, MemMember};
+use raidd_engine::{ArrayState, ErrorKind, Member, SlotState};
+use raidd_layout::Level;
+use raidd_md::{DevRole, Superblock};
+
+const MIB: u64 = 1 << 20;
+
+fn mems(prefix: &str, n: usize, size: u64) -> Vec<Arc<MemMember>> {
+    (0..n)
+        .map(|i| Arc::new(MemMember::new(format!("{prefix}{i}"), size)))
+        .collect()
+}
+
+fn spec(name: &str, level: Level, members: Vec<Option<Arc<dyn Member>>>) -> CreateSpec {
+    CreateSpec {
+        name: name.into(),
+        homehost: "test".into(),
+        level,
+        layout: None,
+        chunk_sectors: Some(128),
+        members,
+        size_sectors: None,
+        assume_clean: true,
+        force: false,
+    }
+}
+
+/// Members wrapped in fault injectors (all healthy at first).
+fn faulty(mems: &[Arc<MemMember>]) -> (Vec<Arc<dyn Member>>, Vec<Arc<FaultControl>>) {
+    mems.iter()
+        .map(|m| {
+            let f = FaultMember::new(m.clone(), FaultPlan::default());
+            let c = f.control();
+            (Arc::new(f) as Arc<dyn Member>, c)
+        })
+        .unzip()
+}
+
+async fn sb_of(m: &MemMember) -> Superblock {
+    examine(m).await.unwrap()
+}
+
+/// A member fails in the middle of a write load: no request fails, the array degrades, the
+/// survivors' superblocks record the failure, and every block still verifies, also after a
+/// second failure for RAID6.
+#[test]
+fn members_failing_under_load_are_survived_and_recorded() {
+    for (level, n, fail) in [
+        (Level::Raid1, 2, vec![1]),
+        (Level::Raid10, 4, vec![2]),
+        (Level::Raid5, 4, vec![1]),
+        (Level::Raid6, 5, vec![0, 3]),
+        (Level::Raid4, 3, vec![2]),
+    ] {
+        raidd_rt::block_on(async move {
+            let raw = mems(&format!("{level}-"), n, 16 * MIB);
+            let (members, controls) = faulty(&raw);
+            let a = create(spec(
+                "load",
+                level,
+                members.iter().cloned().map(Some).collect(),
+            ))
+            .await
+            .unwrap();
+            let array = a.array.clone();
+            let mut model = Model::new(array.size_bytes() / 512, 99);
+            let mut rng = Rng(n as u64);
+            random_writes(&array, &mut model, &mut rng, 30).await;
+            for &f in &fail {
+                controls[f].fail();
+                random_writes(&array, &mut model, &mut rng, 30).await;
+                assert_eq!(
+                    array.slot_state(f),
+                    SlotState::Faulty,
+                    "{level}: member {f} marked faulty"
+                );
+            }
+            verify_all(&array, &model, &format!("{level} after failures")).await;
+            assert_eq!(array.status().await.state, ArrayState::Degraded);
+            // The survivors' superblocks say which members failed, with a newer event count.
+            let survivor = (0..n).find(|i| !fail.contains(i)).unwrap();
+            let sb = sb_of(&raw[survivor]).await;
+            for &f in &fail {
+                assert_eq!(
+                    DevRole::from_raw(sb.dev_roles[f]),
+                    DevRole::Faulty,
+                    "{level}: role {f}"
+                );
+                assert!(
+                    sb_of(&raw[f]).await.events < sb.events,
+                    "{level}: failed member is behind"
+                );
+            }
+            array.close().await.unwrap();
+            drop(array);
+            drop(a);
+            // Reassembled from every member (the failed ones healed), the failed ones stay out.
+            for c in &controls {
+                c.heal();
+            }
+            let again = assemble(members.clone(), AssembleOptions::default())
+                .await
+                .unwrap();
+            for &f in &fail {
+                let r = &again.report[f];
+                assert!(
+                    matches!(r.decision, Decision::Faulty | Decision::Stale { .. }),
+                    "{level}: member {f} must not be used again, got {:?}",
+                    r.decision
+                );
+            }
+            verify_all(&again.array, &model, &format!("{level} reassembled")).await;
+        });
+    }
+}
+
+/// Reads that fail on one member are served from the others, and the member is failed.
+#[test]
+fn read_errors_are_served_from_redundancy() {
+    for (level, n) in [
+        (Level::Raid1, 3),
+        (Level::Raid5, 3),
+        (Level::Raid6, 4),
+        (Level::Raid10, 2),
+    ] {
+        raidd_rt::block_on(async move {
+            let raw = mems("r", n, 16 * MIB);
+            let (members, controls) = faulty(&raw);
+            let a = create(spec("rd", level, members.into_iter().map(Some).collect()))
+                .await
+                .unwrap();
+            let mut model = Model::new(a.array.size_bytes() / 512, 5);
+            random_writes(&a.array, &mut model, &mut Rng(3), 40).await;
+            controls[0].set_plan(FaultPlan {
+                seed: 1,
+                read_error_ppm: 1_000_000,
+                ..FaultPlan::default()
+            });
+            verify_all(&a.array, &model, &format!("{level} with read errors")).await;
+            assert_eq!(a.array.slot_state(0), SlotState::Faulty);
+        });
+    }
+}
+
+/// Losing more members than the level survives fails I/O with an error, never wrong data.
+#[test]
+fn too_many_failures_fail_the_array_not_the_data() {
+    raidd_rt::block_on(async {
+        let raw = mems("x", 4, 16 * MIB);
+        let (members, controls) = faulty(&raw);
+        let a = create(spec(
+            "x",
+            Level::Raid5,
+            members.into_iter().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let mut model = Model::new(a.array.size_bytes() / 512, 5);
+        random_writes(&a.array, &mut model, &mut Rng(4), 10).await;
+        controls[1].fail();
+        controls[2].fail();
+        let r = a.array.read_to_buf(0, 1 << 20).await;
+        let e = r.expect_err("two failures in RAID5 cannot be served");
+        assert_eq!(e.kind(), ErrorKind::Io);
+        assert_eq!(a.array.status().await.state, ArrayState::Failed);
+        assert!(a
+            .array
+            .write_buf(0, raidd_rt::AlignedBuf::zeroed(4096))
+            .await
+            .is_err());
+    });
+}
+
+/// A member that missed writes (absent while the array ran degraded) is stale: assembly
+/// refuses it and reads come from the members that are current.
+#[test]
+fn stale_members_are_refused() {
+    raidd_rt::block_on(async {
+        let raw = mems("s", 2, 16 * MIB);
+        let members: Vec<Arc<dyn Member>> =
+            raw.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+        let a = create(spec(
+            "stale",
+            Level::Raid1,
+            members.iter().cloned().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let mut model = Model::new(a.array.size_bytes() / 512, 7);
+        random_writes(&a.array, &mut model, &mut Rng(1), 10).await;
+        a.array.close().await.unwrap();
+        drop(a);
+        // Run with member 0 only, several state changes.
+        let only0 = assemble(vec![members[0].clone()], AssembleOptions::default())
+            .await
+            .unwrap();
+        assert!(only0.array.is_degraded());
+        random_writes(&only0.array, &mut model, &mut Rng(2), 10).await;
+        only0.array.close().await.unwrap();
+        let only0_again = assemble(vec![members[0].clone()], AssembleOptions::default())
+            .await
+            .unwrap();
+        random_writes(&only0_again.array, &mut model, &mut Rng(3), 10).await;
+        only0_again.array.close().await.unwrap();
+        drop((only0, only0_again));
+        let both = assemble(members.clone(), AssembleOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            matches!(both.report[1].decision, Decision::Stale { .. }),
+            "{:?}",
+            both.report[1]
+        );
+        assert_eq!(both.array.slot_state(1), SlotState::Missing);
+        verify_all(&both.array, &model, "raid1 with a stale member").await;
+    });
+}
+
+/// Writes mark the array dirty; a clean close marks it clean; a crash (no close) leaves it
+/// marked for resync.
+#[test]
+fn unclean_shutdown_is_detected() {
+    raidd_rt::block_on(async {
+        let raw = mems("u", 3, 16 * MIB);
+        let members: Vec<Arc<dyn Member>> =
+            raw.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+        let a = create(spec(
+            "u",
+            Level::Raid5,
+            members.iter().cloned().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        assert!(!a.array.needs_resync());
+        let e0 = sb_of(&raw[0]).await.events;
+        a.array
+            .write_buf(0, raidd_rt::AlignedBuf::zeroed(4096))
+            .await
+            .unwrap();
+        assert!(a.array.needs_resync());
+        assert!(
+            !sb_of(&raw[0]).await.is_clean(),
+            "superblock marked dirty before the write"
+        );
+        a.array.close().await.unwrap();
+        let sb = sb_of(&raw[2]).await;
+        assert!(sb.is_clean());
+        assert_eq!(sb.events, e0 + 2, "one event to go dirty, one to go clean");
+        drop(a);
+        let b = assemble(members.clone(), AssembleOptions::default())
+            .await
+            .unwrap();
+        b.array
+            .write_buf(8192, raidd_rt::AlignedBuf::zeroed(4096))
+            .await
+            .unwrap();
+        drop(b); // "crash": no close
+        let c = assemble(members, AssembleOptions { read_only: true })
+            .await
+            .unwrap();
+        assert!(c.array.needs_resync());
+        assert_eq!(c.array.status().await.state, ArrayState::Active);
+    });
+}
+
+/// RAID0 over two RAID5 arrays (the papers' multi-stage striping): created, written,
+/// verified with a member lost in each RAID5, and found again by assemble_all from the
+/// bottom members alone.
+#[test]
+fn raid0_over_two_raid5_groups() {
+    raidd_rt::block_on(async {
+        let g1 = mems("g1-", 3, 16 * MIB);
+        let g2 = mems("g2-", 3, 16 * MIB);
+        let as_members = |g: &[Arc<MemMember>]| {
+            g.iter()
+                .map(|m| m.clone() as Arc<dyn Member>)
+                .collect::<Vec<_>>()
+        };
+        let r1 = create(spec(
+            "g1",
+            Level::Raid5,
+            as_members(&g1).into_iter().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let r2 = create(spec(
+            "g2",
+            Level::Raid5,
+            as_members(&g2).into_iter().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let inner: Vec<Option<Arc<dyn Member>>> = vec![
+            Some(r1.array.clone() as Arc<dyn Member>),
+            Some(r2.array.clone() as Arc<dyn Member>),
+        ];
+        let outer = create(spec("pool", Level::Raid0, inner)).await.unwrap();
+        let mut model = Model::new(outer.array.size_bytes() / 512, 11);
+        random_writes(&outer.array, &mut model, &mut Rng(9), 60).await;
+        verify_all(&outer.array, &model, "raid0 over raid5").await;
+        // Both inner arrays carried data (striping spread it).
+        assert!(
+            r1.array.status().await.counters.writes > 0
+                && r2.array.status().await.counters.writes > 0
+        );
+        outer.array.close().await.unwrap();
+        r1.array.close().await.unwrap();
+        r2.array.close().await.unwrap();
+        drop((outer, r1, r2));
+        // From the six bottom members, with one member of each group missing.
+        let mut bottom = as_members(&g1)[1..].to_vec();
+        bottom.extend(as_members(&g2)[..2].iter().cloned());
+        let all = assemble_all(bottom, AssembleOptions { read_only: true })
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 3, "two RAID5 groups and the RAID0 over them");
+        let top = all.last().unwrap();
+        assert_eq!(top.array.geometry().level(), Level::Raid0);
+        assert!(all[0].array.is_degraded() && all[1].array.is_degraded());
+        verify_all(&top.array, &model, "raid0 over degraded raid5s").await;
+    });
+}
+
+/// Bad input is refused with the right kind of error and changes nothing on the members.
+#[test]
+fn bad_input_is_refused_without_changes() {
+    raidd_rt::block_on(async {
+        let a = mems("a", 3, 16 * MIB);
+        let b = mems("b", 3, 16 * MIB);
+        let am: Vec<Arc<dyn Member>> = a.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+        let bm: Vec<Arc<dyn Member>> = b.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+        let arr_a = create(spec(
+            "a",
+            Level::Raid5,
+            am.iter().cloned().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        create(spec(
+            "b",
+            Level::Raid5,
+            bm.iter().cloned().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let snapshot = |m: &MemMember| {
+            let mut v = vec![0u8; 16 * MIB as usize];
+            m.read_sync(0, &mut v);
+            v
+        };
+        let before: Vec<Vec<u8>> = a.iter().chain(&b).map(|m| snapshot(m)).collect();
+        let kind =
+            |r: raidd_engine::Result<raidd_engine::assemble::Assembled>| r.unwrap_err().kind();
+        // Members of different arrays.
+        let mixed = vec![am[0].clone(), am[1].clone(), bm[2].clone()];
+        assert_eq!(
+            kind(assemble(mixed, AssembleOptions::default()).await),
+            ErrorKind::Conflict
+        );
+        // The same member twice.
+        let twice = vec![am[0].clone(), am[0].clone(), am[1].clone()];
+        assert_eq!(
+            kind(assemble(twice, AssembleOptions::default()).await),
+            ErrorKind::Conflict
+        );
+        // Creating over members that carry a superblock, without force.
+        let over = spec(
+            "again",
+            Level::Raid1,
+            vec![Some(am[0].clone()), Some(am[1].clone())],
+        );
+        assert_eq!(create(over).await.unwrap_err().kind(), ErrorKind::Conflict);
+        // Too few members / members too small.
+        let one = spec(
+            "one",
+            Level::Raid5,
+            vec![Some(
+                Arc::new(MemMember::new("lone", 16 * MIB)) as Arc<dyn Member>
+            )],
+        );
+        assert_eq!(
+            create(one).await.unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+        let tiny: Vec<Option<Arc<dyn Member>>> = (0..3)
+            .map(|i| Some(Arc::new(MemMember::new(format!("t{i}"), 64 * 1024)) as Arc<dyn Member>))
+            .collect();
+        assert_eq!(
+            create(spec("tiny", Level::Raid5, tiny))
+                .await
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidInput
+        );
+        // Unaligned and out-of-range I/O.
+        let arr = &arr_a.array;
+        assert_eq!(
+            arr.read_to_buf(100, 512).await.unwrap_err().kind(),
+            ErrorKind::Unaligned
+        );
+        assert_eq!(
+            arr.read_to_buf(0, 100).await.unwrap_err().kind(),
+            ErrorKind::Unaligned
+        );
+        assert_eq!(
+            arr.read_to_buf(arr.size_bytes(), 512)
+                .await
+                .unwrap_err()
+                .kind(),
+            ErrorKind::OutOfRange
+        );
+        let e = arr
+            .write_buf(arr.size_bytes() - 512, raidd_rt::AlignedBuf::zeroed(1024))
+            .await;
+        assert_eq!(e.unwrap_err().kind(), ErrorKind::OutOfRange);
+        drop(arr_a);
+        let after: Vec<Vec<u8>> = a.iter().chain(&b).map(|m| snapshot(m)).collect();
+        assert!(before == after, "refused requests changed a member");
+        // Corrupt superblock: one flipped byte.
+        let mut byte = [0u8; 1];
+        a[1].read_sync(4096 + 40, &mut byte);
+        a[1].write_sync(4096 + 40, &[byte[0] ^ 0x55]);
+        assert_eq!(
+            kind(assemble(am.clone(), AssembleOptions::default()).await),
+            ErrorKind::BadMetadata
+        );
+        // Unknown feature bit with a valid checksum.
+        let mut sb = sb_of(&b[0]).await;
+        sb.feature_map |= 0x8000;
+        b[0].write_sync(4096, &sb.encode());
+        assert_eq!(
+            kind(assemble(bm[..1].to_vec(), AssembleOptions::default()).await),
+            ErrorKind::BadMetadata
+        );
+        // A feature the kernel knows but raidd does not implement.
+        sb.feature_map = raidd_md::feature::JOURNAL;
+        b[0].write_sync(4096, &sb.encode());
+        assert_eq!(
+            kind(assemble(bm[..1].to_vec(), AssembleOptions::default()).await),
+            ErrorKind::Unsupported
+        );
+        // No superblock at all.
+        let blank: Arc<dyn Member> = Arc::new(MemMember::new("blank", 16 * MIB));
+        assert_eq!(
+            kind(assemble(vec![blank], AssembleOptions::default()).await),
+            ErrorKind::NotFound
+        );
+    });
+}

@@ -1,0 +1,26 @@
+# Sourced by demo.sh and test.sh: installs what raidd needs on Debian 12 and puts cargo on PATH.
+# Idempotent: does nothing when everything is already there.
+
+raidd_need_apt=()
+for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || raidd_need_apt+=("${tool#*:}")
+done
+if [ ${#raidd_need_apt[@]} -gt 0 ]; then
+    echo "setup: installing ${raidd_need_apt[*]} with apt-get" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${raidd_need_apt[@]}" curl ca-certificates >/dev/null
+fi
+
+# Rust: rustup's stable toolchain (Debian 12's rustc is too old for the workspace).
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: installing the Rust toolchain with rustup" >&2
+    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy >&2
+    . "$HOME/.cargo/env"
+fi
+for comp in rustfmt clippy; do
+    if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+        rustup component add "$comp" >&2
+    fi
+done

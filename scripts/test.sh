@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, and every test (unit, property, kernel fixtures,
+# mdadm interop, loop devices, simulation). Installs what it needs on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/setup.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo test"
+cargo test --workspace --quiet 2>&1
+echo "== all tests passed"

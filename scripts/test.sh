@@ -11,4 +11,6 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1
+echo "== unsafe code under AddressSanitizer"
+./scripts/asan.sh 2>&1
 echo "== all tests passed"

@@ -117,7 +117,10 @@ fn run(seed: u64, level: Level, n: usize, failures: usize) -> Outcome {
         for t in tasks {
             t.await;
         }
-        let m = Rc::try_unwrap(model).ok().expect("clients are done").into_inner();
+        let m = Rc::try_unwrap(model)
+            .ok()
+            .expect("clients are done")
+            .into_inner();
         verify_all(&array, &m, &format!("seed {seed} {level}")).await;
         let failed = (0..n)
             .filter(|&i| array.slot_state(i) != raidd_engine::SlotState::InSync)

@@ -226,16 +226,18 @@ impl Array {
                 .filter(|(_, m)| failed.contains(m))
                 .map(|(i, _)| i),
         );
-        for i in slow {
+        // Reconstructions of different stripes run concurrently (each locks its stripe).
+        let rebuilt = futures::future::join_all(slow.iter().map(|&i| {
             let p = &pieces[i];
             self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
             let (stripe, dd, off) = self.pg().locate(p.array_sector);
-            match self
-                .reconstruct_chunk(stripe, dd, off..off + p.sectors)
-                .await
-            {
+            self.reconstruct_chunk(stripe, dd, off..off + p.sectors)
+        }))
+        .await;
+        for (&i, data) in slow.iter().zip(rebuilt) {
+            match data {
                 Ok(data) => {
-                    let start = (p.array_sector * SECTOR_SIZE - offset) as usize;
+                    let start = (pieces[i].array_sector * SECTOR_SIZE - offset) as usize;
                     req.fill(start..start + data.len(), &data);
                 }
                 Err(e) => return (Err(e), req.into_iov()),

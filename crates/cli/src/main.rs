@@ -1,1 +1,127 @@
-fn main() {}
+//! `raidd`: create, examine and inspect md-compatible arrays, and move data in and out of
+//! them, in mdadm's spirit. Human-readable output by default, `--json` for scripts, and the
+//! exit codes in EXIT_CODES.md.
+
+mod cmd;
+mod exit;
+mod members;
+mod output;
+mod progress;
+mod session;
+mod size;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::{ArgAction, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use crate::exit::{CliResult, Exit};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "raidd",
+    version,
+    about = "User-space software RAID, compatible with Linux md (v1.2 superblocks)",
+    after_help = exit::HELP
+)]
+struct Cli {
+    /// More log output on stderr: -v info, -vv debug (RUST_LOG overrides).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create an array: write md superblocks on the members (creating image files with
+    /// --size), run the initial sync if needed, and print its details.
+    Create(cmd::create::CreateArgs),
+    /// Print each member's md superblock, like mdadm --examine.
+    Examine(cmd::examine::ExamineArgs),
+    /// Assemble read-only and report the array: state, slots, members not used and why.
+    Detail(cmd::detail::DetailArgs),
+    /// Copy bytes out of an array (to a file or stdout).
+    Read(cmd::read::ReadArgs),
+    /// Copy bytes into an array (from a file or stdin).
+    Write(cmd::write::WriteArgs),
+    /// Write or verify raidd's self-verifying test pattern through an array.
+    Pattern(cmd::pattern::PatternArgs),
+    /// Benchmarks.
+    Bench(cmd::bench::BenchArgs),
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(verbose >= 2)
+        .without_time()
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> CliResult {
+    let json = cli.json;
+    match cli.command {
+        Command::Create(a) => cmd::create::run(a, json),
+        Command::Examine(a) => cmd::examine::run(a, json),
+        Command::Detail(a) => cmd::detail::run(a, json),
+        Command::Read(a) => cmd::read::run(a, json),
+        Command::Write(a) => cmd::write::run(a, json),
+        Command::Pattern(a) => cmd::pattern::run(a, json),
+        Command::Bench(a) => cmd::bench::run(a, json),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match dispatch(cli) {
+        Ok(()) => Exit::Success.into(),
+        Err(e) => {
+            if !e.message.is_empty() {
+                // stderr may be closed; nothing else to report to then.
+                let _ = writeln!(std::io::stderr().lock(), "raidd: {e}");
+            }
+            e.exit.into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn json_and_verbose_work_before_and_after_the_subcommand() {
+        let a = Cli::try_parse_from(["raidd", "--json", "examine", "x"]).expect("parse");
+        assert!(a.json);
+        let b = Cli::try_parse_from(["raidd", "examine", "-vv", "x", "--json"]).expect("parse");
+        assert!(b.json);
+        assert_eq!(b.verbose, 2);
+        let e = Cli::try_parse_from(["raidd", "create", "--level", "raid7", "x"])
+            .expect_err("bad level");
+        assert_eq!(e.exit_code(), 2);
+        let e = Cli::try_parse_from(["raidd", "create", "--level", "5", "--size", "1000", "x"])
+            .expect_err("bad size");
+        assert!(e.to_string().contains("not a multiple of 512"), "{e}");
+    }
+}

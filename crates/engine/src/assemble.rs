@@ -51,13 +51,43 @@ pub enum Decision {
     /// A spare.
     Spare,
     /// Not used: its event count is behind the array's.
-    Stale { events: u64, array_events: u64 },
+    Stale {
+        /// Also in [`MemberReport::events`]; not serialised twice.
+        #[serde(skip)]
+        events: u64,
+        array_events: u64,
+    },
     /// Not used: the array records it as failed.
     Faulty,
     /// Not used: it was being rebuilt and had not finished.
     Partial { recovery_offset: u64 },
     /// Not used: another member holds its slot with newer data.
     Displaced { role: usize },
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Decision::Active { role } => write!(f, "active in slot {role}"),
+            Decision::Spare => write!(f, "spare"),
+            Decision::Stale {
+                events,
+                array_events,
+            } => write!(
+                f,
+                "stale: its event count {events} is behind the array's {array_events}"
+            ),
+            Decision::Faulty => write!(f, "faulty: the array records it as failed"),
+            Decision::Partial { recovery_offset } => write!(
+                f,
+                "partially rebuilt: recovery stopped at sector {recovery_offset}"
+            ),
+            Decision::Displaced { role } => write!(
+                f,
+                "displaced: another member holds slot {role} with newer data"
+            ),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -239,7 +269,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
     for r in &report {
         match &r.decision {
             Decision::Active { .. } | Decision::Spare => {}
-            d => tracing::warn!(member = %r.member, "not used: {d:?}"),
+            d => tracing::warn!(member = %r.member, "not used: {d}"),
         }
     }
     let data_sectors: Vec<Option<u64>> = slots

@@ -1,0 +1,316 @@
+//! `raidd create`: write md v1.2 superblocks on the members (creating image files when asked),
+//! run the initial sync if one is needed, shut down cleanly and report like `detail`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use raidd_engine::create::{create, CreateSpec};
+use raidd_engine::member::FileMember;
+use raidd_engine::Member;
+use raidd_layout::{Level, ParityLayout, Raid0Layout, Raid10Layout};
+
+use crate::cmd::detail;
+use crate::exit::{CliError, CliResult, Exit};
+use crate::members::{self, Access, Limited, MISSING};
+use crate::progress::Progress;
+use crate::size;
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// RAID level: linear, raid0 (0, stripe), raid1 (1, mirror), raid4, raid5, raid6,
+    /// raid10.
+    #[arg(short, long, value_parser = parse_level)]
+    pub level: Level,
+    /// Chunk size for striped levels (power of two, at least 4K; default 512K).
+    #[arg(short, long, value_parser = size::parse_chunk, value_name = "SIZE")]
+    pub chunk: Option<u64>,
+    /// Layout: raid5/6 left-symmetric (default), left-asymmetric, right-symmetric,
+    /// right-asymmetric, parity-first, parity-last (and the -6 forms for raid6); raid10 n2
+    /// (default), f2, o2, n3, ...; raid0 original or alternate.
+    #[arg(long, alias = "parity", value_name = "L")]
+    pub layout: Option<String>,
+    /// Array name (default: the first member's file name without extension).
+    #[arg(short = 'N', long)]
+    pub name: Option<String>,
+    /// Host part of md's "host:name" (default: this machine's hostname).
+    #[arg(long, value_name = "HOST")]
+    pub homehost: Option<String>,
+    /// Bytes each member contributes; image files that do not exist are created (sparse)
+    /// with this size; larger members are used only up to it.
+    #[arg(short = 'z', long, value_parser = size::parse_sector_multiple, value_name = "SIZE")]
+    pub size: Option<u64>,
+    /// Skip the initial sync: the members are known to be consistent (e.g. all zeros).
+    #[arg(long)]
+    pub assume_clean: bool,
+    /// Overwrite members that already carry an md superblock.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Members in slot order: image files, block devices, or the word `missing` for an
+    /// absent member (degraded creation; use ./missing for a file of that name).
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s).ok_or_else(|| {
+        format!(
+            "unknown RAID level {s:?} (use linear, raid0, raid1, raid4, raid5, raid6 or raid10)"
+        )
+    })
+}
+
+/// The md layout number for `--layout` at `level`.
+pub fn layout_number(level: Level, text: &str) -> Result<u32, String> {
+    match level {
+        Level::Linear | Level::Raid1 => Err(format!("--layout does not apply to {level}")),
+        Level::Raid0 => match text.to_ascii_lowercase().as_str() {
+            "original" => Ok(Raid0Layout::Original.md_number()),
+            "alternate" => Ok(Raid0Layout::Alternate.md_number()),
+            _ => Err(format!(
+                "unknown raid0 layout {text:?} (use original or alternate)"
+            )),
+        },
+        Level::Raid10 => Raid10Layout::parse(text)
+            .map(Raid10Layout::md_number)
+            .ok_or_else(|| format!("unknown raid10 layout {text:?} (use n2, f2, o2, n3, f3, ...)")),
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+            let l = ParityLayout::parse(text).ok_or_else(|| {
+                format!("unknown {level} layout {text:?} (e.g. left-symmetric, la, ra, ls, rs)")
+            })?;
+            if !l.valid_for(level) {
+                let valid: Vec<String> = ParityLayout::ALL
+                    .iter()
+                    .filter(|p| p.valid_for(level))
+                    .map(ToString::to_string)
+                    .collect();
+                return Err(format!(
+                    "layout {l} is not valid for {level} (valid: {})",
+                    valid.join(", ")
+                ));
+            }
+            Ok(l.md_number())
+        }
+    }
+}
+
+/// mdadm's rule: "host:name" when it fits md's 32 bytes, else the name alone.
+pub fn homehost_for(host: &str, name: &str) -> String {
+    if host.is_empty() || host.len() + 1 + name.len() > 32 {
+        String::new()
+    } else {
+        host.to_string()
+    }
+}
+
+/// The default array name: the first present member's file name without extension.
+pub fn default_name(members: &[Option<PathBuf>]) -> String {
+    members
+        .iter()
+        .flatten()
+        .next()
+        .and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "raidd".to_string())
+}
+
+/// What to do with each member before the engine sees it.
+struct Plan {
+    slots: Vec<Option<PathBuf>>,
+    /// Image files to create.
+    to_create: Vec<PathBuf>,
+}
+
+fn plan(args: &CreateArgs) -> CliResult<Plan> {
+    let slots: Vec<Option<PathBuf>> = args
+        .members
+        .iter()
+        .map(|p| (p.as_os_str() != MISSING).then(|| p.clone()))
+        .collect();
+    members::check_distinct(slots.iter().flatten().map(PathBuf::as_path))?;
+    let mut to_create = Vec::new();
+    for p in slots.iter().flatten() {
+        match std::fs::symlink_metadata(p) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if args.size.is_none() {
+                    return Err(CliError::new(
+                        Exit::NotFound,
+                        format!(
+                            "{} does not exist (give --size to create image files)",
+                            p.display()
+                        ),
+                    ));
+                }
+                let parent = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                if !parent.is_dir() {
+                    return Err(CliError::new(
+                        Exit::NotFound,
+                        format!(
+                            "cannot create {}: directory {} does not exist",
+                            p.display(),
+                            parent.display()
+                        ),
+                    ));
+                }
+                to_create.push(p.clone());
+            }
+            Err(e) => return Err(CliError::io(format!("checking {}", p.display()), &e)),
+        }
+    }
+    Ok(Plan { slots, to_create })
+}
+
+fn open_member(path: &Path, size: Option<u64>) -> CliResult<Arc<dyn Member>> {
+    let m = members::open(path, Access::ReadWrite)?;
+    let Some(limit) = size else { return Ok(m) };
+    let have = m.info().size_bytes;
+    if have < limit {
+        return Err(CliError::usage(format!(
+            "{} has {have} bytes, less than --size {limit}",
+            path.display()
+        )));
+    }
+    if have == limit {
+        return Ok(m);
+    }
+    Ok(Arc::new(Limited::new(m, limit)))
+}
+
+pub fn run(args: CreateArgs, json: bool) -> CliResult {
+    let layout = args
+        .layout
+        .as_deref()
+        .map(|t| layout_number(args.level, t))
+        .transpose()
+        .map_err(CliError::usage)?;
+    let chunk_sectors = match args.chunk {
+        Some(bytes) if matches!(args.level, Level::Linear | Level::Raid1) => {
+            tracing::warn!(
+                "--chunk {} is ignored: {} has no chunks",
+                size::chunk_text(bytes),
+                args.level
+            );
+            None
+        }
+        Some(bytes) => Some(
+            u32::try_from(bytes / size::SECTOR)
+                .map_err(|_| CliError::usage("chunk size too large"))?,
+        ),
+        None => None,
+    };
+    let plan = plan(&args)?;
+    let mut created: Vec<PathBuf> = Vec::new();
+    let result = (|| -> CliResult {
+        for p in &plan.to_create {
+            let bytes = args.size.unwrap_or(0);
+            FileMember::create_image(p, bytes)?;
+            tracing::info!("created image file {} ({bytes} bytes, sparse)", p.display());
+            created.push(p.clone());
+        }
+        let mut slots: Vec<Option<Arc<dyn Member>>> = Vec::with_capacity(plan.slots.len());
+        for s in &plan.slots {
+            slots.push(match s {
+                Some(p) => Some(open_member(p, args.size)?),
+                None => None,
+            });
+        }
+        let name = args
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name(&plan.slots));
+        let host = args.homehost.clone().unwrap_or_else(members::hostname);
+        let all_new = plan.slots.iter().flatten().count() == created.len();
+        let spec = CreateSpec {
+            homehost: homehost_for(&host, &name),
+            name,
+            level: args.level,
+            layout,
+            chunk_sectors,
+            members: slots,
+            size_sectors: None,
+            assume_clean: args.assume_clean || all_new,
+            force: args.force,
+        };
+        raidd_rt::block_on(async move {
+            let assembled = create(spec).await?;
+            let array = assembled.array.clone();
+            let synced = if array.needs_resync() {
+                let mut progress = Progress::new(&format!("resync {}", array.name()));
+                array
+                    .resync(|done, total| progress.update(done, total))
+                    .await
+                    .map_err(CliError::from)
+            } else {
+                Ok(())
+            };
+            let closed = array.close().await.map_err(CliError::from);
+            synced?;
+            closed?;
+            detail::print(std::slice::from_ref(&assembled), 0, &[], json).await
+        })
+    })();
+    if result.is_err() {
+        for p in &created {
+            if let Err(e) = std::fs::remove_file(p) {
+                tracing::warn!("could not remove {} after the failure: {e}", p.display());
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_by_name() {
+        assert_eq!(layout_number(Level::Raid5, "left-symmetric"), Ok(2));
+        assert_eq!(layout_number(Level::Raid5, "la"), Ok(0));
+        assert_eq!(layout_number(Level::Raid5, "parity-last"), Ok(5));
+        assert_eq!(layout_number(Level::Raid6, "left-symmetric-6"), Ok(18));
+        assert!(layout_number(Level::Raid5, "left-symmetric-6")
+            .expect_err("q-last on raid5")
+            .contains("not valid for raid5"));
+        assert_eq!(layout_number(Level::Raid4, "parity-last"), Ok(5));
+        assert!(layout_number(Level::Raid4, "left-symmetric").is_err());
+        assert_eq!(layout_number(Level::Raid10, "n2"), Ok(0x102));
+        assert_eq!(layout_number(Level::Raid10, "f2"), Ok(0x201));
+        assert_eq!(layout_number(Level::Raid10, "o2"), Ok(0x10201));
+        assert!(layout_number(Level::Raid10, "x2").is_err());
+        assert_eq!(layout_number(Level::Raid0, "alternate"), Ok(2));
+        assert_eq!(layout_number(Level::Raid0, "Original"), Ok(1));
+        assert!(layout_number(Level::Raid0, "n2").is_err());
+        assert!(layout_number(Level::Raid1, "n2")
+            .expect_err("raid1")
+            .contains("does not apply"));
+        assert!(layout_number(Level::Linear, "x").is_err());
+        assert!(layout_number(Level::Raid5, "bogus").is_err());
+    }
+
+    #[test]
+    fn names_and_homehost() {
+        let m = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(default_name(&[None, m("/var/tmp/disk0.img")]), "disk0");
+        assert_eq!(default_name(&[m("plain")]), "plain");
+        assert_eq!(default_name(&[None]), "raidd");
+        assert_eq!(default_name(&[m("/")]), "raidd");
+        assert_eq!(homehost_for("box", "r5"), "box");
+        assert_eq!(homehost_for("", "r5"), "");
+        let long = "h".repeat(30);
+        assert_eq!(homehost_for(&long, "r5"), "");
+        assert_eq!(homehost_for(&"h".repeat(29), "r5"), "h".repeat(29));
+    }
+
+    #[test]
+    fn levels_parse_like_mdadm() {
+        assert_eq!(parse_level("5"), Ok(Level::Raid5));
+        assert_eq!(parse_level("mirror"), Ok(Level::Raid1));
+        assert!(parse_level("raid7").is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod create;
+pub mod detail;
+pub mod examine;
+pub mod pattern;
+pub mod read;
+pub mod write;

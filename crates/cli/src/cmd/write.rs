@@ -1,0 +1,138 @@
+//! `raidd write`: copy bytes from a file or stdin into an array (assembled read-write), then
+//! flush and shut down cleanly.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::PathBuf;
+
+use clap::Args;
+use raidd_rt::AlignedBuf;
+use serde::Serialize;
+
+use crate::exit::{CliError, CliResult};
+use crate::members::Access;
+use crate::output;
+use crate::session::{self, IO_CHUNK};
+use crate::size;
+
+#[derive(Args, Debug)]
+pub struct WriteArgs {
+    /// Byte offset in the array (a multiple of its block size; suffixes K/M/G/T).
+    #[arg(long, default_value = "0", value_parser = size::parse_size, value_name = "N")]
+    pub offset: u64,
+    /// Read the bytes from FILE instead of stdin. The length must be a multiple of the
+    /// array's block size.
+    #[arg(short, long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Members of the array (nested arrays: all of them; the outermost is written).
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
+}
+
+/// `write --json`.
+#[derive(Debug, Serialize)]
+pub struct WriteJson {
+    pub array: String,
+    pub uuid: String,
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn fill(input: &mut dyn Read, buf: &mut [u8], name: &str) -> CliResult<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CliError::io(format!("reading {name}"), &e)),
+        }
+    }
+    Ok(got)
+}
+
+pub fn run(args: WriteArgs, json: bool) -> CliResult {
+    // Open the input first: a missing input file must not touch the array.
+    let (mut input, name, known_len): (Box<dyn Read>, String, Option<u64>) = match &args.input {
+        Some(p) => {
+            let f =
+                File::open(p).map_err(|e| CliError::io(format!("opening {}", p.display()), &e))?;
+            let meta = f
+                .metadata()
+                .map_err(|e| CliError::io(format!("opening {}", p.display()), &e))?;
+            if meta.is_dir() {
+                return Err(CliError::usage(format!("{} is a directory", p.display())));
+            }
+            let len = meta.is_file().then_some(meta.len());
+            (Box::new(f), p.display().to_string(), len)
+        }
+        None => (Box::new(std::io::stdin()), "stdin".to_string(), None),
+    };
+    raidd_rt::block_on(async move {
+        let session = session::assemble(&args.members, Access::ReadWrite, false).await?;
+        let array = session.root().clone();
+        let copied = async {
+            let bs = u64::from(array.block_size());
+            // What we can check before writing anything.
+            session::check_range(&array, args.offset, Some(0))?;
+            if let Some(len) = known_len {
+                if !len.is_multiple_of(bs) {
+                    return Err(CliError::usage(format!(
+                        "{name} has {len} bytes, not a multiple of the array's block size ({bs} bytes); nothing was written"
+                    )));
+                }
+                session::check_range(&array, args.offset, Some(len)).map_err(|e| {
+                    CliError::new(e.exit, format!("{}; nothing was written", e.message))
+                })?;
+            }
+            let mut buf = AlignedBuf::zeroed(IO_CHUNK);
+            let mut done = 0u64;
+            loop {
+                let pos = args.offset + done;
+                buf.set_len(session::step(pos, IO_CHUNK as u64));
+                let n = fill(&mut *input, &mut buf, &name)?;
+                if n == 0 {
+                    break;
+                }
+                if !(n as u64).is_multiple_of(bs) {
+                    return Err(CliError::usage(format!(
+                        "the input's length ({} bytes) is not a multiple of the array's block size ({bs} bytes); the first {done} bytes were written",
+                        done + n as u64
+                    )));
+                }
+                if pos + n as u64 > array.size_bytes() {
+                    return Err(CliError::usage(format!(
+                        "the input runs past the end of the array ({} bytes); the first {done} bytes were written at offset {}",
+                        array.size_bytes(),
+                        args.offset
+                    )));
+                }
+                buf.set_len(n);
+                buf = session::write_at(&array, pos, buf).await?;
+                done += n as u64;
+            }
+            Ok(done)
+        }
+        .await;
+        // Always shut down cleanly, also after an error (superblocks marked clean).
+        let closed = session.close().await;
+        let done = copied?;
+        closed?;
+        if json {
+            output::emit_json(&WriteJson {
+                array: array.name().to_string(),
+                uuid: raidd_engine::array::uuid_string(&array.uuid()),
+                offset: args.offset,
+                bytes: done,
+            })
+        } else {
+            output::emit(&format!(
+                "wrote {done} bytes ({}) to {} at offset {}\n",
+                size::short(done),
+                array.name(),
+                args.offset
+            ))
+        }
+    })
+}

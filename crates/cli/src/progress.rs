@@ -1,0 +1,141 @@
+//! Progress of long operations (the initial resync) on stderr: a redrawn bar on a terminal,
+//! plain lines every few seconds otherwise (logs, CI).
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use crate::size;
+
+/// Bar width in characters.
+const BAR: usize = 30;
+/// Redraw interval on a terminal.
+const TTY_EVERY: Duration = Duration::from_millis(200);
+/// Line interval when stderr is not a terminal.
+const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
+/// One line of progress text (without bar when `bar` is false).
+///
+/// `elapsed` is the time since the start; the rate and ETA come from it.
+pub fn progress_line(what: &str, done: u64, total: u64, elapsed: Duration, bar: bool) -> String {
+    let fraction = if total == 0 {
+        1.0
+    } else {
+        done.min(total) as f64 / total as f64
+    };
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
+    let eta = if done >= total {
+        "done".to_string()
+    } else if rate > 0.0 {
+        let left = ((total - done) as f64 / rate).ceil() as u64;
+        format!("ETA {}", clock(left))
+    } else {
+        "ETA --:--".to_string()
+    };
+    let mib_s = rate / (1024.0 * 1024.0);
+    let head = format!("{what} {:5.1}%", fraction * 100.0);
+    let tail = format!(
+        "{} of {}, {mib_s:.1} MiB/s, {eta}",
+        size::short(done),
+        size::short(total)
+    );
+    if bar {
+        let filled = ((fraction * BAR as f64).round() as usize).min(BAR);
+        format!(
+            "{head} [{}{}] {tail}",
+            "#".repeat(filled),
+            "-".repeat(BAR - filled)
+        )
+    } else {
+        format!("{head} {tail}")
+    }
+}
+
+/// `m:ss` or `h:mm:ss`.
+pub fn clock(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
+/// Draws progress for one operation.
+#[derive(Debug)]
+pub struct Progress {
+    what: String,
+    start: Instant,
+    last: Option<Instant>,
+    tty: bool,
+    quiet: bool,
+}
+
+impl Progress {
+    pub fn new(what: &str) -> Progress {
+        Progress {
+            what: what.to_string(),
+            start: Instant::now(),
+            last: None,
+            tty: std::io::stderr().is_terminal(),
+            quiet: false,
+        }
+    }
+
+    pub fn update(&mut self, done: u64, total: u64) {
+        if self.quiet {
+            return;
+        }
+        let now = Instant::now();
+        let every = if self.tty { TTY_EVERY } else { PLAIN_EVERY };
+        let finished = done >= total;
+        let due = self.last.is_none_or(|l| now.duration_since(l) >= every);
+        if !due && !finished {
+            return;
+        }
+        self.last = Some(now);
+        let line = progress_line(&self.what, done, total, now - self.start, self.tty);
+        let mut err = std::io::stderr().lock();
+        // Progress is best effort: a closed stderr must not fail the operation.
+        let _ = if self.tty {
+            let end = if finished { "\n" } else { "" };
+            write!(err, "\r\x1b[K{line}{end}")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+        if finished {
+            self.quiet = true; // print the final line once
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_show_percent_rate_and_eta() {
+        let l = progress_line("resync", 50 << 20, 100 << 20, Duration::from_secs(5), false);
+        assert_eq!(
+            l,
+            "resync  50.0% 50.00 MiB of 100.00 MiB, 10.0 MiB/s, ETA 0:05"
+        );
+        let b = progress_line("resync", 1, 4, Duration::from_secs(1), true);
+        assert!(b.contains("[########----------------------]"), "{b}");
+        assert!(b.contains(" 25.0%"), "{b}");
+        let done = progress_line("resync", 4, 4, Duration::ZERO, true);
+        assert!(done.contains("100.0%") && done.ends_with("done"), "{done}");
+        let start = progress_line("resync", 0, 4, Duration::ZERO, false);
+        assert!(start.ends_with("ETA --:--"), "{start}");
+        let empty = progress_line("x", 0, 0, Duration::ZERO, true);
+        assert!(empty.contains("100.0%"), "{empty}");
+    }
+
+    #[test]
+    fn clock_format() {
+        assert_eq!(clock(5), "0:05");
+        assert_eq!(clock(65), "1:05");
+        assert_eq!(clock(3 * 3600 + 61), "3:01:01");
+    }
+}

@@ -1,0 +1,274 @@
+//! Assembling the arrays named by members on the command line (nested arrays included),
+//! finding the outermost one, moving bytes in and out of it, and closing everything.
+
+use std::path::PathBuf;
+use std::ptr;
+use std::sync::Arc;
+
+use raidd_engine::assemble::{assemble_all, examine, AssembleOptions, Assembled};
+use raidd_engine::{Array, Member};
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+
+use crate::exit::{CliError, CliResult, Exit};
+use crate::members::{self, Access};
+
+/// Largest single request to the array: large and aligned, so it reaches the members as
+/// few big I/Os.
+pub const IO_CHUNK: usize = 4 << 20;
+
+/// Bytes of the next request at `pos` with `remaining` to go: up to [`IO_CHUNK`], ending on
+/// a multiple of it, so requests after the first are aligned to 4 MiB (whole stripes for
+/// the usual chunk sizes). Block-size alignment is kept: `IO_CHUNK` is a multiple of every
+/// block size.
+pub fn step(pos: u64, remaining: u64) -> usize {
+    let chunk = IO_CHUNK as u64;
+    remaining.min(chunk - pos % chunk) as usize
+}
+
+/// A member named on the command line that could not be used at all (not opened, or no
+/// readable superblock). `detail` reports these and goes on with the rest.
+#[derive(Debug)]
+pub struct Unavailable {
+    pub member: String,
+    pub error: CliError,
+}
+
+/// The arrays put together from the members.
+#[derive(Debug)]
+pub struct Session {
+    /// As `assemble_all` returns them: inner arrays first.
+    pub arrays: Vec<Assembled>,
+    /// Index of the outermost array.
+    pub root: usize,
+    pub unavailable: Vec<Unavailable>,
+}
+
+impl Session {
+    pub fn root(&self) -> &Arc<Array> {
+        &self.arrays[self.root].array
+    }
+
+    /// Clean shutdown, outermost array first (it writes through the inner ones). Returns the
+    /// first error after trying every array.
+    pub async fn close(&self) -> CliResult {
+        let mut first = None;
+        for a in self.arrays.iter().rev() {
+            if let Err(e) = a.array.close().await {
+                first.get_or_insert(CliError::from(e));
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+fn same_array(m: &Arc<dyn Member>, a: &Arc<Array>) -> bool {
+    ptr::addr_eq(Arc::as_ptr(m), Arc::as_ptr(a))
+}
+
+/// Which assembled arrays sit in the slots of `arrays[index]`: (role, index).
+pub fn children(arrays: &[Assembled], index: usize) -> Vec<(Option<usize>, usize)> {
+    let outer = &arrays[index].array;
+    let mut out = Vec::new();
+    for role in 0..outer.geometry().members() {
+        if let Some(m) = outer.member(role) {
+            if let Some(i) = arrays.iter().position(|a| same_array(m, &a.array)) {
+                out.push((Some(role), i));
+            }
+        }
+    }
+    out
+}
+
+/// Indexes of the arrays no other array uses as a member (in a slot, as a spare, or left
+/// out of it as stale and the like: every member assembly saw is in its report).
+fn roots(arrays: &[Assembled]) -> Vec<usize> {
+    let n = arrays.len();
+    (0..n)
+        .filter(|&i| {
+            let name = &arrays[i].array.info().name;
+            !(0..n).any(|j| {
+                j != i
+                    && (children(arrays, j).iter().any(|&(_, c)| c == i)
+                        || arrays[j].report.iter().any(|r| &r.member == name))
+            })
+        })
+        .collect()
+}
+
+/// Opens the members and assembles every array they make up. With `lenient`, members that
+/// cannot be opened or carry no valid superblock are set aside (reported in
+/// `unavailable`) instead of failing the command; the rest must still make one array.
+pub async fn assemble(paths: &[PathBuf], access: Access, lenient: bool) -> CliResult<Session> {
+    members::check_distinct(paths.iter().map(PathBuf::as_path))?;
+    let mut opened: Vec<Arc<dyn Member>> = Vec::new();
+    let mut unavailable = Vec::new();
+    for p in paths {
+        let name = p.display().to_string();
+        let m = match members::open(p, access) {
+            Ok(m) => m,
+            Err(error) if lenient => {
+                unavailable.push(Unavailable {
+                    member: name,
+                    error,
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if lenient {
+            if let Err(e) = examine(&*m).await {
+                let error = CliError::from(e);
+                unavailable.push(Unavailable {
+                    member: name,
+                    error,
+                });
+                continue;
+            }
+        }
+        opened.push(m);
+    }
+    if opened.is_empty() {
+        return Err(match unavailable.into_iter().next() {
+            Some(u) => u.error,
+            None => CliError::usage("no members given"),
+        });
+    }
+    let opts = AssembleOptions {
+        read_only: access != Access::ReadWrite,
+    };
+    let arrays = assemble_all(opened, opts).await?;
+    let roots = roots(&arrays);
+    let root = match roots.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(CliError::failure(
+                "the members form no outermost array (a cycle?)",
+            ))
+        }
+        many => {
+            let names: Vec<String> = many
+                .iter()
+                .map(|&i| {
+                    let a = &arrays[i];
+                    format!(
+                        "{} ({})",
+                        a.superblock.full_name(),
+                        raidd_engine::array::uuid_string(&a.superblock.set_uuid)
+                    )
+                })
+                .collect();
+            return Err(CliError::new(
+                Exit::Conflict,
+                format!(
+                    "the members belong to {} different arrays: {}; name the members of one",
+                    many.len(),
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    for a in &arrays {
+        tracing::info!(
+            "assembled {} ({}, {} of {} slots in use, {} bytes){}",
+            a.array.name(),
+            a.array.geometry().level(),
+            (0..a.array.geometry().members())
+                .filter(|&r| a.array.slot_state(r) == raidd_engine::SlotState::InSync)
+                .count(),
+            a.array.geometry().members(),
+            a.array.size_bytes(),
+            if opts.read_only { ", read-only" } else { "" }
+        );
+    }
+    Ok(Session {
+        arrays,
+        root,
+        unavailable,
+    })
+}
+
+/// Checks a byte range against the array: offset and length multiples of the block size,
+/// within the array. `length` `None` = to the end. Returns the length.
+pub fn check_range(array: &Array, offset: u64, length: Option<u64>) -> CliResult<u64> {
+    let bs = u64::from(array.block_size());
+    let size = array.size_bytes();
+    if !offset.is_multiple_of(bs) {
+        return Err(CliError::usage(format!(
+            "offset {offset} is not a multiple of the array's block size ({bs} bytes)"
+        )));
+    }
+    if let Some(len) = length {
+        if !len.is_multiple_of(bs) {
+            return Err(CliError::usage(format!(
+                "length {len} is not a multiple of the array's block size ({bs} bytes)"
+            )));
+        }
+    }
+    if offset > size {
+        return Err(CliError::usage(format!(
+            "offset {offset} is beyond the end of the array ({size} bytes)"
+        )));
+    }
+    let len = length.unwrap_or(size - offset);
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(CliError::usage(format!(
+            "{len} bytes at offset {offset} run past the end of the array ({size} bytes)"
+        )));
+    }
+    Ok(len)
+}
+
+/// Reads `buf.len()` bytes at `offset` into `buf` and hands it back.
+pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+    let len = buf.len();
+    let shared = SharedBuf::new(buf);
+    let mut iov = IoVecMut::new();
+    iov.push(
+        shared
+            .slice_mut(0..len)
+            .map_err(|e| CliError::failure(format!("internal buffer error: {e}")))?,
+    );
+    let (r, iov) = array.read(offset, iov).await;
+    drop(iov);
+    r?;
+    match shared.try_into_inner() {
+        Ok(buf) => Ok(buf),
+        // Someone still holds a handle: copy the bytes out (never hand back other data).
+        Err(shared) => shared
+            .slice(0..len)
+            .map(|w| AlignedBuf::from_slice(w.as_slice()))
+            .map_err(|e| CliError::failure(format!("internal buffer error: {e}"))),
+    }
+}
+
+/// Writes `buf` at `offset`; hands the buffer back for reuse when the engine is done with it
+/// (a fresh one otherwise).
+pub async fn write_at(array: &Array, offset: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+    let len = buf.len();
+    let shared = SharedBuf::new(buf);
+    let mut iov = IoVec::new();
+    iov.push(
+        shared
+            .slice(0..len)
+            .map_err(|e| CliError::failure(format!("internal buffer error: {e}")))?,
+    );
+    array.write(offset, iov).await?;
+    Ok(shared
+        .try_into_inner()
+        .unwrap_or_else(|_| AlignedBuf::zeroed(len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_align_to_the_io_chunk() {
+        let c = IO_CHUNK as u64;
+        assert_eq!(step(0, 10 * c), IO_CHUNK);
+        assert_eq!(step(4096, 10 * c), IO_CHUNK - 4096);
+        assert_eq!(step(c + 512, 100), 100);
+        assert_eq!(step(c - 512, c), 512);
+        assert_eq!(step(0, 0), 0);
+    }
+}

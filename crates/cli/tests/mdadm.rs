@@ -1,0 +1,240 @@
+//! Interop with Debian's mdadm: arrays made by `raidd create` at every level and layout are
+//! read by the real `mdadm --examine`, which must report what raidd reports (level, layout,
+//! chunk, raid devices, size, UUID, name, role, clean state) and call the checksum correct.
+//!
+//! mdadm is required: install it (`apt-get install mdadm`; CI does) or this test fails.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+const MDADM: &str = "/usr/sbin/mdadm";
+
+fn mdadm_path() -> String {
+    for p in [MDADM, "/sbin/mdadm", "/usr/bin/mdadm"] {
+        if Path::new(p).exists() {
+            return p.to_string();
+        }
+    }
+    if let Ok(out) = Command::new("mdadm").arg("--version").output() {
+        if out.status.success() || !out.stderr.is_empty() {
+            return "mdadm".to_string();
+        }
+    }
+    panic!(
+        "mdadm is not installed: the interop test needs Debian's mdadm \
+         (install it with `apt-get install mdadm`; CI installs it)"
+    );
+}
+
+/// `mdadm --examine FILE` as "Key" -> "value" (without mdadm's parenthesised notes).
+fn mdadm_examine(mdadm: &str, image: &Path) -> BTreeMap<String, String> {
+    let out = Command::new(mdadm)
+        .arg("--examine")
+        .arg(image)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "mdadm --examine {}: {}\n{text}",
+        image.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut map = BTreeMap::new();
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once(" : ") {
+            map.insert(k.trim().to_string(), before_paren(v).to_string());
+        }
+    }
+    map.insert("__text".to_string(), text);
+    map
+}
+
+fn before_paren(v: &str) -> &str {
+    match v.rsplit_once(" (") {
+        Some((head, tail)) if tail.ends_with(')') => head.trim(),
+        _ => v.trim(),
+    }
+}
+
+struct Case {
+    label: &'static str,
+    level: &'static str,
+    layout: Option<&'static str>,
+    members: usize,
+    /// What mdadm prints on its Layout line, if it prints one.
+    mdadm_layout: Option<&'static str>,
+    /// mdadm's chunk line: ("Chunk Size" | "Rounding", value) or none.
+    chunk_line: Option<&'static str>,
+}
+
+fn cases() -> Vec<Case> {
+    let c = |label, level, layout, members, mdadm_layout, chunk_line| Case {
+        label,
+        level,
+        layout,
+        members,
+        mdadm_layout,
+        chunk_line,
+    };
+    let mut v = vec![
+        c("lin", "linear", None, 3, None, Some("Rounding")),
+        c("r0", "raid0", None, 3, None, Some("Chunk Size")),
+        c("r1", "raid1", None, 2, None, None),
+        c("r4", "raid4", None, 4, None, Some("Chunk Size")),
+    ];
+    for (label, layout) in [
+        ("r5la", "left-asymmetric"),
+        ("r5ra", "right-asymmetric"),
+        ("r5ls", "left-symmetric"),
+        ("r5rs", "right-symmetric"),
+        ("r5pf", "parity-first"),
+        ("r5pl", "parity-last"),
+    ] {
+        v.push(c(
+            label,
+            "raid5",
+            Some(layout),
+            4,
+            Some(layout),
+            Some("Chunk Size"),
+        ));
+    }
+    v.push(c(
+        "r6",
+        "raid6",
+        None,
+        5,
+        Some("left-symmetric"),
+        Some("Chunk Size"),
+    ));
+    for (label, layout, text) in [
+        ("r10n2", "n2", "near=2"),
+        ("r10f2", "f2", "far=2"),
+        ("r10o2", "o2", "offset=2"),
+    ] {
+        v.push(c(
+            label,
+            "raid10",
+            Some(layout),
+            4,
+            Some(text),
+            Some("Chunk Size"),
+        ));
+    }
+    v
+}
+
+#[test]
+fn mdadm_examine_reads_raidd_created_members() {
+    let mdadm = mdadm_path();
+    let dir = scratch();
+    let mut checked = 0;
+    for case in cases() {
+        let imgs = images(dir.path(), case.label, case.members);
+        let mut fixed = vec![
+            "create",
+            "--json",
+            "--level",
+            case.level,
+            "--chunk",
+            "64K",
+            "--size",
+            "4M",
+            "--name",
+            case.label,
+            "--homehost",
+            "raidd",
+        ];
+        if let Some(l) = case.layout {
+            fixed.extend(["--layout", l]);
+        }
+        let created = raidd(&args_with(&fixed, &imgs)).ok().json();
+        let a: &Value = &created["array"];
+        let detail = raidd(&args_with(&["detail", "--json"], &imgs)).ok().json();
+        assert_eq!(detail["array"]["uuid"], a["uuid"]);
+        let examined = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
+        for (i, img) in imgs.iter().enumerate() {
+            let ours = &examined["members"][i]["superblock"];
+            let m = mdadm_examine(&mdadm, img);
+            let ctx = format!("{} member {i}:\n{}", case.label, m["__text"]);
+            let get = |k: &str| m.get(k).map(String::as_str);
+            assert_eq!(get("Magic"), Some("a92b4efc"), "{ctx}");
+            assert_eq!(get("Version"), Some("1.2"), "{ctx}");
+            assert_eq!(get("Raid Level"), Some(case.level), "{ctx}");
+            assert_eq!(get("Raid Level"), ours["level"].as_str(), "{ctx}");
+            let n = case.members.to_string();
+            assert_eq!(get("Raid Devices"), Some(n.as_str()), "{ctx}");
+            assert_eq!(get("Array UUID"), a["uuid"].as_str(), "{ctx}");
+            assert_eq!(get("Array UUID"), ours["array_uuid"].as_str(), "{ctx}");
+            assert_eq!(get("Device UUID"), ours["device_uuid"].as_str(), "{ctx}");
+            let full_name = format!("raidd:{}", case.label);
+            assert_eq!(get("Name"), Some(full_name.as_str()), "{ctx}");
+            assert_eq!(a["full_name"], full_name);
+            let role = format!("Active device {i}");
+            assert_eq!(get("Device Role"), Some(role.as_str()), "{ctx}");
+            assert_eq!(ours["device_role"], role);
+            assert_eq!(get("State"), Some("clean"), "{ctx}");
+            let checksum = get("Checksum").unwrap_or_default();
+            assert_eq!(
+                checksum,
+                format!("{} - correct", ours["checksum"].as_str().unwrap()),
+                "{ctx}"
+            );
+            assert_eq!(
+                get("Events"),
+                Some(ours["events"].to_string().as_str()),
+                "{ctx}"
+            );
+            let sectors = |k: &str| format!("{} sectors", ours[k].as_u64().unwrap());
+            assert_eq!(
+                get("Data Offset"),
+                Some(sectors("data_offset_sectors").as_str()),
+                "{ctx}"
+            );
+            assert_eq!(
+                get("Avail Dev Size"),
+                Some(sectors("avail_dev_size_sectors").as_str()),
+                "{ctx}"
+            );
+            assert_eq!(get("Array State"), ours["array_state"].as_str(), "{ctx}");
+            assert_eq!(get("Layout"), case.mdadm_layout, "{ctx}");
+            if let Some(layout) = case.mdadm_layout {
+                assert_eq!(a["layout"], layout, "{ctx}");
+            }
+            match case.chunk_line {
+                Some(key) => {
+                    let want = if case.level == "linear" { "0K" } else { "64K" };
+                    assert_eq!(get(key), Some(want), "{ctx}");
+                }
+                None => assert!(get("Chunk Size").is_none(), "{ctx}"),
+            }
+            if case.level != "linear" && case.level != "raid1" {
+                assert_eq!(a["chunk_bytes"], 65536, "{ctx}");
+            }
+            // mdadm prints the array size where one superblock determines it.
+            match get("Array Size") {
+                Some(size) => {
+                    let kib = a["size_bytes"].as_u64().unwrap() / 1024;
+                    assert_eq!(size, format!("{kib} KiB"), "{ctx}");
+                    assert_eq!(ours["array_size_kib"], kib, "{ctx}");
+                }
+                None => assert!(
+                    matches!(case.level, "linear" | "raid0"),
+                    "mdadm printed no Array Size for {}: {ctx}",
+                    case.level
+                ),
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3 + 3 + 2 + 4 + 6 * 4 + 5 + 3 * 4);
+}

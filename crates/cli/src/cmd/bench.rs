@@ -17,8 +17,8 @@ pub struct BenchArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchWhat {
-    /// Parity throughput: 4 and 8 data blocks of 64 KiB (in cache) and of 4 MiB (beyond
-    /// the caches: memory bandwidth decides).
+    /// Parity throughput next to single-core memcpy: 4 and 8 data blocks of 64 KiB (a
+    /// stripe in L2) and 4 MiB of data per stripe (L3 or memory).
     Parity {
         /// Seconds per row (spread over several alternating rounds; the median is shown).
         #[arg(long, default_value = "0.5", value_parser = size::parse_seconds, value_name = "S")]

@@ -2,9 +2,13 @@
 # Idempotent: does nothing when everything is already there.
 
 raidd_need_apt=()
-for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config; do
+# command:package. The NBD clients and peers are what the tests drive raidd with.
+for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config \
+    qemu-img:qemu-utils nbdinfo:libnbd-bin nbdkit:nbdkit fio:fio; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || raidd_need_apt+=("${tool#*:}")
 done
+# nbdsh runs on the system Python with Debian's nbd module.
+/usr/bin/python3 -c 'import nbd' >/dev/null 2>&1 || raidd_need_apt+=(python3-libnbd)
 if [ ${#raidd_need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${raidd_need_apt[*]} with apt-get" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

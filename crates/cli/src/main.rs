@@ -7,6 +7,7 @@ mod exit;
 mod members;
 mod output;
 mod progress;
+mod serve;
 mod session;
 mod size;
 
@@ -53,6 +54,10 @@ enum Command {
     Pattern(cmd::pattern::PatternArgs),
     /// Benchmarks.
     Bench(cmd::bench::BenchArgs),
+    /// Run the storage daemon: assemble the configured arrays and serve them over NBD.
+    Serve(serve::ServeArgs),
+    /// What the running daemon serves: every array and export, briefly.
+    Status(cmd::status::StatusArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -82,6 +87,8 @@ fn dispatch(cli: Cli) -> CliResult {
         Command::Write(a) => cmd::write::run(a, json),
         Command::Pattern(a) => cmd::pattern::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
+        Command::Serve(a) => serve::run(a, json),
+        Command::Status(a) => cmd::status::run(a, json),
     }
 }
 

@@ -31,6 +31,10 @@ const CANCEL_TOKEN: u64 = u64::MAX - 1;
 
 const RING_ENTRIES: u32 = 256;
 
+/// The offset of a read from a stream (pipe, eventfd, signalfd): io_uring's "current
+/// position", which streams ignore; the synchronous backend uses read(2) for it.
+pub(crate) const STREAM_OFFSET: u64 = u64::MAX;
+
 /// An operation the driver can run, by io_uring or by a plain system call.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum OpKind {
@@ -67,6 +71,22 @@ pub(crate) enum OpKind {
         mode: i32,
         offset: u64,
         len: u64,
+    },
+    /// Accepts a connection on a listening socket (the new descriptor is close-on-exec).
+    Accept {
+        fd: RawFd,
+    },
+    /// Receives from a connected socket.
+    Recv {
+        fd: RawFd,
+        ptr: *mut u8,
+        len: u32,
+    },
+    /// Sends a message (gathered from its iovecs) on a connected socket, never raising
+    /// SIGPIPE.
+    SendMsg {
+        fd: RawFd,
+        msg: *const libc::msghdr,
     },
     /// `duration` mirrors `*ts` for the synchronous fallback (the io_uring type is opaque).
     Timeout {
@@ -127,6 +147,15 @@ impl OpKind {
                 .offset(offset)
                 .mode(mode)
                 .build(),
+            OpKind::Accept { fd } => {
+                opcode::Accept::new(types::Fd(fd), std::ptr::null_mut(), std::ptr::null_mut())
+                    .flags(libc::SOCK_CLOEXEC)
+                    .build()
+            }
+            OpKind::Recv { fd, ptr, len } => opcode::Recv::new(types::Fd(fd), ptr, len).build(),
+            OpKind::SendMsg { fd, msg } => opcode::SendMsg::new(types::Fd(fd), msg)
+                .flags(libc::MSG_NOSIGNAL as u32)
+                .build(),
             OpKind::Timeout { ts, .. } => opcode::Timeout::new(ts).build(),
         }
     }
@@ -153,7 +182,13 @@ impl OpKind {
                 offset,
             } => {
                 // SAFETY: ptr is valid for len bytes of writes (owned by the op).
-                ret(unsafe { libc::pread(fd, ptr.cast(), len as usize, offset as libc::off_t) })
+                ret(unsafe {
+                    if offset == STREAM_OFFSET {
+                        libc::read(fd, ptr.cast(), len as usize)
+                    } else {
+                        libc::pread(fd, ptr.cast(), len as usize, offset as libc::off_t)
+                    }
+                })
             }
             OpKind::Write {
                 fd,
@@ -203,6 +238,26 @@ impl OpKind {
                 let r =
                     unsafe { libc::fallocate(fd, mode, offset as libc::off_t, len as libc::off_t) };
                 ret(r as isize)
+            }
+            OpKind::Accept { fd } => {
+                // SAFETY: plain syscall; null address arguments are allowed.
+                let r = unsafe {
+                    libc::accept4(
+                        fd,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        libc::SOCK_CLOEXEC,
+                    )
+                };
+                ret(r as isize)
+            }
+            OpKind::Recv { fd, ptr, len } => {
+                // SAFETY: ptr is valid for len bytes of writes (owned by the op).
+                ret(unsafe { libc::recv(fd, ptr.cast(), len as usize, 0) })
+            }
+            OpKind::SendMsg { fd, msg } => {
+                // SAFETY: msg and the iovecs it points to are owned by the op.
+                ret(unsafe { libc::sendmsg(fd, msg, libc::MSG_NOSIGNAL) })
             }
             OpKind::Timeout { .. } => unreachable!("sync timeouts are driven by park_sync"),
         }

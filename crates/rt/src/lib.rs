@@ -14,6 +14,8 @@ pub mod buf;
 mod driver;
 mod executor;
 pub mod fs;
+pub mod net;
+pub mod signal;
 mod slab;
 pub mod time;
 

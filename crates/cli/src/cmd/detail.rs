@@ -19,9 +19,23 @@ use crate::size;
 
 #[derive(Args, Debug)]
 pub struct DetailArgs {
-    /// Members of the array (of every array, for nested arrays).
-    #[arg(required = true, value_name = "MEMBER")]
+    /// Members of the array (of every array, for nested arrays); or the name of an array
+    /// the running daemon serves.
+    #[arg(required = true, value_name = "MEMBER|NAME")]
     pub members: Vec<PathBuf>,
+    /// The daemon's control socket, for an array name (default: $RAIDD_CONTROL or
+    /// /run/raidd/raidd.sock).
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+/// One argument that is not a path to anything and has no slash is the name of an array
+/// the daemon serves.
+fn daemon_array_name(args: &DetailArgs) -> Option<String> {
+    match args.members.as_slice() {
+        [one] if !one.exists() && one.components().count() == 1 => one.to_str().map(str::to_string),
+        _ => None,
+    }
 }
 
 /// `detail --json` (and `create --json`).
@@ -390,6 +404,16 @@ pub async fn print(
 }
 
 pub fn run(args: DetailArgs, json: bool) -> CliResult {
+    let socket = crate::cmd::status::control_socket(args.control.clone());
+    // Without a daemon socket, a lone name is a member that does not exist: the offline
+    // path reports that.
+    if let Some(array) = daemon_array_name(&args).filter(|_| socket.exists()) {
+        return crate::cmd::status::ask_and_print(
+            &socket,
+            &crate::serve::control::Request::Detail { array },
+            json,
+        );
+    }
     raidd_rt::block_on(async move {
         let session: Session = session::assemble(&args.members, Access::ReadOnly, true).await?;
         print(&session.arrays, session.root, &session.unavailable, json).await?;

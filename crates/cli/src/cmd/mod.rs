@@ -6,4 +6,5 @@ pub mod detail;
 pub mod examine;
 pub mod pattern;
 pub mod read;
+pub mod status;
 pub mod write;

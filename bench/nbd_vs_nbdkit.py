@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""raidd's NBD export against nbdkit on the same backing file, with the same fio jobs.
+
+raidd serves a one-member linear array over a file on tmpfs; nbdkit's file plugin serves
+the same file. Both servers are pinned to the same CPUs, fio to others; each job runs on
+both servers in alternating order for several rounds, and the script prints medians and
+the raidd/nbdkit ratio (higher is better for raidd on every row) plus server CPU time per
+I/O, read from /proc/PID/stat around each run.
+
+Usage: bench/nbd_vs_nbdkit.py [--rounds N] [--seconds S] [--size BYTES] [--json OUT]
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+JOBS = [
+    # name, rw, bs, iodepth
+    ("4k-randread-qd1", "randread", "4k", 1),
+    ("4k-randwrite-qd1", "randwrite", "4k", 1),
+    ("4k-randread-qd32", "randread", "4k", 32),
+    ("4k-randwrite-qd32", "randwrite", "4k", 32),
+    ("1m-read-qd8", "read", "1m", 8),
+    ("1m-write-qd8", "write", "1m", 8),
+]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 (1-based) of the whole line: 12 and 13 here.
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, what):
+    import socket
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited early with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"{what} did not listen on {port}")
+
+
+def fio(uri, job, seconds, size, cpus):
+    name, rw, bs, qd = job
+    cmd = [
+        "taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
+        "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
+        f"--size={size}", "--time_based", f"--runtime={seconds}", "--ramp_time=1",
+        "--randrepeat=0", "--norandommap",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
+    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    side = j["read"] if "read" in rw else j["write"]
+    return side["iops"], side["bw_bytes"], side["total_ios"], side["clat_ns"]["mean"] / 1000.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--size", default=str(1 << 30))
+    ap.add_argument("--server-cpus", default="0")
+    ap.add_argument("--client-cpus", default="1")
+    ap.add_argument("--raidd", default="target/release/raidd")
+    ap.add_argument("--json", help="write the raw results here")
+    args = ap.parse_args()
+
+    shm = tempfile.mkdtemp(prefix="raidd-bench-", dir="/dev/shm")
+    procs = []
+    try:
+        backing = os.path.join(shm, "backing.img")
+        # One linear member: the array's data starts after md's data offset, so the member
+        # is that much larger than the exported size; nbdkit serves the whole file.
+        subprocess.run(
+            [args.raidd, "create", "--level", "linear", "--name", "bench", "--size",
+             str(int(args.size) + (64 << 20)), "--force", backing],
+            check=True, stdout=subprocess.DEVNULL)
+        rport, kport = free_port(), free_port()
+        conf = os.path.join(shm, "raidd.toml")
+        with open(conf, "w") as f:
+            f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\n'
+                    f'[nbd]\nlisten = "127.0.0.1:{rport}"\n'
+                    f'[[array]]\nname = "bench"\nmembers = ["{backing}"]\n')
+        raidd = subprocess.Popen(
+            ["taskset", "-c", args.server_cpus, args.raidd, "serve", "--config", conf],
+            stderr=subprocess.DEVNULL)
+        procs.append(raidd)
+        nbdkit = subprocess.Popen(
+            ["taskset", "-c", args.server_cpus, "nbdkit", "-f", "-p", str(kport),
+             "-i", "127.0.0.1", "file", backing])
+        procs.append(nbdkit)
+        wait_port(rport, raidd, "raidd")
+        wait_port(kport, nbdkit, "nbdkit")
+        servers = {
+            "raidd": (raidd.pid, f"nbd://127.0.0.1:{rport}/bench"),
+            "nbdkit": (nbdkit.pid, f"nbd://127.0.0.1:{kport}/"),
+        }
+        results = {s: {j[0]: [] for j in JOBS} for s in servers}
+        for r in range(args.rounds):
+            order = ["raidd", "nbdkit"] if r % 2 == 0 else ["nbdkit", "raidd"]
+            for job in JOBS:
+                for s in order:
+                    pid, uri = servers[s]
+                    c0 = cpu_seconds(pid)
+                    iops, bw, ios, lat = fio(uri, job, args.seconds, args.size, args.client_cpus)
+                    cpu = cpu_seconds(pid) - c0
+                    results[s][job[0]].append(
+                        {"iops": iops, "bw": bw, "ios": ios, "lat_us": lat,
+                         "cpu_us_per_io": cpu * 1e6 / max(ios, 1)})
+                    print(f"round {r + 1} {job[0]:<18} {s:<6} {iops:>10.0f} IOPS "
+                          f"{bw / 1e6:>8.1f} MB/s lat {lat:>7.1f} us", file=sys.stderr)
+        print(f"\n{'job':<18} {'raidd IOPS':>11} {'nbdkit IOPS':>12} {'ratio':>6} "
+              f"{'raidd MB/s':>10} {'nbdkit MB/s':>11} {'raidd cpu/io':>12} {'nbdkit cpu/io':>13}")
+        for job in JOBS:
+            n = job[0]
+            med = {s: {k: statistics.median(x[k] for x in results[s][n])
+                       for k in ("iops", "bw", "cpu_us_per_io")} for s in servers}
+            ratio = med["raidd"]["iops"] / med["nbdkit"]["iops"]
+            print(f"{n:<18} {med['raidd']['iops']:>11.0f} {med['nbdkit']['iops']:>12.0f} "
+                  f"{ratio:>6.2f} {med['raidd']['bw'] / 1e6:>10.1f} {med['nbdkit']['bw'] / 1e6:>11.1f} "
+                  f"{med['raidd']['cpu_us_per_io']:>10.1f}us {med['nbdkit']['cpu_us_per_io']:>11.1f}us")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+//! The daemon's configuration file (TOML): arrays by name with their members, exports, the
+//! listening address and the control socket. Parsing and checking are pure; paths are
+//! resolved against the file's directory so a config can travel with its image files.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where NBD clients connect when the config names no address: loopback only.
+pub const DEFAULT_NBD_LISTEN: &str = "127.0.0.1:10809";
+/// The control socket when neither the config nor the command line names one.
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/raidd/raidd.sock";
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    control_socket: Option<PathBuf>,
+    threads: Option<usize>,
+    #[serde(default)]
+    nbd: RawNbd,
+    #[serde(default, rename = "array")]
+    arrays: Vec<RawArray>,
+    #[serde(default, rename = "export")]
+    exports: Vec<RawExport>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNbd {
+    listen: Option<String>,
+    /// Most requests a connection may have in flight.
+    max_in_flight: Option<usize>,
+    tls: Option<RawTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    certificate: PathBuf,
+    key: PathBuf,
+    #[serde(default)]
+    require: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArray {
+    name: String,
+    members: Vec<PathBuf>,
+    #[serde(default)]
+    read_only: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExport {
+    name: String,
+    array: String,
+    #[serde(default)]
+    read_only: bool,
+    description: Option<String>,
+}
+
+/// A checked configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub control_socket: PathBuf,
+    /// Worker threads, each with its own executor and io_uring.
+    pub threads: usize,
+    pub nbd: NbdConfig,
+    pub arrays: Vec<ArrayConfig>,
+    pub exports: Vec<ExportConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NbdConfig {
+    pub listen: SocketAddr,
+    pub max_in_flight: usize,
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsConfig {
+    pub certificate: PathBuf,
+    pub key: PathBuf,
+    /// Refuse clients that do not upgrade with STARTTLS.
+    pub require: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArrayConfig {
+    pub name: String,
+    /// Every leaf member (for nested arrays: the members of the inner arrays).
+    pub members: Vec<PathBuf>,
+    pub read_only: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportConfig {
+    pub name: String,
+    /// Index into [`Config::arrays`].
+    pub array: usize,
+    pub read_only: bool,
+    pub description: String,
+}
+
+/// Bounds on `nbd.max_in_flight`: at least one request, and not so many that a client
+/// can pin unbounded server memory (payload is bounded separately).
+const MAX_IN_FLIGHT: std::ops::RangeInclusive<usize> = 1..=1024;
+const MAX_THREADS: usize = 256;
+/// NBD export names are at most 4096 bytes (the spec's limit on strings).
+const MAX_NAME: usize = 4096;
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(4)
+}
+
+impl Config {
+    /// Reads and checks the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&text, base).map_err(|e| format!("config {}: {e}", path.display()))
+    }
+
+    /// Parses and checks config text; relative paths are taken relative to `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Config, String> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+
+        let threads = raw.threads.unwrap_or_else(default_threads);
+        if threads == 0 || threads > MAX_THREADS {
+            return Err(format!("threads = {threads}: must be 1..={MAX_THREADS}"));
+        }
+        let listen_text = raw.nbd.listen.as_deref().unwrap_or(DEFAULT_NBD_LISTEN);
+        let listen: SocketAddr = listen_text.parse().map_err(|_| {
+            format!("nbd.listen = {listen_text:?}: not an address:port (e.g. \"127.0.0.1:10809\")")
+        })?;
+        let max_in_flight = raw.nbd.max_in_flight.unwrap_or(64);
+        if !MAX_IN_FLIGHT.contains(&max_in_flight) {
+            return Err(format!(
+                "nbd.max_in_flight = {max_in_flight}: must be {}..={}",
+                MAX_IN_FLIGHT.start(),
+                MAX_IN_FLIGHT.end()
+            ));
+        }
+        let tls = raw.nbd.tls.map(|t| TlsConfig {
+            certificate: resolve(t.certificate),
+            key: resolve(t.key),
+            require: t.require,
+        });
+
+        if raw.arrays.is_empty() {
+            return Err("no [[array]] defined: there is nothing to serve".into());
+        }
+        let mut names = HashSet::new();
+        let mut all_members = HashSet::new();
+        let mut arrays = Vec::with_capacity(raw.arrays.len());
+        for a in raw.arrays {
+            check_name("array", &a.name)?;
+            if !names.insert(a.name.clone()) {
+                return Err(format!("array {:?} is defined twice", a.name));
+            }
+            if a.members.is_empty() {
+                return Err(format!("array {:?} has no members", a.name));
+            }
+            let members: Vec<PathBuf> = a.members.into_iter().map(resolve).collect();
+            for m in &members {
+                if !all_members.insert(m.clone()) {
+                    return Err(format!(
+                        "member {} is named twice (arrays cannot share members)",
+                        m.display()
+                    ));
+                }
+            }
+            arrays.push(ArrayConfig {
+                name: a.name,
+                members,
+                read_only: a.read_only,
+            });
+        }
+
+        let mut exports = Vec::new();
+        if raw.exports.is_empty() {
+            // No [[export]] at all: every array is exported under its own name.
+            for (i, a) in arrays.iter().enumerate() {
+                exports.push(ExportConfig {
+                    name: a.name.clone(),
+                    array: i,
+                    read_only: a.read_only,
+                    description: String::new(),
+                });
+            }
+        } else {
+            let mut export_names = HashSet::new();
+            for e in raw.exports {
+                check_name("export", &e.name)?;
+                if !export_names.insert(e.name.clone()) {
+                    return Err(format!("export {:?} is defined twice", e.name));
+                }
+                let array = arrays
+                    .iter()
+                    .position(|a| a.name == e.array)
+                    .ok_or_else(|| format!("export {:?}: no array named {:?}", e.name, e.array))?;
+                let description = e.description.unwrap_or_default();
+                if description.len() > MAX_NAME {
+                    return Err(format!(
+                        "export {:?}: description longer than {MAX_NAME} bytes",
+                        e.name
+                    ));
+                }
+                exports.push(ExportConfig {
+                    name: e.name,
+                    array,
+                    read_only: e.read_only || arrays[array].read_only,
+                    description,
+                });
+            }
+        }
+
+        Ok(Config {
+            control_socket: raw
+                .control_socket
+                .map(resolve)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET)),
+            threads,
+            nbd: NbdConfig {
+                listen,
+                max_in_flight,
+                tls,
+            },
+            arrays,
+            exports,
+        })
+    }
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err(format!("an {what} has an empty name"));
+    }
+    if name.len() > MAX_NAME {
+        return Err(format!("{what} name longer than {MAX_NAME} bytes"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("{what} name {name:?} contains control characters"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/etc/raidd"))
+    }
+
+    #[test]
+    fn a_minimal_config_exports_its_array_on_loopback() {
+        let c = parse(
+            r#"
+            [[array]]
+            name = "vol"
+            members = ["d0.img", "/abs/d1.img"]
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(
+            c.nbd.listen,
+            DEFAULT_NBD_LISTEN.parse::<SocketAddr>().expect("addr")
+        );
+        assert!(c.nbd.listen.ip().is_loopback());
+        assert_eq!(
+            c.arrays[0].members,
+            vec![
+                PathBuf::from("/etc/raidd/d0.img"),
+                PathBuf::from("/abs/d1.img")
+            ]
+        );
+        assert_eq!(c.exports.len(), 1);
+        assert_eq!((c.exports[0].name.as_str(), c.exports[0].array), ("vol", 0));
+        assert_eq!(c.control_socket, PathBuf::from(DEFAULT_CONTROL_SOCKET));
+        assert!(c.threads >= 1);
+    }
+
+    #[test]
+    fn explicit_exports_and_options() {
+        let c = parse(
+            r#"
+            control_socket = "run/ctl.sock"
+            threads = 3
+            [nbd]
+            listen = "[::1]:10900"
+            max_in_flight = 8
+            [[array]]
+            name = "a"
+            members = ["a0", "a1"]
+            read_only = true
+            [[array]]
+            name = "b"
+            members = ["b0"]
+            [[export]]
+            name = "a-ro"
+            array = "a"
+            [[export]]
+            name = "b"
+            array = "b"
+            description = "scratch"
+            read_only = true
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(c.control_socket, PathBuf::from("/etc/raidd/run/ctl.sock"));
+        assert_eq!(c.threads, 3);
+        assert_eq!(c.nbd.listen.port(), 10900);
+        assert_eq!(c.nbd.max_in_flight, 8);
+        assert_eq!(c.exports.len(), 2);
+        assert!(
+            c.exports[0].read_only,
+            "an export of a read-only array is read-only"
+        );
+        assert!(c.exports[1].read_only);
+        assert_eq!(c.exports[1].description, "scratch");
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        let cases = [
+            ("", "no [[array]]"),
+            ("[[array]]\nname = \"a\"\nmembers = []\n", "no members"),
+            ("[[array]]\nname = \"\"\nmembers = [\"x\"]\n", "empty name"),
+            (
+                "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n[[array]]\nname = \"a\"\nmembers = [\"y\"]\n",
+                "defined twice",
+            ),
+            (
+                "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n[[array]]\nname = \"b\"\nmembers = [\"x\"]\n",
+                "named twice",
+            ),
+            (
+                "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n[[export]]\nname = \"e\"\narray = \"zz\"\n",
+                "no array named",
+            ),
+            ("[nbd]\nlisten = \"localhost\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "not an address"),
+            ("threads = 0\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "threads"),
+            ("[nbd]\nmax_in_flight = 0\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "max_in_flight"),
+            ("bogus = 1\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "unknown field"),
+            ("[[array]]\nname = \"a\nb\"\nmembers = [\"x\"]\n", ""),
+            ("[[array]]\nname = \"a\\u0001\"\nmembers = [\"x\"]\n", "control"),
+            ("[[array", ""),
+        ];
+        for (text, want) in cases {
+            let e = parse(text).expect_err(text);
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The control socket: a Unix socket, readable and writable by root only, through which the
+//! runtime CLI (`raidd status`, `raidd detail NAME`) asks the daemon. One request per
+//! connection: a JSON line in, a JSON line out.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::exit::{CliError, Exit};
+
+/// Longest request line the daemon reads; anything longer is refused unread.
+pub const MAX_REQUEST: usize = 64 * 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "lowercase")]
+pub enum Request {
+    /// Every array and export, briefly (mdstat-like).
+    Status,
+    /// One array, as `raidd detail` reports it.
+    Detail { array: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Response {
+    /// The exit code the CLI should end with (0 on success).
+    pub exit: u8,
+    /// On failure, what went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The human form of the answer.
+    #[serde(default)]
+    pub text: String,
+    /// The machine form of the answer (what `--json` prints).
+    #[serde(default)]
+    pub json: serde_json::Value,
+}
+
+impl Response {
+    pub fn ok(text: String, json: serde_json::Value) -> Response {
+        Response {
+            exit: 0,
+            error: None,
+            text,
+            json,
+        }
+    }
+
+    pub fn err(exit: Exit, error: impl Into<String>) -> Response {
+        Response {
+            exit: exit.code(),
+            error: Some(error.into()),
+            text: String::new(),
+            json: serde_json::Value::Null,
+        }
+    }
+}
+
+/// Parses one request line as the daemon receives it.
+pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+    serde_json::from_slice(line).map_err(|e| format!("bad control request: {e}"))
+}
+
+/// Encodes a response as one line.
+pub fn encode_response(r: &Response) -> Vec<u8> {
+    let mut out = serde_json::to_vec(r).unwrap_or_else(|e| {
+        format!("{{\"exit\":1,\"error\":\"cannot encode the response: {e}\"}}").into_bytes()
+    });
+    out.push(b'\n');
+    out
+}
+
+/// Sends `req` to the daemon at `socket` and returns its answer.
+pub fn ask(socket: &Path, req: &Request) -> Result<Response, CliError> {
+    let mut stream = UnixStream::connect(socket).map_err(|e| {
+        let exit = match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => Exit::NotFound,
+            _ => Exit::Failure,
+        };
+        CliError::new(
+            exit,
+            format!(
+                "no raidd daemon answers at {}: {e} (is `raidd serve` running? --control names another socket)",
+                socket.display()
+            ),
+        )
+    })?;
+    let timeout = Some(Duration::from_secs(30));
+    let io = |e: std::io::Error| CliError::io(format!("control socket {}", socket.display()), &e);
+    stream.set_read_timeout(timeout).map_err(io)?;
+    stream.set_write_timeout(timeout).map_err(io)?;
+    let mut line = serde_json::to_vec(req)
+        .map_err(|e| CliError::failure(format!("cannot encode the request: {e}")))?;
+    line.push(b'\n');
+    stream.write_all(&line).map_err(io)?;
+    let mut reply = Vec::new();
+    BufReader::new(stream)
+        .read_until(b'\n', &mut reply)
+        .map_err(io)?;
+    serde_json::from_slice(&reply).map_err(|e| {
+        CliError::failure(format!(
+            "the daemon at {} sent an answer raidd cannot read: {e}",
+            socket.display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_garbage_is_refused() {
+        for r in [
+            Request::Status,
+            Request::Detail {
+                array: "vol".into(),
+            },
+        ] {
+            let line = serde_json::to_vec(&r).expect("encode");
+            assert_eq!(parse_request(&line).expect("parse"), r);
+        }
+        assert_eq!(
+            parse_request(br#"{"command":"status"}"#).expect("status"),
+            Request::Status
+        );
+        for bad in [
+            &b""[..],
+            b"{}",
+            b"{\"command\":\"reboot\"}",
+            b"\xff\xfe",
+            b"[1,2]",
+        ] {
+            assert!(parse_request(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn responses_are_one_line() {
+        let r = Response::ok("a\nb\n".into(), serde_json::json!({"x": 1}));
+        let line = encode_response(&r);
+        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+        let back: Response = serde_json::from_slice(&line).expect("decode");
+        assert_eq!(back.text, "a\nb\n");
+        let e = Response::err(Exit::NotFound, "no array named x");
+        let back: Response = serde_json::from_slice(&encode_response(&e)).expect("decode");
+        assert_eq!(
+            (back.exit, back.error.as_deref()),
+            (3, Some("no array named x"))
+        );
+    }
+}

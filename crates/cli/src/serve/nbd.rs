@@ -1,0 +1,495 @@
+//! One NBD connection: the handshake through `raidd_nbd`'s state machine, then the
+//! transmission phase. A reader loop takes requests off the socket (a WRITE payload lands
+//! straight in an aligned buffer that goes to the array without a copy) and spawns a task per
+//! request; tasks finish in any order and queue their replies; one writer sends whatever is
+//! queued with a single gathered `sendmsg` (READ data as windows of the buffer the array
+//! filled). In-flight requests and bytes are bounded per connection.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use futures::future::{self, Either};
+use raidd_engine::{Array, ErrorKind};
+use raidd_nbd::consts::*;
+use raidd_nbd::request::{self, Command, Limits, Refusal, Request, REQUEST_LEN};
+use raidd_nbd::{reply, Handshake, Negotiated, Step};
+use raidd_rt::net::{Part, Stream};
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+
+use super::{SharedState, Stop};
+
+/// Largest READ or WRITE payload (advertised as the maximum block size).
+pub const MAX_PAYLOAD: u32 = 32 << 20;
+/// Bytes of payload a connection may hold in flight (reads and writes together).
+const BYTES_IN_FLIGHT: u64 = 64 << 20;
+/// A client must finish the handshake within this time.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Zeroes are written in pieces of this size.
+const ZERO_PIECE: usize = 1 << 20;
+
+/// Transmission flags for an export.
+pub fn export_flags(read_only: bool) -> u16 {
+    let mut f = FLAG_HAS_FLAGS
+        | FLAG_SEND_FLUSH
+        | FLAG_SEND_FUA
+        | FLAG_SEND_CACHE
+        | FLAG_SEND_DF
+        // Every connection writes through to the members before it replies, and a FLUSH
+        // syncs every member: a flush on one connection covers writes acknowledged on all.
+        | FLAG_CAN_MULTI_CONN;
+    if read_only {
+        f |= FLAG_READ_ONLY;
+    } else {
+        f |= FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES | FLAG_SEND_FAST_ZERO;
+    }
+    f
+}
+
+/// Serves one client until it disconnects, misbehaves, or the daemon stops.
+pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
+    let peer = sock
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let hs = handshake(&sock, &shared);
+    let timeout = raidd_rt::time::sleep(HANDSHAKE_TIMEOUT);
+    let stopping = stop.clone();
+    futures::pin_mut!(hs, timeout);
+    let outcome = future::select(hs, future::select(timeout, stopping)).await;
+    let negotiated = match outcome {
+        Either::Left((Ok(n), _)) => n,
+        Either::Left((Err(why), _)) => {
+            tracing::debug!(%peer, "handshake ended: {why}");
+            return;
+        }
+        Either::Right(_) => {
+            tracing::debug!(%peer, "handshake timed out or the daemon is stopping");
+            return;
+        }
+    };
+    let export = &shared.exports[negotiated.export];
+    tracing::info!(
+        %peer,
+        export = %export.name,
+        structured = negotiated.structured_replies,
+        "client connected"
+    );
+    export.connections.fetch_add(1, Ordering::Relaxed);
+    let conn = Rc::new(Conn::new(sock.clone(), shared.clone(), &negotiated));
+    let why = transmission(&conn, stop).await;
+    export.connections.fetch_sub(1, Ordering::Relaxed);
+    tracing::info!(%peer, export = %export.name, "client disconnected: {why}");
+}
+
+async fn handshake(sock: &Stream, shared: &SharedState) -> Result<Negotiated, String> {
+    let (r, _) = sock.write_all(Handshake::greeting()).await;
+    r.map_err(|e| e.to_string())?;
+    let mut hs = Handshake::new(&shared.offer);
+    let mut out = Vec::new();
+    loop {
+        let (r, buf) = sock.read_exact(vec![0u8; hs.want()]).await;
+        r.map_err(|e| e.to_string())?;
+        let step = hs.feed(&buf, &mut out);
+        if !out.is_empty() {
+            let (r, o) = sock.write_all(std::mem::take(&mut out)).await;
+            out = o;
+            out.clear();
+            r.map_err(|e| e.to_string())?;
+        }
+        match step {
+            Step::Continue => {}
+            Step::Done(n) => return Ok(n),
+            Step::Close(why) => return Err(why.to_string()),
+            // The offer never includes TLS until the TLS layer exists.
+            Step::StartTls => return Err("STARTTLS without TLS support".into()),
+        }
+    }
+}
+
+/// State shared by a connection's reader, writer and request tasks (one thread).
+struct Conn {
+    sock: Stream,
+    shared: SharedState,
+    export: usize,
+    structured: bool,
+    limits: Limits,
+    /// Replies ready to send.
+    out: RefCell<Vec<Part>>,
+    writer: RefCell<Option<Waker>>,
+    /// The reader waits here for capacity, and the drain for zero.
+    reader: RefCell<Option<Waker>>,
+    in_flight: Cell<usize>,
+    bytes_in_flight: Cell<u64>,
+    /// No more replies will be queued; the writer ends once `out` is empty.
+    closing: Cell<bool>,
+    /// Sending failed: the client is gone.
+    broken: Cell<bool>,
+}
+
+impl Conn {
+    fn new(sock: Stream, shared: SharedState, n: &Negotiated) -> Conn {
+        let e = &shared.exports[n.export];
+        let limits = Limits {
+            size: e.array.size_bytes(),
+            read_only: e.read_only,
+            min_block: e.array.block_size(),
+            max_payload: MAX_PAYLOAD,
+            structured_replies: n.structured_replies,
+            meta_context: n.meta_context.is_some(),
+        };
+        Conn {
+            sock,
+            export: n.export,
+            structured: n.structured_replies,
+            limits,
+            shared,
+            out: RefCell::new(Vec::new()),
+            writer: RefCell::new(None),
+            reader: RefCell::new(None),
+            in_flight: Cell::new(0),
+            bytes_in_flight: Cell::new(0),
+            closing: Cell::new(false),
+            broken: Cell::new(false),
+        }
+    }
+
+    fn array(&self) -> &Arc<Array> {
+        &self.shared.exports[self.export].array
+    }
+
+    fn queue(&self, parts: impl IntoIterator<Item = Part>) {
+        self.out.borrow_mut().extend(parts);
+        if let Some(w) = self.writer.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn queue_header(&self, header: Vec<u8>) {
+        self.queue([Part::Bytes(header)]);
+    }
+
+    fn fail(&self, cookie: u64, errno: u32, message: &str) {
+        let mut h = Vec::with_capacity(32);
+        reply::failure(&mut h, self.structured, cookie, errno, message);
+        self.queue_header(h);
+    }
+
+    fn succeed(&self, cookie: u64) {
+        let mut h = Vec::with_capacity(20);
+        reply::success(&mut h, self.structured, cookie);
+        self.queue_header(h);
+    }
+
+    fn wake_reader(&self) {
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn finished(&self, bytes: u64) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.bytes_in_flight.set(self.bytes_in_flight.get() - bytes);
+        self.wake_reader();
+    }
+
+    fn has_room(&self, bytes: u64) -> bool {
+        self.in_flight.get() < self.shared.max_in_flight
+            && (self.in_flight.get() == 0 || self.bytes_in_flight.get() + bytes <= BYTES_IN_FLIGHT)
+    }
+}
+
+async fn writer(conn: Rc<Conn>) {
+    loop {
+        let parts = poll_fn(|cx| {
+            let mut out = conn.out.borrow_mut();
+            if !out.is_empty() {
+                return Poll::Ready(Some(std::mem::take(&mut *out)));
+            }
+            if conn.closing.get() {
+                return Poll::Ready(None);
+            }
+            *conn.writer.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        let Some(parts) = parts else { return };
+        let (r, _) = conn.sock.write_all_vectored(parts).await;
+        if let Err(e) = r {
+            tracing::debug!("sending replies failed: {e}");
+            conn.broken.set(true);
+            conn.wake_reader();
+            return;
+        }
+    }
+}
+
+fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
+    match e.kind() {
+        ErrorKind::ReadOnly => EPERM,
+        ErrorKind::OutOfRange if write => ENOSPC,
+        ErrorKind::OutOfRange | ErrorKind::Unaligned | ErrorKind::InvalidInput => EINVAL,
+        _ => EIO,
+    }
+}
+
+/// Reads and drops a refused WRITE's payload (at most MAX_PAYLOAD: validate disconnects
+/// beyond that) so the stream stays in step.
+async fn skip_payload(sock: &Stream, len: u32) -> std::io::Result<()> {
+    let mut left = len as usize;
+    let mut buf = vec![0u8; left.min(1 << 20)];
+    while left > 0 {
+        buf.truncate(left.min(buf.len()));
+        let (r, b) = sock.read_exact(buf).await;
+        buf = b;
+        r?;
+        left -= buf.len();
+    }
+    Ok(())
+}
+
+async fn transmission(conn: &Rc<Conn>, stop: Stop) -> String {
+    let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
+    let why = reader(conn, stop).await;
+    // Drain: every request already taken gets its reply before the connection closes.
+    poll_fn(|cx| {
+        if conn.in_flight.get() == 0 {
+            return Poll::Ready(());
+        }
+        *conn.reader.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    })
+    .await;
+    conn.closing.set(true);
+    if let Some(w) = conn.writer.borrow_mut().take() {
+        w.wake();
+    }
+    writer_task.await;
+    let _ = conn.sock.shutdown(std::net::Shutdown::Both);
+    why
+}
+
+async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
+    let mut header = vec![0u8; REQUEST_LEN];
+    loop {
+        // Room for at least one more request, or the end.
+        let room = poll_fn(|cx| {
+            if conn.broken.get() {
+                return Poll::Ready(false);
+            }
+            if conn.has_room(0) {
+                return Poll::Ready(true);
+            }
+            *conn.reader.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        });
+        let stopping = stop.clone();
+        futures::pin_mut!(room);
+        match future::select(room, stopping).await {
+            Either::Left((true, _)) => {}
+            Either::Left((false, _)) => return "the client stopped reading replies".into(),
+            Either::Right(_) => return "the daemon is stopping".into(),
+        }
+        let read = conn.sock.read_exact(std::mem::take(&mut header));
+        let stopping = stop.clone();
+        futures::pin_mut!(read);
+        let (r, h) = match future::select(read, stopping).await {
+            Either::Left((rh, _)) => rh,
+            Either::Right(_) => return "the daemon is stopping".into(),
+        };
+        header = h;
+        if let Err(e) = r {
+            return if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "closed by the client".into()
+            } else {
+                format!("read failed: {e}")
+            };
+        }
+        let mut raw = [0u8; REQUEST_LEN];
+        raw.copy_from_slice(&header);
+        let Some(req) = request::parse(&raw) else {
+            return "bad request magic".into();
+        };
+        conn.shared.exports[conn.export]
+            .requests
+            .fetch_add(1, Ordering::Relaxed);
+        match request::validate(&req, &conn.limits) {
+            Ok(()) => {}
+            Err(Refusal::Disconnect(why)) => return why.into(),
+            Err(Refusal::Error(errno)) => {
+                if req.command == Command::Write {
+                    if let Err(e) = skip_payload(&conn.sock, req.length).await {
+                        return format!("read failed: {e}");
+                    }
+                }
+                conn.fail(req.cookie, errno, "request refused");
+                continue;
+            }
+        }
+        if req.command == Command::Disc {
+            return "the client disconnected (NBD_CMD_DISC)".into();
+        }
+        let bytes = match req.command {
+            Command::Read | Command::Write => u64::from(req.length),
+            _ => 0,
+        };
+        // Wait for byte room (the count check passed above).
+        poll_fn(|cx| {
+            if conn.has_room(bytes) || conn.broken.get() {
+                return Poll::Ready(());
+            }
+            *conn.reader.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        let payload = if req.command == Command::Write {
+            let (r, buf) = conn
+                .sock
+                .read_exact(AlignedBuf::zeroed(req.length as usize))
+                .await;
+            if let Err(e) = r {
+                return format!("reading a write payload failed: {e}");
+            }
+            Some(buf)
+        } else {
+            None
+        };
+        conn.in_flight.set(conn.in_flight.get() + 1);
+        conn.bytes_in_flight.set(conn.bytes_in_flight.get() + bytes);
+        let c = conn.clone();
+        raidd_rt::spawn_local(async move {
+            run_request(&c, req, payload).await;
+            c.finished(bytes);
+        });
+    }
+}
+
+async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
+    let array = conn.array();
+    let cookie = req.cookie;
+    let fua = req.fua();
+    let result = match req.command {
+        Command::Read => return read(conn, &req).await,
+        Command::Write => {
+            let Some(buf) = payload else {
+                return conn.fail(cookie, EIO, "internal: write without payload");
+            };
+            write_buf(array, req.offset, buf).await
+        }
+        Command::Flush => array.flush().await,
+        Command::Trim => array.discard(req.offset, u64::from(req.length)).await,
+        Command::WriteZeroes => {
+            if req.flags & CMD_FLAG_FAST_ZERO != 0 {
+                // Zeroing costs as much as writing here: say so at once, as FAST_ZERO asks.
+                return conn.fail(cookie, ENOTSUP, "zeroing is not faster than writing");
+            }
+            write_zeroes(array, req.offset, u64::from(req.length)).await
+        }
+        Command::Cache => Ok(()),
+        Command::BlockStatus => {
+            // No allocation tracking: the whole range is data.
+            let len = (conn.limits.size - req.offset).min(u64::from(req.length)) as u32;
+            let mut h = Vec::with_capacity(32);
+            reply::block_status(&mut h, cookie, BASE_ALLOCATION_ID, &[(len, 0)]);
+            return conn.queue_header(h);
+        }
+        Command::Disc | Command::Unknown(_) => return conn.fail(cookie, EINVAL, "bad command"),
+    };
+    let result = match result {
+        Ok(())
+            if fua
+                && matches!(
+                    req.command,
+                    Command::Write | Command::Trim | Command::WriteZeroes
+                ) =>
+        {
+            array.flush().await
+        }
+        r => r,
+    };
+    match result {
+        Ok(()) => conn.succeed(cookie),
+        Err(e) => {
+            tracing::warn!(
+                offset = req.offset,
+                length = req.length,
+                "request failed: {e}"
+            );
+            conn.fail(
+                cookie,
+                errno_of(&e, req.command != Command::Read),
+                e.message(),
+            );
+        }
+    }
+}
+
+async fn read(conn: &Conn, req: &Request) {
+    let len = req.length as usize;
+    let buf = SharedBuf::new(AlignedBuf::zeroed(len));
+    let window = match buf.slice_mut(0..len) {
+        Ok(w) => w,
+        Err(e) => return conn.fail(req.cookie, EIO, &format!("internal: {e}")),
+    };
+    let mut iov = IoVecMut::new();
+    iov.push(window);
+    let (r, iov) = conn.array().read(req.offset, iov).await;
+    drop(iov);
+    if let Err(e) = r {
+        tracing::warn!(offset = req.offset, length = req.length, "read failed: {e}");
+        return conn.fail(req.cookie, errno_of(&e, false), e.message());
+    }
+    let data = match buf.slice(0..len) {
+        Ok(d) => d,
+        Err(e) => return conn.fail(req.cookie, EIO, &format!("internal: {e}")),
+    };
+    let mut h = Vec::with_capacity(32);
+    if conn.structured {
+        reply::offset_data(&mut h, req.cookie, true, req.offset, req.length);
+    } else {
+        reply::simple(&mut h, req.cookie, 0);
+    }
+    conn.queue([Part::Bytes(h), Part::Slice(data)]);
+}
+
+async fn write_buf(array: &Array, offset: u64, buf: AlignedBuf) -> raidd_engine::Result<()> {
+    let len = buf.len();
+    let shared = SharedBuf::new(buf);
+    let mut iov = IoVec::new();
+    match shared.slice(0..len) {
+        Ok(w) => iov.push(w),
+        Err(e) => {
+            return Err(raidd_engine::Error::new(
+                ErrorKind::Io,
+                format!("internal buffer error: {e}"),
+            ))
+        }
+    }
+    array.write(offset, iov).await
+}
+
+async fn write_zeroes(array: &Array, offset: u64, len: u64) -> raidd_engine::Result<()> {
+    let piece = (len as usize).min(ZERO_PIECE);
+    let zeroes = SharedBuf::new(AlignedBuf::zeroed(piece));
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(piece as u64) as usize;
+        let mut iov = IoVec::new();
+        match zeroes.slice(0..n) {
+            Ok(w) => iov.push(w),
+            Err(e) => {
+                return Err(raidd_engine::Error::new(
+                    ErrorKind::Io,
+                    format!("internal buffer error: {e}"),
+                ))
+            }
+        }
+        array.write(offset + done, iov).await?;
+        done += n as u64;
+    }
+    Ok(())
+}

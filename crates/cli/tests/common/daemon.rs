@@ -1,0 +1,180 @@
+//! A `raidd serve` process for tests: started with a config in a scratch directory, ready
+//! once it prints its address, stopped by SIGTERM to its PID (and killed if a test fails
+//! before that). Its stderr is collected for assertions on log lines.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub control: PathBuf,
+    log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    /// Writes `config` (TOML; `listen` and `control_socket` are added) to `dir/raidd.toml`
+    /// and starts the daemon on an ephemeral loopback port.
+    pub fn start(dir: &Path, config: &str) -> Daemon {
+        Daemon::try_start(dir, config).unwrap_or_else(|log| panic!("raidd serve did not start:\n{log}"))
+    }
+
+    /// Like `start`, but returns the log when the daemon exits instead of becoming ready.
+    pub fn try_start(dir: &Path, config: &str) -> Result<Daemon, String> {
+        let control = dir.join("raidd.sock");
+        let path = dir.join("raidd.toml");
+        let text = if config.contains("control_socket") {
+            config.to_string()
+        } else {
+            format!("control_socket = {:?}\n{config}", control.display().to_string())
+        };
+        let text = if text.contains("[nbd]") {
+            text
+        } else {
+            format!("{text}\n[nbd]\nlisten = \"127.0.0.1:0\"\n")
+        };
+        std::fs::write(&path, text).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_raidd"))
+            .args(["serve", "-v", "--config"])
+            .arg(&path)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut tx = Some(tx);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(rest) = line.strip_prefix("raidd: ready, NBD on ") {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(rest.trim().to_string());
+                        }
+                    }
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(addr) => Ok(Daemon {
+                child: Some(child),
+                addr: addr.parse().unwrap(),
+                control,
+                log,
+            }),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(100));
+                let l = log.lock().unwrap().clone();
+                Err(l)
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// `nbd://127.0.0.1:PORT/EXPORT`
+    pub fn uri(&self, export: &str) -> String {
+        format!("nbd://{}/{export}", self.addr)
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+        let r = unsafe { libc::kill(self.pid() as i32, sig) };
+        assert_eq!(r, 0, "kill({}, {sig})", self.pid());
+    }
+
+    fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let child = self.child.as_mut().unwrap();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                // Let the log reader catch the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("raidd serve did not exit within {timeout:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM and wait; asserts a clean exit. Returns the whole log.
+    pub fn stop(mut self) -> String {
+        self.signal(libc::SIGTERM);
+        let status = self.wait(Duration::from_secs(60));
+        let log = self.log();
+        assert!(status.success(), "raidd serve exited with {status}:\n{log}");
+        log
+    }
+
+    /// SIGKILL: an unclean end, as a crash or power loss would leave it.
+    pub fn kill(mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.wait(Duration::from_secs(30));
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A client program run with the system's Python first on PATH (nbdsh needs the python3
+/// that has Debian's `nbd` module).
+pub fn tool(program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    c.env("LIBNBD_DEBUG", "0");
+    c
+}
+
+/// Runs a client program; returns (success, stdout, stderr).
+pub fn run_tool(c: &mut Command) -> (bool, String, String) {
+    let out = c.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs a client program and insists it succeeds; returns stdout.
+pub fn must(c: &mut Command) -> String {
+    let desc = format!("{c:?}");
+    let (ok, out, err) = run_tool(c);
+    assert!(ok, "{desc} failed:\nstdout:\n{out}\nstderr:\n{err}");
+    out
+}
+
+/// An nbdsh script (Python with `h` a connected handle when `--connect`/`-u` is given).
+pub fn nbdsh(uri: &str, script: &str) -> (bool, String, String) {
+    run_tool(tool("nbdsh").args(["-u", uri, "-c", script]))
+}

@@ -1,0 +1,417 @@
+//! Sockets driven through the thread's driver: TCP and Unix listeners, and connected streams
+//! whose reads land in owned buffers (an aligned window can receive a write payload that then
+//! goes to disk with O_DIRECT, no copy) and whose sends gather many owned parts into one
+//! `sendmsg`.
+//!
+//! Sockets stay in blocking mode: io_uring waits for readiness itself. The synchronous
+//! fallback runs the same calls blocking, which serves one connection per thread at a time;
+//! a server should insist on io_uring ([`crate::backend`]).
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::buf::{AlignedBuf, BufSlice, BufSliceMut};
+use crate::driver::{cqe_result, Op, OpKind};
+use crate::executor::driver;
+use crate::fs::IOV_MAX;
+
+/// An owned buffer a socket can receive into: its bytes stay at one address while the
+/// kernel holds them, whatever happens to the future.
+pub trait IoBufMut: 'static {
+    /// Start of the bytes to fill.
+    fn io_ptr_mut(&mut self) -> *mut u8;
+    /// How many bytes to fill.
+    fn io_len(&self) -> usize;
+}
+
+/// An owned buffer a socket can send from.
+pub trait IoBuf: 'static {
+    fn io_ptr(&self) -> *const u8;
+    fn io_len(&self) -> usize;
+}
+
+impl IoBufMut for Vec<u8> {
+    fn io_ptr_mut(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl IoBufMut for AlignedBuf {
+    fn io_ptr_mut(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl IoBufMut for BufSliceMut {
+    fn io_ptr_mut(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl IoBuf for Vec<u8> {
+    fn io_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl IoBuf for AlignedBuf {
+    fn io_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl IoBuf for BufSlice {
+    fn io_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl IoBuf for &'static [u8] {
+    fn io_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.len()
+    }
+}
+
+/// One part of a gathered send.
+#[derive(Debug)]
+pub enum Part {
+    /// Small owned bytes (protocol headers).
+    Bytes(Vec<u8>),
+    /// A window of a data buffer (read payloads).
+    Slice(BufSlice),
+}
+
+impl Part {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Part::Bytes(v) => v,
+            Part::Slice(s) => s.as_slice(),
+        }
+    }
+}
+
+fn io_len32(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
+}
+
+fn closed_early() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the peer closed the connection",
+    )
+}
+
+/// A connected stream socket (TCP or Unix). Clones share the descriptor, so a reader task
+/// and a writer task can use one connection; it closes when the last clone and the last
+/// in-flight operation are gone.
+#[derive(Clone)]
+pub struct Stream {
+    fd: Arc<OwnedFd>,
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Stream(fd {})", self.fd.as_raw_fd())
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl From<std::net::TcpStream> for Stream {
+    fn from(s: std::net::TcpStream) -> Stream {
+        // Latency of small replies matters more than packet count; replies are gathered
+        // into one send already.
+        let _ = s.set_nodelay(true);
+        Stream {
+            fd: Arc::new(OwnedFd::from(s)),
+        }
+    }
+}
+
+impl From<std::os::unix::net::UnixStream> for Stream {
+    fn from(s: std::os::unix::net::UnixStream) -> Stream {
+        Stream {
+            fd: Arc::new(OwnedFd::from(s)),
+        }
+    }
+}
+
+impl Stream {
+    /// Receives up to `buf.io_len()` bytes into `buf`. `Ok(0)`: the peer closed.
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.recv_from(buf, 0).await
+    }
+
+    /// Receives into `buf[start..]`.
+    async fn recv_from<B: IoBufMut>(&self, mut buf: B, start: usize) -> (io::Result<usize>, B) {
+        let len = buf.io_len().saturating_sub(start);
+        let kind = OpKind::Recv {
+            fd: self.as_raw_fd(),
+            // start <= io_len, so this stays inside the buffer (or one past its end).
+            ptr: buf.io_ptr_mut().wrapping_add(start.min(buf.io_len())),
+            len: io_len32(len),
+        };
+        // SAFETY: the pointer is into `buf`'s heap bytes, which the op owns and which do not
+        // move when `buf` moves; the descriptor is kept open by the cloned Arc.
+        let op = unsafe { Op::start(&driver(), kind, (buf, self.fd.clone())) };
+        let (res, (buf, _fd)) = op.await;
+        (cqe_result(res), buf)
+    }
+
+    /// Fills all of `buf`; `UnexpectedEof` if the peer closes first.
+    pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> (io::Result<()>, B) {
+        let total = buf.io_len();
+        let mut done = 0;
+        let mut buf = buf;
+        while done < total {
+            let (res, b) = self.recv_from(buf, done).await;
+            buf = b;
+            match res {
+                Ok(0) => return (Err(closed_early()), buf),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Sends all of `buf`.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
+        let (res, mut parts) = self.send_parts(vec![Owned::One(Box::new(buf))]).await;
+        match parts.pop() {
+            Some(Owned::One(b)) => match b.into_any().downcast::<B>() {
+                Ok(b) => (res, *b),
+                Err(_) => unreachable!("the part handed back is the one sent"),
+            },
+            _ => unreachable!("the part handed back is the one sent"),
+        }
+    }
+
+    /// Sends every part, in order, with as few system calls as the kernel allows (one
+    /// `sendmsg` of up to IOV_MAX parts, resumed after short sends). Hands the parts back.
+    pub async fn write_all_vectored(&self, parts: Vec<Part>) -> (io::Result<()>, Vec<Part>) {
+        let owned = parts.into_iter().map(Owned::Part).collect();
+        let (res, owned) = self.send_parts(owned).await;
+        let parts = owned
+            .into_iter()
+            .filter_map(|o| match o {
+                Owned::Part(p) => Some(p),
+                Owned::One(_) => None,
+            })
+            .collect();
+        (res, parts)
+    }
+
+    async fn send_parts(&self, parts: Vec<Owned>) -> (io::Result<()>, Vec<Owned>) {
+        let total: usize = parts.iter().map(|p| p.bytes().len()).sum();
+        let mut sent = 0usize;
+        let mut parts = parts;
+        while sent < total {
+            // iovecs for what is left, starting inside the part where the last send stopped.
+            let mut vecs: Vec<libc::iovec> = Vec::with_capacity(parts.len().min(IOV_MAX));
+            let mut skip = sent;
+            for p in &parts {
+                let b = p.bytes();
+                if skip >= b.len() {
+                    skip -= b.len();
+                    continue;
+                }
+                if vecs.len() == IOV_MAX {
+                    break;
+                }
+                vecs.push(libc::iovec {
+                    iov_base: b[skip..].as_ptr().cast_mut().cast(),
+                    iov_len: b.len() - skip,
+                });
+                skip = 0;
+            }
+            let vecs = vecs.into_boxed_slice();
+            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+            let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+            msg.msg_iov = vecs.as_ptr().cast_mut();
+            msg.msg_iovlen = vecs.len();
+            let kind = OpKind::SendMsg {
+                fd: self.as_raw_fd(),
+                msg: &*msg,
+            };
+            // SAFETY: `msg` and `vecs` are boxed (stable addresses) and, with the parts whose
+            // bytes the iovecs point into (heap memory that does not move with the Vec), are
+            // owned by the op until it completes.
+            let op = unsafe { Op::start(&driver(), kind, (msg, vecs, parts, self.fd.clone())) };
+            let (res, (_msg, _vecs, p, _fd)) = op.await;
+            parts = p;
+            match cqe_result(res) {
+                Ok(0) => {
+                    return (
+                        Err(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "socket sent 0 bytes",
+                        )),
+                        parts,
+                    )
+                }
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), parts),
+            }
+        }
+        (Ok(()), parts)
+    }
+
+    /// Shuts down one or both directions (a blocking call; it does not wait).
+    pub fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        let how = match how {
+            std::net::Shutdown::Read => libc::SHUT_RD,
+            std::net::Shutdown::Write => libc::SHUT_WR,
+            std::net::Shutdown::Both => libc::SHUT_RDWR,
+        };
+        // SAFETY: plain syscall on a descriptor we own.
+        let r = unsafe { libc::shutdown(self.as_raw_fd(), how) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The peer's address, for TCP connections.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        let dup = self.fd.try_clone()?;
+        let s = std::net::TcpStream::from(dup);
+        s.peer_addr()
+    }
+}
+
+/// What a send holds: caller parts, or one typed buffer for `write_all`.
+enum Owned {
+    Part(Part),
+    One(Box<dyn AnyBuf>),
+}
+
+impl Owned {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Owned::Part(p) => p.bytes(),
+            Owned::One(b) => b.bytes(),
+        }
+    }
+}
+
+trait AnyBuf {
+    fn bytes(&self) -> &[u8];
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+}
+
+impl<B: IoBuf> AnyBuf for B {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: an IoBuf's pointer is valid for io_len bytes while it is alive.
+        unsafe { std::slice::from_raw_parts(self.io_ptr(), self.io_len()) }
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+async fn accept_fd(fd: &Arc<OwnedFd>) -> io::Result<OwnedFd> {
+    let kind = OpKind::Accept { fd: fd.as_raw_fd() };
+    // SAFETY: accept takes no pointers (null address arguments); the listening descriptor
+    // is kept open by the Arc the op owns.
+    let op = unsafe { Op::start(&driver(), kind, fd.clone()) };
+    let (res, _fd) = op.await;
+    let n = cqe_result(res)?;
+    let raw = RawFd::try_from(n).map_err(|_| io::Error::other("accept returned a bad fd"))?;
+    // SAFETY: accept returned a fresh descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// A TCP listening socket.
+#[derive(Debug)]
+pub struct TcpListener {
+    fd: Arc<OwnedFd>,
+    local: SocketAddr,
+}
+
+impl TcpListener {
+    /// Binds and listens (std sets SO_REUSEADDR, so a restarted daemon can bind at once).
+    pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+        TcpListener::from_std(std::net::TcpListener::bind(addr)?)
+    }
+
+    pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
+        let local = l.local_addr()?;
+        Ok(TcpListener {
+            fd: Arc::new(OwnedFd::from(l)),
+            local,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The next connection (TCP_NODELAY set) and its peer. Dropping the future cancels
+    /// the accept.
+    pub async fn accept(&self) -> io::Result<(Stream, SocketAddr)> {
+        let fd = accept_fd(&self.fd).await?;
+        // SAFETY: `fd` is a connected TCP socket we own; ownership moves into the std type.
+        let s = unsafe { std::net::TcpStream::from_raw_fd(fd.into_raw_fd()) };
+        let peer = s.peer_addr()?;
+        Ok((Stream::from(s), peer))
+    }
+}
+
+/// A Unix stream listening socket.
+#[derive(Debug)]
+pub struct UnixListener {
+    fd: Arc<OwnedFd>,
+}
+
+impl UnixListener {
+    /// Binds and listens at `path` (which must not exist; permissions are the caller's).
+    pub fn bind(path: &Path) -> io::Result<UnixListener> {
+        Ok(UnixListener::from_std(
+            std::os::unix::net::UnixListener::bind(path)?,
+        ))
+    }
+
+    pub fn from_std(l: std::os::unix::net::UnixListener) -> UnixListener {
+        UnixListener {
+            fd: Arc::new(OwnedFd::from(l)),
+        }
+    }
+
+    /// The next connection. Dropping the future cancels the accept.
+    pub async fn accept(&self) -> io::Result<Stream> {
+        let fd = accept_fd(&self.fd).await?;
+        Ok(Stream { fd: Arc::new(fd) })
+    }
+}

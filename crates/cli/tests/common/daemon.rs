@@ -21,7 +21,8 @@ impl Daemon {
     /// Writes `config` (TOML; `listen` and `control_socket` are added) to `dir/raidd.toml`
     /// and starts the daemon on an ephemeral loopback port.
     pub fn start(dir: &Path, config: &str) -> Daemon {
-        Daemon::try_start(dir, config).unwrap_or_else(|log| panic!("raidd serve did not start:\n{log}"))
+        Daemon::try_start(dir, config)
+            .unwrap_or_else(|log| panic!("raidd serve did not start:\n{log}"))
     }
 
     /// Like `start`, but returns the log when the daemon exits instead of becoming ready.
@@ -31,7 +32,10 @@ impl Daemon {
         let text = if config.contains("control_socket") {
             config.to_string()
         } else {
-            format!("control_socket = {:?}\n{config}", control.display().to_string())
+            format!(
+                "control_socket = {:?}\n{config}",
+                control.display().to_string()
+            )
         };
         let text = if text.contains("[nbd]") {
             text
@@ -116,7 +120,10 @@ impl Daemon {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("raidd serve did not exit within {timeout:?}:\n{}", self.log());
+                panic!(
+                    "raidd serve did not exit within {timeout:?}:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -158,7 +165,10 @@ pub fn tool(program: &str) -> Command {
 
 /// Runs a client program; returns (success, stdout, stderr).
 pub fn run_tool(c: &mut Command) -> (bool, String, String) {
-    let out = c.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{c:?}: {e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -2,6 +2,8 @@
 //! under /var/tmp (a real filesystem: O_DIRECT works there, unlike tmpfs).
 #![allow(clippy::unwrap_used, dead_code)] // test helpers: a failed unwrap is a failed test
 
+pub mod daemon;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

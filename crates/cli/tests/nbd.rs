@@ -1,0 +1,569 @@
+//! `raidd serve` driven by the NBD clients users have: qemu-img, nbdinfo, nbdcopy, nbdsh
+//! (libnbd's Python shell) and fio's nbd engine. Data goes in through NBD and is checked
+//! offline on the members (and the other way round) with self-verifying sectors, so a
+//! misplaced, stale or torn block is caught whichever side put it there.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::daemon::{must, nbdsh, run_tool, tool, Daemon};
+use common::{args_with, images, raidd, scratch};
+use raidd_engine::pattern;
+
+const SEED: u64 = 0x5eed_0bd;
+
+fn create(dir: &Path, level: &str, n: usize, extra: &[&str]) -> Vec<PathBuf> {
+    let members = images(dir, level, n);
+    let mut fixed = vec!["create", "--level", level, "--name", level, "--size", "24M"];
+    fixed.extend_from_slice(extra);
+    raidd(&args_with(&fixed, &members)).ok();
+    members
+}
+
+fn config(name: &str, members: &[PathBuf]) -> String {
+    let list: Vec<String> = members
+        .iter()
+        .map(|m| format!("{:?}", m.display().to_string()))
+        .collect();
+    format!(
+        "[[array]]\nname = {name:?}\nmembers = [{}]\n",
+        list.join(", ")
+    )
+}
+
+fn export_size(d: &Daemon, export: &str) -> u64 {
+    let out = must(tool("nbdinfo").args(["--size", &d.uri(export)]));
+    out.trim().parse().unwrap()
+}
+
+fn pattern_file(dir: &Path, len: u64, generation: u64) -> PathBuf {
+    let p = dir.join(format!("pattern-{generation}.bin"));
+    let mut buf = vec![0u8; len as usize];
+    pattern::fill(&mut buf, 0, generation, SEED);
+    std::fs::write(&p, &buf).unwrap();
+    p
+}
+
+fn verify_file(p: &Path, generation: u64, what: &str) {
+    let buf = std::fs::read(p).unwrap();
+    let bad = pattern::verify(&buf, 0, SEED, |_| generation);
+    assert!(
+        bad.is_empty(),
+        "{what}: {} bad sectors, first {}",
+        bad.len(),
+        bad[0]
+    );
+}
+
+fn offline_verify(members: &[PathBuf], len: u64, generation: u64) {
+    let len = len.to_string();
+    let seed = SEED.to_string();
+    let g = generation.to_string();
+    raidd(&args_with(
+        &[
+            "pattern",
+            "verify",
+            "--length",
+            &len,
+            "--seed",
+            &seed,
+            "--generation",
+            &g,
+        ],
+        members,
+    ))
+    .ok();
+}
+
+fn offline_write(members: &[PathBuf], len: u64, generation: u64) {
+    let len = len.to_string();
+    let seed = SEED.to_string();
+    let g = generation.to_string();
+    raidd(&args_with(
+        &[
+            "pattern",
+            "write",
+            "--length",
+            &len,
+            "--seed",
+            &seed,
+            "--generation",
+            &g,
+        ],
+        members,
+    ))
+    .ok();
+}
+
+/// Every redundant and striped level: data written through NBD reads back through NBD and
+/// offline from the members; data written offline reads back through NBD; then the same
+/// with members missing (degraded service).
+#[test]
+fn every_level_round_trips_through_nbd_healthy_and_degraded() {
+    for (level, n, extra, lose) in [
+        ("raid0", 3, &[][..], 0),
+        ("raid1", 2, &[][..], 1),
+        ("raid5", 4, &["--chunk", "64K"][..], 1),
+        ("raid6", 5, &["--chunk", "64K"][..], 2),
+        ("raid10", 4, &[][..], 1),
+    ] {
+        let dir = scratch();
+        let members = create(dir.path(), level, n, extra);
+        let d = Daemon::start(dir.path(), &config(level, &members));
+        let size = export_size(&d, level);
+        assert!(size > 0, "{level}: export size");
+        let input = pattern_file(dir.path(), size, 1);
+        must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri(level)]));
+        must(tool("qemu-img").args([
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            input.to_str().unwrap(),
+            &d.uri(level),
+        ]));
+        let out = dir.path().join("out.bin");
+        must(tool("nbdcopy").args([&d.uri(level), out.to_str().unwrap()]));
+        verify_file(&out, 1, &format!("{level} read back through NBD"));
+        let log = d.stop();
+        assert!(log.contains("array closed cleanly"), "{level}:\n{log}");
+        offline_verify(&members, size, 1);
+
+        // Written offline, read through NBD.
+        offline_write(&members, size, 2);
+        if lose == 0 {
+            let d = Daemon::start(dir.path(), &config(level, &members));
+            must(tool("nbdcopy").args([&d.uri(level), out.to_str().unwrap()]));
+            verify_file(&out, 2, &format!("{level} offline write read through NBD"));
+            d.stop();
+            continue;
+        }
+        // Degraded: the first `lose` members are left out of the config.
+        let survivors = &members[lose..];
+        let d = Daemon::start(dir.path(), &config(level, survivors));
+        assert!(
+            d.log().contains("running degraded"),
+            "{level}:\n{}",
+            d.log()
+        );
+        must(tool("nbdcopy").args([&d.uri(level), out.to_str().unwrap()]));
+        verify_file(&out, 2, &format!("{level} degraded read through NBD"));
+        let input = pattern_file(dir.path(), size, 3);
+        must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri(level)]));
+        must(tool("nbdcopy").args([&d.uri(level), out.to_str().unwrap()]));
+        verify_file(&out, 3, &format!("{level} degraded write read back"));
+        d.stop();
+        offline_verify(survivors, size, 3);
+    }
+}
+
+#[test]
+fn listing_info_and_map_show_every_export() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 3, &[]);
+    let cfg = format!(
+        "{}[[export]]\nname = \"rw\"\narray = \"raid5\"\ndescription = \"the writable one\"\n\
+         [[export]]\nname = \"ro\"\narray = \"raid5\"\nread_only = true\n",
+        config("raid5", &members)
+    );
+    let d = Daemon::start(dir.path(), &cfg);
+    let base = format!("nbd://{}", d.addr);
+    let list = must(tool("nbdinfo").args(["--list", &base]));
+    assert!(
+        list.contains("export=\"rw\"") && list.contains("export=\"ro\""),
+        "{list}"
+    );
+    assert!(list.contains("the writable one"), "{list}");
+    let info = must(tool("nbdinfo").args(["--json", &d.uri("ro")]));
+    let j: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let e = &j["exports"][0];
+    assert_eq!(e["is_read_only"], true, "{info}");
+    assert_eq!(e["can_multi_conn"], true, "{info}");
+    assert_eq!(e["block_size_minimum"], 512, "{info}");
+    let size = e["export-size"].as_u64().unwrap();
+    let qi = must(tool("qemu-img").args(["info", "--output=json", &d.uri("rw")]));
+    let q: serde_json::Value = serde_json::from_str(&qi).unwrap();
+    assert_eq!(q["virtual-size"].as_u64(), Some(size), "{qi}");
+    let map = must(tool("qemu-img").args(["map", "--output=json", &d.uri("rw")]));
+    let m: serde_json::Value = serde_json::from_str(&map).unwrap();
+    let covered: u64 = m
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["length"].as_u64().unwrap())
+        .sum();
+    assert_eq!(covered, size, "{map}");
+    let nmap = must(tool("nbdinfo").args(["--map", &d.uri("rw")]));
+    assert!(nmap.contains("data"), "{nmap}");
+    // An export that does not exist.
+    let (ok, _, err) = run_tool(tool("nbdinfo").args([&d.uri("nope")]));
+    assert!(!ok, "an unknown export must be refused: {err}");
+    d.stop();
+}
+
+/// libnbd scripts: both reply styles, the commands and their errors, multi-conn.
+#[test]
+fn nbdsh_commands_errors_and_multi_conn() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid6", 4, &["--chunk", "16K"]);
+    let cfg = format!(
+        "{}[[export]]\nname = \"vol\"\narray = \"raid6\"\n[[export]]\nname = \"ro\"\narray = \"raid6\"\nread_only = true\n",
+        config("raid6", &members)
+    );
+    let d = Daemon::start(dir.path(), &cfg);
+    let script = r#"
+import nbd
+def connect(export, structured=True, meta=True):
+    h = nbd.NBD()
+    h.set_request_structured_replies(structured)
+    if meta:
+        h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
+    h.connect_uri(SERVER_URI + "/" + export)
+    # Let bad requests reach the server: its checks are what is tested.
+    h.set_strict_mode(0)
+    return h
+
+for structured in (False, True):
+    h = connect("vol", structured)
+    assert h.get_structured_replies_negotiated() == structured
+    assert h.can_meta_context(nbd.CONTEXT_BASE_ALLOCATION) == structured
+    size = h.get_size()
+    data = bytes((i * 7 + structured) % 251 for i in range(65536))
+    h.pwrite(data, 1048576)
+    assert h.pread(65536, 1048576) == data
+    h.pwrite(data[:4096], 8192, nbd.CMD_FLAG_FUA)
+    assert h.pread(4096, 8192) == data[:4096]
+    h.zero(65536, 1048576)
+    assert h.pread(65536, 1048576) == bytes(65536)
+    h.trim(4096, 0)
+    h.flush()
+    h.cache(4096, 0)
+    for off, ln, want in ((size, 512, "EINVAL"), (size - 512, 1024, "EINVAL"), (1, 512, "EINVAL")):
+        try:
+            h.pread(ln, off)
+            raise AssertionError("pread %d@%d should fail" % (ln, off))
+        except nbd.Error as e:
+            assert e.errno == want, (off, ln, e)
+    try:
+        h.pwrite(b"x" * 512, size)
+        raise AssertionError("write past the end should fail")
+    except nbd.Error as e:
+        assert e.errno == "ENOSPC", e
+    try:
+        h.zero(4096, 0, nbd.CMD_FLAG_FAST_ZERO)
+        raise AssertionError("fast zero should be refused")
+    except nbd.Error as e:
+        assert e.errno == "ENOTSUP", e
+    if structured:
+        seen = []
+        h.block_status(65536, 0, lambda ctx, off, ents, err: seen.append((ctx, ents)) or 0)
+        assert seen and seen[0][0] == nbd.CONTEXT_BASE_ALLOCATION, seen
+        assert sum(seen[0][1][0::2]) >= 4096, seen
+        chunks = []
+        h.pread_structured(4096, 0, lambda buf, off, status, err: chunks.append((off, len(buf), status)) or 0, nbd.CMD_FLAG_DF)
+        assert chunks == [(0, 4096, nbd.READ_DATA)], chunks
+    h.shutdown()
+
+ro = connect("ro")
+assert ro.is_read_only()
+try:
+    ro.pwrite(b"y" * 512, 0)
+    raise AssertionError("write to a read-only export should fail")
+except nbd.Error as e:
+    assert e.errno == "EPERM", e
+ro.shutdown()
+
+# Multi-conn: a flush on one connection covers writes acknowledged on another.
+a, b = connect("vol"), connect("vol")
+assert a.can_multi_conn()
+block = b"m" * 4096
+a.pwrite(block, 4096 * 100)
+b.flush()
+assert b.pread(4096, 4096 * 100) == block
+a.shutdown(); b.shutdown()
+print("ok")
+"#
+    .replace("SERVER_URI", &format!("{:?}", format!("nbd://{}", d.addr)));
+    let (ok, out, err) = run_tool(tool("nbdsh").args(["-c", &script]));
+    assert!(
+        ok && out.contains("ok"),
+        "nbdsh script failed:\n{out}\n{err}\n{}",
+        d.log()
+    );
+    d.stop();
+}
+
+#[test]
+fn fio_verifies_crc32c_at_depth() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 4, &["--chunk", "32K"]);
+    let d = Daemon::start(dir.path(), &config("raid5", &members));
+    let out = must(tool("fio").args([
+        "--name=verify",
+        "--ioengine=nbd",
+        &format!("--uri={}", d.uri("raid5")),
+        "--rw=randwrite",
+        "--bs=4k,64k",
+        "--bsrange=4k-64k",
+        "--iodepth=32",
+        "--size=48m",
+        "--verify=crc32c",
+        "--do_verify=1",
+        "--verify_fatal=1",
+        "--output-format=json",
+    ]));
+    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    assert_eq!(j["jobs"][0]["error"], 0, "{out}");
+    assert!(j["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() >= 48 << 20);
+    assert!(
+        j["jobs"][0]["read"]["io_bytes"].as_u64().unwrap() > 0,
+        "verify read nothing"
+    );
+    d.stop();
+}
+
+#[test]
+fn sigterm_under_load_drains_and_leaves_the_array_clean() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 3, &[]);
+    let d = Daemon::start(dir.path(), &config("raid5", &members));
+    let mut fio = tool("fio")
+        .args([
+            "--name=load",
+            "--ioengine=nbd",
+            &format!("--uri={}", d.uri("raid5")),
+            "--rw=randwrite",
+            "--bs=64k",
+            "--iodepth=16",
+            "--size=32m",
+            "--time_based",
+            "--runtime=30",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let log = d.stop();
+    assert!(log.contains("draining"), "{log}");
+    assert!(log.contains("array closed cleanly"), "{log}");
+    let _ = fio.wait();
+    let detail = raidd(&args_with(&["detail", "--json"], &members))
+        .ok()
+        .json();
+    assert_eq!(detail["array"]["state"], "clean", "{detail}");
+    assert_eq!(detail["array"]["needs_resync"], false, "{detail}");
+}
+
+#[test]
+fn an_unclean_stop_is_reported_at_the_next_start() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let d = Daemon::start(dir.path(), &config("raid1", &members));
+    let input = pattern_file(dir.path(), 1 << 20, 1);
+    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid1")]));
+    d.kill();
+    let d = Daemon::start(dir.path(), &config("raid1", &members));
+    assert!(d.log().contains("not shut down cleanly"), "{}", d.log());
+    d.stop();
+}
+
+#[test]
+fn control_socket_status_and_detail() {
+    let dir = scratch();
+    let a = create(dir.path(), "raid10", 4, &[]);
+    let b = create(dir.path(), "raid1", 2, &[]);
+    let cfg = format!("{}{}", config("raid10", &a), config("mirror", &b));
+    let d = Daemon::start(dir.path(), &cfg);
+    let mode = std::fs::metadata(&d.control).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the control socket is root-only");
+    let ctl = d.control.display().to_string();
+    let st = raidd(&["status", "--control", &ctl]).ok().text();
+    assert!(
+        st.contains("raid10 : active raid10") && st.contains("mirror : active raid1"),
+        "{st}"
+    );
+    assert!(st.contains("[UUUU]") && st.contains("[UU]"), "{st}");
+    let j = raidd(&["status", "--json", "--control", &ctl]).ok().json();
+    assert_eq!(j["arrays"].as_array().unwrap().len(), 2, "{j}");
+    let det = raidd(&["detail", "mirror", "--json", "--control", &ctl])
+        .ok()
+        .json();
+    assert_eq!(det["array"]["level"], "raid1", "{det}");
+    assert_eq!(det["array"]["slots"].as_array().unwrap().len(), 2);
+    let text = raidd(&["detail", "raid10", "--control", &ctl]).ok().text();
+    assert!(text.contains("Raid Level : raid10"), "{text}");
+    let e = raidd(&["detail", "nope", "--control", &ctl]).expect(3);
+    assert!(e.error().contains("no array named"), "{}", e.error());
+    d.stop();
+    assert!(!d_control_exists(&ctl), "the socket is removed at exit");
+    // Without a daemon, status says so.
+    let e = raidd(&["status", "--control", &ctl]).expect(3);
+    assert!(e.error().contains("no raidd daemon"), "{}", e.error());
+}
+
+fn d_control_exists(p: &str) -> bool {
+    Path::new(p).exists()
+}
+
+fn handshake_to_transmission(addr: std::net::SocketAddr, export: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut greet = [0u8; 18];
+    s.read_exact(&mut greet).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap(); // FIXED_NEWSTYLE | NO_ZEROES
+    let mut opt = Vec::new();
+    opt.extend_from_slice(b"IHAVEOPT");
+    opt.extend_from_slice(&1u32.to_be_bytes()); // EXPORT_NAME
+    opt.extend_from_slice(&(export.len() as u32).to_be_bytes());
+    opt.extend_from_slice(export.as_bytes());
+    s.write_all(&opt).unwrap();
+    let mut info = [0u8; 10];
+    s.read_exact(&mut info).unwrap();
+    s
+}
+
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => {
+                return e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut
+            }
+        }
+    }
+}
+
+/// Garbage, truncated and hostile clients are cut off; a well-behaved client working at the
+/// same time is not disturbed and loses nothing.
+#[test]
+fn bad_clients_are_cut_off_and_others_are_unaffected() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 3, &[]);
+    let d = Daemon::start(dir.path(), &config("raid5", &members));
+    let size = export_size(&d, "raid5");
+    let input = pattern_file(dir.path(), size, 1);
+    let uri = d.uri("raid5");
+    let good = {
+        let input = input.clone();
+        let out = dir.path().join("good.bin");
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                must(tool("nbdcopy").args([input.to_str().unwrap(), &uri]));
+                must(tool("nbdcopy").args([&uri, out.to_str().unwrap()]));
+                verify_file(&out, 1, "the good client");
+            }
+        })
+    };
+    // Garbage instead of client flags.
+    let mut s = TcpStream::connect(d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[0xff; 64]).unwrap();
+    assert!(closed(&mut s), "garbage flags must close the connection");
+    // Bad option magic.
+    let mut s = TcpStream::connect(d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut g = [0u8; 18];
+    s.read_exact(&mut g).unwrap();
+    assert_eq!(&g[..16], b"NBDMAGICIHAVEOPT");
+    s.write_all(&1u32.to_be_bytes()).unwrap();
+    s.write_all(b"NOTMAGIC\0\0\0\x03\0\0\0\0").unwrap();
+    assert!(closed(&mut s), "bad option magic must close");
+    // An option claiming a 4 GiB payload.
+    let mut s = TcpStream::connect(d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.read_exact(&mut g).unwrap();
+    s.write_all(&1u32.to_be_bytes()).unwrap();
+    s.write_all(b"IHAVEOPT\0\0\0\x06\xff\xff\xff\xff").unwrap();
+    assert!(closed(&mut s), "a huge option must close");
+    // Transmission: bad request magic.
+    let mut s = handshake_to_transmission(d.addr, "raid5");
+    s.write_all(&[0x11; 28]).unwrap();
+    assert!(closed(&mut s), "bad request magic must close");
+    // A write announcing more payload than the server accepts.
+    let mut s = handshake_to_transmission(d.addr, "raid5");
+    let mut h = Vec::new();
+    h.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+    h.extend_from_slice(&0u16.to_be_bytes());
+    h.extend_from_slice(&1u16.to_be_bytes()); // WRITE
+    h.extend_from_slice(&7u64.to_be_bytes());
+    h.extend_from_slice(&0u64.to_be_bytes());
+    h.extend_from_slice(&u32::MAX.to_be_bytes());
+    s.write_all(&h).unwrap();
+    assert!(closed(&mut s), "an oversized write must close");
+    // A write that vanishes halfway through its payload: nothing of it is acknowledged.
+    let mut s = handshake_to_transmission(d.addr, "raid5");
+    let mut h2 = h.clone();
+    h2[24..28].copy_from_slice(&65536u32.to_be_bytes());
+    s.write_all(&h2).unwrap();
+    s.write_all(&[0u8; 1000]).unwrap();
+    drop(s);
+    // An unknown command gets EINVAL and the connection goes on.
+    let mut s = handshake_to_transmission(d.addr, "raid5");
+    let mut h3 = h.clone();
+    h3[6..8].copy_from_slice(&99u16.to_be_bytes());
+    h3[24..28].copy_from_slice(&0u32.to_be_bytes());
+    s.write_all(&h3).unwrap();
+    let mut r = [0u8; 16];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(&r[0..4], &0x6744_6698u32.to_be_bytes());
+    assert_eq!(u32::from_be_bytes([r[4], r[5], r[6], r[7]]), 22, "EINVAL");
+    assert_eq!(&r[8..16], &7u64.to_be_bytes(), "the cookie comes back");
+    // A slow client: one byte at a time through a whole read request.
+    let mut h4 = h.clone();
+    h4[6..8].copy_from_slice(&0u16.to_be_bytes()); // READ
+    h4[24..28].copy_from_slice(&4096u32.to_be_bytes());
+    for b in &h4 {
+        s.write_all(&[*b]).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut r = vec![0u8; 16 + 4096];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(u32::from_be_bytes([r[4], r[5], r[6], r[7]]), 0);
+    drop(s);
+    good.join().unwrap();
+    let log = d.stop();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+#[test]
+fn bad_configs_and_busy_addresses_are_clear_errors() {
+    let dir = scratch();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[[array]]\nname = \"x\"\n").unwrap();
+    let e = raidd(&["serve", "--config", cfg.to_str().unwrap()]).expect(2);
+    assert!(e.error().contains("members"), "{}", e.error());
+    let e = raidd(&[
+        "serve",
+        "--config",
+        dir.path().join("none.toml").to_str().unwrap(),
+    ])
+    .expect(2);
+    assert!(e.error().contains("cannot read config"), "{}", e.error());
+    // Two daemons on one control socket / port: the second refuses and changes nothing.
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let d = Daemon::start(dir.path(), &config("raid1", &members));
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let busy = format!(
+        "control_socket = {:?}\n[nbd]\nlisten = \"{}\"\n{}",
+        other.join("c.sock").display().to_string(),
+        d.addr,
+        config("raid1", &members)
+    );
+    let err = Daemon::try_start(&other, &busy)
+        .err()
+        .expect("second daemon must fail");
+    assert!(err.contains("in use") || err.contains("lock"), "{err}");
+    d.stop();
+}

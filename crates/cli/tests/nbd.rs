@@ -12,11 +12,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::daemon::{must, nbdsh, run_tool, tool, Daemon};
+use common::daemon::{must, run_tool, tool, Daemon};
 use common::{args_with, images, raidd, scratch};
 use raidd_engine::pattern;
 
-const SEED: u64 = 0x5eed_0bd;
+const SEED: u64 = 0x05ee_d0bd;
 
 fn create(dir: &Path, level: &str, n: usize, extra: &[&str]) -> Vec<PathBuf> {
     let members = images(dir, level, n);

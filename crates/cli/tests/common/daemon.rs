@@ -183,8 +183,3 @@ pub fn must(c: &mut Command) -> String {
     assert!(ok, "{desc} failed:\nstdout:\n{out}\nstderr:\n{err}");
     out
 }
-
-/// An nbdsh script (Python with `h` a connected handle when `--connect`/`-u` is given).
-pub fn nbdsh(uri: &str, script: &str) -> (bool, String, String) {
-    run_tool(tool("nbdsh").args(["-u", uri, "-c", script]))
-}

@@ -23,7 +23,8 @@ use smallvec::SmallVec;
 /// Alignment of every buffer: the page size, which covers any device's logical block size.
 pub const ALIGN: usize = 4096;
 
-/// An owned, `ALIGN`-aligned, zero-initialised buffer whose capacity is a multiple of `ALIGN`.
+/// An owned, `ALIGN`-aligned buffer whose capacity is a power of two of at least `ALIGN`.
+/// Dropped buffers go back to a per-thread pool.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
@@ -36,16 +37,44 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// A zeroed buffer of `len` bytes (capacity rounded up to `ALIGN`, at least `ALIGN`).
-    pub fn zeroed(len: usize) -> AlignedBuf {
-        let cap = len.max(1).div_ceil(ALIGN) * ALIGN;
+    /// Capacity for `len` bytes: a power of two (so freed buffers fit a pool class), at
+    /// least `ALIGN`.
+    fn capacity_for(len: usize) -> usize {
+        len.max(ALIGN)
+            .checked_next_power_of_two()
+            .expect("buffer size overflows usize")
+    }
+
+    /// A buffer of `len` bytes from this thread's pool, or freshly allocated (zeroed).
+    fn take(len: usize) -> (AlignedBuf, bool) {
+        let cap = AlignedBuf::capacity_for(len);
+        if let Some(ptr) = pool::take(cap) {
+            return (AlignedBuf { ptr, len, cap }, true);
+        }
         let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
         // SAFETY: layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        AlignedBuf { ptr, len, cap }
+        (AlignedBuf { ptr, len, cap }, false)
+    }
+
+    /// A zeroed buffer of `len` bytes.
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        let (mut b, reused) = AlignedBuf::take(len);
+        if reused {
+            b.fill(0);
+        }
+        b
+    }
+
+    /// A buffer of `len` bytes that the caller will overwrite entirely (an I/O target): its
+    /// bytes are initialised but hold whatever an earlier buffer of this thread left there.
+    /// Reusing pooled memory saves the page faults and zeroing of a fresh allocation, which
+    /// dominate the cost of large requests.
+    pub fn for_overwrite(len: usize) -> AlignedBuf {
+        AlignedBuf::take(len).0
     }
 
     /// A buffer holding a copy of `data`.
@@ -89,9 +118,98 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.cap, ALIGN).expect("layout was valid at alloc");
+        if pool::give(self.ptr, self.cap) {
+            return;
+        }
         // SAFETY: ptr was allocated with exactly this layout and is not used after this.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        unsafe { pool::free(self.ptr, self.cap) }
+    }
+}
+
+/// Per-thread free lists of buffers by power-of-two capacity, bounded in bytes. Every pooled
+/// buffer was zero-initialised when first allocated, so its bytes are always initialised.
+mod pool {
+    use std::alloc::{self, Layout};
+    use std::cell::RefCell;
+    use std::ptr::NonNull;
+
+    use super::ALIGN;
+
+    const MIN_SHIFT: u32 = ALIGN.trailing_zeros();
+    /// Largest pooled buffer: 64 MiB (a maximal request plus room).
+    const MAX_SHIFT: u32 = 26;
+    const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
+    /// Most bytes one thread keeps for reuse.
+    const MAX_POOLED: usize = 128 << 20;
+
+    struct Pool {
+        classes: [Vec<NonNull<u8>>; CLASSES],
+        bytes: usize,
+    }
+
+    impl Drop for Pool {
+        fn drop(&mut self) {
+            for (i, class) in self.classes.iter_mut().enumerate() {
+                for ptr in class.drain(..) {
+                    // SAFETY: pooled buffers were allocated with this class's layout and
+                    // are owned by the pool.
+                    unsafe { free(ptr, 1 << (i as u32 + MIN_SHIFT)) }
+                }
+            }
+        }
+    }
+
+    thread_local! {
+        static POOL: RefCell<Pool> = RefCell::new(Pool {
+            classes: Default::default(),
+            bytes: 0,
+        });
+    }
+
+    fn class(cap: usize) -> Option<usize> {
+        if !cap.is_power_of_two() {
+            return None;
+        }
+        let shift = cap.trailing_zeros();
+        (MIN_SHIFT..=MAX_SHIFT)
+            .contains(&shift)
+            .then(|| (shift - MIN_SHIFT) as usize)
+    }
+
+    pub(super) fn take(cap: usize) -> Option<NonNull<u8>> {
+        let c = class(cap)?;
+        POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let ptr = p.classes[c].pop()?;
+            p.bytes -= cap;
+            Some(ptr)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Keeps the buffer for reuse; false if the pool is full (or gone at thread exit).
+    pub(super) fn give(ptr: NonNull<u8>, cap: usize) -> bool {
+        let Some(c) = class(cap) else { return false };
+        POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.bytes + cap > MAX_POOLED {
+                return false;
+            }
+            p.bytes += cap;
+            p.classes[c].push(ptr);
+            true
+        })
+        .unwrap_or(false)
+    }
+
+    /// # Safety
+    /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` and not be used
+    /// afterwards.
+    pub(super) unsafe fn free(ptr: NonNull<u8>, cap: usize) {
+        let layout = Layout::from_size_align(cap, ALIGN).expect("layout was valid at alloc");
+        // SAFETY: per this function's contract.
+        unsafe { alloc::dealloc(ptr.as_ptr(), layout) }
     }
 }
 
@@ -528,5 +646,30 @@ mod tests {
         let w = s.slice(10..20).unwrap();
         drop(s);
         assert_eq!(w.as_slice(), &[7u8; 10]);
+    }
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::AlignedBuf;
+
+    #[test]
+    fn freed_buffers_are_reused_and_zeroed_means_zeroed() {
+        let mut a = AlignedBuf::zeroed(100_000);
+        a.fill(0xab);
+        let p = a.as_ptr();
+        drop(a);
+        // Same class (128 KiB): the pooled buffer comes back, still holding old bytes.
+        let b = AlignedBuf::for_overwrite(70_000);
+        assert_eq!(b.as_ptr(), p, "pooled buffer reused");
+        assert_eq!(b.len(), 70_000);
+        assert!(b.capacity().is_power_of_two() && b.capacity() >= 70_000);
+        drop(b);
+        let c = AlignedBuf::zeroed(100_000);
+        assert_eq!(c.as_ptr(), p);
+        assert!(c.iter().all(|&x| x == 0), "zeroed() clears reused memory");
+        // Sizes beyond the largest class are not pooled, and work.
+        let big = AlignedBuf::zeroed((64 << 20) + 1);
+        assert_eq!(big.capacity(), 128 << 20);
     }
 }

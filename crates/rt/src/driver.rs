@@ -81,6 +81,8 @@ pub(crate) enum OpKind {
         fd: RawFd,
         ptr: *mut u8,
         len: u32,
+        /// MSG_WAITALL: complete only when `len` bytes arrived (or EOF/error).
+        wait_all: bool,
     },
     /// Sends a message (gathered from its iovecs) on a connected socket, never raising
     /// SIGPIPE.
@@ -152,9 +154,18 @@ impl OpKind {
                     .flags(libc::SOCK_CLOEXEC)
                     .build()
             }
-            OpKind::Recv { fd, ptr, len } => opcode::Recv::new(types::Fd(fd), ptr, len).build(),
+            OpKind::Recv {
+                fd,
+                ptr,
+                len,
+                wait_all,
+            } => opcode::Recv::new(types::Fd(fd), ptr, len)
+                .flags(if wait_all { libc::MSG_WAITALL } else { 0 })
+                .build(),
+            // WAITALL: the kernel keeps sending as the socket drains, so a large reply is one
+            // operation rather than one per socket-buffer's worth.
             OpKind::SendMsg { fd, msg } => opcode::SendMsg::new(types::Fd(fd), msg)
-                .flags(libc::MSG_NOSIGNAL as u32)
+                .flags((libc::MSG_NOSIGNAL | libc::MSG_WAITALL) as u32)
                 .build(),
             OpKind::Timeout { ts, .. } => opcode::Timeout::new(ts).build(),
         }
@@ -251,9 +262,15 @@ impl OpKind {
                 };
                 ret(r as isize)
             }
-            OpKind::Recv { fd, ptr, len } => {
+            OpKind::Recv {
+                fd,
+                ptr,
+                len,
+                wait_all,
+            } => {
+                let flags = if wait_all { libc::MSG_WAITALL } else { 0 };
                 // SAFETY: ptr is valid for len bytes of writes (owned by the op).
-                ret(unsafe { libc::recv(fd, ptr.cast(), len as usize, 0) })
+                ret(unsafe { libc::recv(fd, ptr.cast(), len as usize, flags) })
             }
             OpKind::SendMsg { fd, msg } => {
                 // SAFETY: msg and the iovecs it points to are owned by the op.
@@ -320,6 +337,18 @@ fn uring_allowed() -> bool {
     })
 }
 
+/// A ring for this thread. Only this thread submits, and completions are needed only when
+/// it asks for them, so the kernel may skip the cross-CPU interrupts and run completion work
+/// when the thread next enters (6.1+); older kernels get a plain ring.
+fn new_ring() -> io::Result<IoUring> {
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(RING_ENTRIES)
+        .or_else(|_| IoUring::builder().setup_coop_taskrun().build(RING_ENTRIES))
+        .or_else(|_| IoUring::builder().build(RING_ENTRIES))
+}
+
 impl Driver {
     pub(crate) fn new() -> io::Result<Driver> {
         // SAFETY: plain syscall; the result is checked.
@@ -330,7 +359,7 @@ impl Driver {
         // SAFETY: efd is a fresh descriptor that we own.
         let eventfd = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let ring = if uring_allowed() {
-            Some(RefCell::new(IoUring::builder().build(RING_ENTRIES)?))
+            Some(RefCell::new(new_ring()?))
         } else {
             None
         };
@@ -569,7 +598,23 @@ impl<T: 'static> Op<T> {
     /// valid until the op completes), which must not move or be freed while `data` is alive:
     /// the kernel may use it until the completion arrives, even after the `Op` is dropped.
     pub(crate) unsafe fn start(driver: &Rc<Driver>, kind: OpKind, data: T) -> Op<T> {
-        let state = if driver.ring.is_some() {
+        // SAFETY: forwarded contract.
+        unsafe { Op::start_on(driver, false, kind, data) }
+    }
+
+    /// Like [`Op::start`]; with `inline` the operation runs at once as a system call even
+    /// when the thread has a ring (timeouts always go to the ring).
+    ///
+    /// # Safety
+    /// As for [`Op::start`].
+    pub(crate) unsafe fn start_on(
+        driver: &Rc<Driver>,
+        inline: bool,
+        kind: OpKind,
+        data: T,
+    ) -> Op<T> {
+        let inline = inline && !matches!(kind, OpKind::Timeout { .. });
+        let state = if driver.ring.is_some() && !inline {
             let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));
             driver.push(&kind.sqe().user_data(key.to_u64()));
             OpState::InFlight(key)

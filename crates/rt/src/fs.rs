@@ -18,6 +18,10 @@ pub const IOV_MAX: usize = 1024;
 #[derive(Clone)]
 pub struct File {
     fd: Arc<OwnedFd>,
+    /// Run operations as system calls on the spot instead of through io_uring: for files
+    /// whose I/O is a memory copy (tmpfs), where io_uring would hand each write to a kernel
+    /// worker thread and pay two context switches for it.
+    inline: bool,
 }
 
 impl fmt::Debug for File {
@@ -30,6 +34,7 @@ impl From<std::fs::File> for File {
     fn from(f: std::fs::File) -> File {
         File {
             fd: Arc::new(OwnedFd::from(f)),
+            inline: false,
         }
     }
 }
@@ -56,6 +61,18 @@ fn io_len(len: usize) -> u32 {
 }
 
 impl File {
+    /// Whether operations run inline as system calls (see [`File::set_inline`]).
+    pub fn is_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// Runs this handle's operations as immediate system calls rather than through
+    /// io_uring. Right for memory-backed files (tmpfs), where the call is a copy that never
+    /// waits for a device.
+    pub fn set_inline(&mut self, inline: bool) {
+        self.inline = inline;
+    }
+
     /// Reads up to `buf.len()` bytes at `offset`. Returns the byte count (0 at end of file).
     pub async fn read_at(
         &self,
@@ -70,7 +87,7 @@ impl File {
         };
         // SAFETY: the pointer is into `buf`'s heap allocation, which the op owns and which
         // does not move when `buf` moves; the fd is kept open by the cloned Arc.
-        let op = unsafe { Op::start(&driver(), kind, (buf, self.fd.clone())) };
+        let op = unsafe { Op::start_on(&driver(), self.inline, kind, (buf, self.fd.clone())) };
         let (res, (buf, _fd)) = op.await;
         (cqe_result(res), buf)
     }
@@ -84,7 +101,7 @@ impl File {
             offset,
         };
         // SAFETY: as in read_at; the kernel only reads through the pointer.
-        let op = unsafe { Op::start(&driver(), kind, (buf, self.fd.clone())) };
+        let op = unsafe { Op::start_on(&driver(), self.inline, kind, (buf, self.fd.clone())) };
         let (res, (buf, _fd)) = op.await;
         (cqe_result(res), buf)
     }
@@ -101,7 +118,8 @@ impl File {
         };
         // SAFETY: `vecs` (heap) and every window it points into (exclusive BufSliceMuts,
         // which keep their buffer alive) are owned by the op until completion.
-        let op = unsafe { Op::start(&driver(), kind, (vecs, iov, self.fd.clone())) };
+        let op =
+            unsafe { Op::start_on(&driver(), self.inline, kind, (vecs, iov, self.fd.clone())) };
         let (res, (_vecs, iov, _fd)) = op.await;
         (cqe_result(res), iov)
     }
@@ -117,7 +135,8 @@ impl File {
             offset,
         };
         // SAFETY: as in readv_at; the kernel only reads through these pointers.
-        let op = unsafe { Op::start(&driver(), kind, (vecs, iov, self.fd.clone())) };
+        let op =
+            unsafe { Op::start_on(&driver(), self.inline, kind, (vecs, iov, self.fd.clone())) };
         let (res, (_vecs, iov, _fd)) = op.await;
         (cqe_result(res), iov)
     }
@@ -270,7 +289,7 @@ impl File {
             datasync: data_only,
         };
         // SAFETY: no memory is lent; the fd is kept open by the Arc the op owns.
-        let op = unsafe { Op::start(&driver(), kind, self.fd.clone()) };
+        let op = unsafe { Op::start_on(&driver(), self.inline, kind, self.fd.clone()) };
         cqe_result(op.await.0).map(|_| ())
     }
 
@@ -284,7 +303,7 @@ impl File {
             len,
         };
         // SAFETY: no memory is lent; the fd is kept open by the Arc the op owns.
-        let op = unsafe { Op::start(&driver(), kind, self.fd.clone()) };
+        let op = unsafe { Op::start_on(&driver(), self.inline, kind, self.fd.clone()) };
         cqe_result(op.await.0).map(|_| ())
     }
 }

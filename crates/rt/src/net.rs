@@ -168,17 +168,24 @@ impl From<std::os::unix::net::UnixStream> for Stream {
 impl Stream {
     /// Receives up to `buf.io_len()` bytes into `buf`. `Ok(0)`: the peer closed.
     pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.recv_from(buf, 0).await
+        self.recv_from(buf, 0, false).await
     }
 
-    /// Receives into `buf[start..]`.
-    async fn recv_from<B: IoBufMut>(&self, mut buf: B, start: usize) -> (io::Result<usize>, B) {
+    /// Receives into `buf[start..]`; with `wait_all` the kernel keeps receiving until that
+    /// is full, so a large payload costs one operation instead of one per segment.
+    async fn recv_from<B: IoBufMut>(
+        &self,
+        mut buf: B,
+        start: usize,
+        wait_all: bool,
+    ) -> (io::Result<usize>, B) {
         let len = buf.io_len().saturating_sub(start);
         let kind = OpKind::Recv {
             fd: self.as_raw_fd(),
             // start <= io_len, so this stays inside the buffer (or one past its end).
             ptr: buf.io_ptr_mut().wrapping_add(start.min(buf.io_len())),
             len: io_len32(len),
+            wait_all,
         };
         // SAFETY: the pointer is into `buf`'s heap bytes, which the op owns and which do not
         // move when `buf` moves; the descriptor is kept open by the cloned Arc.
@@ -189,11 +196,16 @@ impl Stream {
 
     /// Fills all of `buf`; `UnexpectedEof` if the peer closes first.
     pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> (io::Result<()>, B) {
+        self.read_exact_from(buf, 0).await
+    }
+
+    /// Fills `buf[start..]` (the caller already has the first `start` bytes).
+    pub async fn read_exact_from<B: IoBufMut>(&self, buf: B, start: usize) -> (io::Result<()>, B) {
         let total = buf.io_len();
-        let mut done = 0;
+        let mut done = start.min(total);
         let mut buf = buf;
         while done < total {
-            let (res, b) = self.recv_from(buf, done).await;
+            let (res, b) = self.recv_from(buf, done, true).await;
             buf = b;
             match res {
                 Ok(0) => return (Err(closed_early()), buf),

@@ -111,6 +111,111 @@ async fn handshake(sock: &Stream, shared: &SharedState) -> Result<Negotiated, St
     }
 }
 
+/// Bytes received ahead of the request being parsed: one `recv` takes in as many queued
+/// requests as have arrived, so a deep queue of small requests costs one system call per
+/// batch rather than one per header.
+struct Input {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+/// Size of a connection's receive-ahead buffer.
+const INPUT_BUF: usize = 64 * 1024;
+
+impl Input {
+    fn new() -> Input {
+        Input {
+            buf: vec![0u8; INPUT_BUF],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn available(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Receives more (at least one byte) after what is buffered.
+    async fn fill(&mut self, sock: &Stream) -> std::io::Result<()> {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let end = self.end;
+        // Receive into the free tail only: a Vec window is not an owned buffer, so the
+        // whole buffer goes to the kernel and the tail is what it may fill.
+        let (r, b) = sock.read(Tail { buf, from: end }).await;
+        self.buf = b.buf;
+        match r? {
+            0 => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the peer closed the connection",
+            )),
+            n => {
+                self.end += n;
+                Ok(())
+            }
+        }
+    }
+
+    /// The next request header.
+    async fn header(&mut self, sock: &Stream) -> std::io::Result<[u8; REQUEST_LEN]> {
+        while self.available() < REQUEST_LEN {
+            self.fill(sock).await?;
+        }
+        let mut h = [0u8; REQUEST_LEN];
+        h.copy_from_slice(&self.buf[self.start..self.start + REQUEST_LEN]);
+        self.start += REQUEST_LEN;
+        Ok(h)
+    }
+
+    /// `len` bytes of payload into an aligned buffer: what is buffered is copied, the rest
+    /// is received straight into place.
+    async fn payload(&mut self, sock: &Stream, len: usize) -> std::io::Result<AlignedBuf> {
+        let mut out = AlignedBuf::for_overwrite(len);
+        let have = self.available().min(len);
+        out[..have].copy_from_slice(&self.buf[self.start..self.start + have]);
+        self.start += have;
+        if have < len {
+            let (r, o) = sock.read_exact_from(out, have).await;
+            r?;
+            out = o;
+        }
+        Ok(out)
+    }
+
+    /// Drops `len` bytes of payload.
+    async fn skip(&mut self, sock: &Stream, mut len: usize) -> std::io::Result<()> {
+        loop {
+            let n = self.available().min(len);
+            self.start += n;
+            len -= n;
+            if len == 0 {
+                return Ok(());
+            }
+            self.fill(sock).await?;
+        }
+    }
+}
+
+/// The free tail of a receive buffer, as an owned buffer for `Stream::read`.
+struct Tail {
+    buf: Vec<u8>,
+    from: usize,
+}
+
+impl raidd_rt::net::IoBufMut for Tail {
+    fn io_ptr_mut(&mut self) -> *mut u8 {
+        self.buf[self.from..].as_mut_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.buf.len() - self.from
+    }
+}
+
 /// State shared by a connection's reader, writer and request tasks (one thread).
 struct Conn {
     sock: Stream,
@@ -237,21 +342,6 @@ fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
     }
 }
 
-/// Reads and drops a refused WRITE's payload (at most MAX_PAYLOAD: validate disconnects
-/// beyond that) so the stream stays in step.
-async fn skip_payload(sock: &Stream, len: u32) -> std::io::Result<()> {
-    let mut left = len as usize;
-    let mut buf = vec![0u8; left.min(1 << 20)];
-    while left > 0 {
-        buf.truncate(left.min(buf.len()));
-        let (r, b) = sock.read_exact(buf).await;
-        buf = b;
-        r?;
-        left -= buf.len();
-    }
-    Ok(())
-}
-
 async fn transmission(conn: &Rc<Conn>, stop: Stop) -> String {
     let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
     let why = reader(conn, stop).await;
@@ -274,7 +364,7 @@ async fn transmission(conn: &Rc<Conn>, stop: Stop) -> String {
 }
 
 async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
-    let mut header = vec![0u8; REQUEST_LEN];
+    let mut input = Input::new();
     loop {
         // Room for at least one more request, or the end.
         let room = poll_fn(|cx| {
@@ -294,23 +384,22 @@ async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
             Either::Left((false, _)) => return "the client stopped reading replies".into(),
             Either::Right(_) => return "the daemon is stopping".into(),
         }
-        let read = conn.sock.read_exact(std::mem::take(&mut header));
-        let stopping = stop.clone();
-        futures::pin_mut!(read);
-        let (r, h) = match future::select(read, stopping).await {
-            Either::Left((rh, _)) => rh,
-            Either::Right(_) => return "the daemon is stopping".into(),
+        let r = {
+            let read = input.header(&conn.sock);
+            let stopping = stop.clone();
+            futures::pin_mut!(read);
+            match future::select(read, stopping).await {
+                Either::Left((r, _)) => r,
+                Either::Right(_) => return "the daemon is stopping".into(),
+            }
         };
-        header = h;
-        if let Err(e) = r {
-            return if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "closed by the client".into()
-            } else {
-                format!("read failed: {e}")
-            };
-        }
-        let mut raw = [0u8; REQUEST_LEN];
-        raw.copy_from_slice(&header);
+        let raw = match r {
+            Ok(h) => h,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return "closed by the client".into()
+            }
+            Err(e) => return format!("read failed: {e}"),
+        };
         let Some(req) = request::parse(&raw) else {
             return "bad request magic".into();
         };
@@ -322,7 +411,7 @@ async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
             Err(Refusal::Disconnect(why)) => return why.into(),
             Err(Refusal::Error(errno)) => {
                 if req.command == Command::Write {
-                    if let Err(e) = skip_payload(&conn.sock, req.length).await {
+                    if let Err(e) = input.skip(&conn.sock, req.length as usize).await {
                         return format!("read failed: {e}");
                     }
                 }
@@ -347,14 +436,10 @@ async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
         })
         .await;
         let payload = if req.command == Command::Write {
-            let (r, buf) = conn
-                .sock
-                .read_exact(AlignedBuf::zeroed(req.length as usize))
-                .await;
-            if let Err(e) = r {
-                return format!("reading a write payload failed: {e}");
+            match input.payload(&conn.sock, req.length as usize).await {
+                Ok(buf) => Some(buf),
+                Err(e) => return format!("reading a write payload failed: {e}"),
             }
-            Some(buf)
         } else {
             None
         };
@@ -430,7 +515,7 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
 
 async fn read(conn: &Conn, req: &Request) {
     let len = req.length as usize;
-    let buf = SharedBuf::new(AlignedBuf::zeroed(len));
+    let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
     let window = match buf.slice_mut(0..len) {
         Ok(w) => w,
         Err(e) => return conn.fail(req.cookie, EIO, &format!("internal: {e}")),

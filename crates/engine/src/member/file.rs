@@ -129,6 +129,17 @@ fn direct_io_works(f: &fs::File, len: u64) -> bool {
     r >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
 }
 
+/// Whether the file lives on tmpfs (its I/O is a memory copy that never waits).
+fn on_tmpfs(f: &fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    // SAFETY: statfs is plain data; fstatfs fills it for a descriptor we own.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let r = unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) };
+    r == 0 && st.f_type as i64 == TMPFS_MAGIC
+}
+
 impl FileMember {
     /// Opens an image file or block device.
     pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<FileMember> {
@@ -194,10 +205,17 @@ impl FileMember {
             block_size,
             rotational: bdev && rotational(&meta),
         };
+        let memory_backed = !bdev && on_tmpfs(&f);
+        let mut file = File::from(f);
+        if memory_backed {
+            // A copy to or from memory: io_uring would punt each op to a kernel worker.
+            tracing::debug!("{}: on tmpfs, I/O runs inline", path.display());
+            file.set_inline(true);
+        }
         Ok(FileMember {
             info,
             path: path.to_owned(),
-            file: File::from(f),
+            file,
             direct,
             is_block_device: bdev,
         })
@@ -217,6 +235,12 @@ impl FileMember {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether I/O runs inline as system calls (memory-backed files) rather than through
+    /// io_uring.
+    pub fn is_inline(&self) -> bool {
+        self.file.is_inline()
     }
 
     pub fn is_direct(&self) -> bool {

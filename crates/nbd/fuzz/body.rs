@@ -6,6 +6,8 @@
 //! asks for more than it may, and everything it writes is well formed for the option being
 //! answered. `request`: parsing and validating any header against any limits never panics,
 //! round-trips, and accepts only requests that are safe to serve.
+// Each fuzz target uses one of the two bodies.
+#![allow(dead_code)]
 
 use raidd_nbd::consts::*;
 use raidd_nbd::handshake::{MAX_OPTION, MAX_SKIP};

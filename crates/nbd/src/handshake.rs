@@ -379,6 +379,10 @@ impl<'a> Handshake<'a> {
     }
 
     fn meta_context(&mut self, option: u32, data: &[u8], out: &mut Vec<u8>) -> Step {
+        if option == OPT_SET_META_CONTEXT {
+            // A SET replaces the earlier selection even when it fails.
+            self.meta_for = None;
+        }
         let mut c = Cursor { b: data };
         let parsed = (|| {
             let name = c.string()?;

@@ -125,14 +125,16 @@ pub enum Refusal {
 /// The spec's checks, in the order a server applies them.
 pub fn validate(r: &Request, l: &Limits) -> Result<(), Refusal> {
     use Refusal::{Disconnect, Error};
-    let allowed = match r.command {
-        Command::Read => CMD_FLAG_FUA | if l.structured_replies { CMD_FLAG_DF } else { 0 },
-        Command::Write | Command::Trim | Command::Flush | Command::Cache => CMD_FLAG_FUA,
-        Command::WriteZeroes => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
-        Command::BlockStatus => CMD_FLAG_REQ_ONE,
-        Command::Disc => 0,
-        Command::Unknown(_) => return Err(Error(EINVAL)),
-    };
+    // FUA is valid on every command (the spec: a server must accept it where it means
+    // nothing).
+    let allowed = CMD_FLAG_FUA
+        | match r.command {
+            Command::Read if l.structured_replies => CMD_FLAG_DF,
+            Command::WriteZeroes => CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
+            Command::BlockStatus => CMD_FLAG_REQ_ONE,
+            Command::Unknown(_) => return Err(Error(EINVAL)),
+            _ => 0,
+        };
     if r.command == Command::Write && r.length > l.max_payload {
         return Err(Disconnect("write payload larger than the server accepts"));
     }
@@ -161,7 +163,13 @@ pub fn validate(r: &Request, l: &Limits) -> Result<(), Refusal> {
                 return Err(Error(EINVAL));
             }
             if end.is_none_or(|e| e > l.size) {
-                return Err(Error(ENOSPC));
+                // Writing past the end is out of space; trimming there is just invalid.
+                let errno = if r.command == Command::Trim {
+                    EINVAL
+                } else {
+                    ENOSPC
+                };
+                return Err(Error(errno));
             }
             Ok(())
         }

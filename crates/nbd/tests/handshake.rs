@@ -893,3 +893,26 @@ fn negotiated_struct_fields() {
     };
     assert_eq!(done(3, true, Some(1)), Step::Done(n));
 }
+
+/// proto.md, NBD_OPT_SET_META_CONTEXT: "Issuing this command replaces all previously-set
+/// metadata contexts (including when this command fails)". The machine keeps the earlier
+/// selection when a later SET is refused (malformed, unknown export).
+#[test]
+fn a_failed_set_clears_the_selection() {
+    let offer = offer();
+    let failing: [Vec<u8>; 2] = [vec![0, 0, 0], meta_request(b"nope", &[])];
+    for bad in failing {
+        let mut s = Session::started(&offer);
+        s.send(&opt(OPT_STRUCTURED_REPLY, b""));
+        s.send(&opt(
+            OPT_SET_META_CONTEXT,
+            &meta_request(b"disk0", &[BASE_ALLOCATION.as_bytes()]),
+        ));
+        s.replies();
+        s.send(&opt(OPT_SET_META_CONTEXT, &bad));
+        let r = s.replies();
+        assert!(r[0].kind & (1 << 31) != 0, "{r:?}");
+        let steps = s.send(&opt(OPT_GO, &info_request(b"disk0", &[])));
+        assert_eq!(steps, done(0, true, None), "after {bad:?}");
+    }
+}

@@ -23,7 +23,7 @@ use clap::Args;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{self, Either, FutureExt, Shared};
 use futures::StreamExt;
-use raidd_engine::{Array, ArrayState, SlotState};
+use raidd_engine::{Array, ArrayState, Member, SlotState};
 use raidd_rt::net::{Stream, TcpListener, UnixListener};
 use raidd_rt::signal::Signals;
 
@@ -224,7 +224,7 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
                     name: e.name.clone(),
                     description: e.description.clone(),
                     size: e.array.size_bytes(),
-                    flags: nbd::export_flags(e.read_only),
+                    flags: nbd::export_flags(e.read_only, e.array.info().rotational),
                     min_block: block,
                     preferred_block: block.max(4096),
                     max_block: nbd::MAX_PAYLOAD,

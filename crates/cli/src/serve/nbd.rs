@@ -33,7 +33,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 const ZERO_PIECE: usize = 1 << 20;
 
 /// Transmission flags for an export.
-pub fn export_flags(read_only: bool) -> u16 {
+pub fn export_flags(read_only: bool, rotational: bool) -> u16 {
     let mut f = FLAG_HAS_FLAGS
         | FLAG_SEND_FLUSH
         | FLAG_SEND_FUA
@@ -42,6 +42,9 @@ pub fn export_flags(read_only: bool) -> u16 {
         // Every connection writes through to the members before it replies, and a FLUSH
         // syncs every member: a flush on one connection covers writes acknowledged on all.
         | FLAG_CAN_MULTI_CONN;
+    if rotational {
+        f |= FLAG_ROTATIONAL;
+    }
     if read_only {
         f |= FLAG_READ_ONLY;
     } else {
@@ -121,7 +124,7 @@ struct Input {
 }
 
 /// Size of a connection's receive-ahead buffer.
-const INPUT_BUF: usize = 64 * 1024;
+const INPUT_BUF: usize = 16 * 1024;
 
 impl Input {
     fn new() -> Input {

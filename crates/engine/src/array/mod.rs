@@ -251,7 +251,7 @@ impl Array {
         }
         let size_bytes =
             g.array_sectors() * SECTOR_SIZE / u64::from(block_size) * u64::from(block_size);
-        let slots = parts
+        let slots: Vec<Slot> = parts
             .slots
             .into_iter()
             .map(|s| match s {
@@ -267,7 +267,10 @@ impl Array {
                 },
             })
             .collect();
-        let rotational = false;
+        // Seeks cost time if any member seeks (clients use this for their I/O scheduling).
+        let rotational = slots
+            .iter()
+            .any(|s| s.member.as_ref().is_some_and(|m| m.info().rotational));
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),

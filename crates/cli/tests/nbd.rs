@@ -567,3 +567,100 @@ fn bad_configs_and_busy_addresses_are_clear_errors() {
     assert!(err.contains("in use") || err.contains("lock"), "{err}");
     d.stop();
 }
+
+fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    must(tool("openssl").args([
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]));
+    (cert, key)
+}
+
+/// STARTTLS: optional TLS serves both kinds of client; required TLS refuses plain text.
+#[test]
+fn tls_on_off_and_required() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let (cert, key) = make_certificate(dir.path());
+    // libnbd looks for the CA as ca-cert.pem in a directory; the self-signed cert is its own CA.
+    let ca_dir = dir.path().join("ca");
+    std::fs::create_dir(&ca_dir).unwrap();
+    std::fs::copy(&cert, ca_dir.join("ca-cert.pem")).unwrap();
+    for require in [false, true] {
+        let cfg = format!(
+            "[nbd]\nlisten = \"127.0.0.1:0\"\n[nbd.tls]\ncertificate = {:?}\nkey = {:?}\nrequire = {require}\n{}",
+            cert.display().to_string(),
+            key.display().to_string(),
+            config("raid1", &members)
+        );
+        let d = Daemon::start(dir.path(), &cfg);
+        let script = format!(
+            r#"
+import nbd
+def connect(tls):
+    h = nbd.NBD()
+    h.set_tls(tls)
+    h.set_tls_certificates({ca:?})
+    h.set_export_name("raid1")
+    h.connect_tcp("127.0.0.1", "{port}")
+    return h
+h = connect(nbd.TLS_REQUIRE)
+assert h.get_tls_negotiated()
+data = bytes(range(256)) * 256
+h.pwrite(data, 65536)
+h.flush()
+assert h.pread(len(data), 65536) == data
+h.shutdown()
+try:
+    p = connect(nbd.TLS_DISABLE)
+    plain_ok = p.pread(512, 65536) == data[:512]
+    assert not p.get_tls_negotiated()
+    p.shutdown()
+except nbd.Error as e:
+    plain_ok = False
+print("plain", plain_ok)
+"#,
+            ca = ca_dir.display().to_string(),
+            port = d.addr.port()
+        );
+        let (ok, out, err) = run_tool(tool("nbdsh").args(["-c", &script]));
+        assert!(
+            ok,
+            "TLS script (require={require}) failed:\n{out}\n{err}\n{}",
+            d.log()
+        );
+        let want = if require { "plain False" } else { "plain True" };
+        assert!(out.contains(want), "require={require}: {out}");
+        d.stop();
+    }
+    // A bad certificate path is a clear configuration error.
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[nbd.tls]\ncertificate = \"/nonexistent.pem\"\nkey = {:?}\n{}",
+            key.display().to_string(),
+            config("raid1", &members)
+        ),
+    )
+    .unwrap();
+    let e = raidd(&["serve", "--config", cfg.to_str().unwrap()]).expect(2);
+    assert!(e.error().contains("TLS certificate"), "{}", e.error());
+}

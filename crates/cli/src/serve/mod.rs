@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod control;
+mod link;
 mod nbd;
 
 use std::fmt::Write as _;
@@ -67,6 +68,8 @@ pub struct ServerState {
     pub exports: Vec<Export>,
     /// What the NBD handshake offers (the same exports, as the protocol sees them).
     pub offer: raidd_nbd::Offer,
+    /// For STARTTLS, when configured.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     pub max_in_flight: usize,
 }
 
@@ -202,6 +205,11 @@ fn bind_control(path: &std::path::Path) -> CliResult<UnixListener> {
 }
 
 async fn serve(config: Config, signals: Signals) -> CliResult {
+    // Certificates first: a bad one should fail before any array is touched.
+    let tls = match &config.nbd.tls {
+        Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(CliError::usage)?),
+        None => None,
+    };
     let served = assemble_all(&config).await?;
     let exports: Vec<Export> = config
         .exports
@@ -232,12 +240,13 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             })
             .collect(),
         default_export: (exports.len() == 1).then_some(0),
-        tls: false,
-        tls_required: false,
+        tls: tls.is_some(),
+        tls_required: config.nbd.tls.as_ref().is_some_and(|t| t.require),
     };
     let shared: SharedState = Arc::new(ServerState {
         exports,
         offer,
+        tls,
         max_in_flight: config.nbd.max_in_flight,
     });
 

@@ -19,6 +19,8 @@ use raidd_nbd::consts::*;
 use raidd_nbd::request::{self, Command, Limits, Refusal, Request, REQUEST_LEN};
 use raidd_nbd::{reply, Handshake, Negotiated, Step};
 use raidd_rt::net::{Part, Stream};
+
+use super::link::{Input, Link};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use super::{SharedState, Stop};
@@ -59,18 +61,25 @@ pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    let hs = handshake(&sock, &shared);
-    let timeout = raidd_rt::time::sleep(HANDSHAKE_TIMEOUT);
-    let stopping = stop.clone();
-    futures::pin_mut!(hs, timeout);
-    let outcome = future::select(hs, future::select(timeout, stopping)).await;
+    let mut link = Link::plain(sock);
+    let mut input = Input::new();
+    let outcome = {
+        let hs = handshake(&mut link, &mut input, &shared);
+        let timeout = raidd_rt::time::sleep(HANDSHAKE_TIMEOUT);
+        let stopping = stop.clone();
+        futures::pin_mut!(hs, timeout);
+        match future::select(hs, future::select(timeout, stopping)).await {
+            Either::Left((r, _)) => Some(r),
+            Either::Right(_) => None,
+        }
+    };
     let negotiated = match outcome {
-        Either::Left((Ok(n), _)) => n,
-        Either::Left((Err(why), _)) => {
+        Some(Ok(n)) => n,
+        Some(Err(why)) => {
             tracing::debug!(%peer, "handshake ended: {why}");
             return;
         }
-        Either::Right(_) => {
+        None => {
             tracing::debug!(%peer, "handshake timed out or the daemon is stopping");
             return;
         }
@@ -83,145 +92,48 @@ pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
         "client connected"
     );
     export.connections.fetch_add(1, Ordering::Relaxed);
-    let conn = Rc::new(Conn::new(sock.clone(), shared.clone(), &negotiated));
-    let why = transmission(&conn, stop).await;
+    let conn = Rc::new(Conn::new(link, shared.clone(), &negotiated));
+    let why = transmission(&conn, input, stop).await;
     export.connections.fetch_sub(1, Ordering::Relaxed);
     tracing::info!(%peer, export = %export.name, "client disconnected: {why}");
 }
 
-async fn handshake(sock: &Stream, shared: &SharedState) -> Result<Negotiated, String> {
-    let (r, _) = sock.write_all(Handshake::greeting()).await;
-    r.map_err(|e| e.to_string())?;
+async fn handshake(
+    link: &mut Link,
+    input: &mut Input,
+    shared: &SharedState,
+) -> Result<Negotiated, String> {
+    let err = |e: std::io::Error| e.to_string();
+    link.send(vec![Part::Bytes(Handshake::greeting())])
+        .await
+        .map_err(err)?;
     let mut hs = Handshake::new(&shared.offer);
     let mut out = Vec::new();
     loop {
-        let (r, buf) = sock.read_exact(vec![0u8; hs.want()]).await;
-        r.map_err(|e| e.to_string())?;
-        let step = hs.feed(&buf, &mut out);
+        let data = input.exact(link, hs.want()).await.map_err(err)?;
+        let step = hs.feed(&data, &mut out);
         if !out.is_empty() {
-            let (r, o) = sock.write_all(std::mem::take(&mut out)).await;
-            out = o;
-            out.clear();
-            r.map_err(|e| e.to_string())?;
+            link.send(vec![Part::Bytes(std::mem::take(&mut out))])
+                .await
+                .map_err(err)?;
         }
         match step {
             Step::Continue => {}
             Step::Done(n) => return Ok(n),
             Step::Close(why) => return Err(why.to_string()),
-            // The offer never includes TLS until the TLS layer exists.
-            Step::StartTls => return Err("STARTTLS without TLS support".into()),
-        }
-    }
-}
-
-/// Bytes received ahead of the request being parsed: one `recv` takes in as many queued
-/// requests as have arrived, so a deep queue of small requests costs one system call per
-/// batch rather than one per header.
-struct Input {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-/// Size of a connection's receive-ahead buffer.
-const INPUT_BUF: usize = 16 * 1024;
-
-impl Input {
-    fn new() -> Input {
-        Input {
-            buf: vec![0u8; INPUT_BUF],
-            start: 0,
-            end: 0,
-        }
-    }
-
-    fn available(&self) -> usize {
-        self.end - self.start
-    }
-
-    /// Receives more (at least one byte) after what is buffered.
-    async fn fill(&mut self, sock: &Stream) -> std::io::Result<()> {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        let buf = std::mem::take(&mut self.buf);
-        let end = self.end;
-        // Receive into the free tail only: a Vec window is not an owned buffer, so the
-        // whole buffer goes to the kernel and the tail is what it may fill.
-        let (r, b) = sock.read(Tail { buf, from: end }).await;
-        self.buf = b.buf;
-        match r? {
-            0 => Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the peer closed the connection",
-            )),
-            n => {
-                self.end += n;
-                Ok(())
+            Step::StartTls => {
+                let Some(config) = shared.tls.clone() else {
+                    return Err("STARTTLS accepted without a TLS configuration".into());
+                };
+                link.start_tls(config, input).await.map_err(err)?;
             }
         }
-    }
-
-    /// The next request header.
-    async fn header(&mut self, sock: &Stream) -> std::io::Result<[u8; REQUEST_LEN]> {
-        while self.available() < REQUEST_LEN {
-            self.fill(sock).await?;
-        }
-        let mut h = [0u8; REQUEST_LEN];
-        h.copy_from_slice(&self.buf[self.start..self.start + REQUEST_LEN]);
-        self.start += REQUEST_LEN;
-        Ok(h)
-    }
-
-    /// `len` bytes of payload into an aligned buffer: what is buffered is copied, the rest
-    /// is received straight into place.
-    async fn payload(&mut self, sock: &Stream, len: usize) -> std::io::Result<AlignedBuf> {
-        let mut out = AlignedBuf::for_overwrite(len);
-        let have = self.available().min(len);
-        out[..have].copy_from_slice(&self.buf[self.start..self.start + have]);
-        self.start += have;
-        if have < len {
-            let (r, o) = sock.read_exact_from(out, have).await;
-            r?;
-            out = o;
-        }
-        Ok(out)
-    }
-
-    /// Drops `len` bytes of payload.
-    async fn skip(&mut self, sock: &Stream, mut len: usize) -> std::io::Result<()> {
-        loop {
-            let n = self.available().min(len);
-            self.start += n;
-            len -= n;
-            if len == 0 {
-                return Ok(());
-            }
-            self.fill(sock).await?;
-        }
-    }
-}
-
-/// The free tail of a receive buffer, as an owned buffer for `Stream::read`.
-struct Tail {
-    buf: Vec<u8>,
-    from: usize,
-}
-
-impl raidd_rt::net::IoBufMut for Tail {
-    fn io_ptr_mut(&mut self) -> *mut u8 {
-        self.buf[self.from..].as_mut_ptr()
-    }
-    fn io_len(&self) -> usize {
-        self.buf.len() - self.from
     }
 }
 
 /// State shared by a connection's reader, writer and request tasks (one thread).
 struct Conn {
-    sock: Stream,
+    link: Link,
     shared: SharedState,
     export: usize,
     structured: bool,
@@ -240,7 +152,7 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(sock: Stream, shared: SharedState, n: &Negotiated) -> Conn {
+    fn new(link: Link, shared: SharedState, n: &Negotiated) -> Conn {
         let e = &shared.exports[n.export];
         let limits = Limits {
             size: e.array.size_bytes(),
@@ -251,7 +163,7 @@ impl Conn {
             meta_context: n.meta_context.is_some(),
         };
         Conn {
-            sock,
+            link,
             export: n.export,
             structured: n.structured_replies,
             limits,
@@ -326,10 +238,11 @@ async fn writer(conn: Rc<Conn>) {
         })
         .await;
         let Some(parts) = parts else { return };
-        let (r, _) = conn.sock.write_all_vectored(parts).await;
-        if let Err(e) = r {
+        if let Err(e) = conn.link.send(parts).await {
             tracing::debug!("sending replies failed: {e}");
             conn.broken.set(true);
+            // The reader may be waiting for the next request: end that wait too.
+            let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
             conn.wake_reader();
             return;
         }
@@ -345,9 +258,9 @@ fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
     }
 }
 
-async fn transmission(conn: &Rc<Conn>, stop: Stop) -> String {
+async fn transmission(conn: &Rc<Conn>, input: Input, stop: Stop) -> String {
     let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
-    let why = reader(conn, stop).await;
+    let why = reader(conn, input, stop).await;
     // Drain: every request already taken gets its reply before the connection closes.
     poll_fn(|cx| {
         if conn.in_flight.get() == 0 {
@@ -362,12 +275,11 @@ async fn transmission(conn: &Rc<Conn>, stop: Stop) -> String {
         w.wake();
     }
     writer_task.await;
-    let _ = conn.sock.shutdown(std::net::Shutdown::Both);
+    let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
     why
 }
 
-async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
-    let mut input = Input::new();
+async fn reader(conn: &Rc<Conn>, mut input: Input, stop: Stop) -> String {
     loop {
         // Room for at least one more request, or the end.
         let room = poll_fn(|cx| {
@@ -388,7 +300,7 @@ async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
             Either::Right(_) => return "the daemon is stopping".into(),
         }
         let r = {
-            let read = input.header(&conn.sock);
+            let read = input.header::<REQUEST_LEN>(&conn.link);
             let stopping = stop.clone();
             futures::pin_mut!(read);
             match future::select(read, stopping).await {
@@ -414,7 +326,7 @@ async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
             Err(Refusal::Disconnect(why)) => return why.into(),
             Err(Refusal::Error(errno)) => {
                 if req.command == Command::Write {
-                    if let Err(e) = input.skip(&conn.sock, req.length as usize).await {
+                    if let Err(e) = input.skip(&conn.link, req.length as usize).await {
                         return format!("read failed: {e}");
                     }
                 }
@@ -439,7 +351,7 @@ async fn reader(conn: &Rc<Conn>, stop: Stop) -> String {
         })
         .await;
         let payload = if req.command == Command::Write {
-            match input.payload(&conn.sock, req.length as usize).await {
+            match input.payload(&conn.link, req.length as usize).await {
                 Ok(buf) => Some(buf),
                 Err(e) => return format!("reading a write payload failed: {e}"),
             }

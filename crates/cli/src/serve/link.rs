@@ -1,0 +1,328 @@
+//! A client connection's byte stream: plain TCP, or TLS (rustls, after STARTTLS) over it.
+//! Receives go through [`Input`], a receive-ahead buffer; sends take owned parts so plain
+//! connections send read data straight from the array's buffers. rustls is driven sans-io:
+//! ciphertext moves through the socket with the runtime's operations and the session is
+//! borrowed only between awaits, so the reader and writer tasks can share it.
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use raidd_rt::net::{IoBufMut, Part, Stream};
+use raidd_rt::AlignedBuf;
+
+/// Size of a connection's receive-ahead buffer.
+const INPUT_BUF: usize = 16 * 1024;
+
+pub struct Link {
+    pub sock: Stream,
+    tls: Option<RefCell<rustls::ServerConnection>>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Link({:?}, tls: {})", self.sock, self.tls.is_some())
+    }
+}
+
+fn tls_error(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
+}
+
+impl Link {
+    pub fn plain(sock: Stream) -> Link {
+        Link { sock, tls: None }
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Sends everything rustls has queued (handshake messages, records, alerts).
+    async fn flush_tls(&self) -> io::Result<()> {
+        let Some(tls) = &self.tls else { return Ok(()) };
+        loop {
+            let mut out = Vec::new();
+            {
+                let mut c = tls.borrow_mut();
+                while c.wants_write() {
+                    c.write_tls(&mut out)?;
+                }
+            }
+            if out.is_empty() {
+                return Ok(());
+            }
+            let (r, _) = self.sock.write_all(out).await;
+            r?;
+        }
+    }
+
+    /// Sends the parts in order.
+    pub async fn send(&self, parts: Vec<Part>) -> io::Result<()> {
+        match &self.tls {
+            None => {
+                let (r, _) = self.sock.write_all_vectored(parts).await;
+                r
+            }
+            Some(tls) => {
+                {
+                    let mut c = tls.borrow_mut();
+                    for p in &parts {
+                        let bytes = match p {
+                            Part::Bytes(v) => v.as_slice(),
+                            Part::Slice(s) => s.as_slice(),
+                        };
+                        c.writer().write_all(bytes)?;
+                    }
+                }
+                self.flush_tls().await
+            }
+        }
+    }
+
+    /// Upgrades to TLS as the server. `input` may already hold the first bytes of the
+    /// client's TLS handshake; they are handed to rustls first.
+    pub async fn start_tls(
+        &mut self,
+        config: Arc<rustls::ServerConfig>,
+        input: &mut Input,
+    ) -> io::Result<()> {
+        let mut conn = rustls::ServerConnection::new(config).map_err(tls_error)?;
+        // Replies are bounded by the connection's in-flight limits, not by rustls's default
+        // 64 KiB, which a single 64 KiB read reply would exceed.
+        conn.set_buffer_limit(None);
+        self.tls = Some(RefCell::new(conn));
+        let mut pending = input.take_buffered();
+        loop {
+            if !pending.is_empty() {
+                self.absorb(&pending).await?;
+            }
+            self.flush_tls().await?;
+            let handshaking = self
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.borrow().is_handshaking());
+            if !handshaking {
+                return Ok(());
+            }
+            let (r, buf) = self.sock.read(vec![0u8; INPUT_BUF]).await;
+            let n = r?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the client closed during the TLS handshake",
+                ));
+            }
+            pending = buf;
+            pending.truncate(n);
+        }
+    }
+
+    /// Hands received ciphertext to rustls. On a TLS error the alert rustls queued is sent
+    /// before the error is returned.
+    async fn absorb(&self, mut bytes: &[u8]) -> io::Result<()> {
+        let Some(tls) = &self.tls else { return Ok(()) };
+        let failed = {
+            let mut c = tls.borrow_mut();
+            let mut failed = None;
+            while !bytes.is_empty() && failed.is_none() {
+                c.read_tls(&mut bytes)?;
+                failed = c.process_new_packets().err();
+            }
+            failed
+        };
+        if let Some(e) = failed {
+            let _ = self.flush_tls().await;
+            return Err(tls_error(e));
+        }
+        Ok(())
+    }
+
+    /// Appends at least one received byte (plaintext) to `input`.
+    async fn fill(&self, input: &mut Input) -> io::Result<()> {
+        input.compact();
+        let Some(tls) = &self.tls else {
+            let buf = std::mem::take(&mut input.buf);
+            let from = input.end;
+            let (r, b) = self.sock.read(Tail { buf, from }).await;
+            input.buf = b.buf;
+            return match r? {
+                0 => Err(closed()),
+                n => {
+                    input.end += n;
+                    Ok(())
+                }
+            };
+        };
+        loop {
+            // Plaintext rustls already holds.
+            {
+                let mut c = tls.borrow_mut();
+                let end = input.end;
+                match c.reader().read(&mut input.buf[end..]) {
+                    Ok(0) => return Err(closed()),
+                    Ok(n) => {
+                        input.end += n;
+                        return Ok(());
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let (r, buf) = self.sock.read(vec![0u8; INPUT_BUF]).await;
+            let n = r?;
+            if n == 0 {
+                return Err(closed());
+            }
+            self.absorb(&buf[..n]).await?;
+            // Key updates and the like may want an answer.
+            self.flush_tls().await?;
+        }
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the peer closed the connection",
+    )
+}
+
+/// Bytes received ahead of what is being parsed: one receive takes in as many queued
+/// requests as have arrived, so a deep queue of small requests costs one system call per
+/// batch rather than one per header.
+pub struct Input {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Input {
+    pub fn new() -> Input {
+        Input {
+            buf: vec![0u8; INPUT_BUF],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn available(&self) -> usize {
+        self.end - self.start
+    }
+
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+
+    fn take_buffered(&mut self) -> Vec<u8> {
+        let v = self.buf[self.start..self.end].to_vec();
+        self.start = 0;
+        self.end = 0;
+        v
+    }
+
+    /// Exactly `n` bytes (n <= the buffer size).
+    pub async fn exact(&mut self, link: &Link, n: usize) -> io::Result<Vec<u8>> {
+        debug_assert!(n <= INPUT_BUF);
+        while self.available() < n {
+            link.fill(self).await?;
+        }
+        let v = self.buf[self.start..self.start + n].to_vec();
+        self.start += n;
+        Ok(v)
+    }
+
+    /// The next fixed-size header.
+    pub async fn header<const N: usize>(&mut self, link: &Link) -> io::Result<[u8; N]> {
+        while self.available() < N {
+            link.fill(self).await?;
+        }
+        let mut h = [0u8; N];
+        h.copy_from_slice(&self.buf[self.start..self.start + N]);
+        self.start += N;
+        Ok(h)
+    }
+
+    /// `len` bytes of payload into an aligned buffer: what is buffered is copied; on a plain
+    /// connection the rest is received straight into place.
+    pub async fn payload(&mut self, link: &Link, len: usize) -> io::Result<AlignedBuf> {
+        let mut out = AlignedBuf::for_overwrite(len);
+        let mut have = 0;
+        loop {
+            let n = self.available().min(len - have);
+            out[have..have + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+            have += n;
+            if have == len {
+                return Ok(out);
+            }
+            if !link.is_tls() {
+                let (r, o) = link.sock.read_exact_from(out, have).await;
+                r?;
+                return Ok(o);
+            }
+            link.fill(self).await?;
+        }
+    }
+
+    /// Drops `len` bytes of payload.
+    pub async fn skip(&mut self, link: &Link, mut len: usize) -> io::Result<()> {
+        loop {
+            let n = self.available().min(len);
+            self.start += n;
+            len -= n;
+            if len == 0 {
+                return Ok(());
+            }
+            link.fill(self).await?;
+        }
+    }
+}
+
+/// The free tail of a receive buffer, as an owned buffer for `Stream::read`.
+struct Tail {
+    buf: Vec<u8>,
+    from: usize,
+}
+
+impl IoBufMut for Tail {
+    fn io_ptr_mut(&mut self) -> *mut u8 {
+        self.buf[self.from..].as_mut_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.buf.len() - self.from
+    }
+}
+
+/// The server's TLS configuration from PEM files.
+pub fn server_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("TLS certificate {}: {e}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("TLS certificate {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "TLS certificate {}: no certificate in it",
+            cert.display()
+        ));
+    }
+    let key =
+        PrivateKeyDer::from_pem_file(key).map_err(|e| format!("TLS key {}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("TLS certificate and key: {e}"))?;
+    Ok(Arc::new(config))
+}

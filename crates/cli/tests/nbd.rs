@@ -202,6 +202,38 @@ fn listing_info_and_map_show_every_export() {
     assert_eq!(covered, size, "{map}");
     let nmap = must(tool("nbdinfo").args(["--map", &d.uri("rw")]));
     assert!(nmap.contains("data"), "{nmap}");
+    // qemu-img convert in both directions, then compare.
+    let input = pattern_file(dir.path(), size, 5);
+    must(tool("qemu-img").args([
+        "convert",
+        "-n",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        input.to_str().unwrap(),
+        &d.uri("rw"),
+    ]));
+    let out = dir.path().join("converted.raw");
+    must(tool("qemu-img").args([
+        "convert",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        &d.uri("ro"),
+        out.to_str().unwrap(),
+    ]));
+    verify_file(&out, 5, "qemu-img convert through the read-only export");
+    must(tool("qemu-img").args([
+        "compare",
+        "-f",
+        "raw",
+        "-F",
+        "raw",
+        out.to_str().unwrap(),
+        &d.uri("rw"),
+    ]));
     // An export that does not exist.
     let (ok, _, err) = run_tool(tool("nbdinfo").args([&d.uri("nope")]));
     assert!(!ok, "an unknown export must be refused: {err}");

@@ -61,14 +61,15 @@ fn verify_file(p: &Path, generation: u64, what: &str) {
     );
 }
 
-fn offline_verify(members: &[PathBuf], len: u64, generation: u64) {
+/// `raidd pattern write|verify` over the whole array, offline on its members.
+fn offline_pattern(verb: &str, members: &[PathBuf], len: u64, generation: u64) {
     let len = len.to_string();
     let seed = SEED.to_string();
     let g = generation.to_string();
     raidd(&args_with(
         &[
             "pattern",
-            "verify",
+            verb,
             "--length",
             &len,
             "--seed",
@@ -81,24 +82,12 @@ fn offline_verify(members: &[PathBuf], len: u64, generation: u64) {
     .ok();
 }
 
+fn offline_verify(members: &[PathBuf], len: u64, generation: u64) {
+    offline_pattern("verify", members, len, generation);
+}
+
 fn offline_write(members: &[PathBuf], len: u64, generation: u64) {
-    let len = len.to_string();
-    let seed = SEED.to_string();
-    let g = generation.to_string();
-    raidd(&args_with(
-        &[
-            "pattern",
-            "write",
-            "--length",
-            &len,
-            "--seed",
-            &seed,
-            "--generation",
-            &g,
-        ],
-        members,
-    ))
-    .ok();
+    offline_pattern("write", members, len, generation);
 }
 
 /// Every redundant and striped level: data written through NBD reads back through NBD and

@@ -456,20 +456,20 @@ async fn read(conn: &Conn, req: &Request) {
     conn.queue([Part::Bytes(h), Part::Slice(data)]);
 }
 
+/// One read-only window over the first `len` bytes of `buf`.
+fn window(buf: &SharedBuf, len: usize) -> raidd_engine::Result<IoVec> {
+    let mut iov = IoVec::new();
+    let w = buf.slice(0..len).map_err(|e| {
+        raidd_engine::Error::new(ErrorKind::Io, format!("internal buffer error: {e}"))
+    })?;
+    iov.push(w);
+    Ok(iov)
+}
+
 async fn write_buf(array: &Array, offset: u64, buf: AlignedBuf) -> raidd_engine::Result<()> {
     let len = buf.len();
     let shared = SharedBuf::new(buf);
-    let mut iov = IoVec::new();
-    match shared.slice(0..len) {
-        Ok(w) => iov.push(w),
-        Err(e) => {
-            return Err(raidd_engine::Error::new(
-                ErrorKind::Io,
-                format!("internal buffer error: {e}"),
-            ))
-        }
-    }
-    array.write(offset, iov).await
+    array.write(offset, window(&shared, len)?).await
 }
 
 async fn write_zeroes(array: &Array, offset: u64, len: u64) -> raidd_engine::Result<()> {
@@ -478,17 +478,7 @@ async fn write_zeroes(array: &Array, offset: u64, len: u64) -> raidd_engine::Res
     let mut done = 0u64;
     while done < len {
         let n = (len - done).min(piece as u64) as usize;
-        let mut iov = IoVec::new();
-        match zeroes.slice(0..n) {
-            Ok(w) => iov.push(w),
-            Err(e) => {
-                return Err(raidd_engine::Error::new(
-                    ErrorKind::Io,
-                    format!("internal buffer error: {e}"),
-                ))
-            }
-        }
-        array.write(offset + done, iov).await?;
+        array.write(offset + done, window(&zeroes, n)?).await?;
         done += n as u64;
     }
     Ok(())

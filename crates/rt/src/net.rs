@@ -127,8 +127,11 @@ fn closed_early() -> io::Error {
 }
 
 /// A connected stream socket (TCP or Unix). Clones share the descriptor, so a reader task
-/// and a writer task can use one connection; it closes when the last clone and the last
-/// in-flight operation are gone.
+/// and a writer task can use one connection (also from tasks on other threads' runtimes: a
+/// `Stream` is `Send`); it closes when the last clone and the last in-flight operation are
+/// gone. Dropping any of its futures mid-flight is safe: the buffers it lent the kernel stay
+/// alive until the cancelled operation completes. Bytes a dropped receive already took are
+/// lost to the connection, so drop reads only when abandoning the connection.
 #[derive(Clone)]
 pub struct Stream {
     fd: Arc<OwnedFd>,
@@ -139,6 +142,11 @@ impl fmt::Debug for Stream {
         write!(f, "Stream(fd {})", self.fd.as_raw_fd())
     }
 }
+
+/// A TCP connection: the same type as [`UnixStream`], so code serves both alike.
+pub type TcpStream = Stream;
+/// A Unix stream connection: the same type as [`TcpStream`].
+pub type UnixStream = Stream;
 
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {

@@ -48,7 +48,10 @@ impl Signals {
         })
     }
 
-    /// The next signal's number.
+    /// The next signal's number. Dropping the future cancels the read; a signal that arrives
+    /// just as it is cancelled may be consumed by it, so keep one `recv` alive (e.g. in a
+    /// dedicated task) rather than re-creating it in a `select` loop. With the synchronous backend the read blocks the thread
+    /// until a signal arrives, so there it is only useful once nothing else needs to run.
     pub async fn recv(&self) -> io::Result<i32> {
         const SIZE: usize = std::mem::size_of::<libc::signalfd_siginfo>();
         let mut buf = vec![0u8; SIZE].into_boxed_slice();

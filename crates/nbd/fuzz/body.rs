@@ -378,7 +378,8 @@ pub fn request(data: &[u8]) -> bool {
                 | CMD_FLAG_FAST_ZERO;
             assert_eq!(r.flags & !known, 0);
             match r.command {
-                Command::Disc | Command::Flush => {}
+                Command::Disc => {}
+                Command::Flush => assert!(r.offset == 0 && r.length == 0),
                 Command::Unknown(t) => panic!("unknown command {t} accepted"),
                 c => {
                     assert!(r.length > 0);
@@ -403,17 +404,27 @@ pub fn request(data: &[u8]) -> bool {
             true
         }
         Err(Refusal::Disconnect(_)) => {
+            // Only a WRITE too large to read, and never one the spec says is no attack.
             assert_eq!(r.command, Command::Write);
-            assert!(r.length > limits.max_payload);
+            assert!(r.length > limits.max_payload && r.length > DEFAULT_MAX_PAYLOAD);
             false
         }
         Err(Refusal::Error(e)) => {
-            assert!([EINVAL, EPERM, ENOSPC].contains(&e), "errno {e}");
+            assert!([EINVAL, EPERM, ENOSPC, EOVERFLOW].contains(&e), "errno {e}");
             if e == EPERM {
                 assert!(limits.read_only);
+                assert!(matches!(
+                    r.command,
+                    Command::Write | Command::Trim | Command::WriteZeroes
+                ));
             }
             if e == ENOSPC {
+                assert!(matches!(r.command, Command::Write | Command::WriteZeroes));
                 assert!(end.is_none_or(|e| e > limits.size));
+            }
+            if e == EOVERFLOW {
+                assert_eq!(r.command, Command::Read);
+                assert!(limits.structured_replies && r.length > limits.max_payload);
             }
             false
         }

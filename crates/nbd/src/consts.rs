@@ -1,4 +1,6 @@
-//! Numbers of the NBD protocol (NetworkBlockDevice/nbd, doc/proto.md).
+//! Numbers of the NBD protocol (NetworkBlockDevice/nbd, doc/proto.md): magics, handshake,
+//! client and transmission flags, options and their replies, info types, commands and
+//! their flags, structured reply types, the protocol's errno values, and base:allocation.
 
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943; // "NBDMAGIC"
 pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054; // "IHAVEOPT"
@@ -13,7 +15,7 @@ pub const FLAG_NO_ZEROES: u16 = 1 << 1;
 pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
 pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
 
-// Options.
+// Options. EXTENDED_HEADERS is known only to be answered ERR_UNSUP.
 pub const OPT_EXPORT_NAME: u32 = 1;
 pub const OPT_ABORT: u32 = 2;
 pub const OPT_LIST: u32 = 3;
@@ -57,6 +59,8 @@ pub const FLAG_SEND_TRIM: u16 = 1 << 5;
 pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
 pub const FLAG_SEND_DF: u16 = 1 << 7;
 pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+/// Defined by the experimental RESIZE extension; raidd never sets it.
+pub const FLAG_SEND_RESIZE: u16 = 1 << 9;
 pub const FLAG_SEND_CACHE: u16 = 1 << 10;
 pub const FLAG_SEND_FAST_ZERO: u16 = 1 << 11;
 
@@ -103,5 +107,9 @@ pub const BASE_ALLOCATION_ID: u32 = 1;
 pub const STATE_HOLE: u32 = 1 << 0;
 pub const STATE_ZERO: u32 = 1 << 1;
 
-/// The longest string (export name, description, query) the protocol allows.
+/// The longest string (export name, description, query, message) the protocol allows.
 pub const MAX_STRING: usize = 4096;
+
+/// The payload the spec says a server should support by default and never treat as an
+/// attack (2^25 bytes).
+pub const DEFAULT_MAX_PAYLOAD: u32 = 1 << 25;

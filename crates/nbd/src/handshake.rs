@@ -2,10 +2,32 @@
 //!
 //! The shell sends [`Handshake::greeting`], then repeatedly reads exactly
 //! [`Handshake::want`] bytes and passes them to [`Handshake::feed`], writing whatever the
-//! machine appended to `out` before reading again. Nothing here allocates by a length the
-//! client chose beyond [`MAX_OPTION`]: longer option payloads are skipped in bounded pieces.
+//! machine appended to `out` before acting on the returned [`Step`]. Nothing here allocates
+//! by a length the client chose beyond [`MAX_OPTION`]: longer option payloads are skipped in
+//! bounded pieces.
+//!
+//! Where the spec leaves a choice, this machine:
+//! - closes when the client flags lack `FIXED_NEWSTYLE` or carry unknown bits;
+//! - reads option payloads up to [`MAX_OPTION`] whole; skips longer ones up to [`MAX_SKIP`]
+//!   and answers `ERR_TOO_BIG` (`EXPORT_NAME` closes, since it cannot be refused; `ABORT`
+//!   is acknowledged, its data ignored); closes on anything longer (the spec's
+//!   denial-of-service clause);
+//! - with `tls_required` runs FORCEDTLS: before STARTTLS every option but STARTTLS and ABORT
+//!   gets `ERR_TLS_REQD` and `EXPORT_NAME` closes; a successful STARTTLS forgets structured
+//!   replies and the meta context selection;
+//! - answers INFO/GO with `INFO_EXPORT`, `INFO_BLOCK_SIZE` always (asked for or not; a client
+//!   that did not ask is still let in, never `ERR_BLOCK_SIZE_REQD`), and `INFO_NAME` /
+//!   `INFO_DESCRIPTION` when asked (an empty description is omitted);
+//! - offers the one context `base:allocation`: LIST with no queries or with `base:` or
+//!   `base:allocation` lists it (id 0), other queries match nothing; SET needs structured
+//!   replies (else `ERR_INVALID`), selects it for `base:allocation` only, with id
+//!   [`BASE_ALLOCATION_ID`], and replaces the earlier selection even when it fails; the
+//!   selection counts only if GO/EXPORT_NAME then picks the same export;
+//! - accepts repeated stateful options (STRUCTURED_REPLY twice is acknowledged twice);
+//! - answers unknown options, `EXTENDED_HEADERS` included, with `ERR_UNSUP`.
 
 use crate::consts::*;
+use crate::spec_string;
 
 /// Longest option payload read whole; longer ones are skipped and refused.
 pub const MAX_OPTION: usize = 16 * 1024;
@@ -219,8 +241,11 @@ impl<'a> Handshake<'a> {
                     return Step::Continue;
                 }
                 self.state = State::OptionHeader;
-                if option == OPT_EXPORT_NAME {
-                    return self.close("export name too long");
+                match option {
+                    OPT_EXPORT_NAME => return self.close("export name too long"),
+                    // ABORT's data is to be ignored, however long.
+                    OPT_ABORT => return self.option(option, &[], out),
+                    _ => {}
                 }
                 option_reply(out, option, REP_ERR_TOO_BIG, b"option payload too large");
                 Step::Continue
@@ -234,14 +259,15 @@ impl<'a> Handshake<'a> {
         Step::Close(why)
     }
 
-    fn find_export(&self, name: &[u8]) -> Option<usize> {
-        if name.is_empty() {
-            return self.offer.default_export;
-        }
-        self.offer
-            .exports
-            .iter()
-            .position(|e| e.name.as_bytes() == name)
+    /// The export a name selects (the empty name: the default, if it exists).
+    fn find_export(&self, name: &[u8]) -> Option<(usize, &'a ExportInfo)> {
+        let exports = &self.offer.exports;
+        let i = if name.is_empty() {
+            self.offer.default_export?
+        } else {
+            exports.iter().position(|e| e.name.as_bytes() == name)?
+        };
+        exports.get(i).map(|e| (i, e))
     }
 
     fn err(out: &mut Vec<u8>, option: u32, reply: u32, msg: &str) -> Step {
@@ -276,16 +302,15 @@ impl<'a> Handshake<'a> {
                 if tls_blocked {
                     return self.close("TLS required before choosing an export");
                 }
-                let Some(i) = self.find_export(data) else {
+                let Some((i, e)) = self.find_export(data) else {
                     return self.close("unknown export");
                 };
-                let e = &self.offer.exports[i];
                 out.extend_from_slice(&e.size.to_be_bytes());
                 out.extend_from_slice(&(e.flags | FLAG_HAS_FLAGS).to_be_bytes());
                 if !self.no_zeroes {
                     out.extend_from_slice(&[0u8; 124]);
                 }
-                self.finish(i)
+                self.finish(i, e)
             }
             _ if tls_blocked => Self::err(out, option, REP_ERR_TLS_REQD, "TLS is required"),
             OPT_LIST => {
@@ -296,7 +321,7 @@ impl<'a> Handshake<'a> {
                     let mut d = Vec::with_capacity(4 + e.name.len());
                     d.extend_from_slice(&(e.name.len() as u32).to_be_bytes());
                     d.extend_from_slice(e.name.as_bytes());
-                    d.extend_from_slice(e.description.as_bytes());
+                    d.extend_from_slice(spec_string(&e.description));
                     option_reply(out, option, REP_SERVER, &d);
                 }
                 option_reply(out, option, REP_ACK, &[]);
@@ -316,8 +341,8 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    fn finish(&mut self, export: usize) -> Step {
-        let name = &self.offer.exports[export].name;
+    fn finish(&mut self, export: usize, e: &ExportInfo) -> Step {
+        let name = &e.name;
         let meta = (self.structured && self.meta_for.as_deref() == Some(name.as_str()))
             .then_some(BASE_ALLOCATION_ID);
         self.state = State::Finished;
@@ -342,25 +367,29 @@ impl<'a> Handshake<'a> {
         let Some((name, infos)) = parsed else {
             return Self::err(out, option, REP_ERR_INVALID, "malformed INFO/GO request");
         };
-        let Some(i) = self.find_export(name) else {
+        let Some((i, e)) = self.find_export(name) else {
             return Self::err(out, option, REP_ERR_UNKNOWN, "no such export");
         };
-        let e = &self.offer.exports[i];
         let mut d = Vec::with_capacity(12);
         d.extend_from_slice(&INFO_EXPORT.to_be_bytes());
         d.extend_from_slice(&e.size.to_be_bytes());
         d.extend_from_slice(&(e.flags | FLAG_HAS_FLAGS).to_be_bytes());
         option_reply(out, option, REP_INFO, &d);
+        // BLOCK_SIZE goes out whether asked for or not (the spec lets a server send
+        // information it was not asked for, and wants non-default constraints advertised);
+        // a client that did not ask is still accepted (no ERR_BLOCK_SIZE_REQD).
         let mut sent = [false; 4];
-        for &t in &infos {
-            if (t as usize) < sent.len() && std::mem::replace(&mut sent[t as usize], true) {
-                continue;
+        for t in infos.iter().copied().chain([INFO_BLOCK_SIZE]) {
+            match sent.get_mut(usize::from(t)) {
+                Some(s) if *s => continue,
+                Some(s) => *s = true,
+                None => {}
             }
             let mut d = t.to_be_bytes().to_vec();
             match t {
                 INFO_NAME => d.extend_from_slice(e.name.as_bytes()),
                 INFO_DESCRIPTION if !e.description.is_empty() => {
-                    d.extend_from_slice(e.description.as_bytes())
+                    d.extend_from_slice(spec_string(&e.description))
                 }
                 INFO_BLOCK_SIZE => {
                     for v in [e.min_block, e.preferred_block, e.max_block] {
@@ -373,7 +402,7 @@ impl<'a> Handshake<'a> {
         }
         option_reply(out, option, REP_ACK, &[]);
         if option == OPT_GO {
-            return self.finish(i);
+            return self.finish(i, e);
         }
         Step::Continue
     }
@@ -409,7 +438,7 @@ impl<'a> Handshake<'a> {
                 "structured replies must be negotiated first",
             );
         }
-        let Some(i) = self.find_export(name) else {
+        let Some((_, e)) = self.find_export(name) else {
             return Self::err(out, option, REP_ERR_UNKNOWN, "no such export");
         };
         let matches = |q: &[u8]| -> bool {
@@ -436,7 +465,7 @@ impl<'a> Handshake<'a> {
             option_reply(out, option, REP_META_CONTEXT, &d);
         }
         if option == OPT_SET_META_CONTEXT {
-            self.meta_for = selected.then(|| self.offer.exports[i].name.clone());
+            self.meta_for = selected.then(|| e.name.clone());
         }
         option_reply(out, option, REP_ACK, &[]);
         Step::Continue

@@ -192,7 +192,8 @@ fn request_input(rng: &mut Rng) -> Vec<u8> {
         1 << rng.below(16)
     };
     v[4..6].copy_from_slice(&(flags as u16).to_be_bytes());
-    v[6..8].copy_from_slice(&(rng.below(10) as u16).to_be_bytes());
+    let command = rng.below(10) as u16;
+    v[6..8].copy_from_slice(&command.to_be_bytes());
     v[8..16].copy_from_slice(&rng.next_u64().to_be_bytes());
     let any = rng.next_u64();
     let size = *rng.pick(&[0u64, 4096, 1 << 20, 1 << 40, u64::MAX, any]);
@@ -209,6 +210,12 @@ fn request_input(rng: &mut Rng) -> Vec<u8> {
     let length = match rng.below(4) {
         0 => rng.next_u64() as u32,
         _ => blocks(rng) as u32,
+    };
+    // FLUSH (and DISC) must carry offset and length 0: mostly give them that.
+    let (offset, length) = if matches!(command, CMD_FLUSH | CMD_DISC) && rng.below(4) != 0 {
+        (0, 0)
+    } else {
+        (offset, length)
     };
     v[16..24].copy_from_slice(&offset.to_be_bytes());
     v[24..28].copy_from_slice(&length.to_be_bytes());

@@ -190,10 +190,35 @@ fn info_always_sends_info_export_then_ack() {
         Step::Continue
     );
     let r = s.replies();
-    assert_eq!(kinds(&r), vec![(OPT_INFO, REP_INFO), (OPT_INFO, REP_ACK)]);
+    assert_eq!(
+        kinds(&r),
+        vec![
+            (OPT_INFO, REP_INFO),
+            (OPT_INFO, REP_INFO),
+            (OPT_INFO, REP_ACK)
+        ]
+    );
     assert_eq!(r[0].data, info_export(&offer.exports[0]));
     assert_eq!(r[0].data.len(), 12);
+    // BLOCK_SIZE goes out unasked.
+    assert_eq!(r[1].data, block_size_info(512, 4096, 32 << 20));
     assert_eq!(s.hs.want(), 16);
+}
+
+fn block_size_info(min: u32, preferred: u32, max: u32) -> Vec<u8> {
+    let mut bs = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
+    for v in [min, preferred, max] {
+        bs.extend_from_slice(&v.to_be_bytes());
+    }
+    bs
+}
+
+/// The info types in a reply list, in order.
+fn info_types(r: &[OptReply]) -> Vec<u16> {
+    r.iter()
+        .filter(|r| r.kind == REP_INFO)
+        .map(|r| be16(&r.data))
+        .collect()
 }
 
 #[test]
@@ -230,15 +255,17 @@ fn info_sends_requested_name_description_block_size() {
 }
 
 #[test]
-fn info_without_requests_sends_no_optional_infos() {
+fn info_without_requests_sends_export_and_block_size_only() {
     let offer = offer();
     let mut s = Session::started(&offer);
-    s.send(&opt(OPT_INFO, &info_request(b"disk0", &[])));
+    s.send(&opt(OPT_INFO, &info_request(b"disk1", &[])));
     let r = s.replies();
-    assert!(r
-        .iter()
-        .filter(|r| r.kind == REP_INFO)
-        .all(|r| r.data[..2] == INFO_EXPORT.to_be_bytes()));
+    assert_eq!(info_types(&r), vec![INFO_EXPORT, INFO_BLOCK_SIZE]);
+    assert_eq!(r[1].data, block_size_info(1, 4096, 1 << 20));
+    // GO without asking for BLOCK_SIZE is still let in (no ERR_BLOCK_SIZE_REQD).
+    let step = s.send(&opt(OPT_GO, &info_request(b"disk1", &[])));
+    assert_eq!(step, done(1, false, None));
+    assert_eq!(info_types(&s.replies()), vec![INFO_EXPORT, INFO_BLOCK_SIZE]);
 }
 
 #[test]
@@ -269,10 +296,9 @@ fn info_empty_description_is_omitted() {
     let offer = offer();
     let mut s = Session::started(&offer);
     s.send(&opt(OPT_INFO, &info_request(b"disk1", &[INFO_DESCRIPTION])));
-    assert_eq!(
-        kinds(&s.replies()),
-        vec![(OPT_INFO, REP_INFO), (OPT_INFO, REP_ACK)]
-    );
+    let r = s.replies();
+    assert_eq!(info_types(&r), vec![INFO_EXPORT, INFO_BLOCK_SIZE]);
+    assert_eq!(r.last().map(|r| r.kind), Some(REP_ACK));
 }
 
 #[test]
@@ -701,10 +727,9 @@ fn tls_required_refuses_options_before_tls() {
         "LIST after TLS"
     );
     s.send(&opt(OPT_INFO, &info_request(b"disk0", &[])));
-    assert_eq!(
-        kinds(&s.replies()),
-        vec![(OPT_INFO, REP_INFO), (OPT_INFO, REP_ACK)]
-    );
+    let r = s.replies();
+    assert_eq!(info_types(&r), vec![INFO_EXPORT, INFO_BLOCK_SIZE]);
+    assert_eq!(r.last().map(|r| r.kind), Some(REP_ACK));
     let steps = s.send(&opt(OPT_GO, &info_request(b"disk1", &[])));
     assert_eq!(steps, done(1, false, None));
 }
@@ -914,5 +939,81 @@ fn a_failed_set_clears_the_selection() {
         assert!(r[0].kind & (1 << 31) != 0, "{r:?}");
         let steps = s.send(&opt(OPT_GO, &info_request(b"disk0", &[])));
         assert_eq!(steps, done(0, true, None), "after {bad:?}");
+    }
+}
+
+/// proto.md, NBD_OPT_ABORT: "a server SHOULD ignore any data sent by the client rather than
+/// rejecting the request as invalid" — also data long enough to be skipped.
+#[test]
+fn abort_with_oversized_data_is_skipped_then_acked() {
+    let offer = offer();
+    let mut s = Session::started(&offer);
+    let len = 2 * MAX_OPTION + 5;
+    assert_eq!(s.send(&opt_header(OPT_ABORT, len as u32)), Step::Continue);
+    let steps = s.send_all(&vec![0; len]);
+    assert!(matches!(steps.last(), Some(Step::Close(_))), "{steps:?}");
+    assert_eq!(kinds(&s.replies()), vec![(OPT_ABORT, REP_ACK)]);
+    // ABORT with a little data is acknowledged the same way.
+    let mut s = Session::started(&offer);
+    assert!(matches!(s.send(&opt(OPT_ABORT, b"bye")), Step::Close(_)));
+    assert_eq!(kinds(&s.replies()), vec![(OPT_ABORT, REP_ACK)]);
+}
+
+/// A default export index past the end of the list is treated as no default: no panic.
+#[test]
+fn default_export_out_of_range_is_no_default() {
+    let mut offer = offer();
+    offer.default_export = Some(7);
+    let mut s = Session::started(&offer);
+    s.send(&opt(OPT_INFO, &info_request(b"", &[])));
+    assert_eq!(kinds(&s.replies()), vec![(OPT_INFO, REP_ERR_UNKNOWN)]);
+    s.send(&opt(OPT_LIST_META_CONTEXT, &meta_request(b"", &[])));
+    assert_eq!(
+        kinds(&s.replies()),
+        vec![(OPT_LIST_META_CONTEXT, REP_ERR_UNKNOWN)]
+    );
+    assert!(matches!(s.send(&opt(OPT_EXPORT_NAME, b"")), Step::Close(_)));
+}
+
+/// Descriptions longer than the spec's 4096-byte string limit are cut at a character
+/// boundary in LIST and INFO.
+#[test]
+fn long_descriptions_are_cut_to_a_spec_string() {
+    let mut offer = offer();
+    offer.exports[0].description = format!("{}é{}", "d".repeat(4095), "z".repeat(100));
+    let mut s = Session::started(&offer);
+    s.send(&opt(OPT_LIST, b""));
+    let r = s.replies();
+    let (_, details) = raidd_nbd::client::parse_server(&r[0].data).unwrap();
+    assert_eq!(details, "d".repeat(4095));
+    s.send(&opt(OPT_INFO, &info_request(b"disk0", &[INFO_DESCRIPTION])));
+    let r = s.replies();
+    let desc = r
+        .iter()
+        .find(|r| r.kind == REP_INFO && be16(&r.data) == INFO_DESCRIPTION)
+        .unwrap();
+    assert_eq!(desc.data.len(), 2 + 4095);
+}
+
+/// proto.md, FORCEDTLS: "If the server receives any other option, including `NBD_OPT_INFO`
+/// and unsupported options, it MUST reply with `NBD_REP_ERR_TLS_REQD`"; after TLS the same
+/// unknown option is `ERR_UNSUP`, and `ERR_TLS_REQD` is never sent again.
+#[test]
+fn extended_headers_is_tls_reqd_before_tls_and_unsupported_after() {
+    let mut offer = offer();
+    offer.tls = true;
+    offer.tls_required = true;
+    let mut s = Session::started(&offer);
+    s.send(&opt(OPT_EXTENDED_HEADERS, b""));
+    assert_eq!(
+        kinds(&s.replies()),
+        vec![(OPT_EXTENDED_HEADERS, REP_ERR_TLS_REQD)]
+    );
+    assert_eq!(s.send(&opt(OPT_STARTTLS, b"")), Step::StartTls);
+    s.replies();
+    for option in [OPT_EXTENDED_HEADERS, OPT_STARTTLS, 99] {
+        s.send(&opt(option, b""));
+        let r = s.replies();
+        assert!(r.iter().all(|r| r.kind != REP_ERR_TLS_REQD), "{r:?}");
     }
 }

@@ -222,13 +222,14 @@ fn fua_is_allowed_on_data_commands() {
     for c in [
         Command::Read,
         Command::Write,
-        Command::Flush,
         Command::Trim,
         Command::Cache,
         Command::WriteZeroes,
     ] {
         assert_eq!(validate(&req(c, CMD_FLAG_FUA, 0, 512), &l), OK, "{c:?}");
     }
+    let flush = req(Command::Flush, CMD_FLAG_FUA, 0, 0);
+    assert_eq!(validate(&flush, &l), OK);
 }
 
 /// proto.md, "Command flags": `NBD_CMD_FLAG_FUA` "is valid for all commands, provided
@@ -284,8 +285,17 @@ fn read_rules() {
     assert_eq!(read(MIB, 512), EINVAL_);
     assert_eq!(read(MIB - 512, 1024), EINVAL_);
     assert_eq!(read(u64::MAX - 511, 512), EINVAL_);
-    // Larger than the largest payload.
-    assert_eq!(read(0, 64 * 1024 + 512), EINVAL_);
+    // Larger than the largest payload: EOVERFLOW with structured replies (the spec lets a
+    // server refuse large reads up front with it), EINVAL with simple ones.
+    assert_eq!(read(0, 64 * 1024 + 512), Err(Refusal::Error(EOVERFLOW)));
+    let simple = Limits {
+        structured_replies: false,
+        ..l
+    };
+    assert_eq!(
+        validate(&req(Command::Read, 0, 0, 64 * 1024 + 512), &simple),
+        EINVAL_
+    );
     // Read-only does not matter for reads.
     let ro = Limits {
         read_only: true,
@@ -326,9 +336,10 @@ fn write_on_read_only_is_eperm() {
         );
     }
     // Non-writing commands go on working.
-    for c in [Command::Flush, Command::Cache, Command::Disc] {
+    for c in [Command::Read, Command::Cache, Command::Disc] {
         assert_eq!(validate(&req(c, 0, 0, 512), &l), OK, "{c:?}");
     }
+    assert_eq!(validate(&req(Command::Flush, 0, 0, 0), &l), OK);
 }
 
 #[test]
@@ -362,7 +373,22 @@ fn write_rules() {
 #[test]
 fn write_larger_than_max_payload_disconnects() {
     let l = limits();
+    // Over max_payload but within the 32 MiB the spec says is never an attack: the payload
+    // is read and dropped, and the reply is EINVAL.
     let r = validate(&req(Command::Write, 0, 0, 64 * 1024 + 512), &l);
+    assert_eq!(r, EINVAL_);
+    let r = validate(&req(Command::Write, 0, 0, DEFAULT_MAX_PAYLOAD), &l);
+    assert_eq!(r, EINVAL_);
+    let r = validate(&req(Command::Write, 0, 0, DEFAULT_MAX_PAYLOAD + 512), &l);
+    assert!(matches!(r, Err(Refusal::Disconnect(_))), "{r:?}");
+    // With a larger advertised maximum, up to it is fine and only beyond it disconnects.
+    let big = Limits {
+        size: u64::MAX,
+        max_payload: 64 << 20,
+        ..l
+    };
+    assert_eq!(validate(&req(Command::Write, 0, 0, 64 << 20), &big), OK);
+    let r = validate(&req(Command::Write, 0, 0, (64 << 20) + 512), &big);
     assert!(matches!(r, Err(Refusal::Disconnect(_))), "{r:?}");
     let r = validate(&req(Command::Write, 0, 0, u32::MAX), &l);
     assert!(matches!(r, Err(Refusal::Disconnect(_))), "{r:?}");
@@ -388,7 +414,7 @@ fn offset_plus_length_overflow_is_an_error_not_a_panic() {
     for c in ALL {
         let r = validate(&req(c, 0, offset, 1024), &l);
         match c {
-            Command::Disc | Command::Flush => assert_eq!(r, OK),
+            Command::Disc => assert_eq!(r, OK),
             Command::Write | Command::WriteZeroes => {
                 assert_eq!(r, Err(Refusal::Error(ENOSPC)), "{c:?}")
             }
@@ -438,7 +464,7 @@ fn cache_rules() {
 }
 
 #[test]
-fn flush_and_disc_are_always_ok() {
+fn flush_needs_zero_offset_and_length_and_disc_is_always_ok() {
     let l = Limits {
         size: 0,
         read_only: true,
@@ -447,14 +473,37 @@ fn flush_and_disc_are_always_ok() {
         structured_replies: false,
         meta_context: false,
     };
-    for (offset, length) in [(0, 0), (1, 1), (u64::MAX, u32::MAX), (MIB, 3)] {
-        for c in [Command::Flush, Command::Disc] {
-            assert_eq!(validate(&req(c, 0, offset, length), &l), OK, "{c:?}");
-        }
+    for (offset, length) in [(0, 0), (1, 1), (u64::MAX, u32::MAX), (MIB, 3), (0, 512)] {
+        assert_eq!(validate(&req(Command::Disc, 0, offset, length), &l), OK);
+        // proto.md, NBD_CMD_FLUSH: "*length* and *offset* are reserved, and MUST be set to
+        // all-zero".
+        let want = if (offset, length) == (0, 0) {
+            OK
+        } else {
+            EINVAL_
+        };
+        assert_eq!(validate(&req(Command::Flush, 0, offset, length), &l), want);
         assert_eq!(
             validate(&req(Command::Flush, CMD_FLAG_FUA, offset, length), &l),
-            OK
+            want
         );
+    }
+    // Other flags on FLUSH are still invalid.
+    let r = validate(&req(Command::Flush, CMD_FLAG_DF, 0, 0), &l);
+    assert_eq!(r, EINVAL_);
+}
+
+/// TRIM and WRITE_ZEROES carry no payload: the spec says a server should not refuse them
+/// for exceeding the maximum payload.
+#[test]
+fn trim_and_write_zeroes_are_not_limited_by_max_payload() {
+    let l = Limits {
+        size: u64::MAX,
+        ..limits()
+    };
+    for c in [Command::Trim, Command::WriteZeroes] {
+        let r = validate(&req(c, 0, 0, u32::MAX - 511), &l);
+        assert_eq!(r, OK, "{c:?}");
     }
 }
 
@@ -476,7 +525,8 @@ proptest! {
         let end = r.offset.checked_add(u64::from(r.length));
         if v.is_ok() {
             match r.command {
-                Command::Disc | Command::Flush => {}
+                Command::Disc => {}
+                Command::Flush => prop_assert!(r.offset == 0 && r.length == 0),
                 Command::Unknown(_) => prop_assert!(false, "unknown command accepted"),
                 c => {
                     prop_assert!(r.length > 0);
@@ -502,7 +552,10 @@ proptest! {
         }
         if let Err(Refusal::Disconnect(_)) = v {
             prop_assert_eq!(r.command, Command::Write);
-            prop_assert!(r.length > max_payload);
+            prop_assert!(r.length > max_payload && r.length > DEFAULT_MAX_PAYLOAD);
+        }
+        if let Err(Refusal::Error(e)) = v {
+            prop_assert!([EINVAL, EPERM, ENOSPC, EOVERFLOW].contains(&e), "errno {}", e);
         }
     }
 }

@@ -2,6 +2,7 @@
 //! replies in, and a session that feeds the server machine exactly what it asks for.
 #![allow(dead_code)]
 
+use raidd_nbd::client;
 use raidd_nbd::consts::*;
 use raidd_nbd::{ExportInfo, Handshake, Negotiated, Offer, Step};
 
@@ -48,69 +49,42 @@ pub fn be64(b: &[u8]) -> u64 {
 
 /// An option header claiming `len` bytes of data.
 pub fn opt_header(option: u32, len: u32) -> Vec<u8> {
-    let mut v = IHAVEOPT.to_be_bytes().to_vec();
-    v.extend_from_slice(&option.to_be_bytes());
-    v.extend_from_slice(&len.to_be_bytes());
+    let mut v = Vec::new();
+    client::option_header(&mut v, option, len);
     v
 }
 
 /// A whole option request.
 pub fn opt(option: u32, data: &[u8]) -> Vec<u8> {
-    let mut v = opt_header(option, data.len() as u32);
-    v.extend_from_slice(data);
+    let mut v = Vec::new();
+    client::option(&mut v, option, data);
     v
 }
 
 /// The data of an INFO or GO request.
 pub fn info_request(name: &[u8], infos: &[u16]) -> Vec<u8> {
-    let mut v = (name.len() as u32).to_be_bytes().to_vec();
-    v.extend_from_slice(name);
-    v.extend_from_slice(&(infos.len() as u16).to_be_bytes());
-    for i in infos {
-        v.extend_from_slice(&i.to_be_bytes());
-    }
-    v
+    client::info_data(name, infos)
 }
 
 /// The data of a LIST_META_CONTEXT or SET_META_CONTEXT request.
 pub fn meta_request(name: &[u8], queries: &[&[u8]]) -> Vec<u8> {
-    let mut v = (name.len() as u32).to_be_bytes().to_vec();
-    v.extend_from_slice(name);
-    v.extend_from_slice(&(queries.len() as u32).to_be_bytes());
-    for q in queries {
-        v.extend_from_slice(&(q.len() as u32).to_be_bytes());
-        v.extend_from_slice(q);
-    }
-    v
+    client::meta_context_data(name, queries)
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OptReply {
-    pub option: u32,
-    pub kind: u32,
-    pub data: Vec<u8>,
-}
+pub type OptReply = client::OptionReply;
 
 /// Splits server output into option replies; `Err` says where it is not well formed.
 pub fn try_parse_replies(mut b: &[u8]) -> Result<Vec<OptReply>, String> {
     let mut replies = Vec::new();
     while !b.is_empty() {
-        if b.len() < 20 {
-            return Err(format!("{} trailing bytes", b.len()));
+        match client::parse_option_reply(b) {
+            Ok(Some((r, used))) => {
+                replies.push(r);
+                b = &b[used..];
+            }
+            Ok(None) => return Err(format!("{} trailing bytes", b.len())),
+            Err(e) => return Err(e.to_string()),
         }
-        if be64(b) != OPTION_REPLY_MAGIC {
-            return Err(format!("bad reply magic {:#x}", be64(b)));
-        }
-        let len = be32(&b[16..]) as usize;
-        if b.len() < 20 + len {
-            return Err(format!("reply claims {len} bytes, {} left", b.len() - 20));
-        }
-        replies.push(OptReply {
-            option: be32(&b[8..]),
-            kind: be32(&b[12..]),
-            data: b[20..20 + len].to_vec(),
-        });
-        b = &b[20 + len..];
     }
     Ok(replies)
 }
@@ -126,17 +100,12 @@ pub fn parse_replies(b: &[u8]) -> Vec<OptReply> {
 pub fn check_reply(r: &OptReply) -> Result<(), String> {
     let ok = match r.kind {
         REP_ACK => r.data.is_empty(),
-        REP_SERVER => r.data.len() >= 4 && be32(&r.data) as usize <= r.data.len() - 4,
-        REP_INFO => {
-            r.data.len() >= 2
-                && match be16(&r.data) {
-                    INFO_EXPORT => r.data.len() == 12,
-                    INFO_NAME | INFO_DESCRIPTION => true,
-                    INFO_BLOCK_SIZE => r.data.len() == 14,
-                    _ => false,
-                }
-        }
-        REP_META_CONTEXT => r.data.len() > 4,
+        REP_SERVER => client::parse_server(&r.data).is_ok(),
+        REP_INFO => !matches!(
+            client::parse_info(&r.data),
+            Err(_) | Ok(client::Info::Unknown(_))
+        ),
+        REP_META_CONTEXT => r.data.len() > 4 && client::parse_meta_context(&r.data).is_ok(),
         k if k & (1 << 31) != 0 => std::str::from_utf8(&r.data).is_ok(),
         _ => false,
     };

@@ -326,7 +326,8 @@ fn fio_verifies_crc32c_at_depth() {
     let dir = scratch();
     let members = create(dir.path(), "raid5", 4, &["--chunk", "32K"]);
     let d = Daemon::start(dir.path(), &config("raid5", &members));
-    let out = must(tool("fio").args([
+    // fio writes its verify state into its working directory: keep that in the scratch dir.
+    let out = must(tool("fio").current_dir(dir.path()).args([
         "--name=verify",
         "--ioengine=nbd",
         &format!("--uri={}", d.uri("raid5")),

@@ -8,6 +8,7 @@ the raidd/nbdkit ratio (higher is better for raidd on every row) plus server CPU
 I/O, read from /proc/PID/stat around each run.
 
 Usage: bench/nbd_vs_nbdkit.py [--rounds N] [--seconds S] [--size BYTES] [--json OUT]
+                              [--jobs 4k-randread-qd1,1m-read-qd8,...]
 """
 import argparse
 import json
@@ -88,7 +89,11 @@ def main():
     ap.add_argument("--client-cpus", default="1")
     ap.add_argument("--raidd", default="target/release/raidd")
     ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--jobs", help="comma-separated job names to run (default: all)")
     args = ap.parse_args()
+    jobs = [j for j in JOBS if not args.jobs or j[0] in args.jobs.split(",")]
+    if not jobs:
+        sys.exit(f"no such job; jobs: {', '.join(j[0] for j in JOBS)}")
 
     shm = tempfile.mkdtemp(prefix="raidd-bench-", dir="/dev/shm")
     procs = []
@@ -120,10 +125,10 @@ def main():
             "raidd": (raidd.pid, f"nbd://127.0.0.1:{rport}/bench"),
             "nbdkit": (nbdkit.pid, f"nbd://127.0.0.1:{kport}/"),
         }
-        results = {s: {j[0]: [] for j in JOBS} for s in servers}
+        results = {s: {j[0]: [] for j in jobs} for s in servers}
         for r in range(args.rounds):
             order = ["raidd", "nbdkit"] if r % 2 == 0 else ["nbdkit", "raidd"]
-            for job in JOBS:
+            for job in jobs:
                 for s in order:
                     pid, uri = servers[s]
                     c0 = cpu_seconds(pid)
@@ -136,7 +141,7 @@ def main():
                           f"{bw / 1e6:>8.1f} MB/s lat {lat:>7.1f} us", file=sys.stderr)
         print(f"\n{'job':<18} {'raidd IOPS':>11} {'nbdkit IOPS':>12} {'ratio':>6} "
               f"{'raidd MB/s':>10} {'nbdkit MB/s':>11} {'raidd cpu/io':>12} {'nbdkit cpu/io':>13}")
-        for job in JOBS:
+        for job in jobs:
             n = job[0]
             med = {s: {k: statistics.median(x[k] for x in results[s][n])
                        for k in ("iops", "bw", "cpu_us_per_io")} for s in servers}

@@ -63,6 +63,25 @@ impl Exit {
         }
     }
 
+    /// The code's meaning (a daemon's answer carries the number); unknown numbers are
+    /// failures.
+    pub fn from_code(code: u8) -> Exit {
+        [
+            Exit::Success,
+            Exit::Failure,
+            Exit::Usage,
+            Exit::NotFound,
+            Exit::Conflict,
+            Exit::Insufficient,
+            Exit::Unsupported,
+            Exit::Corrupt,
+            Exit::BadData,
+        ]
+        .into_iter()
+        .find(|e| e.code() == code)
+        .unwrap_or(Exit::Failure)
+    }
+
     /// The short name used in JSON output.
     pub fn name(self) -> &'static str {
         match self {

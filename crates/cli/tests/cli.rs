@@ -917,43 +917,42 @@ fn nested_arrays_show_as_a_tree() {
 /// A member held open read-write by one raidd process is refused by another (exit 4).
 #[test]
 fn member_in_use_by_another_process_conflicts() {
-    use std::io::Write;
+    use std::io::{BufRead, BufReader, Read, Write};
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
 
     let dir = scratch();
     let imgs = images(dir.path(), "w", 2);
     create("raid1", &imgs, &[]).ok();
-    // `write` from a pipe we keep open: it assembles, then waits for input.
+    // `write` from a pipe we keep open: it assembles, then waits for input. Its `-v` log
+    // says when it holds the members; probing before that would race it for the lock.
     let mut writer = Command::new(env!("CARGO_BIN_EXE_raidd"))
+        .arg("-v")
         .args(args_with(&["write"], &imgs))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let refused = loop {
-        let r = raidd(&args_with(&["detail"], &imgs[..1]));
-        if r.code == 4 {
-            break r;
+    let mut log = BufReader::new(writer.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = log.read_line(&mut line).unwrap();
+        seen.push_str(&line);
+        assert!(n > 0, "the writer ended before assembling: {seen}");
+        if line.contains("assembled") {
+            break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "detail never saw the member in use: {r:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+    let refused = raidd(&args_with(&["detail"], &imgs[..1]));
+    assert_eq!(refused.code, 4, "{refused:?}");
     assert!(refused.error().contains("in use"), "{}", refused.stderr);
     let mut stdin = writer.stdin.take().unwrap();
     stdin.write_all(&[7u8; 4096]).unwrap();
     drop(stdin);
-    let out = writer.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    log.read_to_string(&mut seen).unwrap();
+    let status = writer.wait().unwrap();
+    assert!(status.success(), "{seen}");
     let back = raidd(&args_with(&["read", "--length", "4K"], &imgs)).ok();
     assert!(back.stdout.iter().all(|&b| b == 7));
 }

@@ -27,19 +27,7 @@ pub fn control_socket(option: Option<PathBuf>) -> PathBuf {
 pub fn ask_and_print(socket: &Path, req: &Request, json: bool) -> CliResult {
     let resp = control::ask(socket, req)?;
     if resp.exit != 0 {
-        let exit = [
-            Exit::Failure,
-            Exit::Usage,
-            Exit::NotFound,
-            Exit::Conflict,
-            Exit::Insufficient,
-            Exit::Unsupported,
-            Exit::Corrupt,
-            Exit::BadData,
-        ]
-        .into_iter()
-        .find(|e| e.code() == resp.exit)
-        .unwrap_or(Exit::Failure);
+        let exit = Exit::from_code(resp.exit);
         return Err(CliError::new(
             exit,
             resp.error

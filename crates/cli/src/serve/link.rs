@@ -169,12 +169,16 @@ impl Link {
                     Err(e) => return Err(e),
                 }
             }
-            let (r, buf) = self.sock.read(vec![0u8; INPUT_BUF]).await;
+            // The ciphertext buffer is kept with the input: one allocation per connection.
+            let mut cipher = std::mem::take(&mut input.cipher);
+            cipher.resize(INPUT_BUF, 0);
+            let (r, cipher) = self.sock.read(cipher).await;
+            input.cipher = cipher;
             let n = r?;
             if n == 0 {
                 return Err(closed());
             }
-            self.absorb(&buf[..n]).await?;
+            self.absorb(&input.cipher[..n]).await?;
             // Key updates and the like may want an answer.
             self.flush_tls().await?;
         }
@@ -195,6 +199,8 @@ pub struct Input {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// TLS only: received ciphertext (empty on plain connections).
+    cipher: Vec<u8>,
 }
 
 impl Input {
@@ -203,6 +209,7 @@ impl Input {
             buf: vec![0u8; INPUT_BUF],
             start: 0,
             end: 0,
+            cipher: Vec::new(),
         }
     }
 

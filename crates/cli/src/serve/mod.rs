@@ -366,25 +366,29 @@ async fn accept_loop(listener: TcpListener, workers: Vec<mpsc::UnboundedSender<S
 }
 
 async fn worker(mut rx: mpsc::UnboundedReceiver<Stream>, shared: SharedState, stop: Stop) {
-    let mut conns = Vec::new();
+    let mut conns: Vec<(raidd_rt::JoinHandle<()>, Stream)> = Vec::new();
     loop {
         let next = rx.next();
         let stopping = stop.clone();
         futures::pin_mut!(next);
         match future::select(next, stopping).await {
             Either::Left((Some(stream), _)) => {
-                conns.retain(|h: &raidd_rt::JoinHandle<()>| !h.is_finished());
-                let shared = shared.clone();
-                let stop = stop.clone();
-                conns.push(raidd_rt::spawn_local(nbd::serve_connection(
-                    stream, shared, stop,
-                )));
+                conns.retain(|(h, _)| !h.is_finished());
+                let task = nbd::serve_connection(stream.clone(), shared.clone(), stop.clone());
+                conns.push((raidd_rt::spawn_local(task), stream));
             }
             Either::Left((None, _)) | Either::Right(_) => break,
         }
     }
-    for c in conns {
-        c.await;
+    // Stopping: no new requests. Shutting the read side ends each connection's wait for its
+    // next request; requests already taken finish and their replies still go out.
+    for (h, s) in &conns {
+        if !h.is_finished() {
+            let _ = s.shutdown(std::net::Shutdown::Read);
+        }
+    }
+    for (h, _) in conns {
+        h.await;
     }
 }
 

@@ -93,7 +93,7 @@ pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
     );
     export.connections.fetch_add(1, Ordering::Relaxed);
     let conn = Rc::new(Conn::new(link, shared.clone(), &negotiated));
-    let why = transmission(&conn, input, stop).await;
+    let why = transmission(&conn, input, &stop).await;
     export.connections.fetch_sub(1, Ordering::Relaxed);
     tracing::info!(%peer, export = %export.name, "client disconnected: {why}");
 }
@@ -258,7 +258,7 @@ fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
     }
 }
 
-async fn transmission(conn: &Rc<Conn>, input: Input, stop: Stop) -> String {
+async fn transmission(conn: &Rc<Conn>, input: Input, stop: &Stop) -> String {
     let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
     let why = reader(conn, input, stop).await;
     // Drain: every request already taken gets its reply before the connection closes.
@@ -279,7 +279,10 @@ async fn transmission(conn: &Rc<Conn>, input: Input, stop: Stop) -> String {
     why
 }
 
-async fn reader(conn: &Rc<Conn>, mut input: Input, stop: Stop) -> String {
+/// Takes requests until the client leaves or misbehaves. A stopping daemon shuts the read
+/// side of the socket (see `serve::worker`), which ends the wait for the next header without
+/// any per-request check of a shared stop signal.
+async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
     loop {
         // Room for at least one more request, or the end.
         let room = poll_fn(|cx| {
@@ -291,23 +294,15 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: Stop) -> String {
             }
             *conn.reader.borrow_mut() = Some(cx.waker().clone());
             Poll::Pending
-        });
-        let stopping = stop.clone();
-        futures::pin_mut!(room);
-        match future::select(room, stopping).await {
-            Either::Left((true, _)) => {}
-            Either::Left((false, _)) => return "the client stopped reading replies".into(),
-            Either::Right(_) => return "the daemon is stopping".into(),
+        })
+        .await;
+        if !room {
+            return "the client stopped reading replies".into();
         }
-        let r = {
-            let read = input.header::<REQUEST_LEN>(&conn.link);
-            let stopping = stop.clone();
-            futures::pin_mut!(read);
-            match future::select(read, stopping).await {
-                Either::Left((r, _)) => r,
-                Either::Right(_) => return "the daemon is stopping".into(),
-            }
-        };
+        let r = input.header::<REQUEST_LEN>(&conn.link).await;
+        if r.is_err() && stop.peek().is_some() {
+            return "the daemon is stopping".into();
+        }
         let raw = match r {
             Ok(h) => h,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {

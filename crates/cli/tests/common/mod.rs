@@ -11,12 +11,23 @@ use std::process::{Command, Output, Stdio};
 pub const MIB: u64 = 1 << 20;
 
 /// The result of one `raidd` run.
-#[derive(Debug)]
 pub struct Run {
     pub code: i32,
     pub stdout: Vec<u8>,
     pub stderr: String,
     pub args: Vec<String>,
+}
+
+impl std::fmt::Debug for Run {
+    // stdout as text, so a failed assertion shows what raidd printed, not a byte list.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("args", &self.args)
+            .field("code", &self.code)
+            .field("stdout", &self.text())
+            .field("stderr", &self.stderr)
+            .finish()
+    }
 }
 
 impl Run {

@@ -54,7 +54,7 @@ impl Exit {
     pub fn from_kind(kind: ErrorKind) -> Exit {
         match kind {
             ErrorKind::InvalidInput | ErrorKind::Unaligned | ErrorKind::OutOfRange => Exit::Usage,
-            ErrorKind::ReadOnly | ErrorKind::Io => Exit::Failure,
+            ErrorKind::ReadOnly | ErrorKind::Io | ErrorKind::Interrupted => Exit::Failure,
             ErrorKind::NotFound => Exit::NotFound,
             ErrorKind::Conflict => Exit::Conflict,
             ErrorKind::InsufficientMembers => Exit::Insufficient,

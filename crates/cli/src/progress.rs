@@ -51,6 +51,37 @@ pub fn progress_line(what: &str, done: u64, total: u64, elapsed: Duration, bar: 
     }
 }
 
+/// A running recovery, resync or scrub in one line, as `raidd status` and `detail` show it:
+/// `recovery of img3  42.0% [#####-----] 1.2 GiB of 3.0 GiB, 95.0 MiB/s, ETA 0:19`.
+pub fn sync_line(s: &raidd_engine::SyncStatus) -> String {
+    let what = match &s.member {
+        Some(m) => format!("{} of {m}", s.kind),
+        None => s.kind.to_string(),
+    };
+    let fraction = s.percent / 100.0;
+    let filled = ((fraction * 20.0).round() as usize).min(20);
+    let eta = match s.eta_s {
+        Some(e) => format!("ETA {}", clock(e)),
+        None => "ETA --:--".to_string(),
+    };
+    let mut line = format!(
+        "{what} {:5.1}% [{}{}] {} of {}, {:.1} MiB/s, {eta}",
+        s.percent,
+        "#".repeat(filled),
+        "-".repeat(20 - filled),
+        size::short(s.done_bytes),
+        size::short(s.total_bytes),
+        s.speed_bytes_s as f64 / (1024.0 * 1024.0),
+    );
+    if matches!(
+        s.kind,
+        raidd_engine::SyncKind::Check | raidd_engine::SyncKind::Repair
+    ) {
+        line.push_str(&format!(", {} mismatched sectors", s.mismatch_sectors));
+    }
+    line
+}
+
 /// `m:ss` or `h:mm:ss`.
 pub fn clock(secs: u64) -> String {
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);

@@ -71,7 +71,7 @@ pub fn children(arrays: &[Assembled], index: usize) -> Vec<(Option<usize>, usize
     let mut out = Vec::new();
     for role in 0..outer.geometry().members() {
         if let Some(m) = outer.member(role) {
-            if let Some(i) = arrays.iter().position(|a| same_array(m, &a.array)) {
+            if let Some(i) = arrays.iter().position(|a| same_array(&m, &a.array)) {
                 out.push((Some(role), i));
             }
         }

@@ -59,8 +59,9 @@ pub enum Decision {
     },
     /// Not used: the array records it as failed.
     Faulty,
-    /// Not used: it was being rebuilt and had not finished.
-    Partial { recovery_offset: u64 },
+    /// In this slot, part way through its rebuild: current below `recovery_offset` (member
+    /// sectors); the recovery resumes there.
+    Recovering { role: usize, recovery_offset: u64 },
     /// Not used: another member holds its slot with newer data.
     Displaced { role: usize },
 }
@@ -78,9 +79,12 @@ impl std::fmt::Display for Decision {
                 "stale: its event count {events} is behind the array's {array_events}"
             ),
             Decision::Faulty => write!(f, "faulty: the array records it as failed"),
-            Decision::Partial { recovery_offset } => write!(
+            Decision::Recovering {
+                role,
+                recovery_offset,
+            } => write!(
                 f,
-                "partially rebuilt: recovery stopped at sector {recovery_offset}"
+                "recovering in slot {role}: rebuilt up to sector {recovery_offset}"
             ),
             Decision::Displaced { role } => write!(
                 f,
@@ -242,24 +246,39 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
     let n = reference.raid_disks as usize;
     let mut report = Vec::new();
     let mut slots: Vec<Option<usize>> = vec![None; n];
+    // Slots held by a member part way through its rebuild, with its recovery point.
+    let mut partial: Vec<Option<u64>> = vec![None; n];
     let mut spares = Vec::new();
     for (i, f) in found.iter().enumerate() {
         let decision = decide(f, &reference, newest);
-        let decision = match decision {
-            Decision::Active { role } if role >= n => Decision::Spare,
-            Decision::Active { role } => match slots[role] {
-                Some(j) if found[j].sb.events >= f.sb.events => Decision::Displaced { role },
-                Some(j) => {
-                    report[j] = report_of(&found[j], Decision::Displaced { role });
-                    slots[role] = Some(i);
-                    Decision::Active { role }
+        let (role, recovery) = match decision {
+            Decision::Active { role } => (Some(role), None),
+            Decision::Recovering {
+                role,
+                recovery_offset,
+            } => (Some(role), Some(recovery_offset)),
+            _ => (None, None),
+        };
+        let decision = match role {
+            Some(role) if role >= n => Decision::Spare,
+            Some(role) => {
+                // A finished member wins a slot over a recovering one, then newer events.
+                let rank = |k: usize, rec: Option<u64>| (rec.is_none(), found[k].sb.events);
+                match slots[role] {
+                    Some(j) if rank(j, partial[role]) >= rank(i, recovery) => {
+                        Decision::Displaced { role }
+                    }
+                    prev => {
+                        if let Some(j) = prev {
+                            report[j] = report_of(&found[j], Decision::Displaced { role });
+                        }
+                        slots[role] = Some(i);
+                        partial[role] = recovery;
+                        decision
+                    }
                 }
-                None => {
-                    slots[role] = Some(i);
-                    Decision::Active { role }
-                }
-            },
-            d => d,
+            }
+            None => decision,
         };
         if decision == Decision::Spare {
             spares.push(i);
@@ -284,10 +303,12 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         geometry,
         slots: slots
             .iter()
-            .map(|s| {
+            .zip(&partial)
+            .map(|(s, rec)| {
                 s.map(|i| SlotParts {
                     member: found[i].member.clone(),
                     data_offset: found[i].sb.data_offset * 512,
+                    recovered: *rec,
                 })
             })
             .collect(),
@@ -345,12 +366,16 @@ fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
     if recorded == DevRole::Faulty {
         return Decision::Faulty;
     }
-    if f.sb.feature_map & feature::RECOVERY_OFFSET != 0 && f.sb.recovery_offset < f.sb.size {
-        return Decision::Partial {
-            recovery_offset: f.sb.recovery_offset,
-        };
-    }
     match f.sb.own_role() {
+        DevRole::Active(r)
+            if f.sb.feature_map & feature::RECOVERY_OFFSET != 0
+                && f.sb.recovery_offset < f.sb.size =>
+        {
+            Decision::Recovering {
+                role: usize::from(r),
+                recovery_offset: f.sb.recovery_offset,
+            }
+        }
         DevRole::Active(r) => Decision::Active {
             role: usize::from(r),
         },

@@ -29,6 +29,8 @@ pub enum ErrorKind {
     InsufficientMembers,
     /// A feature raidd does not implement.
     Unsupported,
+    /// Background work stopped on request (it resumes where it stopped).
+    Interrupted,
 }
 
 /// An engine error. `Display` gives the whole story in one line.
@@ -79,6 +81,7 @@ impl Error {
             ErrorKind::ReadOnly => libc::EPERM,
             ErrorKind::NotFound => libc::ENOENT,
             ErrorKind::Unsupported => libc::EOPNOTSUPP,
+            ErrorKind::Interrupted => libc::EINTR,
             ErrorKind::Io
             | ErrorKind::BadMetadata
             | ErrorKind::Conflict

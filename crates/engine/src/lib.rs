@@ -14,6 +14,9 @@ pub mod member;
 mod meta;
 pub mod pattern;
 
-pub use array::{Array, ArrayParts, ArrayState, ArrayStatus, SlotParts, SlotState};
+pub use array::{
+    Added, Array, ArrayParts, ArrayState, ArrayStatus, SlotParts, SlotState, SyncKind, SyncLimits,
+    SyncProgress, SyncStatus,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use member::{Member, MemberInfo};

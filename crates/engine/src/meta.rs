@@ -14,6 +14,7 @@ use futures::lock::Mutex;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::member::Member;
 
 /// Bytes of a superblock block: read-modify-written whole so 4 KiB-sector members work.
@@ -42,8 +43,12 @@ pub(crate) struct MetaState {
     pub(crate) spares: Vec<MemberSb>,
     pub(crate) events: u64,
     pub(crate) clean: CleanState,
-    /// Roles that failed since assembly (dev_number of the failed member, per slot).
-    failed: Vec<u32>,
+    /// Role changes since assembly, applied to every superblock in order: (dev_number, raw
+    /// role). A failed member becomes faulty; an added one takes its slot.
+    roles: Vec<(u32, u16)>,
+    /// Failed members still attached to the array (until removed): their device numbers
+    /// are not reused.
+    failed_devs: Vec<(u32, Arc<dyn Member>)>,
     bitmap: Option<BitmapSuper>,
 }
 
@@ -81,7 +86,8 @@ impl Metadata {
                 spares,
                 events,
                 clean,
-                failed: Vec::new(),
+                roles: Vec::new(),
+                failed_devs: Vec::new(),
                 bitmap,
             }),
         }
@@ -101,9 +107,108 @@ impl Metadata {
     pub(crate) async fn record_failure(&self, slot: usize) -> Vec<usize> {
         let mut st = self.state.lock().await;
         if let Some(m) = st.slots.get_mut(slot).and_then(Option::take) {
-            st.failed.push(m.sb.dev_number);
+            st.failed(m);
         }
         commit(&mut st).await
+    }
+
+    /// Writes a superblock onto `member` that makes it the recovering member of slot `role`
+    /// (md's recovery_offset feature, starting at `recovered`), and records the new role in
+    /// every superblock. `detached` names the failed member the slot held, if any.
+    pub(crate) async fn add_member(
+        &self,
+        role: usize,
+        member: Arc<dyn Member>,
+        detached: Option<&Arc<dyn Member>>,
+    ) -> Result<(u64, Vec<usize>)> {
+        let mut st = self.state.lock().await;
+        let reference = st
+            .slots
+            .iter()
+            .flatten()
+            .next()
+            .map(|m| m.sb.clone())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Io,
+                    "no working member left to copy metadata from",
+                )
+            })?;
+        if let Some(d) = detached {
+            // Taken out of its slot by this member, not removed: its number stays taken.
+            debug_assert!(st.failed_devs.iter().any(|(_, m)| Arc::ptr_eq(m, d)));
+        }
+        let used: Vec<u32> = st
+            .slots
+            .iter()
+            .flatten()
+            .chain(st.spares.iter())
+            .map(|m| m.sb.dev_number)
+            .chain(st.failed_devs.iter().map(|(d, _)| *d))
+            .collect();
+        let dev = (0..reference.dev_roles.len() as u32)
+            .find(|d| !used.contains(d))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "every one of the {} device numbers is in use",
+                        reference.dev_roles.len()
+                    ),
+                )
+            })?;
+        let size = member.info().size_bytes / 512;
+        let need = reference.data_offset + reference.size;
+        if size < need {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} has {} KiB; the array needs {} KiB per member",
+                    member.info().name,
+                    size / 2,
+                    need / 2
+                ),
+            ));
+        }
+        let mut sb = reference;
+        sb.dev_number = dev;
+        getrandom::fill(&mut sb.device_uuid)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
+        sb.data_size = size - sb.data_offset;
+        sb.feature_map |= feature::RECOVERY_OFFSET;
+        sb.recovery_offset = 0;
+        sb.cnt_corrected_read = 0;
+        let raw_role = DevRole::Active(role as u16).to_raw();
+        sb.dev_roles[dev as usize] = raw_role;
+        st.roles.push((dev, raw_role));
+        let data_offset = sb.data_offset * 512;
+        st.slots[role] = Some(MemberSb { sb, member });
+        Ok((data_offset, commit(&mut st).await))
+    }
+
+    /// Records a recovering member's progress (`Some(sector)`) or its completion (`None`).
+    pub(crate) async fn set_recovery(&self, role: usize, recovered: Option<u64>) -> Vec<usize> {
+        let mut st = self.state.lock().await;
+        let Some(m) = st.slots.get_mut(role).and_then(Option::as_mut) else {
+            return Vec::new();
+        };
+        match recovered {
+            Some(s) => {
+                m.sb.feature_map |= feature::RECOVERY_OFFSET;
+                m.sb.recovery_offset = s;
+            }
+            None => {
+                m.sb.feature_map &= !feature::RECOVERY_OFFSET;
+                m.sb.recovery_offset = 0;
+            }
+        }
+        commit(&mut st).await
+    }
+
+    /// Forgets a failed member (it was removed from the array): its device number is free.
+    pub(crate) async fn forget_failed(&self, member: &Arc<dyn Member>) {
+        let mut st = self.state.lock().await;
+        st.failed_devs.retain(|(_, m)| !Arc::ptr_eq(m, member));
     }
 
     /// Marks the array dirty before its first write (a no-op when it already is).
@@ -146,14 +251,14 @@ async fn commit(st: &mut MetaState) -> Vec<usize> {
         CleanState::Clean => MAX_SECTOR,
         CleanState::Dirty => 0,
     };
-    let (events, failed_devs) = (st.events, st.failed.clone());
+    let (events, roles) = (st.events, st.roles.clone());
     let update = |sb: &mut Superblock| {
         sb.events = events;
         sb.utime = utime;
         sb.resync_offset = resync_offset;
-        for &dev in &failed_devs {
+        for &(dev, role) in &roles {
             if let Some(r) = sb.dev_roles.get_mut(dev as usize) {
-                *r = DevRole::Faulty.to_raw();
+                *r = role;
             }
         }
     };
@@ -200,10 +305,17 @@ async fn commit(st: &mut MetaState) -> Vec<usize> {
     }
     for &slot in &failed {
         if let Some(m) = st.slots[slot].take() {
-            st.failed.push(m.sb.dev_number);
+            st.failed(m);
         }
     }
     failed
+}
+
+impl MetaState {
+    fn failed(&mut self, m: MemberSb) {
+        self.roles.push((m.sb.dev_number, DevRole::Faulty.to_raw()));
+        self.failed_devs.push((m.sb.dev_number, m.member));
+    }
 }
 
 /// Reads `len` bytes at `offset` of a member into a fresh buffer.

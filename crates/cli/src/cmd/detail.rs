@@ -92,14 +92,12 @@ pub struct NotUsedJson {
     pub member: String,
     pub device_uuid: String,
     pub events: u64,
-    /// `stale`, `faulty`, `partial` or `displaced`.
+    /// `stale`, `faulty` or `displaced`.
     pub reason: &'static str,
     /// For `stale`: the array's event count.
     pub array_events: Option<u64>,
     /// For `displaced`: the slot another member holds.
     pub role: Option<usize>,
-    /// For `partial`: how far its rebuild had got (sectors).
-    pub recovery_offset: Option<u64>,
     /// The reason in words.
     pub explanation: String,
 }
@@ -119,20 +117,15 @@ pub fn not_used(r: &MemberReport) -> Option<NotUsedJson> {
         reason: "",
         array_events: None,
         role: None,
-        recovery_offset: None,
         explanation: r.decision.to_string(),
     };
     match &r.decision {
-        Decision::Active { .. } | Decision::Spare => return None,
+        Decision::Active { .. } | Decision::Spare | Decision::Recovering { .. } => return None,
         Decision::Stale { array_events, .. } => {
             j.reason = "stale";
             j.array_events = Some(*array_events);
         }
         Decision::Faulty => j.reason = "faulty",
-        Decision::Partial { recovery_offset } => {
-            j.reason = "partial";
-            j.recovery_offset = Some(*recovery_offset);
-        }
         Decision::Displaced { role } => {
             j.reason = "displaced";
             j.role = Some(*role);
@@ -146,6 +139,7 @@ fn slot_state_text(s: SlotState) -> &'static str {
         SlotState::InSync => "in sync",
         SlotState::Faulty => "faulty",
         SlotState::Missing => "missing",
+        SlotState::Recovering => "rebuilding",
     }
 }
 
@@ -316,6 +310,15 @@ impl Gathered<'_> {
                 text.push_str(&format!("      {s}\n"));
             }
         }
+        if !st.faulty.is_empty() {
+            text.push_str("\n    Failed, out of their slot (raidd remove):\n");
+            for s in &st.faulty {
+                text.push_str(&format!("      {s}\n"));
+            }
+        }
+        if let Some(sync) = &st.sync {
+            text.push_str(&format!("\n    {}\n", crate::progress::sync_line(sync)));
+        }
         text
     }
 
@@ -450,11 +453,11 @@ mod tests {
         assert!(s.explanation.contains("3") && s.explanation.contains("9"));
         let d = not_used(&r(Decision::Displaced { role: 2 })).expect("displaced");
         assert_eq!((d.reason, d.role), ("displaced", Some(2)));
-        let p = not_used(&r(Decision::Partial {
+        assert!(not_used(&r(Decision::Recovering {
+            role: 1,
             recovery_offset: 64,
         }))
-        .expect("partial");
-        assert_eq!(p.recovery_offset, Some(64));
+        .is_none());
         assert_eq!(
             not_used(&r(Decision::Faulty)).map(|f| f.reason),
             Some("faulty")

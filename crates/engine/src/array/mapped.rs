@@ -41,7 +41,7 @@ impl Array {
                 let n = p.copies.len();
                 let Some(loc) = (0..n)
                     .map(|k| p.copies[(rot + k) % n])
-                    .find(|l| self.in_sync(l.member))
+                    .find(|l| self.in_sync_at(l.member, l.sector + p.sectors))
                 else {
                     let e = self.lost_piece(p);
                     return (Err(e), req.into_iov());
@@ -90,7 +90,11 @@ impl Array {
         for p in &pieces {
             let range = Self::piece_range(offset, p);
             let mut any = false;
-            for loc in p.copies.iter().filter(|l| self.in_sync(l.member)) {
+            for loc in p
+                .copies
+                .iter()
+                .filter(|l| self.in_sync_at(l.member, l.sector + p.sectors))
+            {
                 any = true;
                 let base = self.member_offset(loc.member, loc.sector);
                 let mut at = base;
@@ -116,10 +120,9 @@ impl Array {
         }
         // The write stands if every piece reached at least one copy that is still good.
         for p in &pieces {
-            let landed = p
-                .copies
-                .iter()
-                .any(|l| !failed.contains(&l.member) && self.in_sync(l.member));
+            let landed = p.copies.iter().any(|l| {
+                !failed.contains(&l.member) && self.in_sync_at(l.member, l.sector + p.sectors)
+            });
             if !landed {
                 return Err(self.lost_piece(p));
             }
@@ -130,7 +133,11 @@ impl Array {
     pub(super) async fn mapped_discard(&self, offset: u64, len: u64) -> Result<()> {
         let mut ranges: Vec<(usize, u64, u64)> = Vec::new();
         for p in self.pieces_of(offset, len) {
-            for loc in p.copies.iter().filter(|l| self.in_sync(l.member)) {
+            for loc in p
+                .copies
+                .iter()
+                .filter(|l| self.in_sync_at(l.member, l.sector + p.sectors))
+            {
                 ranges.push((
                     loc.member,
                     self.member_offset(loc.member, loc.sector),

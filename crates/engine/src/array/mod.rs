@@ -5,14 +5,17 @@
 //! taken only when the array's state changes (first write after a clean start, a failure,
 //! shutdown).
 
+mod gate;
 mod mapped;
 mod parity;
+mod scrub;
 mod stripe_lock;
+mod sync;
 
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::future::LocalBoxFuture;
 use raidd_layout::{Geometry, Level, SECTOR_SIZE};
@@ -23,7 +26,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{untag, MemberIo, Tagged};
 use crate::member::{Member, MemberInfo};
 use crate::meta::Metadata;
+use gate::Gate;
 use stripe_lock::StripeLocks;
+pub use sync::{Added, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 
 /// Health of one slot (md role).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -35,6 +40,8 @@ pub enum SlotState {
     Faulty,
     /// No member in this slot.
     Missing,
+    /// Being rebuilt: current below its recovery point, written there, read nowhere else.
+    Recovering,
 }
 
 impl SlotState {
@@ -42,6 +49,7 @@ impl SlotState {
         match v {
             0 => SlotState::InSync,
             1 => SlotState::Faulty,
+            3 => SlotState::Recovering,
             _ => SlotState::Missing,
         }
     }
@@ -49,10 +57,14 @@ impl SlotState {
 
 #[derive(Debug)]
 struct Slot {
-    member: Option<Arc<dyn Member>>,
+    /// Replaced only by member management (add, remove); the data path clones the Arc.
+    member: RwLock<Option<Arc<dyn Member>>>,
     /// Byte offset of the member's data area (md's data_offset).
-    data_offset: u64,
+    data_offset: AtomicU64,
     state: AtomicU8,
+    /// While recovering: member sectors below this hold current data (md's recovery_offset).
+    /// Moves only under a gate barrier on the region it passes.
+    recovered: AtomicU64,
 }
 
 /// What a slot is built from.
@@ -61,6 +73,8 @@ pub struct SlotParts {
     pub member: Arc<dyn Member>,
     /// Byte offset of the data area on the member.
     pub data_offset: u64,
+    /// A member whose rebuild stopped part way: sectors below this are current.
+    pub recovered: Option<u64>,
 }
 
 /// Everything needed to start an array (from assembly, creation or a test).
@@ -94,15 +108,24 @@ pub struct Array {
     uuid: [u8; 16],
     geometry: Geometry,
     slots: Vec<Slot>,
-    spares: Vec<Arc<dyn Member>>,
     read_only: bool,
     meta: Option<Metadata>,
     info: MemberInfo,
     locks: StripeLocks,
+    /// Keeps sync work (recovery, resync, repair) and writes to the same region apart.
+    gate: Gate,
+    /// The sync work running now, if any (one at a time, as md).
+    sync: Mutex<Option<Arc<SyncProgress>>>,
+    /// Failed members taken out of their slot (by a replacement), until removed.
+    detached: Mutex<Vec<Arc<dyn Member>>>,
+    /// Spares of this array (members with md's spare role).
+    spares_list: Mutex<Vec<Arc<dyn Member>>>,
     /// Rotates mirror reads over the copies.
     rr: AtomicUsize,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
+    /// The array was not shut down cleanly and no resync has finished since.
+    resync_pending: AtomicBool,
     counters: Counters,
 }
 
@@ -135,6 +158,9 @@ pub struct SlotStatus {
     pub role: usize,
     pub member: Option<String>,
     pub state: SlotState,
+    /// While recovering: bytes of the member's data area rebuilt so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -153,6 +179,9 @@ pub struct ArrayStatus {
     pub events: Option<u64>,
     pub slots: Vec<SlotStatus>,
     pub spares: Vec<String>,
+    /// Failed members no longer in a slot, waiting to be removed.
+    pub faulty: Vec<String>,
+    pub sync: Option<SyncStatus>,
     pub counters: CounterStatus,
 }
 
@@ -210,7 +239,8 @@ impl Array {
         let mut block_size = 512u32;
         let mut missing = Vec::with_capacity(parts.slots.len());
         for (role, s) in parts.slots.iter().enumerate() {
-            missing.push(s.is_none());
+            // A member part way through its rebuild cannot serve its whole slot yet.
+            missing.push(s.as_ref().is_none_or(|s| s.recovered.is_some()));
             let Some(s) = s else { continue };
             let info = s.member.info();
             block_size = block_size.max(info.block_size);
@@ -256,21 +286,35 @@ impl Array {
             .into_iter()
             .map(|s| match s {
                 Some(s) => Slot {
-                    member: Some(s.member),
-                    data_offset: s.data_offset,
-                    state: AtomicU8::new(SlotState::InSync as u8),
+                    state: AtomicU8::new(match s.recovered {
+                        None => SlotState::InSync as u8,
+                        Some(_) => SlotState::Recovering as u8,
+                    }),
+                    recovered: AtomicU64::new(s.recovered.unwrap_or(0)),
+                    member: RwLock::new(Some(s.member)),
+                    data_offset: AtomicU64::new(s.data_offset),
                 },
                 None => Slot {
-                    member: None,
-                    data_offset: 0,
+                    member: RwLock::new(None),
+                    data_offset: AtomicU64::new(0),
                     state: AtomicU8::new(SlotState::Missing as u8),
+                    recovered: AtomicU64::new(0),
                 },
             })
             .collect();
+        let unclean = meta.as_ref().is_some_and(Metadata::is_dirty);
         // Seeks cost time if any member seeks (clients use this for their I/O scheduling).
-        let rotational = slots
+        let rotational = parts
+            .spares
             .iter()
-            .any(|s| s.member.as_ref().is_some_and(|m| m.info().rotational));
+            .chain(
+                slots
+                    .iter()
+                    .filter_map(|s| read_lock(&s.member).clone())
+                    .collect::<Vec<_>>()
+                    .iter(),
+            )
+            .any(|m| m.info().rotational);
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),
@@ -282,12 +326,16 @@ impl Array {
             uuid: parts.uuid,
             geometry: parts.geometry,
             slots,
-            spares: parts.spares,
             read_only: parts.read_only,
             meta,
             locks: StripeLocks::default(),
+            gate: Gate::default(),
+            sync: Mutex::new(None),
+            detached: Mutex::new(Vec::new()),
+            spares_list: Mutex::new(parts.spares),
             rr: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
+            resync_pending: AtomicBool::new(unclean),
             counters: Counters::default(),
         })
     }
@@ -324,6 +372,24 @@ impl Array {
         self.slot_state(role) == SlotState::InSync
     }
 
+    /// Whether a slot holds current data for its member sectors below `end`: in sync, or
+    /// recovering and already rebuilt past `end`. Such a slot is read and written there.
+    pub(crate) fn in_sync_at(&self, role: usize, end: u64) -> bool {
+        match self.slot_state(role) {
+            SlotState::InSync => true,
+            SlotState::Recovering => end <= self.slots[role].recovered.load(Ordering::Acquire),
+            _ => false,
+        }
+    }
+
+    /// Whether a slot takes writes at all (in sync or being rebuilt).
+    pub(crate) fn takes_writes(&self, role: usize) -> bool {
+        matches!(
+            self.slot_state(role),
+            SlotState::InSync | SlotState::Recovering
+        )
+    }
+
     pub(crate) fn missing_mask(&self) -> Vec<bool> {
         (0..self.slots.len()).map(|r| !self.in_sync(r)).collect()
     }
@@ -333,20 +399,19 @@ impl Array {
     }
 
     /// The member in a slot (whatever its state).
-    pub fn member(&self, role: usize) -> Option<&Arc<dyn Member>> {
-        self.slots.get(role).and_then(|s| s.member.as_ref())
+    pub fn member(&self, role: usize) -> Option<Arc<dyn Member>> {
+        self.slots
+            .get(role)
+            .and_then(|s| read_lock(&s.member).clone())
     }
 
-    fn member_ref(&self, role: usize) -> &dyn Member {
-        &**self.slots[role]
-            .member
-            .as_ref()
-            .expect("I/O planned to an empty slot")
+    fn member_ref(&self, role: usize) -> Arc<dyn Member> {
+        self.member(role).expect("I/O planned to an empty slot")
     }
 
     /// Byte offset on the member of member-data sector `sector`.
     pub(crate) fn member_offset(&self, role: usize, sector: u64) -> u64 {
-        self.slots[role].data_offset + sector * SECTOR_SIZE
+        self.slots[role].data_offset.load(Ordering::Relaxed) + sector * SECTOR_SIZE
     }
 
     fn check_range(&self, offset: u64, len: u64, write: bool) -> Result<()> {
@@ -402,23 +467,15 @@ impl Array {
     /// before returning (so nothing is acknowledged that relies on the failure being
     /// unrecorded), and fails the array when it can no longer serve.
     pub(crate) async fn fail_slot(&self, role: usize, why: &io::Error) {
-        let s = &self.slots[role];
-        let was = s.state.compare_exchange(
-            SlotState::InSync as u8,
-            SlotState::Faulty as u8,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        if was.is_err() {
+        if !self.mark_faulty(role) {
             // Someone else failed it; wait until their superblock update is done.
             if let Some(meta) = &self.meta {
                 meta.barrier().await;
             }
             return;
         }
-        let name = s
-            .member
-            .as_ref()
+        let name = self
+            .member(role)
             .map(|m| m.info().name.clone())
             .unwrap_or_default();
         tracing::warn!(array = %self.name, member = %name, role, "member failed: {why}");
@@ -429,19 +486,30 @@ impl Array {
         let Some(meta) = &self.meta else { return };
         let mut more = meta.record_failure(role).await;
         while let Some(r) = more.pop() {
-            if self.slots[r]
-                .state
-                .compare_exchange(
-                    SlotState::InSync as u8,
-                    SlotState::Faulty as u8,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-            {
+            if self.mark_faulty(r) {
                 tracing::warn!(array = %self.name, role = r, "member failed its superblock update");
                 self.note_survival();
                 more.extend(meta.record_failure(r).await);
+            }
+        }
+    }
+
+    /// Moves a working slot (in sync or recovering) to faulty; false if it was not working.
+    fn mark_faulty(&self, role: usize) -> bool {
+        let st = &self.slots[role].state;
+        let mut cur = st.load(Ordering::Acquire);
+        loop {
+            if cur != SlotState::InSync as u8 && cur != SlotState::Recovering as u8 {
+                return false;
+            }
+            match st.compare_exchange(
+                cur,
+                SlotState::Faulty as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
             }
         }
     }
@@ -547,6 +615,10 @@ impl Array {
         self.counters
             .written_bytes
             .fetch_add(len, Ordering::Relaxed);
+        let _pass = self
+            .gate
+            .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
+            .await;
         match self.geometry.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_write(offset, iov).await,
             _ => self.mapped_write(offset, iov).await,
@@ -556,7 +628,9 @@ impl Array {
     /// Makes every acknowledged write durable on every in-sync member.
     pub async fn flush(&self) -> Result<()> {
         self.check_alive()?;
-        let roles: Vec<usize> = (0..self.slots.len()).filter(|&r| self.in_sync(r)).collect();
+        let roles: Vec<usize> = (0..self.slots.len())
+            .filter(|&r| self.takes_writes(r))
+            .collect();
         let results = futures::future::join_all(
             roles
                 .iter()
@@ -579,6 +653,10 @@ impl Array {
             return Ok(());
         }
         self.ensure_dirty().await?;
+        let _pass = self
+            .gate
+            .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
+            .await;
         self.mapped_discard(offset, len).await
     }
 
@@ -602,12 +680,17 @@ impl Array {
         self.write(offset, iov).await
     }
 
-    /// Clean shutdown: flush, then record in the superblocks that the array is consistent.
+    /// Clean shutdown: flush, then record in the superblocks that the array is consistent
+    /// (unless a resync it needs has not finished: then it stays marked for one).
     pub async fn close(&self) -> Result<()> {
         if self.read_only || self.failed.load(Ordering::Acquire) {
             return Ok(());
         }
         self.flush().await?;
+        if self.needs_resync() {
+            tracing::warn!(array = %self.name, "closed before its resync finished: it stays marked unclean");
+            return Ok(());
+        }
         if let Some(meta) = &self.meta {
             if meta.is_dirty() {
                 for r in meta.mark_clean().await {
@@ -619,9 +702,13 @@ impl Array {
         Ok(())
     }
 
-    /// Whether the superblocks say the array was not shut down cleanly.
+    /// Whether the array was not shut down cleanly and has not been resynced since.
     pub fn needs_resync(&self) -> bool {
-        self.meta.as_ref().is_some_and(Metadata::is_dirty)
+        self.resync_pending.load(Ordering::Acquire)
+    }
+
+    pub(super) fn resync_done(&self) {
+        self.resync_pending.store(false, Ordering::Release);
     }
 
     pub async fn status(&self) -> ArrayStatus {
@@ -629,7 +716,7 @@ impl Array {
             ArrayState::Failed
         } else if self.is_degraded() {
             ArrayState::Degraded
-        } else if self.needs_resync() {
+        } else if self.meta.as_ref().is_some_and(Metadata::is_dirty) {
             ArrayState::Active
         } else {
             ArrayState::Clean
@@ -654,13 +741,20 @@ impl Array {
             read_only: self.read_only,
             events,
             slots: (0..self.slots.len())
-                .map(|r| SlotStatus {
-                    role: r,
-                    member: self.slots[r].member.as_ref().map(|m| m.info().name.clone()),
-                    state: self.slot_state(r),
+                .map(|r| {
+                    let state = self.slot_state(r);
+                    SlotStatus {
+                        role: r,
+                        member: self.member(r).map(|m| m.info().name.clone()),
+                        state,
+                        recovered_bytes: (state == SlotState::Recovering)
+                            .then(|| self.slots[r].recovered.load(Ordering::Acquire) * SECTOR_SIZE),
+                    }
                 })
                 .collect(),
-            spares: self.spares.iter().map(|m| m.info().name.clone()).collect(),
+            spares: names(&self.spares_list),
+            faulty: names(&self.detached),
+            sync: self.sync_status(),
             counters: CounterStatus {
                 reads: ld(&c.reads),
                 writes: ld(&c.writes),
@@ -675,41 +769,33 @@ impl Array {
         }
     }
 
-    /// Rewrites every stripe (parity) or every region (mirrors) so that redundancy matches the
-    /// data: the initial sync of a new array and a resync after an unclean shutdown.
-    /// `progress(done_bytes, total_bytes)` is called after each step. Runs offline: I/O from
-    /// others meanwhile is not excluded (the lifecycle work makes it online).
+    /// Makes redundancy match the data everywhere (the initial sync of a new array, a resync
+    /// after an unclean shutdown), then marks the array clean: the offline form, for the CLI.
+    /// `progress(done_bytes, total_bytes)` follows it. The daemon runs [`Array::scrub`] with
+    /// [`SyncKind::Resync`] while serving instead.
     pub async fn resync(&self, mut progress: impl FnMut(u64, u64)) -> Result<()> {
-        if self.read_only {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                format!("{} is read-only", self.name),
-            ));
-        }
-        let step = match &self.geometry {
-            Geometry::Parity(p) => {
-                let stripe = p.stripe_data_sectors() * SECTOR_SIZE;
-                (4 << 20) / stripe.max(1) * stripe
-            }
-            _ => 4 << 20,
-        }
-        .max(u64::from(self.info.block_size));
-        let total = self.info.size_bytes;
-        if matches!(self.geometry.level(), Level::Linear | Level::Raid0) || self.is_degraded() {
+        self.check_writable()?;
+        if !self.can_scrub() || self.is_degraded() {
+            let total = self.info.size_bytes;
             progress(total, total);
             return Ok(());
         }
-        self.ensure_dirty().await?;
-        let mut pos = 0;
-        while pos < total {
-            let n = step.min(total - pos);
-            let data = self.read_to_buf(pos, n as usize).await?;
-            self.write_buf(pos, data).await?;
-            pos += n;
-            progress(pos, total);
-        }
+        self.scrub(SyncKind::Resync, SyncLimits::UNLIMITED, progress)
+            .await?;
         self.close().await
     }
+}
+
+fn read_lock<T: Clone>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn names(l: &Mutex<Vec<Arc<dyn Member>>>) -> Vec<String> {
+    l.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|m| m.info().name.clone())
+        .collect()
 }
 
 fn to_io(e: Error) -> io::Error {

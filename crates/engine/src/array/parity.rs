@@ -113,7 +113,7 @@ fn member_of_slot(map: &StripeMap, i: usize) -> usize {
 }
 
 /// Index of data chunk `dd` in the order parity code wants (Q coefficient order for RAID6).
-fn q_index(map: &StripeMap, dd: usize) -> usize {
+pub(super) fn q_index(map: &StripeMap, dd: usize) -> usize {
     if map.q.is_some() {
         usize::from(map.q_coef[dd])
     } else {
@@ -123,7 +123,11 @@ fn q_index(map: &StripeMap, dd: usize) -> usize {
 
 /// Rebuilds the missing blocks of a stripe in place. `blocks[member]` holds each present
 /// member's contents over the same rows; missing ones (None) are filled.
-fn rebuild_blocks(map: &StripeMap, blocks: &mut [Option<AlignedBuf>], len: usize) -> Result<()> {
+pub(super) fn rebuild_blocks(
+    map: &StripeMap,
+    blocks: &mut [Option<AlignedBuf>],
+    len: usize,
+) -> Result<()> {
     let k = map.data.len();
     let raid6 = map.q.is_some();
     let mut lost_idx: SmallVec<[(StripeRole, usize); 2]> = SmallVec::new();
@@ -183,10 +187,17 @@ fn rebuild_blocks(map: &StripeMap, blocks: &mut [Option<AlignedBuf>], len: usize
 }
 
 impl Array {
-    fn pg(&self) -> &ParityGeometry {
+    pub(super) fn pg(&self) -> &ParityGeometry {
         self.geometry
             .as_parity()
             .expect("parity I/O on a parity array")
+    }
+
+    /// The member sector just past `stripe`: a recovering member serves the stripe once its
+    /// recovery point has passed this.
+    pub(super) fn stripe_end(&self, stripe: u64) -> u64 {
+        let pg = self.pg();
+        pg.member_sector(stripe, 0) + u64::from(pg.chunk_sectors)
     }
 
     pub(super) async fn parity_read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
@@ -200,7 +211,7 @@ impl Array {
         let mut chosen = Vec::new();
         for (i, p) in pieces.iter().enumerate() {
             let loc = p.copies[0];
-            if !self.in_sync(loc.member) {
+            if !self.in_sync_at(loc.member, loc.sector + p.sectors) {
                 slow.push(i);
                 continue;
             }
@@ -256,9 +267,10 @@ impl Array {
         let _guard = self.locks.lock(stripe, stripe).await;
         let map = self.pg().stripe_map(stripe);
         let target = map.data[dd];
+        let end = self.stripe_end(stripe);
         for _attempt in 0..=self.slots.len() {
             self.check_alive()?;
-            if self.in_sync(target) {
+            if self.in_sync_at(target, end) {
                 // Recovered meanwhile (a retry after another failure): read it directly.
                 let mut blocks = self.read_rows(stripe, &rows, &[target]).await?;
                 if let Some(b) = blocks[target].take() {
@@ -266,8 +278,9 @@ impl Array {
                 }
                 continue;
             }
-            let present: SmallVec<[usize; 16]> =
-                (0..self.slots.len()).filter(|&m| self.in_sync(m)).collect();
+            let present: SmallVec<[usize; 16]> = (0..self.slots.len())
+                .filter(|&m| self.in_sync_at(m, end))
+                .collect();
             let mut blocks = self.read_rows(stripe, &rows, &present).await?;
             if present.iter().any(|&m| blocks[m].is_none()) {
                 continue; // a read failed and its member is now faulty: try again
@@ -281,7 +294,7 @@ impl Array {
 
     /// Reads `rows` of `stripe` from each of `members` into fresh buffers, indexed by member.
     /// A member whose read fails is failed and its entry stays `None`.
-    async fn read_rows(
+    pub(super) async fn read_rows(
         &self,
         stripe: u64,
         rows: &Range<u64>,
@@ -400,8 +413,10 @@ impl Array {
             let mut batch = Batch::default();
             for &i in &todo {
                 let w = &mut plans[i];
-                let (strategy, members) =
-                    choose_strategy(&w.map, &w.cover, &w.rows, chunk, |m| self.in_sync(m));
+                let end = self.stripe_end(w.stripe);
+                let (strategy, members) = choose_strategy(&w.map, &w.cover, &w.rows, chunk, |m| {
+                    self.in_sync_at(m, end)
+                });
                 w.strategy = strategy;
                 w.old = (0..self.slots.len()).map(|_| None).collect();
                 let len = ((w.rows.end - w.rows.start) * SECTOR_SIZE) as usize;
@@ -545,10 +560,11 @@ impl Array {
         batch: &mut Batch<raidd_rt::BufSlice>,
     ) {
         let pg = self.pg();
+        let end = self.stripe_end(w.stripe);
         for (dd, c) in w.cover.iter().enumerate() {
             let Some(c) = c else { continue };
             let m = w.map.data[dd];
-            if !self.in_sync(m) {
+            if !self.in_sync_at(m, end) {
                 continue; // its new contents live in the parity
             }
             let start = (pg.array_sector(w.stripe, dd, c.start) * SECTOR_SIZE - offset) as usize;
@@ -565,7 +581,7 @@ impl Array {
             let (Some(m), Some(buf)) = (member, buf) else {
                 continue;
             };
-            if !self.in_sync(m) {
+            if !self.in_sync_at(m, end) {
                 continue;
             }
             let len = buf.len();

@@ -115,6 +115,7 @@ pub fn array_over(spec: &Spec, members: &[Arc<dyn Member>], missing: &[usize]) -
             (!missing.contains(&i)).then(|| SlotParts {
                 member: m.clone(),
                 data_offset: DATA_OFFSET,
+                recovered: None,
             })
         })
         .collect();

@@ -1,0 +1,703 @@
+//! Member management and online recovery.
+//!
+//! A member added to a degraded array takes a free slot as *recovering*: below its recovery
+//! point it is current and is read and written like any in-sync member; above it, it is
+//! neither read nor written, and the rebuild fills it later from the others. The rebuild
+//! walks the member in windows. Before copying a window it raises a barrier on the array
+//! regions the window holds ([`super::gate`]): writes in flight there finish first, new ones
+//! wait, so the copy reads the newest data, and once the recovery point has moved past the
+//! window every later write lands on the new member too. Nothing older is ever written over
+//! something newer. The recovery point is checkpointed in the member's superblock (md's
+//! recovery_offset), so a restart resumes where it stopped.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raidd_layout::{Geometry, Reverse, SECTOR_SIZE};
+use raidd_rt::{AlignedBuf, IoVecMut, SharedBuf};
+use serde::Serialize;
+use smallvec::SmallVec;
+
+use super::{Array, SlotState};
+use crate::error::{Error, ErrorKind, Result};
+use crate::member::Member;
+use crate::meta::write_bytes;
+
+/// What a background pass over the array does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncKind {
+    /// Rebuild one member from the others.
+    Recovery,
+    /// Make redundancy match the data everywhere (after an unclean shutdown).
+    Resync,
+    /// Read everything and count mismatches (md's `check`).
+    Check,
+    /// As check, and rewrite what does not match (md's `repair`).
+    Repair,
+}
+
+impl std::fmt::Display for SyncKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SyncKind::Recovery => "recovery",
+            SyncKind::Resync => "resync",
+            SyncKind::Check => "check",
+            SyncKind::Repair => "repair",
+        })
+    }
+}
+
+/// How a pass runs. Speed limits are in KiB/s per member, as md's sync_speed_min/max: above
+/// `min` the pass yields to foreground I/O; it never goes faster than `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncLimits {
+    pub min_kib_s: u64,
+    pub max_kib_s: u64,
+    /// Member bytes per window (rounded up to whole chunks): writes to the array region a
+    /// window holds wait while it is copied.
+    pub window_bytes: u64,
+}
+
+impl Default for SyncLimits {
+    fn default() -> Self {
+        // md's speed defaults.
+        SyncLimits {
+            min_kib_s: 1_000,
+            max_kib_s: 200_000,
+            window_bytes: 4 << 20,
+        }
+    }
+}
+
+impl SyncLimits {
+    /// No throttling at all (tests, benchmarks of the raw rate).
+    pub const UNLIMITED: SyncLimits = SyncLimits {
+        min_kib_s: u64::MAX,
+        max_kib_s: u64::MAX,
+        window_bytes: 4 << 20,
+    };
+
+    fn unthrottled(&self) -> bool {
+        self.min_kib_s == u64::MAX && self.max_kib_s == u64::MAX
+    }
+}
+
+/// A running pass: what `raidd status` shows.
+#[derive(Debug)]
+pub struct SyncProgress {
+    pub kind: SyncKind,
+    /// The member being rebuilt (recovery).
+    pub role: Option<usize>,
+    /// Sectors to cover, per member.
+    pub total: u64,
+    pub(super) done: AtomicU64,
+    /// Where this run started (a resumed recovery starts part way).
+    start: u64,
+    mismatches: AtomicU64,
+    /// Mismatch locations logged so far (the log is capped).
+    pub(super) logged: AtomicU64,
+    started: Instant,
+    cancel: AtomicBool,
+}
+
+impl SyncProgress {
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+    pub fn mismatches(&self) -> u64 {
+        self.mismatches.load(Ordering::Relaxed)
+    }
+    pub(crate) fn add_mismatches(&self, sectors: u64) {
+        self.mismatches.fetch_add(sectors, Ordering::Relaxed);
+    }
+    pub(super) fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Acquire)
+    }
+}
+
+/// A snapshot of a running pass, in bytes per member.
+#[derive(Clone, Debug, Serialize)]
+pub struct SyncStatus {
+    pub kind: SyncKind,
+    pub member: Option<String>,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    pub percent: f64,
+    pub speed_bytes_s: u64,
+    pub eta_s: Option<u64>,
+    /// Sectors found inconsistent so far (md's mismatch_cnt).
+    pub mismatch_sectors: u64,
+}
+
+/// Clears the array's running pass when the pass ends, however it ends.
+pub(super) struct SyncGuard<'a>(pub(super) &'a Array);
+
+impl Drop for SyncGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.sync.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Paces a pass: never above `max`, and above `min` only while no foreground I/O arrives.
+pub(super) struct Throttle {
+    limits: SyncLimits,
+    mark: Instant,
+    mark_pos: u64,
+    foreground: u64,
+}
+
+impl Throttle {
+    pub(super) fn new(limits: SyncLimits, array: &Array, pos: u64) -> Throttle {
+        Throttle {
+            limits,
+            mark: Instant::now(),
+            mark_pos: pos,
+            foreground: array.foreground_ops(),
+        }
+    }
+
+    pub(super) async fn pace(&mut self, array: &Array, pos: u64) {
+        if self.limits.unthrottled() {
+            return;
+        }
+        loop {
+            let secs = self.mark.elapsed().as_secs_f64().max(1e-3);
+            let kib_s = (pos - self.mark_pos) as f64 / 2.0 / secs;
+            let fg = array.foreground_ops();
+            let busy = fg != self.foreground;
+            self.foreground = fg;
+            if kib_s > self.limits.max_kib_s as f64
+                || (busy && kib_s > self.limits.min_kib_s as f64)
+            {
+                raidd_rt::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            break;
+        }
+        if self.mark.elapsed() > Duration::from_secs(3) {
+            self.mark = Instant::now();
+            self.mark_pos = pos;
+        }
+    }
+}
+
+/// What an `add` did with the member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Added {
+    /// It took this slot and needs recovery ([`Array::recover`]).
+    Recovering(usize),
+    /// The array has no free slot: it waits as a spare.
+    Spare,
+}
+
+/// How often a running recovery records its progress in the superblocks.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
+
+impl Array {
+    /// Reads and writes from clients so far (a pass yields to them above its minimum speed).
+    fn foreground_ops(&self) -> u64 {
+        self.counters.reads.load(Ordering::Relaxed) + self.counters.writes.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn begin_sync(
+        &self,
+        kind: SyncKind,
+        role: Option<usize>,
+        total: u64,
+        start: u64,
+    ) -> Result<Arc<SyncProgress>> {
+        let mut cur = self.sync.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = cur.as_ref() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{}: a {} is already running", self.name, p.kind),
+            ));
+        }
+        let p = Arc::new(SyncProgress {
+            kind,
+            role,
+            total,
+            done: AtomicU64::new(start),
+            start,
+            mismatches: AtomicU64::new(0),
+            logged: AtomicU64::new(0),
+            started: Instant::now(),
+            cancel: AtomicBool::new(false),
+        });
+        *cur = Some(p.clone());
+        Ok(p)
+    }
+
+    /// The pass running now, if any.
+    pub fn sync_progress(&self) -> Option<Arc<SyncProgress>> {
+        self.sync.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(super) fn sync_status(&self) -> Option<SyncStatus> {
+        let p = self.sync_progress()?;
+        let done = p.done();
+        let secs = p.started.elapsed().as_secs_f64();
+        let rate = if secs > 0.0 {
+            (done - p.start) as f64 * SECTOR_SIZE as f64 / secs
+        } else {
+            0.0
+        };
+        let left = p.total.saturating_sub(done) * SECTOR_SIZE;
+        Some(SyncStatus {
+            kind: p.kind,
+            member: p
+                .role
+                .and_then(|r| self.member(r))
+                .map(|m| m.info().name.clone()),
+            done_bytes: done * SECTOR_SIZE,
+            total_bytes: p.total * SECTOR_SIZE,
+            percent: if p.total == 0 {
+                100.0
+            } else {
+                done as f64 * 100.0 / p.total as f64
+            },
+            speed_bytes_s: rate as u64,
+            eta_s: (rate >= 1.0).then(|| (left as f64 / rate) as u64),
+            mismatch_sectors: p.mismatches(),
+        })
+    }
+
+    /// Asks the running pass to stop at its next window (recovery keeps its progress).
+    pub fn cancel_sync(&self) -> bool {
+        match self.sync_progress() {
+            Some(p) => {
+                p.cancel.store(true, Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                format!("{} is read-only", self.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The slot of the member called `name` (as [`Member::info`] names it).
+    pub fn role_of(&self, name: &str) -> Option<usize> {
+        (0..self.slots.len()).find(|&r| self.member(r).is_some_and(|m| m.info().name == name))
+    }
+
+    /// Fails a working member on request (`raidd fail`): as an I/O error would.
+    pub async fn fail_member(&self, role: usize) -> Result<()> {
+        self.check_writable()?;
+        match self.slot_state(role) {
+            SlotState::InSync | SlotState::Recovering => {}
+            s => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("{}: slot {role} is {s:?}, not a working member", self.name),
+                ))
+            }
+        }
+        self.fail_slot(role, &std::io::Error::other("failed by the administrator"))
+            .await;
+        Ok(())
+    }
+
+    /// Removes a failed member or a spare from the array (`raidd remove`) and returns it:
+    /// nothing refers to it afterwards, so its device is free. Working members must be
+    /// failed first.
+    pub async fn remove_member(&self, name: &str) -> Result<Arc<dyn Member>> {
+        self.check_writable()?;
+        let take = |l: &std::sync::Mutex<Vec<Arc<dyn Member>>>| {
+            let mut v = l.lock().unwrap_or_else(|e| e.into_inner());
+            let i = v.iter().position(|m| m.info().name == name)?;
+            Some(v.remove(i))
+        };
+        if let Some(m) = take(&self.detached) {
+            if let Some(meta) = &self.meta {
+                meta.forget_failed(&m).await;
+            }
+            return Ok(m);
+        }
+        if let Some(m) = take(&self.spares_list) {
+            return Ok(m);
+        }
+        let Some(role) = self.role_of(name) else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{name} is not a member of {}", self.name),
+            ));
+        };
+        if self.slot_state(role) != SlotState::Faulty {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{name} is working in {}; fail it first", self.name),
+            ));
+        }
+        let m = self
+            .take_slot_member(role)
+            .expect("a faulty slot holds its member");
+        if let Some(meta) = &self.meta {
+            meta.forget_failed(&m).await;
+        }
+        self.slots[role]
+            .state
+            .store(SlotState::Missing as u8, Ordering::Release);
+        Ok(m)
+    }
+
+    fn take_slot_member(&self, role: usize) -> Option<Arc<dyn Member>> {
+        self.slots[role]
+            .member
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Adds a member (`raidd add`, or a spare claimed on failure). It takes the first slot
+    /// that is missing or whose member failed (the failed member stays listed until
+    /// removed) and starts as recovering; with no such slot it becomes a spare. The caller
+    /// runs [`Array::recover`] for a recovering slot.
+    pub async fn add_member(&self, member: Arc<dyn Member>) -> Result<Added> {
+        self.check_writable()?;
+        self.check_alive()?;
+        let Some(meta) = &self.meta else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{} has no md metadata to record a new member in", self.name),
+            ));
+        };
+        if self.geometry.redundancy() == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} is {}: it has no redundancy to rebuild a member from",
+                    self.name,
+                    self.geometry.level()
+                ),
+            ));
+        }
+        let name = member.info().name.clone();
+        let known = (0..self.slots.len())
+            .any(|r| self.member(r).is_some_and(|m| m.info().name == name))
+            || names_in(&self.spares_list).contains(&name)
+            || names_in(&self.detached).contains(&name);
+        if known {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{name} is already part of {}", self.name),
+            ));
+        }
+        let free = (0..self.slots.len())
+            .find(|&r| matches!(self.slot_state(r), SlotState::Missing | SlotState::Faulty));
+        let Some(role) = free else {
+            self.spares_list
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(member);
+            tracing::info!(array = %self.name, member = %name, "added as a spare");
+            return Ok(Added::Spare);
+        };
+        let detached = if self.slot_state(role) == SlotState::Faulty {
+            self.take_slot_member(role)
+        } else {
+            None
+        };
+        let (data_offset, failed) = match meta
+            .add_member(role, member.clone(), detached.as_ref())
+            .await
+        {
+            Ok(x) => x,
+            Err(e) => {
+                if let Some(d) = detached {
+                    *self.slots[role]
+                        .member
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(d);
+                }
+                return Err(e);
+            }
+        };
+        if let Some(d) = detached {
+            self.detached
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(d);
+        }
+        let slot = &self.slots[role];
+        slot.data_offset.store(data_offset, Ordering::Relaxed);
+        slot.recovered.store(0, Ordering::Release);
+        *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(member);
+        slot.state
+            .store(SlotState::Recovering as u8, Ordering::Release);
+        tracing::info!(array = %self.name, member = %name, role, "added; recovery needed");
+        for r in failed {
+            self.fail_slot(r, &std::io::Error::other("superblock update failed"))
+                .await;
+        }
+        Ok(Added::Recovering(role))
+    }
+
+    /// Takes a spare of this array (one assembled with md's spare role, or added while the
+    /// array was whole) into a free slot. Returns the slot to recover, if one was taken.
+    pub async fn claim_own_spare(&self) -> Result<Option<usize>> {
+        let free = (0..self.slots.len())
+            .any(|r| matches!(self.slot_state(r), SlotState::Missing | SlotState::Faulty));
+        if !free {
+            return Ok(None);
+        }
+        let spare = {
+            let mut v = self.spares_list.lock().unwrap_or_else(|e| e.into_inner());
+            if v.is_empty() {
+                return Ok(None);
+            }
+            v.remove(0)
+        };
+        match self.add_member(spare).await? {
+            Added::Recovering(r) => Ok(Some(r)),
+            Added::Spare => Ok(None),
+        }
+    }
+
+    /// Member sectors per window: whole chunks, about `bytes`.
+    pub(super) fn sync_window(&self, bytes: u64) -> u64 {
+        let chunk = u64::from(self.geometry.chunk_sectors()).max(1);
+        (bytes / SECTOR_SIZE).max(1).div_ceil(chunk) * chunk
+    }
+
+    /// Rebuilds a recovering slot from the others while the array serves I/O, from its
+    /// recovery point to the end; on success the slot is in sync. Stops early (keeping its
+    /// progress) when cancelled or when the member or the array fails.
+    pub async fn recover(&self, role: usize, limits: SyncLimits) -> Result<()> {
+        self.check_writable()?;
+        if self.slot_state(role) != SlotState::Recovering {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("{}: slot {role} is not waiting for recovery", self.name),
+            ));
+        }
+        let total = self.geometry.member_used_sectors(role);
+        let chunk = u64::from(self.geometry.chunk_sectors()).max(1);
+        // A recovery point from the kernel need not be chunk aligned: start at its chunk.
+        let mut pos = self.slots[role].recovered.load(Ordering::Acquire) / chunk * chunk;
+        let progress = self.begin_sync(SyncKind::Recovery, Some(role), total, pos)?;
+        let _guard = SyncGuard(self);
+        let name = self
+            .member(role)
+            .map(|m| m.info().name.clone())
+            .unwrap_or_default();
+        tracing::info!(array = %self.name, member = %name, from_sector = pos, "recovery started");
+        let window = self.sync_window(limits.window_bytes);
+        let mut throttle = Throttle::new(limits, self, pos);
+        let mut checkpoint = Instant::now();
+        while pos < total {
+            self.check_alive()?;
+            if self.slot_state(role) != SlotState::Recovering {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!("{}: {name} failed during recovery", self.name),
+                ));
+            }
+            if progress.cancelled() {
+                self.checkpoint(role, pos).await;
+                tracing::info!(array = %self.name, member = %name, at_sector = pos, "recovery interrupted");
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    format!("{}: recovery of {name} stopped at sector {pos}", self.name),
+                ));
+            }
+            throttle.pace(self, pos).await;
+            // Members that complete at once (memory) never suspend: let others run.
+            raidd_rt::yield_now().await;
+            let end = (pos + window).min(total);
+            self.recover_window(role, pos..end).await?;
+            pos = end;
+            progress.done.store(pos, Ordering::Relaxed);
+            if checkpoint.elapsed() >= CHECKPOINT_EVERY && pos < total {
+                self.checkpoint(role, pos).await;
+                checkpoint = Instant::now();
+            }
+        }
+        let member = self.member_ref(role);
+        if let Err(e) = member.flush().await {
+            self.fail_slot(role, &e).await;
+            return Err(Error::io(format!("{}: flushing {name}", self.name), e));
+        }
+        if self.slots[role]
+            .state
+            .compare_exchange(
+                SlotState::Recovering as u8,
+                SlotState::InSync as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{}: {name} failed during recovery", self.name),
+            ));
+        }
+        if let Some(meta) = &self.meta {
+            for r in meta.set_recovery(role, None).await {
+                self.fail_slot(r, &std::io::Error::other("superblock update failed"))
+                    .await;
+            }
+        }
+        self.check_alive()?;
+        tracing::info!(array = %self.name, member = %name, "recovery finished");
+        Ok(())
+    }
+
+    async fn checkpoint(&self, role: usize, pos: u64) {
+        if let Some(meta) = &self.meta {
+            for r in meta.set_recovery(role, Some(pos)).await {
+                self.fail_slot(r, &std::io::Error::other("superblock update failed"))
+                    .await;
+            }
+        }
+    }
+
+    /// Rebuilds member sectors `range` of slot `role` under a barrier, then moves its
+    /// recovery point past them.
+    async fn recover_window(&self, role: usize, range: std::ops::Range<u64>) -> Result<()> {
+        let result = match &self.geometry {
+            Geometry::Parity(pg) => {
+                let chunk = u64::from(pg.chunk_sectors);
+                let stripes = range.start / chunk..range.end.div_ceil(chunk);
+                let per = pg.stripe_data_sectors();
+                let _barrier = self
+                    .gate
+                    .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
+                    .await;
+                let r =
+                    futures::future::try_join_all(stripes.map(|s| self.recover_stripe(role, s)))
+                        .await;
+                if r.is_ok() {
+                    self.slots[role]
+                        .recovered
+                        .store(range.end, Ordering::Release);
+                }
+                r.map(|_| ())
+            }
+            _ => {
+                let runs = self.data_runs(role, range.clone());
+                let _barrier = self
+                    .gate
+                    .barrier(runs.iter().map(|r| (r.array_sector, r.sectors)))
+                    .await;
+                let r = futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r)))
+                    .await;
+                if r.is_ok() {
+                    self.slots[role]
+                        .recovered
+                        .store(range.end, Ordering::Release);
+                }
+                r.map(|_| ())
+            }
+        };
+        result
+    }
+
+    /// The array data that member sectors `range` of `role` hold, as runs contiguous on both
+    /// sides (mirrored levels).
+    fn data_runs(&self, role: usize, range: std::ops::Range<u64>) -> Vec<Run> {
+        let chunk = u64::from(self.geometry.chunk_sectors());
+        let mut runs: Vec<Run> = Vec::new();
+        let mut sec = range.start;
+        while sec < range.end {
+            let n = if chunk == 0 {
+                range.end - sec
+            } else {
+                (chunk - sec % chunk).min(range.end - sec)
+            };
+            if let Reverse::Data { array_sector, .. } = self.geometry.reverse(role, sec) {
+                match runs.last_mut() {
+                    Some(last)
+                        if last.member_sector + last.sectors == sec
+                            && last.array_sector + last.sectors == array_sector =>
+                    {
+                        last.sectors += n
+                    }
+                    _ => runs.push(Run {
+                        member_sector: sec,
+                        array_sector,
+                        sectors: n,
+                    }),
+                }
+            }
+            sec += n;
+        }
+        runs
+    }
+
+    /// Copies one run from the working copies onto the recovering member.
+    async fn copy_run(&self, role: usize, run: &Run) -> Result<()> {
+        let len = (run.sectors * SECTOR_SIZE) as usize;
+        let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
+        let mut iov = IoVecMut::new();
+        iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
+        let (r, iov) = self.mapped_read(run.array_sector * SECTOR_SIZE, iov).await;
+        drop(iov);
+        r?;
+        let data = buf.try_into_inner().expect("read released the buffer");
+        self.write_recovering(role, run.member_sector, data).await
+    }
+
+    async fn write_recovering(&self, role: usize, sector: u64, data: AlignedBuf) -> Result<()> {
+        let member = self.member_ref(role);
+        if let Err(e) = write_bytes(&*member, self.member_offset(role, sector), data).await {
+            self.fail_slot(role, &e).await;
+            return Err(Error::io(
+                format!(
+                    "{}: writing {} during recovery",
+                    self.name,
+                    member.info().name
+                ),
+                e,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Rebuilds `role`'s chunk of `stripe` (data or parity) from the other members.
+    async fn recover_stripe(&self, role: usize, stripe: u64) -> Result<()> {
+        let pg = self.pg();
+        let chunk = u64::from(pg.chunk_sectors);
+        let map = pg.stripe_map(stripe);
+        let end = self.stripe_end(stripe);
+        let len = (chunk * SECTOR_SIZE) as usize;
+        for _attempt in 0..=self.slots.len() {
+            self.check_alive()?;
+            let present: SmallVec<[usize; 16]> = (0..self.slots.len())
+                .filter(|&m| m != role && self.in_sync_at(m, end))
+                .collect();
+            let mut blocks = self.read_rows(stripe, &(0..chunk), &present).await?;
+            if present.iter().any(|&m| blocks[m].is_none()) {
+                continue; // a read failed and its member is now faulty: try again
+            }
+            super::parity::rebuild_blocks(&map, &mut blocks, len)?;
+            let data = blocks[role].take().expect("rebuilt");
+            return self
+                .write_recovering(role, pg.member_sector(stripe, 0), data)
+                .await;
+        }
+        Err(self.lost_error())
+    }
+}
+
+/// Array data held contiguously by a member.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    member_sector: u64,
+    array_sector: u64,
+    sectors: u64,
+}
+
+fn names_in(l: &std::sync::Mutex<Vec<Arc<dyn Member>>>) -> Vec<String> {
+    super::names(l)
+}

@@ -1,0 +1,177 @@
+//! Scrubbing: `check` counts inconsistent sectors as md's mismatch_cnt does (whole 4 KiB
+//! blocks) and changes nothing; `repair` rewrites the redundancy and a second check finds
+//! nothing; resync after an unclean start runs through the same pass. Corruption is put on
+//! the members behind the array's back.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{verify_all, write_pattern, Model};
+use raidd_engine::assemble::{assemble, examine, AssembleOptions};
+use raidd_engine::create::{create, CreateSpec};
+use raidd_engine::member::MemMember;
+use raidd_engine::{ErrorKind, Member, SyncKind, SyncLimits};
+use raidd_layout::{Geometry, Level};
+
+const MEMBER_BYTES: u64 = 4 << 20;
+
+fn spec(level: Level, members: Vec<Arc<dyn Member>>, assume_clean: bool) -> CreateSpec {
+    CreateSpec {
+        name: "scrub".into(),
+        homehost: "test".into(),
+        level,
+        layout: None,
+        chunk_sectors: Some(16),
+        members: members.into_iter().map(Some).collect(),
+        size_sectors: Some(2048),
+        assume_clean,
+        force: false,
+    }
+}
+
+fn mems(n: usize) -> Vec<Arc<MemMember>> {
+    (0..n)
+        .map(|i| Arc::new(MemMember::new(format!("c{i}"), MEMBER_BYTES)))
+        .collect()
+}
+
+/// Flips bytes in member sectors `sector` and `sector + 9` (two different 4 KiB blocks).
+async fn corrupt(m: &MemMember, sector: u64) {
+    let off = examine(m).await.unwrap().data_offset * 512;
+    for s in [sector, sector + 9] {
+        let mut b = [0u8; 512];
+        m.read_sync(off + s * 512, &mut b);
+        b[17] ^= 0xff;
+        m.write_sync(off + s * 512, &b);
+    }
+}
+
+async fn scrub(a: &raidd_engine::Array, kind: SyncKind) -> u64 {
+    a.scrub(kind, SyncLimits::UNLIMITED, |_, _| {})
+        .await
+        .unwrap()
+}
+
+#[test]
+fn check_counts_and_repair_fixes_every_level() {
+    raidd_rt::block_on(async {
+        for (level, n) in [
+            (Level::Raid1, 2),
+            (Level::Raid1, 3),
+            (Level::Raid10, 4),
+            (Level::Raid4, 3),
+            (Level::Raid5, 4),
+            (Level::Raid6, 5),
+        ] {
+            let raw = mems(n);
+            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let a = create(spec(level, members, true)).await.unwrap();
+            let array = a.array.clone();
+            let sectors = array.size_bytes() / 512;
+            let mut model = Model::new(sectors, 3);
+            write_pattern(&array, &mut model, 0, sectors).await;
+            assert_eq!(scrub(&array, SyncKind::Check).await, 0, "{level} n={n}");
+            // Corrupt what repair rewrites: a second copy, or parity (P of stripe 2).
+            let (victim, sector) = match array.geometry() {
+                Geometry::Parity(pg) => (pg.stripe_map(2).p, pg.member_sector(2, 0)),
+                g => {
+                    let piece = &g.pieces(100, 1)[0];
+                    (piece.copies[1].member, piece.copies[1].sector)
+                }
+            };
+            corrupt(&raw[victim], sector).await;
+            let what = format!("{level} n={n}, member {victim} sector {sector}");
+            assert_eq!(scrub(&array, SyncKind::Check).await, 16, "{what}");
+            // Check changed nothing.
+            assert_eq!(scrub(&array, SyncKind::Check).await, 16, "{what}");
+            assert_eq!(scrub(&array, SyncKind::Repair).await, 16, "{what}");
+            assert_eq!(scrub(&array, SyncKind::Check).await, 0, "{what}");
+            verify_all(&array, &model, &what).await;
+            // The repaired copy serves reads alone.
+            for m in 0..n {
+                if m != victim && array.geometry().redundancy() > 0 {
+                    let mut missing = vec![false; n];
+                    missing[m] = true;
+                    if array.geometry().survives(&missing) && m != victim {
+                        array.fail_member(m).await.unwrap();
+                        break;
+                    }
+                }
+            }
+            verify_all(&array, &model, &format!("{what}, after repair, degraded")).await;
+            // Degraded: nothing to compare.
+            let err = array
+                .scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        }
+    });
+}
+
+/// RAID0 has nothing to scrub; a read-only array may be checked but not repaired.
+#[test]
+fn scrub_refusals() {
+    raidd_rt::block_on(async {
+        let raw = mems(2);
+        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let a = create(spec(Level::Raid0, members, true)).await.unwrap();
+        let err = a
+            .array
+            .scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        a.array.close().await.unwrap();
+
+        let raw = mems(3);
+        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let a = create(spec(Level::Raid5, members.clone(), true))
+            .await
+            .unwrap();
+        a.array.close().await.unwrap();
+        drop(a);
+        let ro = assemble(members, AssembleOptions { read_only: true })
+            .await
+            .unwrap();
+        assert_eq!(scrub(&ro.array, SyncKind::Check).await, 0);
+        let err = ro
+            .array
+            .scrub(SyncKind::Repair, SyncLimits::UNLIMITED, |_, _| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ReadOnly);
+    });
+}
+
+/// A new array that was not assumed clean has inconsistent parity until its initial resync;
+/// the resync fixes it without counting, after which the array is clean.
+#[test]
+fn resync_makes_redundancy_consistent() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid1, 2), (Level::Raid5, 4), (Level::Raid6, 4)] {
+            let raw = mems(n);
+            // Garbage on the members before creation: the parity cannot match it.
+            for (i, m) in raw.iter().enumerate() {
+                let junk: Vec<u8> = (0..MEMBER_BYTES)
+                    .map(|b| (b as usize * 31 + i * 7) as u8)
+                    .collect();
+                m.write_sync(0, &junk);
+            }
+            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let a = create(spec(level, members, false)).await.unwrap();
+            let array = a.array.clone();
+            assert!(array.needs_resync(), "{level}");
+            assert!(scrub(&array, SyncKind::Check).await > 0, "{level}");
+            assert_eq!(scrub(&array, SyncKind::Resync).await, 0, "{level}");
+            assert!(!array.needs_resync(), "{level}");
+            assert_eq!(scrub(&array, SyncKind::Check).await, 0, "{level}");
+            array.close().await.unwrap();
+            let sb = examine(&*raw[0]).await.unwrap();
+            assert!(sb.is_clean(), "{level}: clean after resync and close");
+        }
+    });
+}

@@ -56,8 +56,23 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Run the storage daemon: assemble the configured arrays and serve them over NBD.
     Serve(serve::ServeArgs),
-    /// What the running daemon serves: every array and export, briefly.
+    /// What the running daemon serves: every array and export, briefly, with running
+    /// recoveries, resyncs and scrubs.
     Status(cmd::status::StatusArgs),
+    /// Mark a working member of a served array faulty (the array runs degraded).
+    Fail(cmd::manage::MemberArgs),
+    /// Take a failed member or a spare out of a served array.
+    Remove(cmd::manage::MemberArgs),
+    /// Add a member to a served array: it rebuilds into a free slot, or waits as a spare.
+    Add(cmd::manage::AddArgs),
+    /// The hot-spare pool shared by all arrays: spare add|remove MEMBER.
+    Spare(cmd::manage::SpareArgs),
+    /// Read every stripe of a served array and count mismatches (md's check).
+    Check(cmd::manage::ScrubArgs),
+    /// As check, and rewrite what does not match (md's repair).
+    Repair(cmd::manage::ScrubArgs),
+    /// Stop the running check or repair of a served array.
+    Idle(cmd::manage::Target),
 }
 
 fn init_logging(verbose: u8) {
@@ -89,6 +104,13 @@ fn dispatch(cli: Cli) -> CliResult {
         Command::Bench(a) => cmd::bench::run(a, json),
         Command::Serve(a) => serve::run(a, json),
         Command::Status(a) => cmd::status::run(a, json),
+        Command::Fail(a) => cmd::manage::fail(a, json),
+        Command::Remove(a) => cmd::manage::remove(a, json),
+        Command::Add(a) => cmd::manage::add(a, json),
+        Command::Spare(a) => cmd::manage::spare(a, json),
+        Command::Check(a) => cmd::manage::scrub(a, false, json),
+        Command::Repair(a) => cmd::manage::scrub(a, true, json),
+        Command::Idle(a) => cmd::manage::idle(a, json),
     }
 }
 

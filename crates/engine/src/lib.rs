@@ -15,8 +15,8 @@ mod meta;
 pub mod pattern;
 
 pub use array::{
-    Added, Array, ArrayParts, ArrayState, ArrayStatus, SlotParts, SlotState, SyncKind, SyncLimits,
-    SyncProgress, SyncStatus,
+    Added, Array, ArrayParts, ArrayState, ArrayStatus, LastSync, SlotParts, SlotState, SyncKind,
+    SyncLimits, SyncProgress, SyncStatus,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use member::{Member, MemberInfo};

@@ -113,15 +113,21 @@ impl Metadata {
     }
 
     /// Writes a superblock onto `member` that makes it the recovering member of slot `role`
-    /// (md's recovery_offset feature, starting at `recovered`), and records the new role in
-    /// every superblock. `detached` names the failed member the slot held, if any.
+    /// (`Some`, md's recovery_offset feature from 0) or a spare (`None`), and records the
+    /// new role in every superblock. `detached` names the failed member the slot held, if
+    /// any. A spare of this array taking a slot keeps its device number.
     pub(crate) async fn add_member(
         &self,
-        role: usize,
+        role: Option<usize>,
         member: Arc<dyn Member>,
         detached: Option<&Arc<dyn Member>>,
     ) -> Result<(u64, Vec<usize>)> {
         let mut st = self.state.lock().await;
+        let was_spare = st
+            .spares
+            .iter()
+            .position(|s| Arc::ptr_eq(&s.member, &member))
+            .map(|i| st.spares.remove(i).sb.dev_number);
         let reference = st
             .slots
             .iter()
@@ -146,7 +152,9 @@ impl Metadata {
             .map(|m| m.sb.dev_number)
             .chain(st.failed_devs.iter().map(|(d, _)| *d))
             .collect();
-        let dev = (0..reference.dev_roles.len() as u32)
+        let dev = was_spare
+            .into_iter()
+            .chain(0..reference.dev_roles.len() as u32)
             .find(|d| !used.contains(d))
             .ok_or_else(|| {
                 Error::new(
@@ -175,14 +183,26 @@ impl Metadata {
         getrandom::fill(&mut sb.device_uuid)
             .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
         sb.data_size = size - sb.data_offset;
-        sb.feature_map |= feature::RECOVERY_OFFSET;
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
-        let raw_role = DevRole::Active(role as u16).to_raw();
+        let raw_role = match role {
+            Some(r) => {
+                sb.feature_map |= feature::RECOVERY_OFFSET;
+                DevRole::Active(r as u16).to_raw()
+            }
+            None => {
+                sb.feature_map &= !feature::RECOVERY_OFFSET;
+                DevRole::Spare.to_raw()
+            }
+        };
         sb.dev_roles[dev as usize] = raw_role;
         st.roles.push((dev, raw_role));
         let data_offset = sb.data_offset * 512;
-        st.slots[role] = Some(MemberSb { sb, member });
+        let m = MemberSb { sb, member };
+        match role {
+            Some(r) => st.slots[r] = Some(m),
+            None => st.spares.push(m),
+        }
         Ok((data_offset, commit(&mut st).await))
     }
 

@@ -328,6 +328,10 @@ fn spares_wait_and_are_claimed() {
         let spare = Arc::new(MemMember::new("spare", MEMBER_BYTES));
         assert_eq!(array.add_member(spare.clone()).await.unwrap(), Added::Spare);
         assert_eq!(array.status().await.spares, ["spare"]);
+        // It carries a spare's superblock, as mdadm --add writes one.
+        let sb = examine(&*spare).await.unwrap();
+        assert_eq!(sb.own_role(), DevRole::Spare);
+        let spare_dev = sb.dev_number;
         // Adding it again is refused; so is a member too small.
         let err = array.add_member(spare.clone()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Conflict);
@@ -341,6 +345,12 @@ fn spares_wait_and_are_claimed() {
         assert!(st.spares.is_empty());
         assert_eq!(st.faulty, ["s1"], "the failed member waits for removal");
         array.recover(1, limits(64)).await.unwrap();
+        let sb = examine(&*spare).await.unwrap();
+        assert_eq!(
+            (sb.own_role(), sb.dev_number),
+            (DevRole::Active(1), spare_dev),
+            "the spare keeps its device number"
+        );
         array.remove_member("s1").await.unwrap();
         assert!(array.status().await.faulty.is_empty());
         array.fail_member(0).await.unwrap();

@@ -70,6 +70,12 @@ pub struct ArrayJson {
     pub update_time: u64,
     pub slots: Vec<SlotJson>,
     pub spares: Vec<String>,
+    /// Failed members out of their slot, waiting for `raidd remove`.
+    pub faulty: Vec<String>,
+    /// The recovery, resync or scrub running now.
+    pub sync: Option<raidd_engine::SyncStatus>,
+    /// How the last one ended (with its mismatch count).
+    pub last_sync: Option<raidd_engine::LastSync>,
     /// Members of this array that assembly left out, with the reason.
     pub not_used: Vec<NotUsedJson>,
 }
@@ -79,8 +85,11 @@ pub struct SlotJson {
     pub role: usize,
     /// The member's name (a path, or `array:NAME` for a nested array); `null` if missing.
     pub member: Option<String>,
-    /// `insync`, `faulty` or `missing`.
+    /// `insync`, `faulty`, `missing` or `recovering`.
     pub state: SlotState,
+    /// While recovering: bytes of the member rebuilt so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered_bytes: Option<u64>,
     pub device_uuid: Option<String>,
     pub events: Option<u64>,
     /// The nested array in this slot, if the member is one.
@@ -183,7 +192,7 @@ impl Gathered<'_> {
             .iter()
             .map(|s| {
                 let rep = a.report.iter().find(|r| {
-                    matches!(r.decision, Decision::Active { role } if role == s.role)
+                    matches!(r.decision, Decision::Active { role } | Decision::Recovering { role, .. } if role == s.role)
                         && Some(&r.member) == s.member.as_ref()
                 });
                 let child = kids
@@ -194,6 +203,7 @@ impl Gathered<'_> {
                     role: s.role,
                     member: s.member.clone(),
                     state: s.state,
+                    recovered_bytes: s.recovered_bytes,
                     device_uuid: rep.map(|r| r.device_uuid.clone()),
                     events: rep.map(|r| r.events),
                     // Depth guard: md nesting is shallow; a cycle must not recurse forever.
@@ -221,6 +231,9 @@ impl Gathered<'_> {
             update_time: Superblock::split_time(sb.utime).0,
             slots,
             spares: st.spares.clone(),
+            faulty: st.faulty.clone(),
+            sync: st.sync.clone(),
+            last_sync: st.last_sync.clone(),
             not_used: a.report.iter().filter_map(not_used).collect(),
         }
     }

@@ -25,6 +25,34 @@ struct RawConfig {
     arrays: Vec<RawArray>,
     #[serde(default, rename = "export")]
     exports: Vec<RawExport>,
+    #[serde(default)]
+    sync: RawSync,
+    #[serde(default)]
+    monitor: RawMonitor,
+    #[serde(default, rename = "spare")]
+    spares: Vec<RawSpare>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSync {
+    /// KiB/s per member (md's sync_speed_min / sync_speed_max).
+    speed_min: Option<u64>,
+    speed_max: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMonitor {
+    /// Run on every event with EVENT ARRAY [MEMBER] (mdadm --monitor's PROGRAM).
+    program: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpare {
+    path: PathBuf,
+    group: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -52,6 +80,8 @@ struct RawArray {
     members: Vec<PathBuf>,
     #[serde(default)]
     read_only: bool,
+    /// Only spares of this group may replace this array's members.
+    spare_group: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +103,18 @@ pub struct Config {
     pub nbd: NbdConfig,
     pub arrays: Vec<ArrayConfig>,
     pub exports: Vec<ExportConfig>,
+    pub sync: raidd_engine::SyncLimits,
+    /// Program run on events (failures, rebuilds, mismatches).
+    pub program: Option<PathBuf>,
+    /// The hot-spare pool shared by all arrays.
+    pub spares: Vec<SpareConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpareConfig {
+    pub path: PathBuf,
+    /// Restricts the spare to arrays of this spare group; `None`: any array.
+    pub group: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +138,7 @@ pub struct ArrayConfig {
     /// Every leaf member (for nested arrays: the members of the inner arrays).
     pub members: Vec<PathBuf>,
     pub read_only: bool,
+    pub spare_group: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -180,10 +223,14 @@ impl Config {
                     ));
                 }
             }
+            if let Some(g) = &a.spare_group {
+                check_name("spare group", g)?;
+            }
             arrays.push(ArrayConfig {
                 name: a.name,
                 members,
                 read_only: a.read_only,
+                spare_group: a.spare_group,
             });
         }
 
@@ -225,7 +272,40 @@ impl Config {
             }
         }
 
+        let defaults = raidd_engine::SyncLimits::default();
+        let sync = raidd_engine::SyncLimits {
+            min_kib_s: raw.sync.speed_min.unwrap_or(defaults.min_kib_s),
+            max_kib_s: raw.sync.speed_max.unwrap_or(defaults.max_kib_s),
+            ..defaults
+        };
+        if sync.min_kib_s == 0 || sync.max_kib_s < sync.min_kib_s {
+            return Err(format!(
+                "sync.speed_min = {} and sync.speed_max = {}: need 0 < speed_min <= speed_max (KiB/s)",
+                sync.min_kib_s, sync.max_kib_s
+            ));
+        }
+        let mut spares = Vec::new();
+        for s in raw.spares {
+            let path = resolve(s.path);
+            if !all_members.insert(path.clone()) {
+                return Err(format!(
+                    "spare {} is also named as a member or another spare",
+                    path.display()
+                ));
+            }
+            if let Some(g) = &s.group {
+                check_name("spare group", g)?;
+            }
+            spares.push(SpareConfig {
+                path,
+                group: s.group,
+            });
+        }
+
         Ok(Config {
+            sync,
+            program: raw.monitor.program.map(resolve),
+            spares,
             control_socket: raw
                 .control_socket
                 .map(resolve)
@@ -240,6 +320,11 @@ impl Config {
             exports,
         })
     }
+}
+
+/// Checks a spare group name given at run time (`raidd spare add --group`).
+pub fn check_spare_group(name: &str) -> Result<(), String> {
+    check_name("spare group", name)
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), String> {
@@ -329,6 +414,47 @@ mod tests {
         );
         assert!(c.exports[1].read_only);
         assert_eq!(c.exports[1].description, "scratch");
+        assert_eq!(c.sync, raidd_engine::SyncLimits::default());
+        assert!(c.spares.is_empty() && c.program.is_none());
+    }
+
+    #[test]
+    fn spares_groups_speeds_and_the_event_program() {
+        let c = parse(
+            r#"
+            [sync]
+            speed_min = 5000
+            speed_max = 90000
+            [monitor]
+            program = "hooks/event"
+            [[spare]]
+            path = "s0.img"
+            [[spare]]
+            path = "/abs/s1.img"
+            group = "fast"
+            [[array]]
+            name = "a"
+            members = ["a0", "a1"]
+            spare_group = "fast"
+            "#,
+        )
+        .expect("valid");
+        assert_eq!((c.sync.min_kib_s, c.sync.max_kib_s), (5000, 90000));
+        assert_eq!(c.program, Some(PathBuf::from("/etc/raidd/hooks/event")));
+        assert_eq!(
+            c.spares,
+            vec![
+                SpareConfig {
+                    path: PathBuf::from("/etc/raidd/s0.img"),
+                    group: None
+                },
+                SpareConfig {
+                    path: PathBuf::from("/abs/s1.img"),
+                    group: Some("fast".into())
+                },
+            ]
+        );
+        assert_eq!(c.arrays[0].spare_group.as_deref(), Some("fast"));
     }
 
     #[test]
@@ -356,6 +482,14 @@ mod tests {
             ("[[array]]\nname = \"a\nb\"\nmembers = [\"x\"]\n", ""),
             ("[[array]]\nname = \"a\\u0001\"\nmembers = [\"x\"]\n", "control"),
             ("[[array", ""),
+            (
+                "[sync]\nspeed_min = 10\nspeed_max = 5\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n",
+                "speed_min",
+            ),
+            (
+                "[[spare]]\npath = \"x\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n",
+                "also named",
+            ),
         ];
         for (text, want) in cases {
             let e = parse(text).expect_err(text);

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,46 @@ pub enum Request {
     /// Every array and export, briefly (mdstat-like).
     Status,
     /// One array, as `raidd detail` reports it.
-    Detail { array: String },
+    Detail {
+        array: String,
+    },
+    /// Fail a working member (as an I/O error would).
+    Fail {
+        array: String,
+        member: String,
+    },
+    /// Take a failed member or a spare out of the array.
+    Remove {
+        array: String,
+        member: String,
+    },
+    /// Add a member: it rebuilds into a free slot, or waits as the array's spare.
+    Add {
+        array: String,
+        member: PathBuf,
+    },
+    /// Start a check (count mismatches) or a repair.
+    Check {
+        array: String,
+    },
+    Repair {
+        array: String,
+    },
+    /// Stop the running check or repair (a recovery stops and restarts from its checkpoint).
+    Idle {
+        array: String,
+    },
+    /// Put a member into, or take it out of, the hot-spare pool shared by all arrays.
+    #[serde(rename = "spare-add")]
+    SpareAdd {
+        member: PathBuf,
+        #[serde(default)]
+        group: Option<String>,
+    },
+    #[serde(rename = "spare-remove")]
+    SpareRemove {
+        member: PathBuf,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -117,6 +156,24 @@ mod tests {
             Request::Status,
             Request::Detail {
                 array: "vol".into(),
+            },
+            Request::Fail {
+                array: "vol".into(),
+                member: "/d/1.img".into(),
+            },
+            Request::Add {
+                array: "vol".into(),
+                member: "/d/9.img".into(),
+            },
+            Request::Check {
+                array: "vol".into(),
+            },
+            Request::SpareAdd {
+                member: "/s.img".into(),
+                group: Some("g".into()),
+            },
+            Request::SpareRemove {
+                member: "/s.img".into(),
             },
         ] {
             let line = serde_json::to_vec(&r).expect("encode");

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod control;
+mod lifecycle;
 mod link;
 mod nbd;
 
@@ -35,6 +36,7 @@ use crate::session::{self, Session};
 use crate::size;
 use config::{ArrayConfig, Config};
 use control::{Request, Response};
+use lifecycle::{Lifecycle, PoolSpare, Watched};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -101,15 +103,89 @@ struct Served {
     session: Session,
 }
 
-async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
-    let mut served = Vec::new();
+/// The array UUID the first readable superblock among `paths` names.
+async fn uuid_of(paths: &[PathBuf]) -> Option<[u8; 16]> {
+    for p in paths {
+        let Ok(m) = crate::members::open(p, Access::Inspect) else {
+            continue;
+        };
+        if let Ok(sb) = raidd_engine::assemble::examine(&*m).await {
+            return Some(sb.set_uuid);
+        }
+    }
+    None
+}
+
+/// Pool spares that carry a configured array's superblock (claimed before a restart) go to
+/// that array's assembly, which decides whether they are current; returns the extra
+/// members per array.
+async fn claimed_spares(config: &Config) -> Vec<Vec<PathBuf>> {
+    let mut extra = vec![Vec::new(); config.arrays.len()];
+    let mut uuids = Vec::new();
     for a in &config.arrays {
+        uuids.push(uuid_of(&a.members).await);
+    }
+    for s in &config.spares {
+        let Some(u) = uuid_of(std::slice::from_ref(&s.path)).await else {
+            continue;
+        };
+        if let Some(i) = uuids.iter().position(|x| *x == Some(u)) {
+            tracing::info!(
+                array = %config.arrays[i].name,
+                spare = %s.path.display(),
+                "the spare holds a member of this array: assembling it with the array"
+            );
+            extra[i].push(s.path.clone());
+        }
+    }
+    extra
+}
+
+/// The pool: configured spares that no array took at assembly.
+fn open_pool(config: &Config, served: &[Served]) -> Vec<PoolSpare> {
+    let used: std::collections::HashSet<String> = served
+        .iter()
+        .flat_map(|s| s.session.arrays.iter())
+        .flat_map(|a| a.report.iter())
+        .filter(|r| {
+            matches!(
+                r.decision,
+                raidd_engine::assemble::Decision::Active { .. }
+                    | raidd_engine::assemble::Decision::Recovering { .. }
+                    | raidd_engine::assemble::Decision::Spare
+            )
+        })
+        .map(|r| r.member.clone())
+        .collect();
+    let mut pool = Vec::new();
+    for s in &config.spares {
+        if used.contains(&s.path.display().to_string()) {
+            continue;
+        }
+        match crate::members::open(&s.path, Access::ReadWrite) {
+            Ok(member) => pool.push(PoolSpare {
+                path: s.path.clone(),
+                member,
+                group: s.group.clone(),
+            }),
+            Err(e) => tracing::warn!(spare = %s.path.display(), "spare not usable: {}", e.message),
+        }
+    }
+    pool
+}
+
+async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
+    let extra = claimed_spares(config).await;
+    let mut served = Vec::new();
+    for (a, extra) in config.arrays.iter().zip(extra) {
         let access = if a.read_only {
             Access::ReadOnly
         } else {
             Access::ReadWrite
         };
-        let session = match session::assemble(&a.members, access, true).await {
+        let mut paths = a.members.clone();
+        paths.extend(extra);
+        let session = match session::assemble(&paths, access, true).await {
             Ok(s) => s,
             Err(e) => {
                 close_all(&served).await;
@@ -131,7 +207,7 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
         if root.needs_resync() {
             tracing::warn!(
                 array = %a.name,
-                "the array was not shut down cleanly: parity/mirrors may disagree where writes were in flight; run a resync"
+                "the array was not shut down cleanly: parity/mirrors may disagree where writes were in flight; resyncing"
             );
         }
         if root.is_degraded() {
@@ -211,6 +287,17 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         None => None,
     };
     let served = assemble_all(&config).await?;
+    let pool = open_pool(&config, &served);
+    let life = Rc::new(Lifecycle::new(config.sync, config.program.clone(), pool));
+    let watched: Vec<Watched> = served
+        .iter()
+        .flat_map(|s| {
+            s.session.arrays.iter().map(|a| Watched {
+                array: a.array.clone(),
+                group: s.config.spare_group.clone(),
+            })
+        })
+        .collect();
     let exports: Vec<Export> = config
         .exports
         .iter()
@@ -298,9 +385,20 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         shared: shared.clone(),
         listen: listen_addr.to_string(),
         threads: config.threads,
+        life,
+        watched,
     });
     let accept = accept_loop(listener, to_workers);
     let control_task = control_loop(control, ctx.clone());
+    let monitor = {
+        let ctx = ctx.clone();
+        async move {
+            loop {
+                ctx.life.tick(&ctx.watched).await;
+                raidd_rt::time::sleep(lifecycle::TICK).await;
+            }
+        }
+    };
     let signal = async {
         match signals.recv().await {
             Ok(sig) => tracing::info!(
@@ -310,11 +408,17 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             Err(e) => tracing::error!("waiting for signals failed ({e}); stopping"),
         }
     };
-    futures::pin_mut!(accept, control_task, signal);
-    // The acceptor and the control loop run until a signal arrives; dropping them stops
-    // accepting and closes the channels to the workers.
-    let _ = future::select(future::select(accept, control_task), signal).await;
+    futures::pin_mut!(accept, control_task, monitor, signal);
+    // The acceptor, the control loop and the monitor run until a signal arrives; dropping
+    // them stops accepting and closes the channels to the workers.
+    let _ = future::select(
+        future::select(accept, control_task),
+        future::select(monitor, signal),
+    )
+    .await;
     let _ = stop_tx.send(());
+    // Background passes stop (a recovery checkpoints where it is) before the arrays close.
+    ctx.life.stop(&ctx.watched).await;
 
     // The workers end once their connections have drained.
     let (done_tx, done_rx) = oneshot::channel::<()>();
@@ -397,6 +501,9 @@ struct ControlCtx {
     shared: SharedState,
     listen: String,
     threads: usize,
+    life: Rc<Lifecycle>,
+    /// Every array of every configured array (inner ones of nested arrays too).
+    watched: Vec<Watched>,
 }
 
 async fn control_loop(listener: UnixListener, ctx: Rc<ControlCtx>) {
@@ -457,22 +564,283 @@ async fn control_connection(stream: Stream, ctx: &ControlCtx) -> std::io::Result
 }
 
 async fn answer(ctx: &ControlCtx, req: Request) -> Response {
-    match req {
-        Request::Status => status(ctx).await,
-        Request::Detail { array } => {
-            let Some(s) = ctx.served.iter().find(|s| s.config.name == array) else {
-                let names: Vec<&str> = ctx.served.iter().map(|s| s.config.name.as_str()).collect();
+    let r = match req {
+        Request::Status => return status(ctx).await,
+        Request::Detail { array } => detail(ctx, &array).await,
+        Request::Fail { array, member } => fail(ctx, &array, &member).await,
+        Request::Remove { array, member } => remove(ctx, &array, &member).await,
+        Request::Add { array, member } => add(ctx, &array, &member).await,
+        Request::Check { array } => scrub(ctx, &array, raidd_engine::SyncKind::Check),
+        Request::Repair { array } => scrub(ctx, &array, raidd_engine::SyncKind::Repair),
+        Request::Idle { array } => idle(ctx, &array),
+        Request::SpareAdd { member, group } => {
+            if let Some(g) = &group {
+                if let Err(e) = config::check_spare_group(g) {
+                    return Response::err(Exit::Usage, e);
+                }
+            }
+            if let Some(owner) = owner_of(ctx, &member.display().to_string()) {
                 return Response::err(
-                    Exit::NotFound,
-                    format!("no array named {array:?} (arrays: {})", names.join(", ")),
+                    Exit::Conflict,
+                    format!("{} is a member of {owner}", member.display()),
                 );
-            };
-            let g = Gathered::new(&s.session.arrays, s.session.root).await;
-            let json = serde_json::to_value(g.json(&s.session.unavailable))
-                .unwrap_or(serde_json::Value::Null);
-            Response::ok(g.text(&s.session.unavailable), json)
+            }
+            ctx.life.pool_add(&member, group).map(|()| {
+                (
+                    format!("{} is in the spare pool\n", member.display()),
+                    serde_json::json!({ "spare": member }),
+                )
+            })
+        }
+        Request::SpareRemove { member } => ctx.life.pool_remove(&member).map(|()| {
+            (
+                format!("{} left the spare pool\n", member.display()),
+                serde_json::json!({ "spare": member }),
+            )
+        }),
+    };
+    match r {
+        Ok((text, json)) => Response::ok(text, json),
+        Err(e) => Response::err(e.exit, e.message),
+    }
+}
+
+type Answer = CliResult<(String, serde_json::Value)>;
+
+fn served<'a>(ctx: &'a ControlCtx, array: &str) -> CliResult<&'a Served> {
+    ctx.served
+        .iter()
+        .find(|s| s.config.name == array)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ctx.served.iter().map(|s| s.config.name.as_str()).collect();
+            CliError::new(
+                Exit::NotFound,
+                format!("no array named {array:?} (arrays: {})", names.join(", ")),
+            )
+        })
+}
+
+async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let g = Gathered::new(&s.session.arrays, s.session.root).await;
+    let json =
+        serde_json::to_value(g.json(&s.session.unavailable)).unwrap_or(serde_json::Value::Null);
+    Ok((g.text(&s.session.unavailable), json))
+}
+
+/// Whether two member names denote the same file (names are paths as given at opening).
+fn same_member(name: &str, given: &str) -> bool {
+    if name == given {
+        return true;
+    }
+    match (std::fs::canonicalize(name), std::fs::canonicalize(given)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The array (of a configured array's arrays, inner ones included) that holds `member` in
+/// a slot, as a failed member out of its slot, or as its spare; with the engine's name.
+async fn holder(s: &Served, member: &str) -> Option<(Arc<Array>, String)> {
+    for a in &s.session.arrays {
+        let st = a.array.status().await;
+        let names = st
+            .slots
+            .iter()
+            .filter_map(|sl| sl.member.clone())
+            .chain(st.faulty.iter().cloned())
+            .chain(st.spares.iter().cloned());
+        for n in names {
+            if same_member(&n, member) {
+                return Some((a.array.clone(), n));
+            }
         }
     }
+    None
+}
+
+/// The configured array or the pool that uses `member`, if any.
+fn owner_of(ctx: &ControlCtx, member: &str) -> Option<String> {
+    for s in &ctx.served {
+        for a in &s.session.arrays {
+            let n = a.array.geometry().members();
+            let mut names: Vec<String> = (0..n)
+                .filter_map(|r| a.array.member(r).map(|m| m.info().name.clone()))
+                .collect();
+            names.extend(a.array.unslotted_members());
+            if names.iter().any(|x| same_member(x, member)) {
+                return Some(format!("array {}", s.config.name));
+            }
+        }
+    }
+    ctx.life
+        .pool_names()
+        .into_iter()
+        .any(|(p, _)| same_member(&p, member))
+        .then(|| "the spare pool".to_string())
+}
+
+fn not_a_member(array: &str, member: &str) -> CliError {
+    CliError::new(
+        Exit::NotFound,
+        format!("{member} is not a member of {array}"),
+    )
+}
+
+async fn fail(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let (a, name) = holder(s, member)
+        .await
+        .ok_or_else(|| not_a_member(array, member))?;
+    let role = a.role_of(&name).ok_or_else(|| {
+        CliError::new(
+            Exit::Conflict,
+            format!("{name} is not working in {array} (already failed, or a spare)"),
+        )
+    })?;
+    a.fail_member(role).await?;
+    Ok((
+        format!("{name} failed in {array}; the array runs degraded\n"),
+        serde_json::json!({ "array": array, "member": name, "role": role }),
+    ))
+}
+
+async fn remove(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let (a, name) = holder(s, member)
+        .await
+        .ok_or_else(|| not_a_member(array, member))?;
+    a.remove_member(&name).await?;
+    Ok((
+        format!("{name} removed from {array}\n"),
+        serde_json::json!({ "array": array, "member": name }),
+    ))
+}
+
+async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer {
+    let s = served(ctx, array)?;
+    let text = member.display().to_string();
+    if let Some(owner) = owner_of(ctx, &text) {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!("{text} is already used by {owner}"),
+        ));
+    }
+    // The array that needs it most: an inner one with a free slot first (nested arrays),
+    // else the first with redundancy, where it waits as a spare.
+    let redundant: Vec<&raidd_engine::assemble::Assembled> = s
+        .session
+        .arrays
+        .iter()
+        .filter(|a| a.array.can_scrub() && !a.array.is_read_only())
+        .collect();
+    let target = redundant
+        .iter()
+        .find(|a| {
+            (0..a.array.geometry().members()).any(|r| {
+                matches!(
+                    a.array.slot_state(r),
+                    SlotState::Missing | SlotState::Faulty
+                )
+            })
+        })
+        .or(redundant.first())
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{array} has no redundancy (or is read-only): there is nothing to add a member to"
+            ))
+        })?;
+    let m = crate::members::open(member, Access::ReadWrite)?;
+    let added = target.array.add_member(m).await?;
+    let mut out = match added {
+        raidd_engine::Added::Recovering(role) => {
+            if let Some(w) = ctx
+                .watched
+                .iter()
+                .find(|w| Arc::ptr_eq(&w.array, &target.array))
+            {
+                ctx.life.start_recovery(w, role);
+            }
+            format!(
+                "{text} added to {} in slot {role}; recovery started\n",
+                target.array.name()
+            )
+        }
+        raidd_engine::Added::Spare => {
+            format!("{text} added to {} as a spare\n", target.array.name())
+        }
+    };
+    if !s
+        .config
+        .members
+        .iter()
+        .any(|p| same_member(&p.display().to_string(), &text))
+    {
+        out.push_str(&format!(
+            "note: add {text} to the members of array {array} in the config, or the next start will not assemble it\n"
+        ));
+    }
+    let json = serde_json::json!({
+        "array": array,
+        "member": text,
+        "role": match added {
+            raidd_engine::Added::Recovering(r) => Some(r),
+            raidd_engine::Added::Spare => None,
+        },
+    });
+    Ok((out, json))
+}
+
+fn scrub(ctx: &ControlCtx, array: &str, kind: raidd_engine::SyncKind) -> Answer {
+    let s = served(ctx, array)?;
+    let targets: Vec<&Watched> = ctx
+        .watched
+        .iter()
+        .filter(|w| {
+            w.array.can_scrub()
+                && s.session
+                    .arrays
+                    .iter()
+                    .any(|a| Arc::ptr_eq(&a.array, &w.array))
+        })
+        .collect();
+    if targets.is_empty() {
+        return Err(CliError::usage(format!(
+            "{array} has no redundancy: there is nothing to {kind}"
+        )));
+    }
+    let mut names = Vec::new();
+    for w in targets {
+        ctx.life.start_scrub(w, kind)?;
+        names.push(w.array.name().to_string());
+    }
+    Ok((
+        format!("{kind} started on {}\n", names.join(", ")),
+        serde_json::json!({ "array": array, "started": names, "kind": kind }),
+    ))
+}
+
+fn idle(ctx: &ControlCtx, array: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let stopped: Vec<String> = s
+        .session
+        .arrays
+        .iter()
+        .filter(|a| a.array.cancel_sync())
+        .map(|a| a.array.name().to_string())
+        .collect();
+    let text = if stopped.is_empty() {
+        format!("nothing runs on {array}\n")
+    } else {
+        format!(
+            "stopping the pass on {} (a recovery resumes from its checkpoint)\n",
+            stopped.join(", ")
+        )
+    };
+    Ok((
+        text,
+        serde_json::json!({ "array": array, "stopped": stopped }),
+    ))
 }
 
 fn state_word(s: ArrayState) -> &'static str {
@@ -542,6 +910,34 @@ async fn status(ctx: &ControlCtx) -> Response {
                 ""
             }
         );
+        // Passes and loose members of the array and of its inner arrays.
+        for (k, a) in s.session.arrays.iter().enumerate() {
+            let inner;
+            let st = if k == s.session.root {
+                &st
+            } else {
+                inner = a.array.status().await;
+                &inner
+            };
+            let who = if k == s.session.root {
+                String::new()
+            } else {
+                format!("{}: ", st.name)
+            };
+            if let Some(sync) = &st.sync {
+                let _ = writeln!(text, "      {who}{}", crate::progress::sync_line(sync));
+            }
+            if !st.faulty.is_empty() {
+                let _ = writeln!(
+                    text,
+                    "      {who}failed, not yet removed: {}",
+                    st.faulty.join(" ")
+                );
+            }
+            if !st.spares.is_empty() {
+                let _ = writeln!(text, "      {who}spares: {}", st.spares.join(" "));
+            }
+        }
         let exports: Vec<serde_json::Value> = ctx
             .shared
             .exports
@@ -578,11 +974,26 @@ async fn status(ctx: &ControlCtx) -> Response {
             "exports": exports,
         }));
     }
+    let pool = ctx.life.pool_names();
+    if !pool.is_empty() {
+        let names: Vec<String> = pool
+            .iter()
+            .map(|(p, g)| match g {
+                Some(g) => format!("{p} (group {g})"),
+                None => p.clone(),
+            })
+            .collect();
+        let _ = writeln!(text, "\nspare pool: {}", names.join(", "));
+    }
     let json = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "nbd_listen": ctx.listen,
         "threads": ctx.threads,
         "arrays": arrays,
+        "spare_pool": pool
+            .iter()
+            .map(|(p, g)| serde_json::json!({ "member": p, "group": g }))
+            .collect::<Vec<_>>(),
     });
     Response::ok(text, json)
 }

@@ -28,7 +28,7 @@ use crate::member::{Member, MemberInfo};
 use crate::meta::Metadata;
 use gate::Gate;
 use stripe_lock::StripeLocks;
-pub use sync::{Added, SyncKind, SyncLimits, SyncProgress, SyncStatus};
+pub use sync::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 
 /// Health of one slot (md role).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -115,7 +115,7 @@ pub struct Array {
     /// Keeps sync work (recovery, resync, repair) and writes to the same region apart.
     gate: Gate,
     /// The sync work running now, if any (one at a time, as md).
-    sync: Mutex<Option<Arc<SyncProgress>>>,
+    sync: Mutex<sync::SyncSlot>,
     /// Failed members taken out of their slot (by a replacement), until removed.
     detached: Mutex<Vec<Arc<dyn Member>>>,
     /// Spares of this array (members with md's spare role).
@@ -182,6 +182,8 @@ pub struct ArrayStatus {
     /// Failed members no longer in a slot, waiting to be removed.
     pub faulty: Vec<String>,
     pub sync: Option<SyncStatus>,
+    /// How the last pass ended (md keeps mismatch_cnt readable after a check).
+    pub last_sync: Option<LastSync>,
     pub counters: CounterStatus,
 }
 
@@ -330,7 +332,7 @@ impl Array {
             meta,
             locks: StripeLocks::default(),
             gate: Gate::default(),
-            sync: Mutex::new(None),
+            sync: Mutex::new(sync::SyncSlot::default()),
             detached: Mutex::new(Vec::new()),
             spares_list: Mutex::new(parts.spares),
             rr: AtomicUsize::new(0),
@@ -392,6 +394,11 @@ impl Array {
 
     pub(crate) fn missing_mask(&self) -> Vec<bool> {
         (0..self.slots.len()).map(|r| !self.in_sync(r)).collect()
+    }
+
+    /// Too many members lost: the array serves nothing any more.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     pub fn is_degraded(&self) -> bool {
@@ -755,6 +762,7 @@ impl Array {
             spares: names(&self.spares_list),
             faulty: names(&self.detached),
             sync: self.sync_status(),
+            last_sync: self.last_sync(),
             counters: CounterStatus {
                 reads: ld(&c.reads),
                 writes: ld(&c.writes),

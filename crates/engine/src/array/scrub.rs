@@ -72,7 +72,7 @@ impl Array {
             ),
         };
         let p = self.begin_sync(kind, None, total, 0)?;
-        let _guard = SyncGuard(self);
+        let guard = SyncGuard::new(self, p.clone());
         tracing::info!(array = %self.name, "{kind} started");
         if kind != SyncKind::Check {
             self.ensure_dirty().await?;
@@ -128,6 +128,7 @@ impl Array {
         if kind == SyncKind::Resync {
             self.resync_done();
         }
+        guard.finish();
         Ok(found)
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use raidd_layout::{Geometry, Reverse, SECTOR_SIZE};
 use raidd_rt::{AlignedBuf, IoVecMut, SharedBuf};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use super::{Array, SlotState};
@@ -25,7 +25,7 @@ use crate::member::Member;
 use crate::meta::write_bytes;
 
 /// What a background pass over the array does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncKind {
     /// Rebuild one member from the others.
@@ -117,8 +117,9 @@ impl SyncProgress {
     }
 }
 
-/// A snapshot of a running pass, in bytes per member.
-#[derive(Clone, Debug, Serialize)]
+/// A snapshot of a running pass, in bytes of the space it walks (member bytes for recovery
+/// and parity levels, array bytes for mirrors).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SyncStatus {
     pub kind: SyncKind,
     pub member: Option<String>,
@@ -131,12 +132,71 @@ pub struct SyncStatus {
     pub mismatch_sectors: u64,
 }
 
-/// Clears the array's running pass when the pass ends, however it ends.
-pub(super) struct SyncGuard<'a>(pub(super) &'a Array);
+/// How a finished pass ended.
+#[derive(Clone, Debug, Serialize)]
+pub struct LastSync {
+    pub kind: SyncKind,
+    /// `finished`, `interrupted` or `failed`.
+    pub outcome: &'static str,
+    pub member: Option<String>,
+    pub mismatch_sectors: u64,
+    pub seconds: f64,
+}
+
+/// The running pass and the last one's result, swapped together so a watcher never sees
+/// neither.
+#[derive(Debug, Default)]
+pub(super) struct SyncSlot {
+    running: Option<Arc<SyncProgress>>,
+    last: Option<LastSync>,
+}
+
+/// Ends the array's running pass when the pass ends, however it ends, recording how.
+pub(super) struct SyncGuard<'a> {
+    array: &'a Array,
+    progress: Arc<SyncProgress>,
+    member: Option<String>,
+    finished: bool,
+}
+
+impl<'a> SyncGuard<'a> {
+    pub(super) fn new(array: &'a Array, progress: Arc<SyncProgress>) -> SyncGuard<'a> {
+        let member = progress
+            .role
+            .and_then(|r| array.member(r))
+            .map(|m| m.info().name.clone());
+        SyncGuard {
+            array,
+            progress,
+            member,
+            finished: false,
+        }
+    }
+
+    pub(super) fn finish(mut self) {
+        self.finished = true;
+    }
+}
 
 impl Drop for SyncGuard<'_> {
     fn drop(&mut self) {
-        *self.0.sync.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let p = &self.progress;
+        let outcome = if self.finished {
+            "finished"
+        } else if p.cancelled() {
+            "interrupted"
+        } else {
+            "failed"
+        };
+        let mut slot = self.array.sync.lock().unwrap_or_else(|e| e.into_inner());
+        slot.running = None;
+        slot.last = Some(LastSync {
+            kind: p.kind,
+            outcome,
+            member: self.member.take(),
+            mismatch_sectors: p.mismatches(),
+            seconds: p.started.elapsed().as_secs_f64(),
+        });
     }
 }
 
@@ -209,7 +269,7 @@ impl Array {
         start: u64,
     ) -> Result<Arc<SyncProgress>> {
         let mut cur = self.sync.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = cur.as_ref() {
+        if let Some(p) = cur.running.as_ref() {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!("{}: a {} is already running", self.name, p.kind),
@@ -226,13 +286,26 @@ impl Array {
             started: Instant::now(),
             cancel: AtomicBool::new(false),
         });
-        *cur = Some(p.clone());
+        cur.running = Some(p.clone());
         Ok(p)
     }
 
     /// The pass running now, if any.
     pub fn sync_progress(&self) -> Option<Arc<SyncProgress>> {
-        self.sync.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.sync
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .running
+            .clone()
+    }
+
+    /// How the last pass ended, once one has.
+    pub fn last_sync(&self) -> Option<LastSync> {
+        self.sync
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last
+            .clone()
     }
 
     pub(super) fn sync_status(&self) -> Option<SyncStatus> {
@@ -283,6 +356,13 @@ impl Array {
             ));
         }
         Ok(())
+    }
+
+    /// Names of the members outside the slots: spares, and failed members not yet removed.
+    pub fn unslotted_members(&self) -> Vec<String> {
+        let mut v = names_in(&self.spares_list);
+        v.extend(names_in(&self.detached));
+        v
     }
 
     /// The slot of the member called `name` (as [`Member::info`] names it).
@@ -395,11 +475,16 @@ impl Array {
         let free = (0..self.slots.len())
             .find(|&r| matches!(self.slot_state(r), SlotState::Missing | SlotState::Faulty));
         let Some(role) = free else {
+            let (_, failed) = meta.add_member(None, member.clone(), None).await?;
             self.spares_list
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(member);
             tracing::info!(array = %self.name, member = %name, "added as a spare");
+            for r in failed {
+                self.fail_slot(r, &std::io::Error::other("superblock update failed"))
+                    .await;
+            }
             return Ok(Added::Spare);
         };
         let detached = if self.slot_state(role) == SlotState::Faulty {
@@ -408,7 +493,7 @@ impl Array {
             None
         };
         let (data_offset, failed) = match meta
-            .add_member(role, member.clone(), detached.as_ref())
+            .add_member(Some(role), member.clone(), detached.as_ref())
             .await
         {
             Ok(x) => x,
@@ -485,7 +570,7 @@ impl Array {
         // A recovery point from the kernel need not be chunk aligned: start at its chunk.
         let mut pos = self.slots[role].recovered.load(Ordering::Acquire) / chunk * chunk;
         let progress = self.begin_sync(SyncKind::Recovery, Some(role), total, pos)?;
-        let _guard = SyncGuard(self);
+        let guard = SyncGuard::new(self, progress.clone());
         let name = self
             .member(role)
             .map(|m| m.info().name.clone())
@@ -550,6 +635,7 @@ impl Array {
         }
         self.check_alive()?;
         tracing::info!(array = %self.name, member = %name, "recovery finished");
+        guard.finish();
         Ok(())
     }
 

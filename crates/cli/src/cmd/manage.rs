@@ -1,0 +1,257 @@
+//! Run-time member management and scrubbing, sent to the daemon over its control socket:
+//! `fail`, `remove`, `add`, `spare add|remove`, `check`, `repair`, `idle`. With `--wait`,
+//! `add`, `check` and `repair` follow the pass with a progress bar until it ends.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::status::{ask_and_print, control_socket};
+use crate::exit::{CliError, CliResult, Exit};
+use crate::output;
+use crate::serve::control::{self, Request};
+
+#[derive(Args, Debug)]
+pub struct Target {
+    /// The array's name in the daemon's config.
+    pub array: String,
+    /// The daemon's control socket (default: $RAIDD_CONTROL or /run/raidd/raidd.sock).
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MemberArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The member (its path as the daemon opened it, or any path to the same file).
+    pub member: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct AddArgs {
+    #[command(flatten)]
+    pub member: MemberArgs,
+    /// Follow the recovery until it ends.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ScrubArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Follow the pass until it ends and print the mismatches found (exit 8 if any).
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SpareArgs {
+    #[command(subcommand)]
+    pub action: SpareAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SpareAction {
+    /// Put a member into the hot-spare pool shared by all arrays.
+    Add {
+        member: PathBuf,
+        /// Only arrays of this spare group may take it.
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+    },
+    /// Take a member out of the pool.
+    Remove {
+        member: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+    },
+}
+
+/// The daemon runs elsewhere: send it absolute paths.
+fn absolute(p: &Path) -> CliResult<PathBuf> {
+    std::path::absolute(p).map_err(|e| CliError::io(format!("{}", p.display()), &e))
+}
+
+pub fn fail(args: MemberArgs, json: bool) -> CliResult {
+    let req = Request::Fail {
+        array: args.target.array,
+        member: absolute(&args.member)?.display().to_string(),
+    };
+    ask_and_print(&control_socket(args.target.control), &req, json)
+}
+
+pub fn remove(args: MemberArgs, json: bool) -> CliResult {
+    let req = Request::Remove {
+        array: args.target.array,
+        member: absolute(&args.member)?.display().to_string(),
+    };
+    ask_and_print(&control_socket(args.target.control), &req, json)
+}
+
+pub fn add(args: AddArgs, json: bool) -> CliResult {
+    let socket = control_socket(args.member.target.control);
+    let array = args.member.target.array;
+    let req = Request::Add {
+        array: array.clone(),
+        member: absolute(&args.member.member)?,
+    };
+    ask_and_print(&socket, &req, json)?;
+    if args.wait {
+        follow(&socket, &array, json)?;
+    }
+    Ok(())
+}
+
+pub fn scrub(args: ScrubArgs, repair: bool, json: bool) -> CliResult {
+    let socket = control_socket(args.target.control);
+    let array = args.target.array;
+    let req = if repair {
+        Request::Repair {
+            array: array.clone(),
+        }
+    } else {
+        Request::Check {
+            array: array.clone(),
+        }
+    };
+    if !args.wait {
+        return ask_and_print(&socket, &req, json);
+    }
+    ask_and_print(&socket, &req, false)?;
+    let mismatches = follow(&socket, &array, json)?;
+    if !repair && mismatches > 0 {
+        return Err(CliError::new(
+            Exit::BadData,
+            format!("{array}: check found {mismatches} inconsistent sectors (run repair)"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn idle(args: Target, json: bool) -> CliResult {
+    let req = Request::Idle { array: args.array };
+    ask_and_print(&control_socket(args.control), &req, json)
+}
+
+pub fn spare(args: SpareArgs, json: bool) -> CliResult {
+    match args.action {
+        SpareAction::Add {
+            member,
+            group,
+            control,
+        } => {
+            let req = Request::SpareAdd {
+                member: absolute(&member)?,
+                group,
+            };
+            ask_and_print(&control_socket(control), &req, json)
+        }
+        SpareAction::Remove { member, control } => {
+            let req = Request::SpareRemove {
+                member: absolute(&member)?,
+            };
+            ask_and_print(&control_socket(control), &req, json)
+        }
+    }
+}
+
+/// Passes running on the configured array's arrays, and the last results, from `detail`.
+fn passes(detail: &serde_json::Value) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let mut running = Vec::new();
+    let mut last = Vec::new();
+    let mut stack = vec![&detail["array"]];
+    while let Some(a) = stack.pop() {
+        if !a["sync"].is_null() {
+            running.push(a["sync"].clone());
+        }
+        if !a["last_sync"].is_null() {
+            last.push(a["last_sync"].clone());
+        }
+        if let Some(slots) = a["slots"].as_array() {
+            stack.extend(slots.iter().map(|s| &s["array"]).filter(|x| !x.is_null()));
+        }
+    }
+    (running, last)
+}
+
+/// Shows the running passes of `array` until none is left; returns the mismatches the
+/// last passes found.
+fn follow(socket: &Path, array: &str, json: bool) -> CliResult<u64> {
+    let tty = std::io::stderr().is_terminal();
+    let req = Request::Detail {
+        array: array.to_string(),
+    };
+    let started = std::time::Instant::now();
+    let mut last_line = started;
+    let mut seen = false;
+    loop {
+        let resp = control::ask(socket, &req)?;
+        if resp.exit != 0 {
+            return Err(CliError::new(
+                Exit::from_code(resp.exit),
+                resp.error.unwrap_or_default(),
+            ));
+        }
+        let (running, last) = passes(&resp.json);
+        seen |= !running.is_empty();
+        // The daemon starts a pass right after answering; give it a moment to show up.
+        if running.is_empty() && !seen && started.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        if running.is_empty() {
+            if tty {
+                eprint!("\r\x1b[K");
+            }
+            let mut mismatches = 0;
+            let mut failed = Vec::new();
+            for l in &last {
+                mismatches += l["mismatch_sectors"].as_u64().unwrap_or(0);
+                if l["outcome"] != "finished" {
+                    failed.push(format!(
+                        "{} {}",
+                        l["kind"].as_str().unwrap_or("pass"),
+                        l["outcome"].as_str().unwrap_or("ended")
+                    ));
+                }
+            }
+            if json {
+                output::emit_json(&serde_json::json!({ "array": array, "passes": last }))?;
+            } else {
+                for l in &last {
+                    output::emit(&format!(
+                        "{}: {} {} in {:.1} s, {} mismatched sectors\n",
+                        array,
+                        l["kind"].as_str().unwrap_or("pass"),
+                        l["outcome"].as_str().unwrap_or("ended"),
+                        l["seconds"].as_f64().unwrap_or(0.0),
+                        l["mismatch_sectors"].as_u64().unwrap_or(0)
+                    ))?;
+                }
+            }
+            if !failed.is_empty() {
+                return Err(CliError::failure(format!("{array}: {}", failed.join(", "))));
+            }
+            return Ok(mismatches);
+        }
+        let lines: Vec<String> = running
+            .iter()
+            .filter_map(|s| serde_json::from_value::<raidd_engine::SyncStatus>(s.clone()).ok())
+            .map(|s| crate::progress::sync_line(&s))
+            .collect();
+        if tty {
+            eprint!("\r\x1b[K{}", lines.join("; "));
+            let _ = std::io::stderr().flush();
+        } else if last_line.elapsed() >= Duration::from_secs(5) {
+            eprintln!("{}", lines.join("; "));
+            last_line = std::time::Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(if tty { 200 } else { 500 }));
+    }
+}

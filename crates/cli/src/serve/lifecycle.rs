@@ -1,0 +1,342 @@
+//! Keeping the served arrays redundant: a monitor that notices failures, claims spares (the
+//! array's own, then the shared pool, respecting spare groups), starts recovery, resyncs an
+//! array that was not shut down cleanly, and runs check/repair on request. Events go to the
+//! log and to the configured program, as `mdadm --monitor` does with PROGRAM.
+//!
+//! Everything here runs on the daemon's main thread; the arrays are shared with the workers
+//! and need no lock (their state is atomics; the engine serialises what must be).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use raidd_engine::{Added, Array, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
+
+use crate::exit::{CliError, CliResult, Exit};
+use crate::members::{self, Access};
+
+/// How often the monitor looks at every array.
+pub const TICK: Duration = Duration::from_millis(500);
+
+/// A member waiting in the shared hot-spare pool.
+#[derive(Debug)]
+pub struct PoolSpare {
+    pub path: PathBuf,
+    pub member: Arc<dyn Member>,
+    pub group: Option<String>,
+}
+
+/// An array the monitor looks after.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub array: Arc<Array>,
+    /// The spare group of the configured array it belongs to.
+    pub group: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct Lifecycle {
+    limits: SyncLimits,
+    program: Option<PathBuf>,
+    pool: RefCell<Vec<PoolSpare>>,
+    tasks: RefCell<Vec<raidd_rt::JoinHandle<()>>>,
+    /// Slot states last seen, per array (by name), to turn changes into events.
+    seen: RefCell<HashMap<usize, Vec<SlotState>>>,
+    /// Arrays with a background task of ours (started, maybe not yet registered its pass).
+    busy: Rc<RefCell<HashSet<usize>>>,
+}
+
+/// Identifies an array for as long as it runs (names need not be unique across configs).
+fn key(a: &Array) -> usize {
+    a as *const Array as usize
+}
+
+fn name_of(m: &Arc<dyn Member>) -> String {
+    m.info().name.clone()
+}
+
+impl Lifecycle {
+    pub fn new(limits: SyncLimits, program: Option<PathBuf>, pool: Vec<PoolSpare>) -> Lifecycle {
+        Lifecycle {
+            limits,
+            program,
+            pool: RefCell::new(pool),
+            tasks: RefCell::new(Vec::new()),
+            seen: RefCell::new(HashMap::new()),
+            busy: Rc::new(RefCell::new(HashSet::new())),
+        }
+    }
+
+    /// Logs an event and runs the configured program with EVENT ARRAY [DETAIL].
+    pub fn event(&self, event: &str, array: &str, detail: Option<&str>) {
+        match detail {
+            Some(d) => tracing::warn!(event, array, "{d}"),
+            None => tracing::warn!(event, array, "event"),
+        }
+        let Some(program) = &self.program else { return };
+        let mut cmd = std::process::Command::new(program);
+        cmd.arg(event).arg(array);
+        if let Some(d) = detail {
+            cmd.arg(d);
+        }
+        cmd.stdin(std::process::Stdio::null());
+        match cmd.spawn() {
+            // Reaped off the main thread: a slow program must not hold the monitor up.
+            Ok(mut child) => {
+                std::thread::spawn(move || {
+                    let _ = child.wait();
+                });
+            }
+            Err(e) => tracing::error!("cannot run the event program {}: {e}", program.display()),
+        }
+    }
+
+    pub fn pool_names(&self) -> Vec<(String, Option<String>)> {
+        self.pool
+            .borrow()
+            .iter()
+            .map(|s| (s.path.display().to_string(), s.group.clone()))
+            .collect()
+    }
+
+    /// Adds a member to the shared pool (`raidd spare add`).
+    pub fn pool_add(&self, path: &Path, group: Option<String>) -> CliResult<()> {
+        if self.pool.borrow().iter().any(|s| s.path == path) {
+            return Err(CliError::new(
+                Exit::Conflict,
+                format!("{} is already in the spare pool", path.display()),
+            ));
+        }
+        let member = members::open(path, Access::ReadWrite)?;
+        self.pool.borrow_mut().push(PoolSpare {
+            path: path.to_path_buf(),
+            member,
+            group,
+        });
+        Ok(())
+    }
+
+    /// Takes a member out of the shared pool (`raidd spare remove`); its file is released.
+    pub fn pool_remove(&self, path: &Path) -> CliResult<()> {
+        let mut pool = self.pool.borrow_mut();
+        let Some(i) = pool.iter().position(|s| s.path == path) else {
+            return Err(CliError::new(
+                Exit::NotFound,
+                format!("{} is not in the spare pool", path.display()),
+            ));
+        };
+        pool.remove(i);
+        Ok(())
+    }
+
+    /// Runs `job` for `array` on this thread and keeps its handle, so shutdown can wait for
+    /// it. The array counts as busy from now until the job ends (the job registers its pass
+    /// with the engine only when it first runs).
+    fn spawn(&self, array: &Array, job: impl std::future::Future<Output = ()> + 'static) {
+        let busy = self.busy.clone();
+        let key = key(array);
+        busy.borrow_mut().insert(key);
+        let mut tasks = self.tasks.borrow_mut();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(raidd_rt::spawn_local(async move {
+            job.await;
+            busy.borrow_mut().remove(&key);
+        }));
+    }
+
+    /// Starts rebuilding `role` of `w` in the background.
+    pub fn start_recovery(self: &Rc<Self>, w: &Watched, role: usize) {
+        let (life, array) = (self.clone(), w.array.clone());
+        self.spawn(&w.array, async move {
+            let name = array.name().to_string();
+            let member = array.member(role).map(|m| name_of(&m)).unwrap_or_default();
+            life.event("RebuildStarted", &name, Some(&member));
+            match array.recover(role, life.limits).await {
+                Ok(()) => {
+                    life.event("RebuildFinished", &name, Some(&member));
+                    life.event("SpareActive", &name, Some(&member));
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {
+                    tracing::info!(array = %name, "{e}");
+                }
+                Err(e) => life.event("RebuildFailed", &name, Some(&e.to_string())),
+            }
+        });
+    }
+
+    /// Starts a check, repair or resync of `w` in the background.
+    pub fn start_scrub(self: &Rc<Self>, w: &Watched, kind: SyncKind) -> CliResult<()> {
+        let a = &w.array;
+        if !a.can_scrub() {
+            return Err(CliError::usage(format!(
+                "{} is {}: it has no redundancy to {kind}",
+                a.name(),
+                a.geometry().level()
+            )));
+        }
+        if a.is_degraded() {
+            return Err(CliError::usage(format!(
+                "{} is degraded: a {kind} needs every member",
+                a.name()
+            )));
+        }
+        if let Some(p) = a.sync_progress() {
+            return Err(CliError::new(
+                Exit::Conflict,
+                format!("{}: a {} is already running", a.name(), p.kind),
+            ));
+        }
+        if self.running_for(a) {
+            return Err(CliError::new(
+                Exit::Conflict,
+                format!("{}: another pass is starting", a.name()),
+            ));
+        }
+        if kind != SyncKind::Check && a.is_read_only() {
+            return Err(CliError::new(
+                Exit::Failure,
+                format!("{} is read-only", a.name()),
+            ));
+        }
+        let (life, array) = (self.clone(), a.clone());
+        self.spawn(a, async move {
+            let name = array.name().to_string();
+            life.event("RebuildStarted", &name, Some(&kind.to_string()));
+            match array.scrub(kind, life.limits, |_, _| {}).await {
+                Ok(n) => {
+                    let what = format!("{kind}: mismatches found: {n} sectors");
+                    life.event("RebuildFinished", &name, Some(&what));
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {
+                    tracing::info!(array = %name, "{e}");
+                }
+                Err(e) => life.event("RebuildFailed", &name, Some(&e.to_string())),
+            }
+        });
+        Ok(())
+    }
+
+    /// One look at every array: events for what changed, then spares, recovery and resync.
+    pub async fn tick(self: &Rc<Self>, arrays: &[Watched]) {
+        for w in arrays {
+            let a = &w.array;
+            self.note_changes(a);
+            if a.is_read_only()
+                || a.is_failed()
+                || a.sync_progress().is_some()
+                || self.running_for(a)
+            {
+                continue;
+            }
+            let n = a.geometry().members();
+            if let Some(role) = (0..n).find(|&r| a.slot_state(r) == SlotState::Recovering) {
+                self.start_recovery(w, role);
+                continue;
+            }
+            let free =
+                (0..n).any(|r| matches!(a.slot_state(r), SlotState::Missing | SlotState::Faulty));
+            if free && a.can_scrub() {
+                match a.claim_own_spare().await {
+                    Ok(Some(role)) => {
+                        self.start_recovery(w, role);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(array = %a.name(), "claiming its spare failed: {e}"),
+                }
+                if let Some(role) = self.claim_pool_spare(w).await {
+                    self.start_recovery(w, role);
+                }
+                continue;
+            }
+            if a.needs_resync() && !a.is_degraded() && a.can_scrub() {
+                let _ = self.start_scrub(w, SyncKind::Resync);
+            }
+        }
+    }
+
+    /// Whether a background task of ours is working on `a`.
+    fn running_for(&self, a: &Array) -> bool {
+        self.busy.borrow().contains(&key(a))
+    }
+
+    fn note_changes(&self, a: &Array) {
+        let n = a.geometry().members();
+        let now: Vec<SlotState> = (0..n).map(|r| a.slot_state(r)).collect();
+        let working = |s: SlotState| matches!(s, SlotState::InSync | SlotState::Recovering);
+        let degraded_now = now.iter().any(|&s| s != SlotState::InSync);
+        let mut seen = self.seen.borrow_mut();
+        match seen.get(&key(a)) {
+            Some(prev) => {
+                for r in 0..n {
+                    if working(prev[r]) && now[r] == SlotState::Faulty {
+                        let m = a.member(r).map(|m| name_of(&m)).unwrap_or_default();
+                        self.event("Fail", a.name(), Some(&m));
+                    }
+                }
+                let degraded_before = prev.iter().any(|&s| s != SlotState::InSync);
+                let lost_before = prev.iter().any(|&s| !working(s));
+                let lost_now = now.iter().any(|&s| !working(s));
+                if degraded_now && !degraded_before || lost_now && !lost_before {
+                    self.event("DegradedArray", a.name(), None);
+                }
+            }
+            None if degraded_now => self.event("DegradedArray", a.name(), None),
+            None => {}
+        }
+        seen.insert(key(a), now);
+    }
+
+    /// Offers pool spares of the right group to `w` until one fits.
+    async fn claim_pool_spare(&self, w: &Watched) -> Option<usize> {
+        let mut tried = 0;
+        loop {
+            let spare = {
+                let mut pool = self.pool.borrow_mut();
+                let i = pool
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.group.is_none() || s.group == w.group)
+                    .nth(tried)
+                    .map(|(i, _)| i)?;
+                pool.remove(i)
+            };
+            match w.array.add_member(spare.member.clone()).await {
+                Ok(Added::Recovering(role)) => {
+                    self.event(
+                        "MoveSpare",
+                        w.array.name(),
+                        Some(&spare.path.display().to_string()),
+                    );
+                    return Some(role);
+                }
+                Ok(Added::Spare) => return None,
+                Err(e) => {
+                    tracing::warn!(
+                        array = %w.array.name(),
+                        spare = %spare.path.display(),
+                        "spare not usable: {e}"
+                    );
+                    let mut pool = self.pool.borrow_mut();
+                    let at = tried.min(pool.len());
+                    pool.insert(at, spare);
+                    tried += 1;
+                }
+            }
+        }
+    }
+
+    /// Stops every pass and waits for the background tasks (shutdown).
+    pub async fn stop(&self, arrays: &[Watched]) {
+        for w in arrays {
+            w.array.cancel_sync();
+        }
+        let tasks: Vec<_> = self.tasks.borrow_mut().drain(..).collect();
+        for t in tasks {
+            t.await;
+        }
+    }
+}

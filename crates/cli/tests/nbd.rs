@@ -12,30 +12,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::daemon::{must, run_tool, tool, Daemon};
-use common::{args_with, images, raidd, scratch};
+use common::daemon::{
+    array_config as config, create_array as create, must, run_tool, tool, Daemon,
+};
+use common::{args_with, raidd, scratch};
 use raidd_engine::pattern;
 
 const SEED: u64 = 0x05ee_d0bd;
-
-fn create(dir: &Path, level: &str, n: usize, extra: &[&str]) -> Vec<PathBuf> {
-    let members = images(dir, level, n);
-    let mut fixed = vec!["create", "--level", level, "--name", level, "--size", "24M"];
-    fixed.extend_from_slice(extra);
-    raidd(&args_with(&fixed, &members)).ok();
-    members
-}
-
-fn config(name: &str, members: &[PathBuf]) -> String {
-    let list: Vec<String> = members
-        .iter()
-        .map(|m| format!("{:?}", m.display().to_string()))
-        .collect();
-    format!(
-        "[[array]]\nname = {name:?}\nmembers = [{}]\n",
-        list.join(", ")
-    )
-}
 
 fn export_size(d: &Daemon, export: &str) -> u64 {
     let out = must(tool("nbdinfo").args(["--size", &d.uri(export)]));

@@ -154,6 +154,27 @@ impl Drop for Daemon {
     }
 }
 
+/// `raidd create` of a LEVEL array named LEVEL over `n` new 24 MiB images `dir/LEVELk.img`.
+pub fn create_array(dir: &Path, level: &str, n: usize, extra: &[&str]) -> Vec<PathBuf> {
+    let members = super::images(dir, level, n);
+    let mut fixed = vec!["create", "--level", level, "--name", level, "--size", "24M"];
+    fixed.extend_from_slice(extra);
+    super::raidd(&super::args_with(&fixed, &members)).ok();
+    members
+}
+
+/// An `[[array]]` table for the config.
+pub fn array_config(name: &str, members: &[PathBuf]) -> String {
+    let list: Vec<String> = members
+        .iter()
+        .map(|m| format!("{:?}", m.display().to_string()))
+        .collect();
+    format!(
+        "[[array]]\nname = {name:?}\nmembers = [{}]\n",
+        list.join(", ")
+    )
+}
+
 /// A client program run with the system's Python first on PATH (nbdsh needs the python3
 /// that has Debian's `nbd` module).
 pub fn tool(program: &str) -> Command {

@@ -252,6 +252,8 @@ pub enum Added {
     Spare,
 }
 
+/// Rebuild windows copied at the same time.
+const WINDOWS_IN_FLIGHT: usize = 4;
 /// How often a running recovery records its progress in the superblocks.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 
@@ -579,7 +581,32 @@ impl Array {
         let window = self.sync_window(limits.window_bytes);
         let mut throttle = Throttle::new(limits, self, pos);
         let mut checkpoint = Instant::now();
-        while pos < total {
+        // Windows overlap (one's writes with the next one's reads); each keeps its barrier
+        // until the recovery point has moved past it, and the point moves in order.
+        let mut inflight = futures::stream::FuturesOrdered::new();
+        let mut issued = pos;
+        let mut stopping = false;
+        loop {
+            while !stopping && issued < total && inflight.len() < WINDOWS_IN_FLIGHT {
+                if progress.cancelled() {
+                    stopping = true;
+                    break;
+                }
+                throttle.pace(self, issued).await;
+                // Members that complete at once (memory) never suspend: let others run.
+                raidd_rt::yield_now().await;
+                let end = (issued + window).min(total);
+                inflight.push_back(self.recover_window(role, issued..end));
+                issued = end;
+            }
+            let Some(done) = futures::StreamExt::next(&mut inflight).await else {
+                break;
+            };
+            let (end, barrier) = done?;
+            self.slots[role].recovered.store(end, Ordering::Release);
+            drop(barrier);
+            pos = end;
+            progress.done.store(pos, Ordering::Relaxed);
             self.check_alive()?;
             if self.slot_state(role) != SlotState::Recovering {
                 return Err(Error::new(
@@ -587,25 +614,19 @@ impl Array {
                     format!("{}: {name} failed during recovery", self.name),
                 ));
             }
-            if progress.cancelled() {
-                self.checkpoint(role, pos).await;
-                tracing::info!(array = %self.name, member = %name, at_sector = pos, "recovery interrupted");
-                return Err(Error::new(
-                    ErrorKind::Interrupted,
-                    format!("{}: recovery of {name} stopped at sector {pos}", self.name),
-                ));
-            }
-            throttle.pace(self, pos).await;
-            // Members that complete at once (memory) never suspend: let others run.
-            raidd_rt::yield_now().await;
-            let end = (pos + window).min(total);
-            self.recover_window(role, pos..end).await?;
-            pos = end;
-            progress.done.store(pos, Ordering::Relaxed);
             if checkpoint.elapsed() >= CHECKPOINT_EVERY && pos < total {
                 self.checkpoint(role, pos).await;
                 checkpoint = Instant::now();
             }
+        }
+        if pos < total {
+            debug_assert!(stopping, "windows ended early without a stop");
+            self.checkpoint(role, pos).await;
+            tracing::info!(array = %self.name, member = %name, at_sector = pos, "recovery interrupted");
+            return Err(Error::new(
+                ErrorKind::Interrupted,
+                format!("{}: recovery of {name} stopped at sector {pos}", self.name),
+            ));
         }
         let member = self.member_ref(role);
         if let Err(e) = member.flush().await {
@@ -648,45 +669,38 @@ impl Array {
         }
     }
 
-    /// Rebuilds member sectors `range` of slot `role` under a barrier, then moves its
-    /// recovery point past them.
-    async fn recover_window(&self, role: usize, range: std::ops::Range<u64>) -> Result<()> {
-        let result = match &self.geometry {
+    /// Rebuilds member sectors `range` of slot `role` under a barrier; returns the end of
+    /// the range and the barrier, which the caller drops after moving the recovery point.
+    async fn recover_window(
+        &self,
+        role: usize,
+        range: std::ops::Range<u64>,
+    ) -> Result<(u64, super::gate::Barrier<'_>)> {
+        let barrier = match &self.geometry {
             Geometry::Parity(pg) => {
                 let chunk = u64::from(pg.chunk_sectors);
                 let stripes = range.start / chunk..range.end.div_ceil(chunk);
                 let per = pg.stripe_data_sectors();
-                let _barrier = self
+                let barrier = self
                     .gate
                     .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
                     .await;
-                let r =
-                    futures::future::try_join_all(stripes.map(|s| self.recover_stripe(role, s)))
-                        .await;
-                if r.is_ok() {
-                    self.slots[role]
-                        .recovered
-                        .store(range.end, Ordering::Release);
-                }
-                r.map(|_| ())
+                futures::future::try_join_all(stripes.map(|s| self.recover_stripe(role, s)))
+                    .await?;
+                barrier
             }
             _ => {
                 let runs = self.data_runs(role, range.clone());
-                let _barrier = self
+                let barrier = self
                     .gate
                     .barrier(runs.iter().map(|r| (r.array_sector, r.sectors)))
                     .await;
-                let r = futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r)))
-                    .await;
-                if r.is_ok() {
-                    self.slots[role]
-                        .recovered
-                        .store(range.end, Ordering::Release);
-                }
-                r.map(|_| ())
+                futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r)))
+                    .await?;
+                barrier
             }
         };
-        result
+        Ok((range.end, barrier))
     }
 
     /// The array data that member sectors `range` of `role` hold, as runs contiguous on both

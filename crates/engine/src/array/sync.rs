@@ -695,8 +695,7 @@ impl Array {
                     .gate
                     .barrier(runs.iter().map(|r| (r.array_sector, r.sectors)))
                     .await;
-                futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r)))
-                    .await?;
+                futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r))).await?;
                 barrier
             }
         };

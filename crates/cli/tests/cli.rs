@@ -855,6 +855,7 @@ fn nested_arrays_show_as_a_tree() {
             size_sectors: None,
             assume_clean: true,
             force: false,
+            bitmap_chunk: None,
         };
         let open = |p: &PathBuf| -> Arc<dyn Member> {
             Arc::new(FileMember::open(p, OpenOptions::default()).unwrap())

@@ -427,11 +427,12 @@ fn check_one_array(found: &[Found]) -> Result<()> {
     Ok(())
 }
 
+/// The internal bitmap's header and bits, read from a member with the newest events.
 async fn read_bitmap(
     found: &[Found],
     slots: &[Option<usize>],
     reference: &Superblock,
-) -> Result<Option<BitmapSuper>> {
+) -> Result<Option<(BitmapSuper, Vec<u8>)>> {
     if reference.feature_map & feature::BITMAP_OFFSET == 0 {
         return Ok(None);
     }
@@ -457,7 +458,21 @@ async fn read_bitmap(
         .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
     let bm = BitmapSuper::parse(&block)
         .map_err(|e| Error::new(ErrorKind::BadMetadata, format!("{name}: {e}")))?;
-    Ok(Some(bm))
+    // The bits follow the header; a bitmap larger than the space before the data is corrupt.
+    let len = bm.stored_len(4096);
+    let room = f.sb.data_offset.saturating_mul(512).saturating_sub(off);
+    if len > room {
+        return Err(Error::new(
+            ErrorKind::BadMetadata,
+            format!("{name}: the bitmap ({len} bytes) does not fit before the data"),
+        ));
+    }
+    let all = read_bytes(&*f.member, off, len as usize)
+        .await
+        .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
+    let start = raidd_md::bitmap::BITMAP_SUPER_LEN;
+    let bits = all[start..start + bm.bitmap_bytes() as usize].to_vec();
+    Ok(Some((bm, bits)))
 }
 
 /// Assembles every array the members belong to, including arrays whose members are other

@@ -7,8 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::create::{
     bblog_bm_space_sectors, bblog_placement, component_size_sectors, default_data_offset,
+    BITMAP_OFFSET_SECTORS,
 };
-use raidd_md::{feature, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_V12_SECTORS};
+use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_V12_SECTORS};
 
 use crate::assemble::{assemble, examine, AssembleOptions, Assembled};
 use crate::error::{Error, ErrorKind, Result};
@@ -39,7 +40,12 @@ pub struct CreateSpec {
     pub assume_clean: bool,
     /// Overwrite members that already carry an md superblock.
     pub force: bool,
+    /// An internal write-intent bitmap with this many bytes per bit (`None`: no bitmap).
+    pub bitmap_chunk: Option<u32>,
 }
+
+/// mdadm's bitmap daemon period, seconds.
+const BITMAP_DAEMON_SLEEP: u32 = 5;
 
 fn invalid(msg: String) -> Error {
     Error::new(ErrorKind::InvalidInput, msg)
@@ -204,8 +210,19 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         multi_zone,
     )?;
     probe.data_size = min_avail;
-    check_geometry(&probe, &data_sizes)?;
-    let (bb_off, bb_size) = bblog_placement(data_offset, bblog_bm_space_sectors(component, None));
+    let geometry = check_geometry(&probe, &data_sizes)?;
+    let bitmap = match spec.bitmap_chunk {
+        None => None,
+        Some(chunk) => Some(bitmap_for(&probe, &geometry, chunk, data_offset)?),
+    };
+    if bitmap.is_some() {
+        probe.feature_map |= feature::BITMAP_OFFSET;
+        probe.bitmap_offset = BITMAP_OFFSET_SECTORS as i32;
+    }
+    let (bb_off, bb_size) = bblog_placement(
+        data_offset,
+        bblog_bm_space_sectors(component, bitmap.as_ref()),
+    );
     for ((i, m), a) in present.iter().zip(&avail) {
         let mut sb = probe.clone();
         sb.dev_number = *i as u32;
@@ -215,9 +232,70 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         sb.bblog_size = bb_size;
         sb.bblog_shift = 0;
         write_superblock(&***m, &sb).await?;
+        if let Some(bm) = &bitmap {
+            write_bitmap(&***m, bm).await?;
+        }
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
     assemble(members, AssembleOptions::default()).await
+}
+
+/// An empty internal bitmap for the array `sb` describes: one bit per `chunk` bytes of the
+/// resync space (member sectors for RAID4/5/6 and RAID1, array sectors for RAID10, as the
+/// kernel's `resync_max_sectors`), checked to fit between the superblock and the data.
+fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Result<BitmapSuper> {
+    let level = g.level();
+    if matches!(level, Level::Linear | Level::Raid0) {
+        return Err(invalid(format!(
+            "{level} has no redundancy: a write-intent bitmap has nothing to resync"
+        )));
+    }
+    if chunk < 512 || !chunk.is_power_of_two() {
+        return Err(invalid(format!(
+            "bitmap chunk {chunk} bytes: must be a power of two of at least 512"
+        )));
+    }
+    let sync_size = match g {
+        Geometry::Raid10(_) => g.array_sectors(),
+        _ => sb.size,
+    };
+    let bm = BitmapSuper {
+        version: 4,
+        uuid: sb.set_uuid,
+        events: 0,
+        events_cleared: 0,
+        sync_size,
+        state: 0,
+        chunksize: chunk,
+        daemon_sleep: BITMAP_DAEMON_SLEEP,
+        write_behind: 0,
+        sectors_reserved: 0,
+        nodes: 0,
+        cluster_name: [0; 64],
+    };
+    let room = data_offset.saturating_sub(SB_OFFSET_V12_SECTORS + BITMAP_OFFSET_SECTORS) * 512;
+    let need = bm.stored_len(4096);
+    if need > room {
+        return Err(invalid(format!(
+            "a bitmap with {} KiB chunks needs {need} bytes, more than the {room} before the data: use a larger --bitmap-chunk",
+            chunk / 1024
+        )));
+    }
+    Ok(bm)
+}
+
+/// Writes an empty bitmap (header and cleared bits) after the superblock.
+async fn write_bitmap(m: &dyn Member, bm: &BitmapSuper) -> Result<()> {
+    let len = bm.stored_len(4096) as usize;
+    let mut block = raidd_rt::AlignedBuf::zeroed(len);
+    block[..raidd_md::bitmap::BITMAP_SUPER_LEN].copy_from_slice(&bm.encode());
+    write_bytes(
+        m,
+        (SB_OFFSET_V12_SECTORS + BITMAP_OFFSET_SECTORS) * 512,
+        block,
+    )
+    .await
+    .map_err(|e| Error::io(format!("{}: writing the bitmap", m.info().name), e))
 }
 
 fn template(

@@ -57,6 +57,8 @@ pub(crate) struct MetaState {
 pub(crate) struct Metadata {
     state: Mutex<MetaState>,
     dirty: AtomicBool,
+    /// The internal bitmap's chunk size and bits as assembly read them.
+    pub(crate) bitmap_at_start: Option<(u32, Vec<u8>)>,
 }
 
 fn now_md_time() -> u64 {
@@ -70,8 +72,10 @@ impl Metadata {
     pub(crate) fn new(
         slots: Vec<Option<MemberSb>>,
         spares: Vec<MemberSb>,
-        bitmap: Option<BitmapSuper>,
+        bitmap: Option<(BitmapSuper, Vec<u8>)>,
     ) -> Metadata {
+        let bitmap_at_start = bitmap.as_ref().map(|(b, bits)| (b.chunksize, bits.clone()));
+        let bitmap = bitmap.map(|(b, _)| b);
         let newest = slots.iter().flatten().chain(spares.iter()).map(|m| &m.sb);
         let events = newest.clone().map(|sb| sb.events).max().unwrap_or(0);
         let clean = if newest.into_iter().all(|sb| sb.resync_offset == MAX_SECTOR) {
@@ -80,6 +84,7 @@ impl Metadata {
             CleanState::Dirty
         };
         Metadata {
+            bitmap_at_start,
             dirty: AtomicBool::new(clean == CleanState::Dirty),
             state: Mutex::new(MetaState {
                 slots,
@@ -255,6 +260,31 @@ impl Metadata {
         failed
     }
 
+    /// Writes the bitmap's bits to every member that takes updates, durably (each member is
+    /// flushed after). Returns the slots whose write failed (they must be failed).
+    pub(crate) async fn write_bitmap_bits(&self, bits: &[u8]) -> Vec<usize> {
+        let st = self.state.lock().await;
+        let targets: Vec<(Option<usize>, MemberSb)> = st
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| m.clone().map(|m| (Some(r), m)))
+            .chain(st.spares.iter().map(|m| (None, m.clone())))
+            .collect();
+        let results =
+            futures::future::join_all(targets.iter().map(|(_, m)| write_bits(m, bits))).await;
+        let mut failed = Vec::new();
+        for ((slot, m), r) in targets.iter().zip(results) {
+            if let Err(e) = r {
+                tracing::error!("{}: bitmap update failed: {e}", m.member.info().name);
+                if let Some(s) = slot {
+                    failed.push(*s);
+                }
+            }
+        }
+        failed
+    }
+
     /// Waits for a commit in progress (one that records a failure we depend on) to finish.
     pub(crate) async fn barrier(&self) {
         drop(self.state.lock().await);
@@ -300,20 +330,10 @@ async fn commit(st: &mut MetaState) -> Vec<usize> {
         }
         b.clone()
     });
-    let bits = match st.clean {
-        // While dirty every region may be inconsistent after a crash; raidd does not yet
-        // track regions, so it marks them all. Bits stay set while degraded so that a
-        // returning member is recovered wherever it missed writes.
-        CleanState::Dirty => Some(true),
-        CleanState::Clean if !degraded => Some(false),
-        CleanState::Clean => None,
-    };
-    let results = futures::future::join_all(
-        writes
-            .iter()
-            .map(|(_, m)| write_member(m, bitmap.as_ref(), bits)),
-    )
-    .await;
+    // The bits themselves belong to the array's write-intent tracking (array/bitmap.rs).
+    let results =
+        futures::future::join_all(writes.iter().map(|(_, m)| write_member(m, bitmap.as_ref())))
+            .await;
     let mut failed = Vec::new();
     for ((slot, m), r) in writes.iter().zip(results) {
         if let Err(e) = r {
@@ -385,29 +405,33 @@ async fn checked_patch(member: &dyn Member, offset: u64, bytes: &[u8]) -> std::i
     Ok(())
 }
 
-async fn write_member(
-    m: &MemberSb,
-    bitmap: Option<&BitmapSuper>,
-    bits: Option<bool>,
-) -> std::io::Result<()> {
+/// Byte offset of a member's internal bitmap, if it has one.
+fn bitmap_offset(sb: &Superblock) -> Option<u64> {
+    if sb.feature_map & feature::BITMAP_OFFSET == 0 {
+        return None;
+    }
+    (sb.super_offset * 512).checked_add_signed(i64::from(sb.bitmap_offset) * 512)
+}
+
+async fn write_member(m: &MemberSb, bitmap: Option<&BitmapSuper>) -> std::io::Result<()> {
     let sb_off = m.sb.super_offset * 512;
     checked_patch(&*m.member, sb_off, &m.sb.encode()).await?;
-    if m.sb.feature_map & feature::BITMAP_OFFSET == 0 {
+    let (Some(bm), Some(bm_off)) = (bitmap, bitmap_offset(&m.sb)) else {
         return Ok(());
-    }
-    let Some(bm) = bitmap else { return Ok(()) };
-    let bm_off = sb_off.checked_add_signed(i64::from(m.sb.bitmap_offset) * 512);
-    let Some(bm_off) = bm_off else { return Ok(()) };
-    checked_patch(&*m.member, bm_off, &bm.encode()).await?;
-    if let Some(set) = bits {
-        let fill = if set { 0xff } else { 0 };
-        let bytes = vec![fill; bm.bitmap_bytes() as usize];
-        checked_patch(
-            &*m.member,
-            bm_off + raidd_md::bitmap::BITMAP_SUPER_LEN as u64,
-            &bytes,
-        )
-        .await?;
-    }
-    Ok(())
+    };
+    checked_patch(&*m.member, bm_off, &bm.encode()).await
+}
+
+/// Writes the bitmap's bits on one member and makes them durable.
+async fn write_bits(m: &MemberSb, bits: &[u8]) -> std::io::Result<()> {
+    let Some(bm_off) = bitmap_offset(&m.sb) else {
+        return Ok(());
+    };
+    checked_patch(
+        &*m.member,
+        bm_off + raidd_md::bitmap::BITMAP_SUPER_LEN as u64,
+        bits,
+    )
+    .await?;
+    m.member.flush().await
 }

@@ -96,6 +96,7 @@ fn loop_devices_as_members() {
                 size_sectors: None,
                 assume_clean: true,
                 force: false,
+                bitmap_chunk: None,
             };
             let a = create(spec).await.unwrap();
             assert_eq!(a.array.block_size(), sector_size);

@@ -35,6 +35,7 @@ fn spec(name: &str, level: Level, members: Vec<Option<Arc<dyn Member>>>) -> Crea
         size_sectors: None,
         assume_clean: true,
         force: false,
+        bitmap_chunk: None,
     }
 }
 

@@ -52,6 +52,7 @@ fn spec(level: Level, layout: Option<u32>, members: Vec<Arc<dyn Member>>) -> Cre
         size_sectors: Some(2048),
         assume_clean: true,
         force: false,
+        bitmap_chunk: None,
     }
 }
 

@@ -65,6 +65,7 @@ fn run(seed: u64, level: Level, n: usize, failures: usize) -> Outcome {
             size_sectors: Some(2048),
             assume_clean: true,
             force: false,
+            bitmap_chunk: None,
         };
         let a = create(spec).await.unwrap();
         let array = a.array.clone();

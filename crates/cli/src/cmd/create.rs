@@ -46,11 +46,21 @@ pub struct CreateArgs {
     /// Overwrite members that already carry an md superblock.
     #[arg(short, long)]
     pub force: bool,
+    /// Write-intent bitmap: `internal` (stored after the superblock, as mdadm's) or `none`.
+    /// After an unclean stop only regions with their bit set are resynced.
+    #[arg(short, long, value_parser = ["internal", "none"], default_value = "none")]
+    pub bitmap: String,
+    /// Bytes of the resync space per bitmap bit (power of two, default 64M).
+    #[arg(long, value_parser = size::parse_size, value_name = "SIZE")]
+    pub bitmap_chunk: Option<u64>,
     /// Members in slot order: image files, block devices, or the word `missing` for an
     /// absent member (degraded creation; use ./missing for a file of that name).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
 }
+
+/// mdadm's default bitmap chunk for internal bitmaps.
+const DEFAULT_BITMAP_CHUNK: u64 = 64 << 20;
 
 fn parse_level(s: &str) -> Result<Level, String> {
     Level::parse(s).ok_or_else(|| {
@@ -225,6 +235,18 @@ pub fn run(args: CreateArgs, json: bool) -> CliResult {
             .unwrap_or_else(|| default_name(&plan.slots));
         let host = args.homehost.clone().unwrap_or_else(members::hostname);
         let all_new = plan.slots.iter().flatten().count() == created.len();
+        let bitmap_chunk = match (args.bitmap.as_str(), args.bitmap_chunk) {
+            ("none", Some(_)) => {
+                return Err(CliError::usage("--bitmap-chunk needs --bitmap internal"))
+            }
+            ("none", None) => None,
+            (_, chunk) => {
+                let chunk = chunk.unwrap_or(DEFAULT_BITMAP_CHUNK);
+                Some(u32::try_from(chunk).map_err(|_| {
+                    CliError::usage(format!("--bitmap-chunk {chunk}: at most 2 GiB"))
+                })?)
+            }
+        };
         let spec = CreateSpec {
             homehost: homehost_for(&host, &name),
             name,
@@ -235,6 +257,7 @@ pub fn run(args: CreateArgs, json: bool) -> CliResult {
             size_sectors: None,
             assume_clean: args.assume_clean || all_new,
             force: args.force,
+            bitmap_chunk,
         };
         raidd_rt::block_on(async move {
             let assembled = create(spec).await?;

@@ -224,6 +224,8 @@ impl Lifecycle {
         for w in arrays {
             let a = &w.array;
             self.note_changes(a);
+            // md's bitmap daemon: clear write-intent bits of regions idle for a period.
+            a.write_intent_tick().await;
             if a.is_read_only()
                 || a.is_failed()
                 || a.sync_progress().is_some()

@@ -910,6 +910,9 @@ async fn status(ctx: &ControlCtx) -> Response {
                 ""
             }
         );
+        if let Some(b) = &st.bitmap {
+            let _ = writeln!(text, "      bitmap: {}/{} chunks dirty", b.dirty, b.chunks);
+        }
         // Passes and loose members of the array and of its inner arrays.
         for (k, a) in s.session.arrays.iter().enumerate() {
             let inner;

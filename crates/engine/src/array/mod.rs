@@ -5,6 +5,7 @@
 //! taken only when the array's state changes (first write after a clean start, a failure,
 //! shutdown).
 
+mod bitmap;
 mod gate;
 mod mapped;
 mod parity;
@@ -126,6 +127,10 @@ pub struct Array {
     failed: AtomicBool,
     /// The array was not shut down cleanly and no resync has finished since.
     resync_pending: AtomicBool,
+    /// md's internal write-intent bitmap, when the array has one (and is writable).
+    intent: Option<bitmap::WriteIntent>,
+    /// When the write-intent bits were last swept for clearing.
+    intent_swept: Mutex<std::time::Instant>,
     counters: Counters,
 }
 
@@ -182,9 +187,17 @@ pub struct ArrayStatus {
     /// Failed members no longer in a slot, waiting to be removed.
     pub faulty: Vec<String>,
     pub sync: Option<SyncStatus>,
+    /// The write-intent bitmap: chunks whose bit is set, and all chunks.
+    pub bitmap: Option<BitmapStatus>,
     /// How the last pass ended (md keeps mismatch_cnt readable after a check).
     pub last_sync: Option<LastSync>,
     pub counters: CounterStatus,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BitmapStatus {
+    pub dirty: usize,
+    pub chunks: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -199,6 +212,9 @@ pub struct CounterStatus {
     pub rcw_writes: u64,
     pub reconstruct_writes: u64,
 }
+
+/// md's bitmap daemon period (the bitmap's daemon_sleep as mdadm writes it).
+const INTENT_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// md-style UUID text: 8:8:8:8 hex.
 pub fn uuid_string(u: &[u8; 16]) -> String {
@@ -304,7 +320,19 @@ impl Array {
                 },
             })
             .collect();
-        let unclean = meta.as_ref().is_some_and(Metadata::is_dirty);
+        let intent = match (&meta, parts.read_only, parts.geometry.redundancy()) {
+            (Some(m), false, r) if r > 0 => m
+                .bitmap_at_start
+                .as_ref()
+                .map(|(chunk, bits)| bitmap::WriteIntent::new(&parts.geometry, *chunk, bits)),
+            _ => None,
+        };
+        // With a bitmap only its set chunks need a resync; without, an unclean stop means
+        // the whole array.
+        let unclean = match &intent {
+            Some(wi) => wi.dirty_chunks() > 0,
+            None => meta.as_ref().is_some_and(Metadata::is_dirty),
+        };
         // Seeks cost time if any member seeks (clients use this for their I/O scheduling).
         let rotational = parts
             .spares
@@ -338,6 +366,8 @@ impl Array {
             rr: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             resync_pending: AtomicBool::new(unclean),
+            intent,
+            intent_swept: Mutex::new(std::time::Instant::now()),
             counters: Counters::default(),
         })
     }
@@ -531,6 +561,78 @@ impl Array {
         }
     }
 
+    /// Records a write of `len` bytes at `offset` in the write-intent bitmap: the bits of its
+    /// chunks are on every member (durably) before this returns; the hold keeps them set
+    /// until the write is done.
+    async fn note_intent(&self, offset: u64, len: u64) -> Result<Option<bitmap::Intent<'_>>> {
+        let Some(wi) = &self.intent else {
+            return Ok(None);
+        };
+        let (hold, missing) = wi.start(wi.sync_range(offset / SECTOR_SIZE, len / SECTOR_SIZE));
+        if missing {
+            let (guard, image) = wi.set_bits(&hold).await;
+            if let (Some(image), Some(meta)) = (image, &self.meta) {
+                for r in meta.write_bitmap_bits(&image).await {
+                    self.fail_slot(r, &io::Error::other("bitmap update failed"))
+                        .await;
+                }
+            }
+            drop(guard);
+            self.check_alive()?;
+        }
+        Ok(Some(hold))
+    }
+
+    /// Clears the write-intent bits of chunks with nothing in flight that were not written
+    /// in the last flush period (`all`: of every chunk with nothing in flight), after
+    /// flushing the members so the data those bits covered is durable. Bits stay while the
+    /// array is degraded.
+    async fn sweep_intent(&self, all: bool) {
+        let (Some(wi), Some(meta)) = (&self.intent, &self.meta) else {
+            return;
+        };
+        if self.is_degraded() || self.is_failed() {
+            return;
+        }
+        let (guard, image) = wi.begin_clear(all).await;
+        let Some(image) = image else { return };
+        let flushed = self.flush().await.is_ok();
+        let mut ok = flushed;
+        if flushed {
+            let failed = meta.write_bitmap_bits(&image).await;
+            ok = failed.is_empty();
+            for r in failed {
+                self.fail_slot(r, &io::Error::other("bitmap update failed"))
+                    .await;
+            }
+        }
+        wi.cleared(ok);
+        drop(guard);
+    }
+
+    /// Clears idle write-intent bits once per flush period (md's bitmap daemon, 5 s):
+    /// the daemon calls this often; it does the work when the period has passed.
+    pub async fn write_intent_tick(&self) {
+        if self.intent.is_none() {
+            return;
+        }
+        {
+            let mut last = self.intent_swept.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed() < INTENT_PERIOD {
+                return;
+            }
+            *last = std::time::Instant::now();
+        }
+        self.sweep_intent(false).await;
+    }
+
+    /// Chunks whose write-intent bit is set, out of all (`None` without a bitmap).
+    pub fn write_intent(&self) -> Option<(usize, usize)> {
+        self.intent
+            .as_ref()
+            .map(|wi| (wi.dirty_chunks(), wi.chunks()))
+    }
+
     /// Before the first write after a clean start, record in the superblocks that writes may
     /// be in flight (so an unclean stop is detected and resynced).
     async fn ensure_dirty(&self) -> Result<()> {
@@ -626,6 +728,7 @@ impl Array {
             .gate
             .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
             .await;
+        let _intent = self.note_intent(offset, len).await?;
         match self.geometry.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_write(offset, iov).await,
             _ => self.mapped_write(offset, iov).await,
@@ -664,6 +767,7 @@ impl Array {
             .gate
             .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
             .await;
+        let _intent = self.note_intent(offset, len).await?;
         self.mapped_discard(offset, len).await
     }
 
@@ -694,6 +798,8 @@ impl Array {
             return Ok(());
         }
         self.flush().await?;
+        // Everything is on the members: no chunk needs its bit any more.
+        self.sweep_intent(true).await;
         if self.needs_resync() {
             tracing::warn!(array = %self.name, "closed before its resync finished: it stays marked unclean");
             return Ok(());
@@ -762,6 +868,9 @@ impl Array {
             spares: names(&self.spares_list),
             faulty: names(&self.detached),
             sync: self.sync_status(),
+            bitmap: self
+                .write_intent()
+                .map(|(dirty, chunks)| BitmapStatus { dirty, chunks }),
             last_sync: self.last_sync(),
             counters: CounterStatus {
                 reads: ld(&c.reads),

@@ -51,7 +51,7 @@ impl Array {
                 ),
             ));
         }
-        let (total, step) = match &self.geometry {
+        let (total, mut step) = match &self.geometry {
             Geometry::Linear(_) | Geometry::Raid0(_) => {
                 return Err(Error::new(
                     ErrorKind::InvalidInput,
@@ -80,6 +80,24 @@ impl Array {
         let mut throttle = Throttle::new(limits, self, 0);
         let mut pos = 0;
         let started = Instant::now();
+        // With a write-intent bitmap a resync only visits the chunks whose bit is set (in
+        // the same space: member sectors for parity, array sectors for mirrors).
+        let only: Option<Vec<bool>> = match (&self.intent, kind) {
+            (Some(wi), SyncKind::Resync) => {
+                let set: Vec<bool> = (0..wi.chunks()).map(|c| wi.is_set(c)).collect();
+                tracing::info!(
+                    array = %self.name,
+                    "resyncing {} of {} bitmap chunks",
+                    set.iter().filter(|&&b| b).count(),
+                    set.len()
+                );
+                // Windows of whole bitmap chunks (and whole stripes), so clean ones are skipped.
+                let layout_chunk = u64::from(self.geometry.chunk_sectors()).max(1);
+                step = wi.chunk_sectors().max(layout_chunk);
+                Some(set)
+            }
+            _ => None,
+        };
         while pos < total {
             self.check_alive()?;
             if self.is_degraded() {
@@ -97,6 +115,14 @@ impl Array {
             throttle.pace(self, pos).await;
             raidd_rt::yield_now().await;
             let end = (pos + step).min(total);
+            if let (Some(set), Some(wi)) = (&only, &self.intent) {
+                let chunks = wi.chunk_range(&(pos..end));
+                if !set[chunks].iter().any(|&b| b) {
+                    pos = end;
+                    p.done.store(pos, Ordering::Relaxed);
+                    continue;
+                }
+            }
             match &self.geometry {
                 Geometry::Parity(pg) => {
                     let chunk = u64::from(pg.chunk_sectors);

@@ -1,0 +1,289 @@
+//! md's internal write-intent bitmap: one bit per bitmap chunk of the resync space (array
+//! sectors for RAID1/10, member sectors for RAID4/5/6, as md's `resync_max_sectors`). A bit
+//! is set on every member, and made durable, before the first write into its chunk; it is
+//! cleared once the chunk has had no write in flight for a whole flush period and the
+//! members have been flushed. After an unclean stop only chunks whose bit is set need a
+//! resync. While the array is degraded no bit is cleared, so a returning member could be
+//! brought up to date from them.
+//!
+//! Per chunk: a count of writes in flight and a state. The write path does one atomic add
+//! and one load per chunk when the bit is already on disk; only a clean chunk takes the
+//! flush lock and writes the bitmap. The cleaner and the write path meet Dekker-style: the
+//! cleaner marks a chunk `CLEARING` and then looks at its count; a writer counts itself and
+//! then looks at the state, so one of them always sees the other.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use futures::lock::Mutex;
+use raidd_layout::{Geometry, SECTOR_SIZE};
+
+const CLEAN: u8 = 0;
+const ONDISK: u8 = 1;
+const CLEARING: u8 = 2;
+
+#[derive(Debug)]
+pub(crate) struct WriteIntent {
+    /// Resync-space sectors per bit.
+    chunk_sectors: u64,
+    /// Resync-space sectors covered.
+    sync_sectors: u64,
+    /// Whether the resync space is member sectors of stripes (parity levels).
+    stripe_space: Option<(u64, u64)>,
+    pending: Box<[AtomicU32]>,
+    state: Box<[AtomicU8]>,
+    /// The flush period in which each chunk was last written.
+    touched: Box<[AtomicU64]>,
+    period: AtomicU64,
+    /// Held while the on-disk image changes.
+    lock: Mutex<()>,
+}
+
+/// A write's hold on its chunks; they cannot be cleared until it drops.
+pub(crate) struct Intent<'a> {
+    wi: &'a WriteIntent,
+    chunks: std::ops::Range<usize>,
+}
+
+impl Drop for Intent<'_> {
+    fn drop(&mut self) {
+        for c in self.chunks.clone() {
+            self.wi.pending[c].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl WriteIntent {
+    /// The bitmap of an array with `geometry`, `chunk_bytes` per bit, and the bits as read
+    /// from a member (set bits stay set: their chunks may need a resync).
+    pub(crate) fn new(geometry: &Geometry, chunk_bytes: u32, bits: &[u8]) -> WriteIntent {
+        let (sync_sectors, stripe_space) = match geometry {
+            Geometry::Parity(pg) => (
+                pg.dev_sectors,
+                Some((u64::from(pg.chunk_sectors), pg.stripe_data_sectors())),
+            ),
+            g => (g.array_sectors(), None),
+        };
+        let chunk_sectors = (u64::from(chunk_bytes) / SECTOR_SIZE).max(1);
+        let n = sync_sectors.div_ceil(chunk_sectors) as usize;
+        let state: Box<[AtomicU8]> = (0..n)
+            .map(|c| {
+                let set = bits.get(c / 8).is_some_and(|b| b & (1 << (c % 8)) != 0);
+                AtomicU8::new(if set { ONDISK } else { CLEAN })
+            })
+            .collect();
+        WriteIntent {
+            chunk_sectors,
+            sync_sectors,
+            stripe_space,
+            pending: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            state,
+            touched: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            period: AtomicU64::new(1),
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn chunks(&self) -> usize {
+        self.state.len()
+    }
+
+    /// Resync-space sectors per bit.
+    pub(crate) fn chunk_sectors(&self) -> u64 {
+        self.chunk_sectors
+    }
+
+    /// The resync-space sectors an array write of `[sector, sector + count)` touches.
+    pub(crate) fn sync_range(&self, sector: u64, count: u64) -> std::ops::Range<u64> {
+        match self.stripe_space {
+            Some((chunk, per_stripe)) => {
+                let first = sector / per_stripe;
+                let last = (sector + count.max(1) - 1) / per_stripe;
+                first * chunk..(last + 1) * chunk
+            }
+            None => sector..sector + count,
+        }
+    }
+
+    pub(crate) fn chunk_range(&self, r: &std::ops::Range<u64>) -> std::ops::Range<usize> {
+        let end = r.end.min(self.sync_sectors).max(r.start + 1);
+        (r.start / self.chunk_sectors) as usize
+            ..((end - 1) / self.chunk_sectors + 1).min(self.state.len() as u64) as usize
+    }
+
+    /// The bit image as it should be on disk now (clearing chunks count as clear).
+    pub(crate) fn image(&self) -> Vec<u8> {
+        let mut bits = vec![0u8; self.state.len().div_ceil(8)];
+        for (c, s) in self.state.iter().enumerate() {
+            if s.load(Ordering::SeqCst) == ONDISK {
+                bits[c / 8] |= 1 << (c % 8);
+            }
+        }
+        bits
+    }
+
+    /// Whether chunk `c`'s bit is set.
+    pub(crate) fn is_set(&self, c: usize) -> bool {
+        self.state[c].load(Ordering::SeqCst) != CLEAN
+    }
+
+    pub(crate) fn dirty_chunks(&self) -> usize {
+        (0..self.state.len()).filter(|&c| self.is_set(c)).count()
+    }
+
+    /// Counts a write into the chunks of resync range `r`. Returns the hold and whether
+    /// some chunk's bit must first be written (then call [`WriteIntent::set_bits`]).
+    pub(crate) fn start(&self, r: std::ops::Range<u64>) -> (Intent<'_>, bool) {
+        let chunks = self.chunk_range(&r);
+        let period = self.period.load(Ordering::Relaxed);
+        let mut missing = false;
+        for c in chunks.clone() {
+            self.pending[c].fetch_add(1, Ordering::SeqCst);
+            self.touched[c].store(period, Ordering::Relaxed);
+            missing |= self.state[c].load(Ordering::SeqCst) != ONDISK;
+        }
+        (Intent { wi: self, chunks }, missing)
+    }
+
+    /// Marks the hold's chunks set under the flush lock; returns the lock guard and the
+    /// image to write when anything changed (the caller writes it, durably, then drops the
+    /// guard).
+    pub(crate) async fn set_bits(
+        &self,
+        hold: &Intent<'_>,
+    ) -> (futures::lock::MutexGuard<'_, ()>, Option<Vec<u8>>) {
+        let guard = self.lock.lock().await;
+        let mut changed = false;
+        for c in hold.chunks.clone() {
+            // CLEARING is never seen here: the cleaner finishes under this lock.
+            if self.state[c].swap(ONDISK, Ordering::SeqCst) != ONDISK {
+                changed = true;
+            }
+        }
+        let image = changed.then(|| self.image());
+        (guard, image)
+    }
+
+    /// Starts a flush period; chunks idle for the whole previous one, with nothing in
+    /// flight, are marked clearing. Returns the lock guard and the image to write (after
+    /// flushing the members) when any chunk is to be cleared; then call
+    /// [`WriteIntent::cleared`].
+    pub(crate) async fn begin_clear(
+        &self,
+        all_idle: bool,
+    ) -> (futures::lock::MutexGuard<'_, ()>, Option<Vec<u8>>) {
+        let guard = self.lock.lock().await;
+        let period = self.period.fetch_add(1, Ordering::Relaxed);
+        let mut any = false;
+        for c in 0..self.state.len() {
+            if self.state[c].load(Ordering::SeqCst) != ONDISK {
+                continue;
+            }
+            if !all_idle && self.touched[c].load(Ordering::Relaxed) + 1 >= period {
+                continue; // written in this or the last period: keep it a while
+            }
+            self.state[c].store(CLEARING, Ordering::SeqCst);
+            if self.pending[c].load(Ordering::SeqCst) > 0 {
+                self.state[c].store(ONDISK, Ordering::SeqCst);
+                continue;
+            }
+            any = true;
+        }
+        let image = any.then(|| self.image());
+        (guard, image)
+    }
+
+    /// The clearing chunks' bits are off the disk (or the write failed: `ok` false keeps
+    /// them set).
+    pub(crate) fn cleared(&self, ok: bool) {
+        let to = if ok { CLEAN } else { ONDISK };
+        for s in self.state.iter() {
+            let _ = s.compare_exchange(CLEARING, to, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidd_layout::{Level, ParityLayout};
+
+    fn raid5() -> Geometry {
+        // 4 members, 16-sector chunks, 1024 sectors each: stripes hold 48 data sectors.
+        Geometry::parity(Level::Raid5, 4, ParityLayout::LeftSymmetric, 16, 1024).unwrap()
+    }
+
+    #[test]
+    fn writes_map_to_the_resync_space_and_chunks() {
+        let wi = WriteIntent::new(&raid5(), 64 * 512, &[]);
+        assert_eq!(wi.chunks(), 16);
+        // Array sectors 0..48 are stripe 0: member sectors 0..16.
+        assert_eq!(wi.sync_range(0, 48), 0..16);
+        assert_eq!(wi.sync_range(47, 2), 0..32);
+        assert_eq!(wi.chunk_range(&wi.sync_range(47, 2)), 0..1);
+        assert_eq!(wi.chunk_range(&(60..70)), 0..2);
+        let mirror = Geometry::raid1(2, 1000).unwrap();
+        let wi = WriteIntent::new(&mirror, 128 * 512, &[0b10]);
+        assert_eq!(wi.sync_range(5, 3), 5..8);
+        assert_eq!(wi.chunks(), 8);
+        assert!(wi.is_set(1) && !wi.is_set(0), "bits from disk are honoured");
+    }
+
+    #[test]
+    fn set_then_clear_only_when_idle() {
+        raidd_rt::block_on(async {
+            let wi = WriteIntent::new(&Geometry::raid1(2, 1024).unwrap(), 128 * 512, &[]);
+            let (hold, missing) = wi.start(0..10);
+            assert!(missing);
+            let (g, image) = wi.set_bits(&hold).await;
+            assert_eq!(image.unwrap(), vec![0b1]);
+            drop(g);
+            // Already on disk: no write needed for the next one.
+            let (hold2, missing) = wi.start(5..6);
+            assert!(!missing);
+            drop(hold2);
+            // In flight: never cleared.
+            for _ in 0..3 {
+                let (g, image) = wi.begin_clear(false).await;
+                assert!(image.is_none());
+                drop(g);
+            }
+            drop(hold);
+            // Written in the current period: kept one more period, then cleared.
+            let (hold, _) = wi.start(0..1);
+            drop(hold);
+            let (g, image) = wi.begin_clear(false).await;
+            assert!(image.is_none());
+            drop(g);
+            let (g, image) = wi.begin_clear(false).await;
+            assert_eq!(image.unwrap(), vec![0]);
+            wi.cleared(true);
+            drop(g);
+            assert!(!wi.is_set(0));
+            assert_eq!(wi.dirty_chunks(), 0);
+        });
+    }
+
+    #[test]
+    fn a_write_racing_the_cleaner_keeps_its_bit() {
+        raidd_rt::block_on(async {
+            let wi = WriteIntent::new(&Geometry::raid1(2, 1024).unwrap(), 128 * 512, &[0xff]);
+            // A writer counted itself: the cleaner must leave the chunk set.
+            let (hold, missing) = wi.start(0..1);
+            assert!(!missing);
+            let (g, image) = wi.begin_clear(true).await;
+            let image = image.unwrap();
+            assert_eq!(image[0] & 1, 1, "chunk 0 stays set");
+            assert_eq!(image[0] & 0b10, 0, "idle chunks clear");
+            wi.cleared(true);
+            drop(g);
+            drop(hold);
+            assert!(wi.is_set(0));
+            // A failed write of the cleared image keeps the bits.
+            let (g, image) = wi.begin_clear(true).await;
+            assert!(image.is_some());
+            wi.cleared(false);
+            drop(g);
+            assert!(wi.is_set(0));
+        });
+    }
+}

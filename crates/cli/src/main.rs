@@ -65,6 +65,9 @@ enum Command {
     Remove(cmd::manage::MemberArgs),
     /// Add a member to a served array: it rebuilds into a free slot, or waits as a spare.
     Add(cmd::manage::AddArgs),
+    /// Copy a working member of a served array onto a new one while the array stays
+    /// redundant, then retire the old one (it waits for `remove`).
+    Replace(cmd::manage::ReplaceArgs),
     /// The hot-spare pool shared by all arrays: spare add|remove MEMBER.
     Spare(cmd::manage::SpareArgs),
     /// Read every stripe of a served array and count mismatches (md's check).
@@ -108,6 +111,7 @@ fn dispatch(cli: Cli) -> CliResult {
         Command::Remove(a) => cmd::manage::remove(a, json),
         Command::Add(a) => cmd::manage::add(a, json),
         Command::Spare(a) => cmd::manage::spare(a, json),
+        Command::Replace(a) => cmd::manage::replace(a, json),
         Command::Check(a) => cmd::manage::scrub(a, false, json),
         Command::Repair(a) => cmd::manage::scrub(a, true, json),
         Command::Idle(a) => cmd::manage::idle(a, json),

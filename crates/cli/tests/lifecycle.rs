@@ -222,6 +222,82 @@ fn members_fail_under_load_and_pool_spares_rebuild() {
     }
 }
 
+/// `raidd replace` under fio's verified write load: the copy runs while the old member
+/// still serves, fio sees no error, the new member takes the slot, the old one waits for
+/// removal, a check finds nothing, and the new member then carries the data alone.
+#[test]
+fn replace_under_load_keeps_the_array_redundant() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid5", 3, &[]);
+    let new = spares(dir.path(), 1).remove(0);
+    let cfg = format!(
+        "[sync]\nspeed_min = 1000000\nspeed_max = 1000000\n{}",
+        array_config("raid5", &members)
+    );
+    let d = Daemon::start(dir.path(), &cfg);
+    let size = export_size(&d, "raid5");
+    let mut args = fio_args(&d, "raid5", size);
+    args.push("--rate=16m".into());
+    let mut fio = spawn_fio(dir.path(), &args);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = raidd(&[
+        "replace",
+        "raid5",
+        members[1].to_str().unwrap(),
+        "--with",
+        new.to_str().unwrap(),
+        "--wait",
+        "--control",
+        &ctl(&d),
+    ])
+    .ok()
+    .text();
+    assert!(out.contains("replace finished"), "{out}");
+    assert!(
+        fio.try_wait().unwrap().is_none(),
+        "the load must outlast the copy"
+    );
+    let st = array_status(&d, "raid5");
+    assert_eq!(st["slots"][1]["member"], new.display().to_string(), "{st}");
+    assert_eq!(st["slots"][1]["state"], "insync", "{st}");
+    assert_eq!(st["faulty"][0], members[1].display().to_string(), "{st}");
+    fio_ok(fio, "replace");
+    raidd(&[
+        "remove",
+        "raid5",
+        members[1].to_str().unwrap(),
+        "--control",
+        &ctl(&d),
+    ])
+    .ok();
+    let check = raidd(&["check", "raid5", "--wait", "--control", &ctl(&d)]).ok();
+    assert!(check.text().contains(" 0 mismatched"), "{}", check.text());
+    raidd(&[
+        "fail",
+        "raid5",
+        members[0].to_str().unwrap(),
+        "--control",
+        &ctl(&d),
+    ])
+    .ok();
+    let mut verify = fio_args(&d, "raid5", size);
+    verify.push("--verify_only".into());
+    fio_ok(spawn_fio(dir.path(), &verify), "replaced member serving");
+    // Replacing needs a working member and an unused new one.
+    let e = raidd(&[
+        "replace",
+        "raid5",
+        members[0].to_str().unwrap(),
+        "--with",
+        members[2].to_str().unwrap(),
+        "--control",
+        &ctl(&d),
+    ])
+    .expect(4);
+    assert!(e.error().contains("not working"), "{}", e.error());
+    d.stop();
+}
+
 /// Two arrays degrade at the same time and share a pool of two spares: both rebuild at once
 /// (the speed limit keeps each rebuild long enough to overlap) and both verify through the
 /// rebuilt members.

@@ -211,6 +211,30 @@ impl Metadata {
         Ok((data_offset, commit(&mut st).await))
     }
 
+    /// A replacement built for slot `role` takes it: the member it replaces is recorded as
+    /// failed, the replacement (added as a spare) becomes active in the slot.
+    pub(crate) async fn complete_replacement(
+        &self,
+        role: usize,
+        new: &Arc<dyn Member>,
+    ) -> Result<Vec<usize>> {
+        let mut st = self.state.lock().await;
+        let i = st
+            .spares
+            .iter()
+            .position(|s| Arc::ptr_eq(&s.member, new))
+            .ok_or_else(|| Error::new(ErrorKind::Io, "the replacement's superblock is gone"))?;
+        let mut m = st.spares.remove(i);
+        if let Some(old) = st.slots[role].take() {
+            st.failed(old);
+        }
+        let raw_role = DevRole::Active(role as u16).to_raw();
+        m.sb.dev_roles[m.sb.dev_number as usize] = raw_role;
+        st.roles.push((m.sb.dev_number, raw_role));
+        st.slots[role] = Some(m);
+        Ok(commit(&mut st).await)
+    }
+
     /// Records a recovering member's progress (`Some(sector)`) or its completion (`None`).
     pub(crate) async fn set_recovery(&self, role: usize, recovered: Option<u64>) -> Vec<usize> {
         let mut st = self.state.lock().await;

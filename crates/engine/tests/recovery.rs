@@ -95,9 +95,18 @@ async fn fail_all_but(array: &Array, keep: usize) {
     }
 }
 
-fn run(seed: u64, level: Level, layout: Option<u32>, n: usize) {
+/// How the member is renewed while the clients write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Renew {
+    /// Fail it, remove it, add a new one and rebuild.
+    Rebuild,
+    /// Copy it onto a new one while it still serves (`raidd replace`).
+    Replace,
+}
+
+fn run(seed: u64, level: Level, layout: Option<u32>, n: usize, renew: Renew) {
     raidd_rt::block_on(async move {
-        let what = format!("seed {seed} {level} n={n}");
+        let what = format!("seed {seed} {level} n={n} {renew:?}");
         let raw: Vec<Arc<MemMember>> = (0..n)
             .map(|i| Arc::new(MemMember::new(format!("m{i}"), MEMBER_BYTES)))
             .collect();
@@ -170,13 +179,28 @@ fn run(seed: u64, level: Level, layout: Option<u32>, n: usize) {
                 for _ in 0..rng.below(50) {
                     raidd_rt::yield_now().await;
                 }
-                array.fail_member(victim).await.unwrap();
                 let gone = array.member(victim).unwrap().info().name.clone();
-                array.remove_member(&gone).await.unwrap();
-                assert_eq!(array.slot_state(victim), SlotState::Missing);
-                let added = array.add_member(fresh).await.unwrap();
-                assert_eq!(added, Added::Recovering(victim), "{what}");
-                array.recover(victim, limits(32)).await.unwrap();
+                match renew {
+                    Renew::Rebuild => {
+                        array.fail_member(victim).await.unwrap();
+                        array.remove_member(&gone).await.unwrap();
+                        assert_eq!(array.slot_state(victim), SlotState::Missing);
+                        let added = array.add_member(fresh).await.unwrap();
+                        assert_eq!(added, Added::Recovering(victim), "{what}");
+                        array.recover(victim, limits(32)).await.unwrap();
+                    }
+                    Renew::Replace => {
+                        array.replace(victim, fresh, limits(32)).await.unwrap();
+                        // The old member waits for removal; it never left the array.
+                        assert_eq!(
+                            array.status().await.faulty,
+                            std::slice::from_ref(&gone),
+                            "{what}"
+                        );
+                        array.remove_member(&gone).await.unwrap();
+                    }
+                }
+                assert_eq!(array.member(victim).unwrap().info().name, "new", "{what}");
             })
         };
         rebuild.await;
@@ -222,7 +246,8 @@ fn rebuild_under_concurrent_writes_over_many_seeds() {
             (Level::Raid5, None, 4),
             (Level::Raid6, None, 5),
         ] {
-            run(seed, level, layout, n);
+            run(seed, level, layout, n, Renew::Rebuild);
+            run(seed, level, layout, n, Renew::Replace);
         }
     }
 }

@@ -40,6 +40,18 @@ pub struct AddArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ReplaceArgs {
+    #[command(flatten)]
+    pub member: MemberArgs,
+    /// The new member the old one's contents are copied onto.
+    #[arg(long, value_name = "NEW")]
+    pub with: PathBuf,
+    /// Follow the copy until it ends.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct ScrubArgs {
     #[command(flatten)]
     pub target: Target,
@@ -100,6 +112,21 @@ pub fn add(args: AddArgs, json: bool) -> CliResult {
     let req = Request::Add {
         array: array.clone(),
         member: absolute(&args.member.member)?,
+    };
+    ask_and_print(&socket, &req, json)?;
+    if args.wait {
+        follow(&socket, &array, json)?;
+    }
+    Ok(())
+}
+
+pub fn replace(args: ReplaceArgs, json: bool) -> CliResult {
+    let socket = control_socket(args.member.target.control);
+    let array = args.member.target.array;
+    let req = Request::Replace {
+        array: array.clone(),
+        member: absolute(&args.member.member)?.display().to_string(),
+        with: absolute(&args.with)?,
     };
     ask_and_print(&socket, &req, json)?;
     if args.wait {

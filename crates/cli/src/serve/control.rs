@@ -38,6 +38,12 @@ pub enum Request {
         array: String,
         member: PathBuf,
     },
+    /// Copy a working member onto a new one, then retire the old one.
+    Replace {
+        array: String,
+        member: String,
+        with: PathBuf,
+    },
     /// Start a check (count mismatches) or a repair.
     Check {
         array: String,

@@ -167,6 +167,27 @@ impl Lifecycle {
         });
     }
 
+    /// Starts replacing `role` of `w` with `new` in the background.
+    pub fn start_replace(self: &Rc<Self>, w: &Watched, role: usize, new: Arc<dyn Member>) {
+        let (life, array) = (self.clone(), w.array.clone());
+        self.spawn(&w.array, async move {
+            let name = array.name().to_string();
+            let what = format!(
+                "replace of {} with {}",
+                array.member(role).map(|m| name_of(&m)).unwrap_or_default(),
+                name_of(&new)
+            );
+            life.event("RebuildStarted", &name, Some(&what));
+            match array.replace(role, new, life.limits).await {
+                Ok(()) => life.event("RebuildFinished", &name, Some(&what)),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {
+                    tracing::info!(array = %name, "{e}");
+                }
+                Err(e) => life.event("RebuildFailed", &name, Some(&e.to_string())),
+            }
+        });
+    }
+
     /// Starts a check, repair or resync of `w` in the background.
     pub fn start_scrub(self: &Rc<Self>, w: &Watched, kind: SyncKind) -> CliResult<()> {
         let a = &w.array;

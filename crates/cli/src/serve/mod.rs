@@ -570,6 +570,11 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::Fail { array, member } => fail(ctx, &array, &member).await,
         Request::Remove { array, member } => remove(ctx, &array, &member).await,
         Request::Add { array, member } => add(ctx, &array, &member).await,
+        Request::Replace {
+            array,
+            member,
+            with,
+        } => replace(ctx, &array, &member, &with).await,
         Request::Check { array } => scrub(ctx, &array, raidd_engine::SyncKind::Check),
         Request::Repair { array } => scrub(ctx, &array, raidd_engine::SyncKind::Repair),
         Request::Idle { array } => idle(ctx, &array),
@@ -789,6 +794,61 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
         },
     });
     Ok((out, json))
+}
+
+async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::Path) -> Answer {
+    let s = served(ctx, array)?;
+    let (a, name) = holder(s, member)
+        .await
+        .ok_or_else(|| not_a_member(array, member))?;
+    let role = a
+        .role_of(&name)
+        .filter(|&r| a.slot_state(r) == SlotState::InSync)
+        .ok_or_else(|| {
+            CliError::new(
+                Exit::Conflict,
+                format!("{name} is not working in {array}: only a working member can be replaced"),
+            )
+        })?;
+    let text = with.display().to_string();
+    if let Some(owner) = owner_of(ctx, &text) {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!("{text} is already used by {owner}"),
+        ));
+    }
+    if let Some(p) = a.sync_progress() {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "{}: a {} is running; try again when it ends",
+                a.name(),
+                p.kind
+            ),
+        ));
+    }
+    let new = crate::members::open(with, Access::ReadWrite)?;
+    let w = ctx
+        .watched
+        .iter()
+        .find(|w| Arc::ptr_eq(&w.array, &a))
+        .ok_or_else(|| CliError::failure("the array is not watched"))?;
+    ctx.life.start_replace(w, role, new);
+    let mut out = format!("replacing {name} with {text} in {}\n", a.name());
+    if !s
+        .config
+        .members
+        .iter()
+        .any(|p| same_member(&p.display().to_string(), &text))
+    {
+        out.push_str(&format!(
+            "note: put {text} in place of {name} in the members of array {array} in the config\n"
+        ));
+    }
+    Ok((
+        out,
+        serde_json::json!({ "array": array, "member": name, "with": text, "role": role }),
+    ))
 }
 
 fn scrub(ctx: &ControlCtx, array: &str, kind: raidd_engine::SyncKind) -> Answer {

@@ -178,8 +178,8 @@ impl WriteIntent {
             if self.state[c].load(Ordering::SeqCst) != ONDISK {
                 continue;
             }
-            if !all_idle && self.touched[c].load(Ordering::Relaxed) + 1 >= period {
-                continue; // written in this or the last period: keep it a while
+            if !all_idle && self.touched[c].load(Ordering::Relaxed) >= period {
+                continue; // written in the period now ending: keep it one more
             }
             self.state[c].store(CLEARING, Ordering::SeqCst);
             if self.pending[c].load(Ordering::SeqCst) > 0 {

@@ -164,6 +164,14 @@ impl Array {
                 self.fail_slot(m, &e).await;
             }
         }
+        // A replacement being built must keep matching its slot's member.
+        for &(m, off, n) in &merged {
+            if let Some((r, at)) = self.replacement_for(m, off, n) {
+                if let Err(e) = r.discard(at, n).await {
+                    self.abort_replacement(m, &e);
+                }
+            }
+        }
         self.check_alive()
     }
 }

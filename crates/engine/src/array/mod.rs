@@ -66,6 +66,31 @@ struct Slot {
     /// While recovering: member sectors below this hold current data (md's recovery_offset).
     /// Moves only under a gate barrier on the region it passes.
     recovered: AtomicU64,
+    /// A member being built to take this slot's place (`raidd replace`) and its data offset:
+    /// below `replaced` it is current and gets every write the slot's member gets.
+    replacement: RwLock<Option<(Arc<dyn Member>, u64)>>,
+    replaced: AtomicU64,
+    /// Whether `replacement` is set (checked on every write without the lock).
+    replacing: AtomicBool,
+}
+
+impl Slot {
+    fn new(
+        member: Option<Arc<dyn Member>>,
+        data_offset: u64,
+        state: SlotState,
+        recovered: u64,
+    ) -> Slot {
+        Slot {
+            member: RwLock::new(member),
+            data_offset: AtomicU64::new(data_offset),
+            state: AtomicU8::new(state as u8),
+            recovered: AtomicU64::new(recovered),
+            replacement: RwLock::new(None),
+            replaced: AtomicU64::new(0),
+            replacing: AtomicBool::new(false),
+        }
+    }
 }
 
 /// What a slot is built from.
@@ -166,6 +191,11 @@ pub struct SlotStatus {
     /// While recovering: bytes of the member's data area rebuilt so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered_bytes: Option<u64>,
+    /// A member being built to replace this one (`raidd replace`), and how far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -303,21 +333,15 @@ impl Array {
             .slots
             .into_iter()
             .map(|s| match s {
-                Some(s) => Slot {
-                    state: AtomicU8::new(match s.recovered {
-                        None => SlotState::InSync as u8,
-                        Some(_) => SlotState::Recovering as u8,
-                    }),
-                    recovered: AtomicU64::new(s.recovered.unwrap_or(0)),
-                    member: RwLock::new(Some(s.member)),
-                    data_offset: AtomicU64::new(s.data_offset),
-                },
-                None => Slot {
-                    member: RwLock::new(None),
-                    data_offset: AtomicU64::new(0),
-                    state: AtomicU8::new(SlotState::Missing as u8),
-                    recovered: AtomicU64::new(0),
-                },
+                Some(s) => {
+                    let state = match s.recovered {
+                        None => SlotState::InSync,
+                        Some(_) => SlotState::Recovering,
+                    };
+                    let rec = s.recovered.unwrap_or(0);
+                    Slot::new(Some(s.member), s.data_offset, state, rec)
+                }
+                None => Slot::new(None, 0, SlotState::Missing, 0),
             })
             .collect();
         let intent = match (&meta, parts.read_only, parts.geometry.redundancy()) {
@@ -684,6 +708,15 @@ impl Array {
 
     /// Issues member writes concurrently; returns each I/O's member and result.
     async fn issue_writes(&self, ios: Vec<MemberIo<BufSlice>>) -> Vec<(usize, io::Result<()>)> {
+        // A slot being replaced: what lands below the replacement's copy point goes there too.
+        let copies: Vec<_> = ios
+            .iter()
+            .filter_map(|io| {
+                let (m, at) = self.replacement_for(io.member, io.offset, io.len)?;
+                let iov: IoVec = io.windows.iter().cloned().collect();
+                Some((io.member, m, at, iov))
+            })
+            .collect();
         let futs = ios.into_iter().map(|io| async move {
             let iov: IoVec = io.windows.into_iter().collect();
             (
@@ -691,7 +724,58 @@ impl Array {
                 self.member_ref(io.member).write(io.offset, iov).await,
             )
         });
-        futures::future::join_all(futs).await
+        if copies.is_empty() {
+            return futures::future::join_all(futs).await;
+        }
+        let extra = copies
+            .into_iter()
+            .map(|(role, m, at, iov)| async move { (role, m.write(at, iov).await) });
+        let (results, extra) = futures::future::join(
+            futures::future::join_all(futs),
+            futures::future::join_all(extra),
+        )
+        .await;
+        for (role, r) in extra {
+            if let Err(e) = r {
+                self.abort_replacement(role, &e);
+            }
+        }
+        results
+    }
+
+    /// The replacement member of `role` and the byte offset on it that corresponds to a
+    /// write of `len` bytes at byte `offset` of the slot's member, when the replacement
+    /// is current there.
+    fn replacement_for(
+        &self,
+        role: usize,
+        offset: u64,
+        len: u64,
+    ) -> Option<(Arc<dyn Member>, u64)> {
+        let slot = &self.slots[role];
+        if !slot.replacing.load(Ordering::Acquire) {
+            return None;
+        }
+        let rel = offset - slot.data_offset.load(Ordering::Relaxed);
+        if (rel + len).div_ceil(SECTOR_SIZE) > slot.replaced.load(Ordering::Acquire) {
+            return None;
+        }
+        let (m, off) = read_lock(&slot.replacement).clone()?;
+        Some((m, off + rel))
+    }
+
+    /// Gives up a replacement whose member failed a write: the slot keeps its member.
+    pub(super) fn abort_replacement(&self, role: usize, why: &io::Error) {
+        let slot = &self.slots[role];
+        slot.replacing.store(false, Ordering::Release);
+        let gone = slot
+            .replacement
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((m, _)) = gone {
+            tracing::error!(array = %self.name, member = %m.info().name, role, "replacement failed, replace abandoned: {why}");
+        }
     }
 
     /// Reads `iov`'s total length at `offset`. The windows come back whatever the outcome.
@@ -862,6 +946,13 @@ impl Array {
                         state,
                         recovered_bytes: (state == SlotState::Recovering)
                             .then(|| self.slots[r].recovered.load(Ordering::Acquire) * SECTOR_SIZE),
+                        replacement: read_lock(&self.slots[r].replacement)
+                            .as_ref()
+                            .map(|(m, _)| m.info().name.clone()),
+                        replaced_bytes: self.slots[r]
+                            .replacing
+                            .load(Ordering::Acquire)
+                            .then(|| self.slots[r].replaced.load(Ordering::Acquire) * SECTOR_SIZE),
                     }
                 })
                 .collect(),
@@ -903,7 +994,7 @@ impl Array {
     }
 }
 
-fn read_lock<T: Clone>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+fn read_lock<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|e| e.into_inner())
 }
 

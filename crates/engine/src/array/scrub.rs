@@ -37,7 +37,10 @@ impl Array {
         limits: SyncLimits,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<u64> {
-        assert!(kind != SyncKind::Recovery, "recovery is Array::recover");
+        assert!(
+            !matches!(kind, SyncKind::Recovery | SyncKind::Replace),
+            "recovery and replace have their own passes"
+        );
         if kind != SyncKind::Check {
             self.check_writable()?;
         }

@@ -36,6 +36,8 @@ pub enum SyncKind {
     Check,
     /// As check, and rewrite what does not match (md's `repair`).
     Repair,
+    /// Copy a working member onto a new one, then retire it (`raidd replace`).
+    Replace,
 }
 
 impl std::fmt::Display for SyncKind {
@@ -45,6 +47,7 @@ impl std::fmt::Display for SyncKind {
             SyncKind::Resync => "resync",
             SyncKind::Check => "check",
             SyncKind::Repair => "repair",
+            SyncKind::Replace => "replace",
         })
     }
 }
@@ -676,30 +679,193 @@ impl Array {
         role: usize,
         range: std::ops::Range<u64>,
     ) -> Result<(u64, super::gate::Barrier<'_>)> {
-        let barrier = match &self.geometry {
+        let barrier = self
+            .gate
+            .barrier(self.regions_of(role, range.clone()))
+            .await;
+        match &self.geometry {
+            Geometry::Parity(pg) => {
+                let chunk = u64::from(pg.chunk_sectors);
+                let stripes = range.start / chunk..range.end.div_ceil(chunk);
+                futures::future::try_join_all(stripes.map(|s| self.recover_stripe(role, s)))
+                    .await?;
+            }
+            _ => {
+                let runs = self.data_runs(role, range.clone());
+                futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r))).await?;
+            }
+        }
+        Ok((range.end, barrier))
+    }
+
+    /// The array regions (sector, count) that member sectors `range` of `role` hold: what a
+    /// pass over that range must keep writes out of.
+    fn regions_of(&self, role: usize, range: std::ops::Range<u64>) -> Vec<(u64, u64)> {
+        match &self.geometry {
             Geometry::Parity(pg) => {
                 let chunk = u64::from(pg.chunk_sectors);
                 let stripes = range.start / chunk..range.end.div_ceil(chunk);
                 let per = pg.stripe_data_sectors();
-                let barrier = self
-                    .gate
-                    .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
-                    .await;
-                futures::future::try_join_all(stripes.map(|s| self.recover_stripe(role, s)))
-                    .await?;
-                barrier
+                vec![(stripes.start * per, (stripes.end - stripes.start) * per)]
             }
-            _ => {
-                let runs = self.data_runs(role, range.clone());
-                let barrier = self
-                    .gate
-                    .barrier(runs.iter().map(|r| (r.array_sector, r.sectors)))
-                    .await;
-                futures::future::try_join_all(runs.iter().map(|r| self.copy_run(role, r))).await?;
-                barrier
-            }
+            _ => self
+                .data_runs(role, range)
+                .iter()
+                .map(|r| (r.array_sector, r.sectors))
+                .collect(),
+        }
+    }
+
+    /// Copies slot `role`'s member onto `new` while the array serves I/O, then puts `new`
+    /// in the slot and lists the old member as failed (for `remove`). The array stays
+    /// redundant throughout: the old member serves until the end, and every write below
+    /// the copy point goes to both. If the old member fails meanwhile the replace stops and
+    /// `new` waits as a spare (a recovery then rebuilds the slot onto it).
+    pub async fn replace(
+        &self,
+        role: usize,
+        new: Arc<dyn Member>,
+        limits: SyncLimits,
+    ) -> Result<()> {
+        self.check_writable()?;
+        self.check_alive()?;
+        let Some(meta) = &self.meta else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{} has no md metadata to record a replacement in",
+                    self.name
+                ),
+            ));
         };
-        Ok((range.end, barrier))
+        if role >= self.slots.len() || self.slot_state(role) != SlotState::InSync {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{}: slot {role} has no working member to replace",
+                    self.name
+                ),
+            ));
+        }
+        let new_name = new.info().name.clone();
+        let known = (0..self.slots.len())
+            .any(|r| self.member(r).is_some_and(|m| m.info().name == new_name))
+            || self.unslotted_members().contains(&new_name);
+        if known {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{new_name} is already part of {}", self.name),
+            ));
+        }
+        let total = self.geometry.member_used_sectors(role);
+        let progress = self.begin_sync(SyncKind::Replace, Some(role), total, 0)?;
+        let guard = SyncGuard::new(self, progress.clone());
+        let old = self.member_ref(role);
+        let old_name = old.info().name.clone();
+        // The new member carries a spare's superblock while it is built: a restart meanwhile
+        // sees a spare, for md as for raidd.
+        let (data_offset, failed) = meta.add_member(None, new.clone(), None).await?;
+        for r in failed {
+            self.fail_slot(r, &std::io::Error::other("superblock update failed"))
+                .await;
+        }
+        let slot = &self.slots[role];
+        slot.replaced.store(0, Ordering::Release);
+        *slot.replacement.write().unwrap_or_else(|e| e.into_inner()) =
+            Some((new.clone(), data_offset));
+        slot.replacing.store(true, Ordering::Release);
+        tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace started");
+        let window = self.sync_window(limits.window_bytes);
+        let mut throttle = Throttle::new(limits, self, 0);
+        let mut pos = 0;
+        let result = async {
+            if data_offset != slot.data_offset.load(Ordering::Relaxed) {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "{}: {old_name} has its data at a different offset than new members get",
+                        self.name
+                    ),
+                ));
+            }
+            while pos < total {
+                self.check_alive()?;
+                if self.slot_state(role) != SlotState::InSync
+                    || !slot.replacing.load(Ordering::Acquire)
+                {
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        format!(
+                            "{}: the replace of {old_name} stopped: a member failed",
+                            self.name
+                        ),
+                    ));
+                }
+                if progress.cancelled() {
+                    return Err(Error::new(
+                        ErrorKind::Interrupted,
+                        format!("{}: the replace of {old_name} was stopped", self.name),
+                    ));
+                }
+                throttle.pace(self, pos).await;
+                raidd_rt::yield_now().await;
+                let end = (pos + window).min(total);
+                let barrier = self.gate.barrier(self.regions_of(role, pos..end)).await;
+                let len = ((end - pos) * SECTOR_SIZE) as usize;
+                let data = match crate::meta::read_bytes(&*old, self.member_offset(role, pos), len)
+                    .await
+                {
+                    Ok(d) => d,
+                    Err(e) => {
+                        self.fail_slot(role, &e).await;
+                        return Err(Error::io(format!("{}: reading {old_name}", self.name), e));
+                    }
+                };
+                write_bytes(&*new, data_offset + pos * SECTOR_SIZE, data)
+                    .await
+                    .map_err(|e| Error::io(format!("{}: writing {new_name}", self.name), e))?;
+                slot.replaced.store(end, Ordering::Release);
+                drop(barrier);
+                pos = end;
+                progress.done.store(pos, Ordering::Relaxed);
+            }
+            new.flush()
+                .await
+                .map_err(|e| Error::io(format!("{}: flushing {new_name}", self.name), e))
+        }
+        .await;
+        if let Err(e) = result {
+            slot.replacing.store(false, Ordering::Release);
+            slot.replacement
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            // The new member stays the array's spare: a failed slot claims it.
+            self.spares_list
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(new);
+            return Err(e);
+        }
+        // Swap: every write since the copy finished went to both.
+        let failed = meta.complete_replacement(role, &new).await?;
+        *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(new);
+        slot.replacing.store(false, Ordering::Release);
+        slot.replacement
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.detached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(old);
+        for r in failed {
+            self.fail_slot(r, &std::io::Error::other("superblock update failed"))
+                .await;
+        }
+        tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace finished");
+        guard.finish();
+        Ok(())
     }
 
     /// The array data that member sectors `range` of `role` hold, as runs contiguous on both

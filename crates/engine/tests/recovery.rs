@@ -16,10 +16,9 @@ use common::{verify_all, write_pattern, Model, Rng};
 use raidd_engine::assemble::{assemble, examine, AssembleOptions, Decision};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
-use raidd_engine::{pattern, Added, Array, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
+use raidd_engine::{Added, Array, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
 use raidd_layout::{Geometry, Level};
 use raidd_md::{feature, DevRole};
-use raidd_rt::AlignedBuf;
 
 const MEMBER_BYTES: u64 = 4 << 20;
 const CLIENTS: u64 = 3;
@@ -132,43 +131,17 @@ fn run(seed: u64, level: Level, layout: Option<u32>, n: usize, renew: Renew) {
         let fresh = Arc::new(MemMember::new("new", MEMBER_BYTES));
         let mut tasks = Vec::new();
         for c in 0..CLIENTS {
-            let array = array.clone();
-            let model = model.clone();
-            let mut rng = Rng(seed.wrapping_mul(31).wrapping_add(c));
-            let what = what.clone();
-            tasks.push(raidd_rt::spawn_local(async move {
-                let units = sectors / UNIT;
-                for _ in 0..150 {
-                    let first = rng.below(units / CLIENTS) * CLIENTS + c;
-                    let len = 1 + rng.below(UNIT);
-                    let start = first * UNIT + rng.below(UNIT - len + 1);
-                    if rng.below(4) == 0 {
-                        let buf = array
-                            .read_to_buf(start * 512, (len * 512) as usize)
-                            .await
-                            .unwrap();
-                        let m = model.borrow();
-                        let bad = pattern::verify(&buf, start, seed, |s| m.generation[s as usize]);
-                        assert!(bad.is_empty(), "{what}: client {c} read {}", bad[0]);
-                        continue;
-                    }
-                    let g = {
-                        let mut m = model.borrow_mut();
-                        m.next += 1;
-                        m.next
-                    };
-                    let mut buf = AlignedBuf::zeroed((len * 512) as usize);
-                    pattern::fill(&mut buf, start, g, seed);
-                    array
-                        .write_buf(start * 512, buf)
-                        .await
-                        .unwrap_or_else(|e| panic!("{what}: write: {e}"));
-                    let mut m = model.borrow_mut();
-                    for s in start..start + len {
-                        m.generation[s as usize] = g;
-                    }
-                }
-            }));
+            tasks.push(raidd_rt::spawn_local(common::client(
+                array.clone(),
+                model.clone(),
+                seed,
+                c,
+                CLIENTS,
+                UNIT,
+                150,
+                4,
+                what.clone(),
+            )));
         }
         // Fail, remove, add and rebuild while the clients run.
         let rebuild = {

@@ -15,9 +15,8 @@ use std::sync::Arc;
 use common::{verify_all, Model, Rng};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
-use raidd_engine::{pattern, Member};
+use raidd_engine::Member;
 use raidd_layout::Level;
-use raidd_rt::AlignedBuf;
 
 const CLIENTS: u64 = 4;
 /// Sectors per ownership unit: clients own every CLIENTS-th unit, so they share stripes.
@@ -73,47 +72,17 @@ fn run(seed: u64, level: Level, n: usize, failures: usize) -> Outcome {
         let model = Rc::new(RefCell::new(Model::new(sectors, seed)));
         let mut tasks = Vec::new();
         for c in 0..CLIENTS {
-            let array = array.clone();
-            let model = model.clone();
-            let mut rng = Rng(seed.wrapping_mul(31).wrapping_add(c));
-            tasks.push(raidd_rt::spawn_local(async move {
-                let units = sectors / UNIT;
-                for _ in 0..60 {
-                    // A run of 1-3 of this client's units (not adjacent: interleaved ownership).
-                    let first = rng.below(units / CLIENTS) * CLIENTS + c;
-                    let len = (1 + rng.below(UNIT)).min(UNIT);
-                    let start = first * UNIT + rng.below(UNIT - len + 1);
-                    if rng.below(3) == 0 {
-                        let buf = array
-                            .read_to_buf(start * 512, (len * 512) as usize)
-                            .await
-                            .unwrap();
-                        let m = model.borrow();
-                        let bad = pattern::verify(&buf, start, seed, |s| m.generation[s as usize]);
-                        let bad: Vec<_> = bad
-                            .into_iter()
-                            .filter(|b| m.generation[b.sector as usize] != 0)
-                            .collect();
-                        assert!(bad.is_empty(), "seed {seed}: client {c} read {}", bad[0]);
-                        continue;
-                    }
-                    let g = {
-                        let mut m = model.borrow_mut();
-                        m.next += 1;
-                        m.next
-                    };
-                    let mut buf = AlignedBuf::zeroed((len * 512) as usize);
-                    pattern::fill(&mut buf, start, g, seed);
-                    array
-                        .write_buf(start * 512, buf)
-                        .await
-                        .unwrap_or_else(|e| panic!("seed {seed}: write: {e}"));
-                    let mut m = model.borrow_mut();
-                    for s in start..start + len {
-                        m.generation[s as usize] = g;
-                    }
-                }
-            }));
+            tasks.push(raidd_rt::spawn_local(common::client(
+                array.clone(),
+                model.clone(),
+                seed,
+                c,
+                CLIENTS,
+                UNIT,
+                60,
+                3,
+                format!("seed {seed}"),
+            )));
         }
         for t in tasks {
             t.await;

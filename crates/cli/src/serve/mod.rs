@@ -685,6 +685,14 @@ fn owner_of(ctx: &ControlCtx, member: &str) -> Option<String> {
         .then(|| "the spare pool".to_string())
 }
 
+/// Whether the configured array lists `member` (so the next start assembles it).
+fn in_config(s: &Served, member: &str) -> bool {
+    s.config
+        .members
+        .iter()
+        .any(|p| same_member(&p.display().to_string(), member))
+}
+
 fn not_a_member(array: &str, member: &str) -> CliError {
     CliError::new(
         Exit::NotFound,
@@ -775,12 +783,7 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
             format!("{text} added to {} as a spare\n", target.array.name())
         }
     };
-    if !s
-        .config
-        .members
-        .iter()
-        .any(|p| same_member(&p.display().to_string(), &text))
-    {
+    if !in_config(s, &text) {
         out.push_str(&format!(
             "note: add {text} to the members of array {array} in the config, or the next start will not assemble it\n"
         ));
@@ -835,12 +838,7 @@ async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::
         .ok_or_else(|| CliError::failure("the array is not watched"))?;
     ctx.life.start_replace(w, role, new);
     let mut out = format!("replacing {name} with {text} in {}\n", a.name());
-    if !s
-        .config
-        .members
-        .iter()
-        .any(|p| same_member(&p.display().to_string(), &text))
-    {
+    if !in_config(s, &text) {
         out.push_str(&format!(
             "note: put {text} in place of {name} in the members of array {array} in the config\n"
         ));

@@ -585,6 +585,19 @@ impl Array {
         }
     }
 
+    /// Admits a write past the sync barriers. Levels without redundancy never sync, so
+    /// their writes skip the gate.
+    async fn enter_gate(&self, offset: u64, len: u64) -> Option<gate::WritePass<'_>> {
+        if self.geometry.redundancy() == 0 {
+            return None;
+        }
+        Some(
+            self.gate
+                .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
+                .await,
+        )
+    }
+
     /// Records a write of `len` bytes at `offset` in the write-intent bitmap: the bits of its
     /// chunks are on every member (durably) before this returns; the hold keeps them set
     /// until the write is done.
@@ -808,10 +821,7 @@ impl Array {
         self.counters
             .written_bytes
             .fetch_add(len, Ordering::Relaxed);
-        let _pass = self
-            .gate
-            .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
-            .await;
+        let _pass = self.enter_gate(offset, len).await;
         let _intent = self.note_intent(offset, len).await?;
         match self.geometry.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_write(offset, iov).await,
@@ -847,10 +857,7 @@ impl Array {
             return Ok(());
         }
         self.ensure_dirty().await?;
-        let _pass = self
-            .gate
-            .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
-            .await;
+        let _pass = self.enter_gate(offset, len).await;
         let _intent = self.note_intent(offset, len).await?;
         self.mapped_discard(offset, len).await
     }

@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used, dead_code)] // test helpers: a failed unwrap is a failed test
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use raidd_engine::member::MemMember;
@@ -226,5 +228,59 @@ pub async fn verify_all(a: &Array, m: &Model, what: &str) {
         );
         pos += n;
         step = step * 3 % 97 + 1;
+    }
+}
+
+/// One of `clients` concurrent clients of a seeded workload: `ops` operations on runs of up
+/// to `unit` sectors inside the units it owns (every `clients`-th, so clients share
+/// stripes), one in `read_one_in` a read checked against the model (sectors never written
+/// may read as anything), the rest writes of a fresh generation recorded in the model.
+#[allow(clippy::too_many_arguments)]
+pub async fn client(
+    array: Arc<Array>,
+    model: Rc<RefCell<Model>>,
+    seed: u64,
+    c: u64,
+    clients: u64,
+    unit: u64,
+    ops: usize,
+    read_one_in: u64,
+    what: String,
+) {
+    let sectors = array.size_bytes() / 512;
+    let mut rng = Rng(seed.wrapping_mul(31).wrapping_add(c));
+    let units = sectors / unit;
+    for _ in 0..ops {
+        let first = rng.below(units / clients) * clients + c;
+        let len = 1 + rng.below(unit);
+        let start = first * unit + rng.below(unit - len + 1);
+        if rng.below(read_one_in) == 0 {
+            let buf = array
+                .read_to_buf(start * 512, (len * 512) as usize)
+                .await
+                .unwrap();
+            let m = model.borrow();
+            let bad: Vec<_> = pattern::verify(&buf, start, seed, |s| m.generation[s as usize])
+                .into_iter()
+                .filter(|b| m.generation[b.sector as usize] != 0)
+                .collect();
+            assert!(bad.is_empty(), "{what}: client {c} read {}", bad[0]);
+            continue;
+        }
+        let g = {
+            let mut m = model.borrow_mut();
+            m.next += 1;
+            m.next
+        };
+        let mut buf = AlignedBuf::zeroed((len * 512) as usize);
+        pattern::fill(&mut buf, start, g, seed);
+        array
+            .write_buf(start * 512, buf)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: write: {e}"));
+        let mut m = model.borrow_mut();
+        for s in start..start + len {
+            m.generation[s as usize] = g;
+        }
     }
 }

@@ -3,8 +3,10 @@
 
 raidd_need_apt=()
 # command:package. The NBD clients and peers are what the tests drive raidd with.
+# qemu, debootstrap and cpio build the Linux guest of the kernel-interoperability tests.
 for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config \
-    qemu-img:qemu-utils nbdinfo:libnbd-bin nbdkit:nbdkit fio:fio; do
+    qemu-img:qemu-utils nbdinfo:libnbd-bin nbdkit:nbdkit fio:fio \
+    qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio ip:iproute2; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || raidd_need_apt+=("${tool#*:}")
 done
 # nbdsh runs on the system Python with Debian's nbd module.

@@ -41,9 +41,105 @@ pub struct PatternArgs {
     /// Generation written into every sector (decimal or 0x hex).
     #[arg(long, default_value = "1", value_parser = parse_u64, value_name = "G")]
     pub generation: u64,
+    /// The one MEMBER is a plain device or file holding the data itself (a kernel md
+    /// device such as /dev/md0, a disk image), not md members to assemble.
+    #[arg(long)]
+    pub raw: bool,
     /// Members of the array (nested arrays: all of them; the outermost is used).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
+}
+
+/// Where the pattern goes: an array raidd assembles, or a device taken as it is.
+enum Target {
+    Array(session::Session),
+    Raw(std::sync::Arc<dyn raidd_engine::Member>, String),
+}
+
+impl Target {
+    fn name(&self) -> String {
+        match self {
+            Target::Array(s) => s.root().name().to_string(),
+            Target::Raw(_, name) => name.clone(),
+        }
+    }
+
+    fn check_range(&self, offset: u64, length: Option<u64>) -> CliResult<u64> {
+        match self {
+            Target::Array(s) => session::check_range(s.root(), offset, length),
+            Target::Raw(m, name) => {
+                let info = m.info();
+                let bs = u64::from(info.block_size);
+                let size = info.size_bytes / bs * bs;
+                let len = length.unwrap_or(size.saturating_sub(offset));
+                if !offset.is_multiple_of(bs) || !len.is_multiple_of(bs) {
+                    return Err(CliError::usage(format!(
+                        "offset and length must be multiples of {name}'s block size ({bs} bytes)"
+                    )));
+                }
+                if offset.checked_add(len).is_none_or(|end| end > size) {
+                    return Err(CliError::usage(format!(
+                        "{offset}+{len} is beyond the end of {name} ({size} bytes)"
+                    )));
+                }
+                Ok(len)
+            }
+        }
+    }
+
+    async fn write(&self, pos: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+        match self {
+            Target::Array(s) => session::write_at(s.root(), pos, buf).await,
+            Target::Raw(m, name) => {
+                let len = buf.len();
+                let shared = raidd_rt::SharedBuf::new(buf);
+                let mut iov = raidd_rt::IoVec::new();
+                iov.push(
+                    shared
+                        .slice(0..len)
+                        .map_err(|e| CliError::failure(e.to_string()))?,
+                );
+                m.write(pos, iov)
+                    .await
+                    .map_err(|e| CliError::io(format!("writing {name} at {pos}"), &e))?;
+                Ok(shared
+                    .try_into_inner()
+                    .unwrap_or_else(|_| AlignedBuf::zeroed(len)))
+            }
+        }
+    }
+
+    async fn read(&self, pos: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+        match self {
+            Target::Array(s) => session::read_at(s.root(), pos, buf).await,
+            Target::Raw(m, name) => {
+                let len = buf.len();
+                let shared = raidd_rt::SharedBuf::new(buf);
+                let mut iov = raidd_rt::IoVecMut::new();
+                iov.push(
+                    shared
+                        .slice_mut(0..len)
+                        .map_err(|e| CliError::failure(e.to_string()))?,
+                );
+                let (r, iov) = m.read(pos, iov).await;
+                drop(iov);
+                r.map_err(|e| CliError::io(format!("reading {name} at {pos}"), &e))?;
+                shared
+                    .try_into_inner()
+                    .map_err(|_| CliError::failure("internal buffer error"))
+            }
+        }
+    }
+
+    async fn close(&self) -> CliResult {
+        match self {
+            Target::Array(s) => s.close().await,
+            Target::Raw(m, name) => m
+                .flush()
+                .await
+                .map_err(|e| CliError::io(format!("flushing {name}"), &e)),
+        }
+    }
 }
 
 /// A decimal or `0x` hexadecimal u64.
@@ -99,10 +195,17 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
         PatternOp::Verify => Access::ReadOnly,
     };
     raidd_rt::block_on(async move {
-        let session = session::assemble(&args.members, access, false).await?;
-        let array = session.root().clone();
+        let target = if args.raw {
+            let [path] = args.members.as_slice() else {
+                return Err(CliError::usage("--raw takes exactly one device or file"));
+            };
+            let m = crate::members::open(path, access)?;
+            Target::Raw(m, path.display().to_string())
+        } else {
+            Target::Array(session::assemble(&args.members, access, false).await?)
+        };
         let result = async {
-            let len = session::check_range(&array, args.offset, args.length)?;
+            let len = target.check_range(args.offset, args.length)?;
             let sector = pattern::SECTOR as u64;
             let mut buf = AlignedBuf::zeroed(IO_CHUNK);
             let mut done = 0u64;
@@ -115,10 +218,10 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
                 match args.op {
                     PatternOp::Write => {
                         pattern::fill(&mut buf, pos / sector, args.generation, args.seed);
-                        buf = session::write_at(&array, pos, buf).await?;
+                        buf = target.write(pos, buf).await?;
                     }
                     PatternOp::Verify => {
-                        buf = session::read_at(&array, pos, buf).await?;
+                        buf = target.read(pos, buf).await?;
                         let gen = args.generation;
                         let m = pattern::verify(&buf, pos / sector, args.seed, |_| gen);
                         bad += m.len() as u64;
@@ -130,7 +233,7 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
             Ok::<_, CliError>((len, bad, shown))
         }
         .await;
-        let closed = session.close().await;
+        let closed = target.close().await;
         let (len, bad, shown) = result?;
         closed?;
         let op = match args.op {
@@ -140,7 +243,7 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
         if json {
             output::emit_json(&PatternJson {
                 op,
-                array: array.name().to_string(),
+                array: target.name(),
                 offset: args.offset,
                 length: len,
                 seed: args.seed,

@@ -8,7 +8,10 @@ In one run, on image files in one directory (one disk):
     failed, a pool spare rebuilt; rate = member bytes / rebuild seconds (from the daemon);
  3. foreground throughput through NBD (fio's nbd engine) without a rebuild and during one at
     md's default limits (min 1000 KiB/s, max 200000 KiB/s), with the rebuild's own rate.
-Prints the ratios: rebuild / member write (target >= 0.8) and foreground during / without.
+Prints the ratios: rebuild / member write (target >= 0.8), foreground during a rebuild /
+healthy, and foreground degraded with no rebuild / healthy (a rebuild runs on a degraded
+array; below its recovery point writes go to every member again, so "during" sits between
+degraded and healthy when the rebuild itself costs nothing).
 
 Usage: bench/rebuild.py [--level raid5] [--members 4] [--size 1G] [--dir /var/tmp]
                         [--rounds 3] [--json OUT]
@@ -146,7 +149,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="raidd-rebuild-", dir=a.dir)
     port = free_port()
     rows = {"member_write": [], "rebuild_idle": [], "fg_alone": [], "fg_during": [],
-            "rebuild_during": []}
+            "rebuild_during": [], "fg_degraded": []}
     try:
         for r in range(a.rounds):
             # 1. The member's own sequential write bandwidth, on this disk.
@@ -172,6 +175,14 @@ def main():
             st = d.wait_rebuilt("vol")
             rows["rebuild_during"].append(used / st["last_sync"]["seconds"])
             d.stop()
+            # 4. The same degraded, with no spare to rebuild onto: what degraded service
+            # costs by itself.
+            members, _ = fresh_array(workdir, a.level, a.members, a.size)
+            d = Daemon(workdir, config(workdir, members, [], None, port))
+            d.cli("fail", "vol", members[1])
+            time.sleep(0.5)
+            rows["fg_degraded"].append(foreground(port, a.seconds))
+            d.stop()
             print(f"round {r + 1}: " + ", ".join(
                 f"{k} {v[-1] / 2**20:.0f} MiB/s" for k, v in rows.items()), flush=True)
     finally:
@@ -189,6 +200,10 @@ def main():
     print(f"  foreground during rebuild (default limits):     {med['fg_during'] / 2**20:8.0f} MiB/s"
           f"   ratio {med['fg_during'] / med['fg_alone']:.2f}")
     print(f"  rebuild rate meanwhile:                         {med['rebuild_during'] / 2**20:8.0f} MiB/s")
+    print(f"  foreground degraded, no rebuild:                {med['fg_degraded'] / 2**20:8.0f} MiB/s"
+          f"   ratio {med['fg_degraded'] / med['fg_alone']:.2f}")
+    print(f"  during rebuild / degraded without rebuild:      "
+          f"{med['fg_during'] / med['fg_degraded']:8.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"args": vars(a), "rounds": rows, "medians": med}, f, indent=1)

@@ -362,3 +362,49 @@ fn spares_wait_and_are_claimed() {
         assert_eq!(err.kind(), ErrorKind::NotFound);
     });
 }
+
+/// A pass held back by its speed limit still stops at once when asked (a daemon shutting
+/// down must not wait for a crawling rebuild), keeping its progress.
+#[test]
+fn a_throttled_recovery_stops_when_asked() {
+    raidd_rt::block_on(async {
+        let raw: Vec<Arc<MemMember>> = (0..3)
+            .map(|i| Arc::new(MemMember::new(format!("t{i}"), MEMBER_BYTES)))
+            .collect();
+        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let a = create(spec(Level::Raid5, None, members)).await.unwrap();
+        let array = a.array.clone();
+        array.fail_member(1).await.unwrap();
+        array.remove_member("t1").await.unwrap();
+        let fresh = Arc::new(MemMember::new("slow", MEMBER_BYTES));
+        array.add_member(fresh).await.unwrap();
+        let crawl = SyncLimits {
+            min_kib_s: 1,
+            max_kib_s: 1,
+            window_bytes: 16 * 512,
+        };
+        let job = {
+            let array = array.clone();
+            raidd_rt::spawn_local(async move { array.recover(1, crawl).await })
+        };
+        // Let it do its first window and start waiting on the limit.
+        raidd_rt::time::sleep(std::time::Duration::from_millis(200)).await;
+        let p = array.sync_progress().expect("running");
+        assert!(p.done() < p.total, "the limit must hold it back");
+        let asked = std::time::Instant::now();
+        assert!(array.cancel_sync());
+        let limit = Box::pin(raidd_rt::time::sleep(std::time::Duration::from_secs(5)));
+        let err = match futures::future::select(job, limit).await {
+            futures::future::Either::Left((r, _)) => r.unwrap_err(),
+            futures::future::Either::Right(_) => panic!("the recovery did not stop in 5 s"),
+        };
+        assert_eq!(err.kind(), ErrorKind::Interrupted, "{err}");
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(2),
+            "stopping took {:?}",
+            asked.elapsed()
+        );
+        assert_eq!(array.slot_state(1), SlotState::Recovering);
+        assert_eq!(array.last_sync().unwrap().outcome, "interrupted");
+    });
+}

@@ -115,7 +115,10 @@ impl Array {
                     format!("{}: {kind} stopped at sector {pos}", self.name),
                 ));
             }
-            throttle.pace(self, pos).await;
+            throttle.pace(self, pos, &p).await;
+            if p.cancelled() {
+                continue; // reported at the top of the loop
+            }
             raidd_rt::yield_now().await;
             let end = (pos + step).min(total);
             if let (Some(set), Some(wi)) = (&only, &self.intent) {

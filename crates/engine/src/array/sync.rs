@@ -209,7 +209,13 @@ pub(super) struct Throttle {
     mark: Instant,
     mark_pos: u64,
     foreground: u64,
+    /// When foreground I/O was last seen arriving.
+    foreground_seen: Option<Instant>,
 }
+
+/// Foreground I/O seen this recently counts as "busy" (looks microseconds apart would
+/// otherwise often see nothing new and let a burst of windows through).
+const BUSY_FOR: Duration = Duration::from_millis(250);
 
 impl Throttle {
     pub(super) fn new(limits: SyncLimits, array: &Array, pos: u64) -> Throttle {
@@ -218,30 +224,38 @@ impl Throttle {
             mark: Instant::now(),
             mark_pos: pos,
             foreground: array.foreground_ops(),
+            foreground_seen: None,
         }
     }
 
-    pub(super) async fn pace(&mut self, array: &Array, pos: u64) {
+    /// Whether the pass may go on at `pos` now (above `max`, or above `min` while
+    /// foreground I/O arrives since the last look, it may not).
+    pub(super) fn allows(&mut self, array: &Array, pos: u64) -> bool {
         if self.limits.unthrottled() {
-            return;
+            return true;
         }
-        loop {
-            let secs = self.mark.elapsed().as_secs_f64().max(1e-3);
-            let kib_s = (pos - self.mark_pos) as f64 / 2.0 / secs;
-            let fg = array.foreground_ops();
-            let busy = fg != self.foreground;
+        let secs = self.mark.elapsed().as_secs_f64().max(1e-3);
+        let kib_s = (pos - self.mark_pos) as f64 / 2.0 / secs;
+        let fg = array.foreground_ops();
+        if fg != self.foreground {
             self.foreground = fg;
-            if kib_s > self.limits.max_kib_s as f64
-                || (busy && kib_s > self.limits.min_kib_s as f64)
-            {
-                raidd_rt::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-            break;
+            self.foreground_seen = Some(Instant::now());
         }
-        if self.mark.elapsed() > Duration::from_secs(3) {
+        let busy = self.foreground_seen.is_some_and(|t| t.elapsed() < BUSY_FOR);
+        let ok = kib_s <= self.limits.max_kib_s as f64
+            && !(busy && kib_s > self.limits.min_kib_s as f64);
+        if ok && self.mark.elapsed() > Duration::from_secs(3) {
             self.mark = Instant::now();
             self.mark_pos = pos;
+        }
+        ok
+    }
+
+    /// Waits until the pass may go on, or is asked to stop. Call it holding no barrier:
+    /// writes to a region under a barrier wait for as long as this sleeps.
+    pub(super) async fn pace(&mut self, array: &Array, pos: u64, progress: &SyncProgress) {
+        while !progress.cancelled() && !self.allows(array, pos) {
+            raidd_rt::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
@@ -590,17 +604,29 @@ impl Array {
         let mut issued = pos;
         let mut stopping = false;
         loop {
+            // Issue while the limits allow without waiting. Sleeping for the limits happens
+            // only with no window in flight: a window's barrier holds writes back until the
+            // window is collected below.
             while !stopping && issued < total && inflight.len() < WINDOWS_IN_FLIGHT {
                 if progress.cancelled() {
                     stopping = true;
                     break;
                 }
-                throttle.pace(self, issued).await;
+                if !throttle.allows(self, issued) {
+                    break;
+                }
                 // Members that complete at once (memory) never suspend: let others run.
                 raidd_rt::yield_now().await;
                 let end = (issued + window).min(total);
                 inflight.push_back(self.recover_window(role, issued..end));
                 issued = end;
+            }
+            if inflight.is_empty() {
+                if stopping || issued >= total {
+                    break;
+                }
+                throttle.pace(self, issued, &progress).await;
+                continue;
             }
             let Some(done) = futures::StreamExt::next(&mut inflight).await else {
                 break;
@@ -807,7 +833,10 @@ impl Array {
                         format!("{}: the replace of {old_name} was stopped", self.name),
                     ));
                 }
-                throttle.pace(self, pos).await;
+                throttle.pace(self, pos, &progress).await;
+                if progress.cancelled() {
+                    continue; // reported at the top of the loop
+                }
                 raidd_rt::yield_now().await;
                 let end = (pos + window).min(total);
                 let barrier = self.gate.barrier(self.regions_of(role, pos..end)).await;

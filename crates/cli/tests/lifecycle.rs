@@ -298,6 +298,76 @@ fn replace_under_load_keeps_the_array_redundant() {
     d.stop();
 }
 
+/// A rebuild held back by its speed limit does not hold the daemon up: SIGTERM stops it
+/// within seconds, its progress is in the new member's superblock (mdadm --examine shows
+/// the Recovery Offset), and the next start resumes and finishes it.
+#[test]
+fn a_crawling_rebuild_checkpoints_at_shutdown_and_resumes() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid1", 2, &[]);
+    let pool = spares(dir.path(), 1);
+    let input = dir.path().join("in");
+    let slow = format!(
+        "[sync]\nspeed_min = 100\nspeed_max = 100\n{}{}",
+        spare_config(&pool),
+        array_config("m", &members)
+    );
+    let d = Daemon::start(dir.path(), &slow);
+    std::fs::write(&input, common::bytes(export_size(&d, "m") as usize, 11)).unwrap();
+    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("m")]));
+    raidd(&[
+        "fail",
+        "m",
+        members[0].to_str().unwrap(),
+        "--control",
+        &ctl(&d),
+    ])
+    .ok();
+    let start = Instant::now();
+    loop {
+        let st = array_status(&d, "m");
+        if st["sync"]["done_bytes"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{st}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let asked = Instant::now();
+    let log = d.stop();
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "stop took {:?}",
+        asked.elapsed()
+    );
+    assert!(log.contains("recovery interrupted"), "{log}");
+    let ex = must(
+        std::process::Command::new("mdadm")
+            .arg("--examine")
+            .arg(&pool[0]),
+    );
+    assert!(ex.contains("Recovery Offset"), "{ex}");
+    // Full speed: the rebuild resumes from its checkpoint and the data verifies.
+    let fast = slow.replace(
+        "speed_min = 100\nspeed_max = 100",
+        "speed_min = 1000000\nspeed_max = 1000000",
+    );
+    let d = Daemon::start(dir.path(), &fast);
+    assert!(d.log().contains("recovering in slot 0"), "{}", d.log());
+    wait_whole(&d, "m", Duration::from_secs(60));
+    raidd(&[
+        "fail",
+        "m",
+        members[1].to_str().unwrap(),
+        "--control",
+        &ctl(&d),
+    ])
+    .ok();
+    let out = dir.path().join("out");
+    must(tool("nbdcopy").args([&d.uri("m"), out.to_str().unwrap()]));
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&input).unwrap());
+    d.stop();
+}
+
 /// Two arrays degrade at the same time and share a pool of two spares: both rebuild at once
 /// (the speed limit keeps each rebuild long enough to overlap) and both verify through the
 /// rebuilt members.

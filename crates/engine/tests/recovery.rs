@@ -408,3 +408,50 @@ fn a_throttled_recovery_stops_when_asked() {
         assert_eq!(array.last_sync().unwrap().outcome, "interrupted");
     });
 }
+
+/// Membership changes that run at the same time each see the other's result: two adds to an
+/// array missing two members take different slots, and a remove racing an add leaves the
+/// slot in the add's hands.
+#[test]
+fn concurrent_adds_take_different_slots() {
+    raidd_rt::block_on(async {
+        let raw: Vec<Arc<MemMember>> = (0..5)
+            .map(|i| Arc::new(MemMember::new(format!("c{i}"), MEMBER_BYTES)))
+            .collect();
+        // Members that yield on every operation, so the two adds interleave.
+        let members: Vec<Arc<dyn Member>> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, m)| wrapped(m, 77 + i as u64))
+            .collect();
+        let a = create(spec(Level::Raid6, None, members)).await.unwrap();
+        let array = a.array.clone();
+        array.fail_member(1).await.unwrap();
+        array.fail_member(3).await.unwrap();
+        let x = wrapped(&Arc::new(MemMember::new("x", MEMBER_BYTES)), 1);
+        let y = wrapped(&Arc::new(MemMember::new("y", MEMBER_BYTES)), 2);
+        // One add and one remove of a failed member race, then a second add.
+        let gone = array.member(3).unwrap().info().name.clone();
+        let (ax, removed, ay) = futures::join!(
+            array.add_member(x),
+            array.remove_member(&gone),
+            array.add_member(y),
+        );
+        let (ax, ay) = (ax.unwrap(), ay.unwrap());
+        assert_ne!(ax, ay, "two adds took the same slot");
+        for added in [ax, ay] {
+            let Added::Recovering(r) = added else {
+                panic!("{added:?}")
+            };
+            assert_eq!(array.slot_state(r), SlotState::Recovering, "slot {r}");
+            assert!(array.member(r).is_some(), "slot {r} lost its member");
+        }
+        // The remove either found the failed member or an add had already detached it.
+        if let Err(e) = removed {
+            assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+        }
+        array.recover(1, limits(64)).await.unwrap();
+        array.recover(3, limits(64)).await.unwrap();
+        assert!(!array.is_degraded());
+    });
+}

@@ -146,6 +146,9 @@ pub struct Array {
     detached: Mutex<Vec<Arc<dyn Member>>>,
     /// Spares of this array (members with md's spare role).
     spares_list: Mutex<Vec<Arc<dyn Member>>>,
+    /// Serialises changes of membership (add, remove, the start and end of a replace): each
+    /// looks at the slots, writes superblocks, then changes the slots.
+    membership: futures::lock::Mutex<()>,
     /// Rotates mirror reads over the copies.
     rr: AtomicUsize,
     /// Set once too many members have failed to serve every sector.
@@ -387,6 +390,7 @@ impl Array {
             sync: Mutex::new(sync::SyncSlot::default()),
             detached: Mutex::new(Vec::new()),
             spares_list: Mutex::new(parts.spares),
+            membership: futures::lock::Mutex::new(()),
             rr: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             resync_pending: AtomicBool::new(unclean),

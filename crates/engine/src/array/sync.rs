@@ -411,6 +411,7 @@ impl Array {
     /// failed first.
     pub async fn remove_member(&self, name: &str) -> Result<Arc<dyn Member>> {
         self.check_writable()?;
+        let _membership = self.membership.lock().await;
         let take = |l: &std::sync::Mutex<Vec<Arc<dyn Member>>>| {
             let mut v = l.lock().unwrap_or_else(|e| e.into_inner());
             let i = v.iter().position(|m| m.info().name == name)?;
@@ -440,12 +441,12 @@ impl Array {
         let m = self
             .take_slot_member(role)
             .expect("a faulty slot holds its member");
-        if let Some(meta) = &self.meta {
-            meta.forget_failed(&m).await;
-        }
         self.slots[role]
             .state
             .store(SlotState::Missing as u8, Ordering::Release);
+        if let Some(meta) = &self.meta {
+            meta.forget_failed(&m).await;
+        }
         Ok(m)
     }
 
@@ -464,6 +465,7 @@ impl Array {
     pub async fn add_member(&self, member: Arc<dyn Member>) -> Result<Added> {
         self.check_writable()?;
         self.check_alive()?;
+        let _membership = self.membership.lock().await;
         let Some(meta) = &self.meta else {
             return Err(Error::new(
                 ErrorKind::Unsupported,
@@ -755,6 +757,7 @@ impl Array {
     ) -> Result<()> {
         self.check_writable()?;
         self.check_alive()?;
+        let membership = self.membership.lock().await;
         let Some(meta) = &self.meta else {
             return Err(Error::new(
                 ErrorKind::Unsupported,
@@ -800,6 +803,7 @@ impl Array {
         *slot.replacement.write().unwrap_or_else(|e| e.into_inner()) =
             Some((new.clone(), data_offset));
         slot.replacing.store(true, Ordering::Release);
+        drop(membership);
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace started");
         let window = self.sync_window(limits.window_bytes);
         let mut throttle = Throttle::new(limits, self, 0);
@@ -863,6 +867,18 @@ impl Array {
                 .map_err(|e| Error::io(format!("{}: flushing {new_name}", self.name), e))
         }
         .await;
+        // The swap below needs the slot still working; hold membership from here on.
+        let membership = self.membership.lock().await;
+        let result = result.and_then(|()| {
+            if self.slot_state(role) == SlotState::InSync {
+                Ok(())
+            } else {
+                Err(Error::new(
+                    ErrorKind::Io,
+                    format!("{}: {old_name} failed as the replace finished", self.name),
+                ))
+            }
+        });
         if let Err(e) = result {
             slot.replacing.store(false, Ordering::Release);
             slot.replacement
@@ -892,6 +908,7 @@ impl Array {
             self.fail_slot(r, &std::io::Error::other("superblock update failed"))
                 .await;
         }
+        drop(membership);
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace finished");
         guard.finish();
         Ok(())

@@ -14,8 +14,9 @@ use serde::Serialize;
 
 use crate::array::{uuid_string, Array, ArrayParts, SlotParts};
 use crate::error::{Error, ErrorKind, Result};
+use crate::member::read_bytes;
 use crate::member::Member;
-use crate::meta::{read_bytes, MemberSb, Metadata};
+use crate::meta::{MemberSb, Metadata};
 
 /// Bytes read to find a superblock: the 4 KiB block at 4 KiB.
 const SB_READ: usize = 4096;

@@ -13,8 +13,8 @@ use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_
 
 use crate::assemble::{assemble, examine, AssembleOptions, Assembled};
 use crate::error::{Error, ErrorKind, Result};
+use crate::member::write_bytes;
 use crate::member::Member;
-use crate::meta::write_bytes;
 
 /// mdadm's default chunk for v1.2 metadata: 512 KiB.
 pub const DEFAULT_CHUNK_SECTORS: u32 = 1024;

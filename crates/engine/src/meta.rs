@@ -12,10 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::lock::Mutex;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR};
-use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::member::Member;
+use crate::member::{read_bytes, write_bytes, Member};
 
 /// Bytes of a superblock block: read-modify-written whole so 4 KiB-sector members work.
 const SB_BLOCK: usize = 4096;
@@ -119,13 +118,12 @@ impl Metadata {
 
     /// Writes a superblock onto `member` that makes it the recovering member of slot `role`
     /// (`Some`, md's recovery_offset feature from 0) or a spare (`None`), and records the
-    /// new role in every superblock. `detached` names the failed member the slot held, if
-    /// any. A spare of this array taking a slot keeps its device number.
+    /// new role in every superblock. A failed member the slot held keeps its device number
+    /// until it is removed; a spare of this array taking a slot keeps its own.
     pub(crate) async fn add_member(
         &self,
         role: Option<usize>,
         member: Arc<dyn Member>,
-        detached: Option<&Arc<dyn Member>>,
     ) -> Result<(u64, Vec<usize>)> {
         let mut st = self.state.lock().await;
         let was_spare = st
@@ -145,10 +143,6 @@ impl Metadata {
                     "no working member left to copy metadata from",
                 )
             })?;
-        if let Some(d) = detached {
-            // Taken out of its slot by this member, not removed: its number stays taken.
-            debug_assert!(st.failed_devs.iter().any(|(_, m)| Arc::ptr_eq(m, d)));
-        }
         let used: Vec<u32> = st
             .slots
             .iter()
@@ -380,34 +374,6 @@ impl MetaState {
         self.roles.push((m.sb.dev_number, DevRole::Faulty.to_raw()));
         self.failed_devs.push((m.sb.dev_number, m.member));
     }
-}
-
-/// Reads `len` bytes at `offset` of a member into a fresh buffer.
-pub(crate) async fn read_bytes(
-    member: &dyn Member,
-    offset: u64,
-    len: usize,
-) -> std::io::Result<AlignedBuf> {
-    let buf = SharedBuf::new(AlignedBuf::zeroed(len));
-    let mut iov = IoVecMut::new();
-    iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
-    let (r, iov) = member.read(offset, iov).await;
-    drop(iov);
-    r?;
-    Ok(buf.try_into_inner().expect("read released the buffer"))
-}
-
-/// Writes `data` at `offset` of a member.
-pub(crate) async fn write_bytes(
-    member: &dyn Member,
-    offset: u64,
-    data: AlignedBuf,
-) -> std::io::Result<()> {
-    let len = data.len();
-    let buf = SharedBuf::new(data);
-    let mut iov = IoVec::new();
-    iov.push(buf.slice(0..len).expect("fresh buffer"));
-    member.write(offset, iov).await
 }
 
 /// Read-modify-write of the block holding `bytes` at `offset`, then a read back to check.

@@ -87,47 +87,27 @@ impl Target {
         }
     }
 
+    /// Writes `buf` at `pos`; returns a buffer of the same length to reuse.
     async fn write(&self, pos: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
         match self {
             Target::Array(s) => session::write_at(s.root(), pos, buf).await,
             Target::Raw(m, name) => {
                 let len = buf.len();
-                let shared = raidd_rt::SharedBuf::new(buf);
-                let mut iov = raidd_rt::IoVec::new();
-                iov.push(
-                    shared
-                        .slice(0..len)
-                        .map_err(|e| CliError::failure(e.to_string()))?,
-                );
-                m.write(pos, iov)
+                raidd_engine::member::write_bytes(&**m, pos, buf)
                     .await
                     .map_err(|e| CliError::io(format!("writing {name} at {pos}"), &e))?;
-                Ok(shared
-                    .try_into_inner()
-                    .unwrap_or_else(|_| AlignedBuf::zeroed(len)))
+                Ok(AlignedBuf::for_overwrite(len))
             }
         }
     }
 
+    /// Reads `buf.len()` bytes at `pos`.
     async fn read(&self, pos: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
         match self {
             Target::Array(s) => session::read_at(s.root(), pos, buf).await,
-            Target::Raw(m, name) => {
-                let len = buf.len();
-                let shared = raidd_rt::SharedBuf::new(buf);
-                let mut iov = raidd_rt::IoVecMut::new();
-                iov.push(
-                    shared
-                        .slice_mut(0..len)
-                        .map_err(|e| CliError::failure(e.to_string()))?,
-                );
-                let (r, iov) = m.read(pos, iov).await;
-                drop(iov);
-                r.map_err(|e| CliError::io(format!("reading {name} at {pos}"), &e))?;
-                shared
-                    .try_into_inner()
-                    .map_err(|_| CliError::failure("internal buffer error"))
-            }
+            Target::Raw(m, name) => raidd_engine::member::read_bytes(&**m, pos, buf.len())
+                .await
+                .map_err(|e| CliError::io(format!("reading {name} at {pos}"), &e)),
         }
     }
 

@@ -646,36 +646,22 @@ fn same_member(name: &str, given: &str) -> bool {
 
 /// The array (of a configured array's arrays, inner ones included) that holds `member` in
 /// a slot, as a failed member out of its slot, or as its spare; with the engine's name.
-async fn holder(s: &Served, member: &str) -> Option<(Arc<Array>, String)> {
-    for a in &s.session.arrays {
-        let st = a.array.status().await;
-        let names = st
-            .slots
-            .iter()
-            .filter_map(|sl| sl.member.clone())
-            .chain(st.faulty.iter().cloned())
-            .chain(st.spares.iter().cloned());
-        for n in names {
-            if same_member(&n, member) {
-                return Some((a.array.clone(), n));
-            }
-        }
-    }
-    None
+fn holder(s: &Served, member: &str) -> Option<(Arc<Array>, String)> {
+    s.session.arrays.iter().find_map(|a| {
+        let name = a
+            .array
+            .member_names()
+            .into_iter()
+            .find(|n| same_member(n, member))?;
+        Some((a.array.clone(), name))
+    })
 }
 
 /// The configured array or the pool that uses `member`, if any.
 fn owner_of(ctx: &ControlCtx, member: &str) -> Option<String> {
     for s in &ctx.served {
-        for a in &s.session.arrays {
-            let n = a.array.geometry().members();
-            let mut names: Vec<String> = (0..n)
-                .filter_map(|r| a.array.member(r).map(|m| m.info().name.clone()))
-                .collect();
-            names.extend(a.array.unslotted_members());
-            if names.iter().any(|x| same_member(x, member)) {
-                return Some(format!("array {}", s.config.name));
-            }
+        if holder(s, member).is_some() {
+            return Some(format!("array {}", s.config.name));
         }
     }
     ctx.life
@@ -702,9 +688,7 @@ fn not_a_member(array: &str, member: &str) -> CliError {
 
 async fn fail(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
     let s = served(ctx, array)?;
-    let (a, name) = holder(s, member)
-        .await
-        .ok_or_else(|| not_a_member(array, member))?;
+    let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
     let role = a.role_of(&name).ok_or_else(|| {
         CliError::new(
             Exit::Conflict,
@@ -720,9 +704,7 @@ async fn fail(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
 
 async fn remove(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
     let s = served(ctx, array)?;
-    let (a, name) = holder(s, member)
-        .await
-        .ok_or_else(|| not_a_member(array, member))?;
+    let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
     a.remove_member(&name).await?;
     Ok((
         format!("{name} removed from {array}\n"),
@@ -801,9 +783,7 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
 
 async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::Path) -> Answer {
     let s = served(ctx, array)?;
-    let (a, name) = holder(s, member)
-        .await
-        .ok_or_else(|| not_a_member(array, member))?;
+    let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
     let role = a
         .role_of(&name)
         .filter(|&r| a.slot_state(r) == SlotState::InSync)

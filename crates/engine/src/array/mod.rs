@@ -332,6 +332,14 @@ impl Array {
         }
         let size_bytes =
             g.array_sectors() * SECTOR_SIZE / u64::from(block_size) * u64::from(block_size);
+        // Seeks cost time if any member seeks (clients use this for their I/O scheduling).
+        let rotational = parts
+            .slots
+            .iter()
+            .flatten()
+            .map(|s| &s.member)
+            .chain(&parts.spares)
+            .any(|m| m.info().rotational);
         let slots: Vec<Slot> = parts
             .slots
             .into_iter()
@@ -360,18 +368,6 @@ impl Array {
             Some(wi) => wi.dirty_chunks() > 0,
             None => meta.as_ref().is_some_and(Metadata::is_dirty),
         };
-        // Seeks cost time if any member seeks (clients use this for their I/O scheduling).
-        let rotational = parts
-            .spares
-            .iter()
-            .chain(
-                slots
-                    .iter()
-                    .filter_map(|s| read_lock(&s.member).clone())
-                    .collect::<Vec<_>>()
-                    .iter(),
-            )
-            .any(|m| m.info().rotational);
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),

@@ -20,7 +20,6 @@ use super::sync::{SyncGuard, SyncProgress, Throttle};
 use super::{Array, SyncKind, SyncLimits};
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::Batch;
-use crate::meta::write_bytes;
 
 /// Unit of comparison: md compares (and counts) 4 KiB pages.
 const BLOCK: usize = 4096;
@@ -227,7 +226,8 @@ impl Array {
             }
             if kind != SyncKind::Check {
                 for loc in fixes {
-                    self.rewrite(loc.member, loc.sector, first.clone()).await?;
+                    self.write_member_data(loc.member, loc.sector, first.clone())
+                        .await?;
                 }
             }
         }
@@ -296,25 +296,13 @@ impl Array {
         }
         if kind != SyncKind::Check {
             if p_bad > 0 {
-                self.rewrite(map.p, at, pc).await?;
+                self.write_member_data(map.p, at, pc).await?;
             }
             if let (Some(qm), Some(q)) = (map.q, qc) {
                 if q_bad > 0 {
-                    self.rewrite(qm, at, q).await?;
+                    self.write_member_data(qm, at, q).await?;
                 }
             }
-        }
-        Ok(())
-    }
-
-    async fn rewrite(&self, member: usize, sector: u64, data: AlignedBuf) -> Result<()> {
-        let m = self.member_ref(member);
-        if let Err(e) = write_bytes(&*m, self.member_offset(member, sector), data).await {
-            self.fail_slot(member, &e).await;
-            return Err(Error::io(
-                format!("{}: rewriting {}", self.name, m.info().name),
-                e,
-            ));
         }
         Ok(())
     }

@@ -21,8 +21,8 @@ use smallvec::SmallVec;
 
 use super::{Array, SlotState};
 use crate::error::{Error, ErrorKind, Result};
+use crate::member::write_bytes;
 use crate::member::Member;
-use crate::meta::write_bytes;
 
 /// What a background pass over the array does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -377,10 +377,14 @@ impl Array {
         Ok(())
     }
 
-    /// Names of the members outside the slots: spares, and failed members not yet removed.
-    pub fn unslotted_members(&self) -> Vec<String> {
-        let mut v = names_in(&self.spares_list);
-        v.extend(names_in(&self.detached));
+    /// Names of every member the array holds: in its slots, its spares, and failed members
+    /// not yet removed.
+    pub fn member_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = (0..self.slots.len())
+            .filter_map(|r| self.member(r).map(|m| m.info().name.clone()))
+            .collect();
+        v.extend(super::names(&self.spares_list));
+        v.extend(super::names(&self.detached));
         v
     }
 
@@ -483,11 +487,7 @@ impl Array {
             ));
         }
         let name = member.info().name.clone();
-        let known = (0..self.slots.len())
-            .any(|r| self.member(r).is_some_and(|m| m.info().name == name))
-            || names_in(&self.spares_list).contains(&name)
-            || names_in(&self.detached).contains(&name);
-        if known {
+        if self.member_names().contains(&name) {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!("{name} is already part of {}", self.name),
@@ -496,7 +496,7 @@ impl Array {
         let free = (0..self.slots.len())
             .find(|&r| matches!(self.slot_state(r), SlotState::Missing | SlotState::Faulty));
         let Some(role) = free else {
-            let (_, failed) = meta.add_member(None, member.clone(), None).await?;
+            let (_, failed) = meta.add_member(None, member.clone()).await?;
             self.spares_list
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -513,10 +513,7 @@ impl Array {
         } else {
             None
         };
-        let (data_offset, failed) = match meta
-            .add_member(Some(role), member.clone(), detached.as_ref())
-            .await
-        {
+        let (data_offset, failed) = match meta.add_member(Some(role), member.clone()).await {
             Ok(x) => x,
             Err(e) => {
                 if let Some(d) = detached {
@@ -777,10 +774,7 @@ impl Array {
             ));
         }
         let new_name = new.info().name.clone();
-        let known = (0..self.slots.len())
-            .any(|r| self.member(r).is_some_and(|m| m.info().name == new_name))
-            || self.unslotted_members().contains(&new_name);
-        if known {
+        if self.member_names().contains(&new_name) {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!("{new_name} is already part of {}", self.name),
@@ -793,7 +787,7 @@ impl Array {
         let old_name = old.info().name.clone();
         // The new member carries a spare's superblock while it is built: a restart meanwhile
         // sees a spare, for md as for raidd.
-        let (data_offset, failed) = meta.add_member(None, new.clone(), None).await?;
+        let (data_offset, failed) = meta.add_member(None, new.clone()).await?;
         for r in failed {
             self.fail_slot(r, &std::io::Error::other("superblock update failed"))
                 .await;
@@ -845,8 +839,12 @@ impl Array {
                 let end = (pos + window).min(total);
                 let barrier = self.gate.barrier(self.regions_of(role, pos..end)).await;
                 let len = ((end - pos) * SECTOR_SIZE) as usize;
-                let data = match crate::meta::read_bytes(&*old, self.member_offset(role, pos), len)
-                    .await
+                let data = match crate::member::read_bytes(
+                    &*old,
+                    self.member_offset(role, pos),
+                    len,
+                )
+                .await
                 {
                     Ok(d) => d,
                     Err(e) => {
@@ -956,19 +954,22 @@ impl Array {
         drop(iov);
         r?;
         let data = buf.try_into_inner().expect("read released the buffer");
-        self.write_recovering(role, run.member_sector, data).await
+        self.write_member_data(role, run.member_sector, data).await
     }
 
-    async fn write_recovering(&self, role: usize, sector: u64, data: AlignedBuf) -> Result<()> {
+    /// Writes `data` at member sector `sector` of slot `role` (a rebuilt region, repaired
+    /// redundancy); a member that fails the write is failed.
+    pub(super) async fn write_member_data(
+        &self,
+        role: usize,
+        sector: u64,
+        data: AlignedBuf,
+    ) -> Result<()> {
         let member = self.member_ref(role);
         if let Err(e) = write_bytes(&*member, self.member_offset(role, sector), data).await {
             self.fail_slot(role, &e).await;
             return Err(Error::io(
-                format!(
-                    "{}: writing {} during recovery",
-                    self.name,
-                    member.info().name
-                ),
+                format!("{}: writing {}", self.name, member.info().name),
                 e,
             ));
         }
@@ -994,7 +995,7 @@ impl Array {
             super::parity::rebuild_blocks(&map, &mut blocks, len)?;
             let data = blocks[role].take().expect("rebuilt");
             return self
-                .write_recovering(role, pg.member_sector(stripe, 0), data)
+                .write_member_data(role, pg.member_sector(stripe, 0), data)
                 .await;
         }
         Err(self.lost_error())
@@ -1007,8 +1008,4 @@ struct Run {
     member_sector: u64,
     array_sector: u64,
     sectors: u64,
-}
-
-fn names_in(l: &std::sync::Mutex<Vec<Arc<dyn Member>>>) -> Vec<String> {
-    super::names(l)
 }

@@ -10,11 +10,33 @@ use std::fmt;
 use std::io;
 
 use futures::future::LocalBoxFuture;
-use raidd_rt::{IoVec, IoVecMut};
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 pub use fault::{FaultControl, FaultMember, FaultPlan};
 pub use file::{FileMember, OpenOptions};
 pub use memory::MemMember;
+
+/// Reads `len` bytes at `offset` of a member into a new buffer (whole-buffer reads:
+/// metadata, copies, tools).
+pub async fn read_bytes(member: &dyn Member, offset: u64, len: usize) -> io::Result<AlignedBuf> {
+    // Every byte is overwritten by a successful read; a failed one drops the buffer.
+    let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
+    let mut iov = IoVecMut::new();
+    iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
+    let (r, iov) = member.read(offset, iov).await;
+    drop(iov);
+    r?;
+    Ok(buf.try_into_inner().expect("read released the buffer"))
+}
+
+/// Writes `data` at `offset` of a member.
+pub async fn write_bytes(member: &dyn Member, offset: u64, data: AlignedBuf) -> io::Result<()> {
+    let len = data.len();
+    let buf = SharedBuf::new(data);
+    let mut iov = IoVec::new();
+    iov.push(buf.slice(0..len).expect("fresh buffer"));
+    member.write(offset, iov).await
+}
 
 /// Static facts about a member.
 #[derive(Clone, Debug, PartialEq, Eq)]

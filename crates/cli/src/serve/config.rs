@@ -31,6 +31,52 @@ struct RawConfig {
     monitor: RawMonitor,
     #[serde(default, rename = "spare")]
     spares: Vec<RawSpare>,
+    iscsi: Option<RawIscsi>,
+    #[serde(default, rename = "target")]
+    targets: Vec<RawTarget>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIscsi {
+    listen: Option<String>,
+    /// Where persistent reservations are kept across restarts.
+    state_dir: Option<PathBuf>,
+    /// CHAP for discovery sessions.
+    discovery_chap: Option<RawChap>,
+    /// Seconds between NOP-In pings on an idle connection (0: never).
+    nop_interval: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChap {
+    user: String,
+    secret: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    name: String,
+    alias: Option<String>,
+    /// Initiator IQNs allowed to log in; absent: everyone.
+    initiators: Option<Vec<String>>,
+    /// The initiator must authenticate with this name and secret.
+    chap: Option<RawChap>,
+    /// The target's own name and secret, for initiators that ask for mutual CHAP.
+    mutual_chap: Option<RawChap>,
+    #[serde(default, rename = "lun")]
+    luns: Vec<RawLun>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLun {
+    lun: Option<u64>,
+    array: String,
+    #[serde(default)]
+    read_only: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -108,6 +154,49 @@ pub struct Config {
     pub program: Option<PathBuf>,
     /// The hot-spare pool shared by all arrays.
     pub spares: Vec<SpareConfig>,
+    /// The iSCSI target, when the config has an `[iscsi]` section or `[[target]]`s.
+    pub iscsi: Option<IscsiConfig>,
+}
+
+/// Where iSCSI initiators connect when the config names no address: loopback only.
+pub const DEFAULT_ISCSI_LISTEN: &str = "127.0.0.1:3260";
+/// Where persistent reservations live when the config names no directory.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/raidd";
+/// Prefix of the target names raidd makes up for arrays when no `[[target]]` is given.
+pub const DEFAULT_IQN_PREFIX: &str = "iqn.2026-11.org.raidd:";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IscsiConfig {
+    pub listen: SocketAddr,
+    pub state_dir: PathBuf,
+    pub discovery_chap: Option<ChapConfig>,
+    pub nop_interval: Option<std::time::Duration>,
+    pub targets: Vec<TargetConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChapConfig {
+    pub user: String,
+    pub secret: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetConfig {
+    pub name: String,
+    pub alias: Option<String>,
+    /// Empty: every initiator may log in.
+    pub initiators: Vec<String>,
+    pub chap: Option<ChapConfig>,
+    pub mutual_chap: Option<ChapConfig>,
+    pub luns: Vec<LunConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunConfig {
+    pub lun: u64,
+    /// Index into [`Config::arrays`].
+    pub array: usize,
+    pub read_only: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -302,7 +391,19 @@ impl Config {
             });
         }
 
+        let iscsi = if raw.iscsi.is_some() || !raw.targets.is_empty() {
+            Some(iscsi_config(
+                raw.iscsi.unwrap_or_default(),
+                raw.targets,
+                &arrays,
+                &resolve,
+            )?)
+        } else {
+            None
+        };
+
         Ok(Config {
+            iscsi,
             sync,
             program: raw.monitor.program.map(resolve),
             spares,
@@ -320,6 +421,170 @@ impl Config {
             exports,
         })
     }
+}
+
+/// LUN numbers as SAM's flat or peripheral addressing can carry them (14 bits).
+const MAX_LUN: u64 = 16383;
+/// CHAP secrets: RFC 7143 asks for at least 12 bytes; 255 is what initiators accept.
+const CHAP_SECRET: std::ops::RangeInclusive<usize> = 12..=255;
+
+fn chap(what: &str, c: RawChap) -> Result<ChapConfig, String> {
+    if c.user.is_empty() || c.user.len() > 255 || c.user.chars().any(char::is_control) {
+        return Err(format!(
+            "{what}: user must be 1..=255 bytes without control characters"
+        ));
+    }
+    if !CHAP_SECRET.contains(&c.secret.len()) {
+        return Err(format!(
+            "{what}: secret must be {}..={} bytes (RFC 7143 asks for at least 12)",
+            CHAP_SECRET.start(),
+            CHAP_SECRET.end()
+        ));
+    }
+    Ok(ChapConfig {
+        user: c.user,
+        secret: c.secret,
+    })
+}
+
+/// An iSCSI name as RFC 7143 4.2.7 allows: `iqn.`, `eui.` or `naa.` forms, at most 223
+/// bytes, lower case letters, digits, `.`, `-` and `:`.
+pub fn check_iscsi_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.:".contains(&b));
+    let ok_form = ["iqn.", "eui.", "naa."].iter().any(|p| name.starts_with(p));
+    if name.len() > 223 || !ok_chars || !ok_form {
+        return Err(format!(
+            "{name:?} is not an iSCSI name (iqn.YYYY-MM.reversed.domain[:id], at most 223 \
+             bytes of a-z 0-9 . - :)"
+        ));
+    }
+    Ok(())
+}
+
+/// The target name raidd gives an array when the config names no targets.
+pub fn default_target_name(array: &str) -> String {
+    let id: String = array
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{DEFAULT_IQN_PREFIX}{id}")
+}
+
+fn iscsi_config(
+    raw: RawIscsi,
+    targets: Vec<RawTarget>,
+    arrays: &[ArrayConfig],
+    resolve: &dyn Fn(PathBuf) -> PathBuf,
+) -> Result<IscsiConfig, String> {
+    let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_ISCSI_LISTEN);
+    let listen: SocketAddr = listen_text.parse().map_err(|_| {
+        format!("iscsi.listen = {listen_text:?}: not an address:port (e.g. \"127.0.0.1:3260\")")
+    })?;
+    let discovery_chap = raw
+        .discovery_chap
+        .map(|c| chap("iscsi.discovery_chap", c))
+        .transpose()?;
+    let nop_interval = match raw.nop_interval {
+        None => Some(std::time::Duration::from_secs(5)),
+        Some(0) => None,
+        Some(s) if s <= 3600 => Some(std::time::Duration::from_secs(s)),
+        Some(s) => return Err(format!("iscsi.nop_interval = {s}: at most 3600 seconds")),
+    };
+    let mut out = Vec::new();
+    if targets.is_empty() {
+        for (i, a) in arrays.iter().enumerate() {
+            out.push(TargetConfig {
+                name: default_target_name(&a.name),
+                alias: Some(a.name.clone()),
+                initiators: Vec::new(),
+                chap: None,
+                mutual_chap: None,
+                luns: vec![LunConfig {
+                    lun: 0,
+                    array: i,
+                    read_only: a.read_only,
+                }],
+            });
+        }
+    }
+    for t in targets {
+        check_iscsi_name(&t.name).map_err(|e| format!("target {e}"))?;
+        if out.iter().any(|o: &TargetConfig| o.name == t.name) {
+            return Err(format!("target {:?} is defined twice", t.name));
+        }
+        let what = |s: &str| format!("target {:?}: {s}", t.name);
+        if let Some(a) = &t.alias {
+            check_name("target alias", a)?;
+        }
+        let initiators = t.initiators.unwrap_or_default();
+        for i in &initiators {
+            check_iscsi_name(i).map_err(|e| what(&format!("initiator {e}")))?;
+        }
+        let c = t.chap.map(|c| chap(&what("chap"), c)).transpose()?;
+        let m = t
+            .mutual_chap
+            .map(|c| chap(&what("mutual_chap"), c))
+            .transpose()?;
+        if m.is_some() && c.is_none() {
+            return Err(what(
+                "mutual_chap needs chap (the initiator authenticates first)",
+            ));
+        }
+        if let (Some(c), Some(m)) = (&c, &m) {
+            if c.secret == m.secret {
+                return Err(what("chap and mutual_chap must have different secrets"));
+            }
+        }
+        if t.luns.is_empty() {
+            return Err(what("no [[target.lun]]"));
+        }
+        let mut luns: Vec<LunConfig> = Vec::new();
+        for (n, l) in t.luns.into_iter().enumerate() {
+            let lun = l.lun.unwrap_or(n as u64);
+            if lun > MAX_LUN {
+                return Err(what(&format!("lun {lun}: at most {MAX_LUN}")));
+            }
+            if luns.iter().any(|o| o.lun == lun) {
+                return Err(what(&format!("lun {lun} is defined twice")));
+            }
+            let array = arrays
+                .iter()
+                .position(|a| a.name == l.array)
+                .ok_or_else(|| what(&format!("lun {lun}: no array named {:?}", l.array)))?;
+            luns.push(LunConfig {
+                lun,
+                array,
+                read_only: l.read_only || arrays[array].read_only,
+            });
+        }
+        out.push(TargetConfig {
+            name: t.name,
+            alias: t.alias,
+            initiators,
+            chap: c,
+            mutual_chap: m,
+            luns,
+        });
+    }
+    Ok(IscsiConfig {
+        listen,
+        state_dir: raw
+            .state_dir
+            .map(resolve)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+        discovery_chap,
+        nop_interval,
+        targets: out,
+    })
 }
 
 /// Checks a spare group name given at run time (`raidd spare add --group`).
@@ -455,6 +720,112 @@ mod tests {
             ]
         );
         assert_eq!(c.arrays[0].spare_group.as_deref(), Some("fast"));
+    }
+
+    #[test]
+    fn iscsi_is_off_unless_asked_and_defaults_to_a_target_per_array() {
+        let c = parse("[[array]]\nname = \"Vol_1\"\nmembers = [\"x\"]\n").expect("valid");
+        assert!(c.iscsi.is_none());
+        let c =
+            parse("[iscsi]\n[[array]]\nname = \"Vol_1\"\nmembers = [\"x\"]\nread_only = true\n")
+                .expect("valid");
+        let i = c.iscsi.expect("iscsi on");
+        assert_eq!(
+            i.listen,
+            DEFAULT_ISCSI_LISTEN.parse::<SocketAddr>().expect("addr")
+        );
+        assert_eq!(i.targets.len(), 1);
+        assert_eq!(i.targets[0].name, "iqn.2026-11.org.raidd:vol-1");
+        assert!(check_iscsi_name(&i.targets[0].name).is_ok());
+        assert_eq!(
+            i.targets[0].luns,
+            vec![LunConfig {
+                lun: 0,
+                array: 0,
+                read_only: true
+            }]
+        );
+        assert_eq!(i.nop_interval, Some(std::time::Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn explicit_targets_with_chap_acls_and_luns() {
+        let c = parse(
+            r#"
+            [iscsi]
+            listen = "127.0.0.1:3261"
+            state_dir = "state"
+            nop_interval = 0
+            discovery_chap = { user = "disc", secret = "discoverysecret" }
+            [[array]]
+            name = "a"
+            members = ["a0"]
+            [[array]]
+            name = "b"
+            members = ["b0"]
+            [[target]]
+            name = "iqn.2026-11.test:t1"
+            initiators = ["iqn.2026-11.test:client"]
+            chap = { user = "alice", secret = "alicesecret12" }
+            mutual_chap = { user = "target", secret = "targetsecret1" }
+            [[target.lun]]
+            array = "b"
+            [[target.lun]]
+            lun = 7
+            array = "a"
+            read_only = true
+            "#,
+        )
+        .expect("valid");
+        let i = c.iscsi.expect("iscsi on");
+        assert_eq!(i.listen.port(), 3261);
+        assert_eq!(i.state_dir, PathBuf::from("/etc/raidd/state"));
+        assert_eq!(i.nop_interval, None);
+        assert_eq!(
+            i.discovery_chap.as_ref().map(|c| c.user.as_str()),
+            Some("disc")
+        );
+        let t = &i.targets[0];
+        assert_eq!(t.initiators, vec!["iqn.2026-11.test:client".to_string()]);
+        assert_eq!(t.chap.as_ref().map(|c| c.user.as_str()), Some("alice"));
+        assert_eq!(
+            t.luns,
+            vec![
+                LunConfig {
+                    lun: 0,
+                    array: 1,
+                    read_only: false
+                },
+                LunConfig {
+                    lun: 7,
+                    array: 0,
+                    read_only: true
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_iscsi_configs_say_what_is_wrong() {
+        let arr = "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n";
+        let cases = [
+            ("[iscsi]\nlisten = \"nowhere\"\n", "not an address"),
+            ("[[target]]\nname = \"Target\"\n[[target.lun]]\narray = \"a\"\n", "not an iSCSI name"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\n", "no [[target.lun]]"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\n[[target.lun]]\narray = \"zz\"\n", "no array named"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\n[[target.lun]]\narray = \"a\"\n[[target.lun]]\nlun = 0\narray = \"a\"\n", "defined twice"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\n[[target.lun]]\nlun = 99999\narray = \"a\"\n", "at most"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\nchap = { user = \"u\", secret = \"short\" }\n[[target.lun]]\narray = \"a\"\n", "secret must be"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\nmutual_chap = { user = \"u\", secret = \"longenoughsecret\" }\n[[target.lun]]\narray = \"a\"\n", "needs chap"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\nchap = { user = \"u\", secret = \"longenoughsecret\" }\nmutual_chap = { user = \"t\", secret = \"longenoughsecret\" }\n[[target.lun]]\narray = \"a\"\n", "different secrets"),
+            ("[[target]]\nname = \"iqn.2026-11.x:t\"\ninitiators = [\"bob\"]\n[[target.lun]]\narray = \"a\"\n", "initiator"),
+            ("[iscsi]\nnop_interval = 100000\n", "nop_interval"),
+        ];
+        for (text, want) in cases {
+            let text = format!("{arr}{text}");
+            let e = parse(&text).expect_err(&text);
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
     }
 
     #[test]

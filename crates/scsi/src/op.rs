@@ -210,21 +210,13 @@ impl Op {
         let bs = u64::from(lun.block_size);
         match *self {
             Op::Write { blocks, .. } | Op::WriteAndVerify { blocks, .. } => u64::from(blocks) * bs,
-            Op::Verify { blocks, bytchk, .. } => {
-                if bytchk {
-                    u64::from(blocks) * bs
-                } else {
-                    0
-                }
-            }
+            Op::Verify {
+                blocks,
+                bytchk: true,
+                ..
+            } => u64::from(blocks) * bs,
             Op::CompareAndWrite { blocks, .. } => 2 * u64::from(blocks) * bs,
-            Op::WriteSame { ndob, .. } => {
-                if ndob {
-                    0
-                } else {
-                    bs
-                }
-            }
+            Op::WriteSame { ndob: false, .. } => bs,
             Op::Unmap { param_len, .. } | Op::ModeSelect { param_len, .. } => u64::from(param_len),
             Op::PersistentReserveOut { param_len, .. } => u64::from(param_len),
             _ => 0,

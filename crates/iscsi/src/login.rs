@@ -718,3 +718,1100 @@ pub fn text_answer(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use md5::{Digest, Md5};
+
+    const INIT: &str = "iqn.2024-01.org.example:init";
+    const OPEN: &str = "iqn.2024-01.org.raidd:open";
+    const SECURE: &str = "iqn.2024-01.org.raidd:secure";
+    const ACL: &str = "iqn.2024-01.org.raidd:acl";
+    const CHALLENGE: [u8; 16] = [7; 16];
+    const CHAP_ID: u8 = 42;
+    const TSIH: u16 = 0x1234;
+    const ISID: [u8; 6] = [0x80, 1, 2, 3, 4, 5];
+
+    fn secret(user: &str, secret: &str) -> Secret {
+        Secret {
+            user: user.into(),
+            secret: secret.into(),
+        }
+    }
+
+    fn portal() -> Portal {
+        Portal {
+            targets: vec![
+                TargetEntry {
+                    name: OPEN.into(),
+                    alias: Some("open disk".into()),
+                    chap: None,
+                    mutual: None,
+                    initiators: vec![],
+                },
+                TargetEntry {
+                    name: SECURE.into(),
+                    alias: None,
+                    chap: Some(secret("alice", "alicesecret1")),
+                    mutual: Some(secret("raidd", "targetsecret")),
+                    initiators: vec![],
+                },
+                TargetEntry {
+                    name: ACL.into(),
+                    alias: None,
+                    chap: None,
+                    mutual: None,
+                    initiators: vec!["iqn.2024-01.org.example:other".into(), INIT.into()],
+                },
+            ],
+            limits: TargetLimits::default(),
+            address: "127.0.0.1:3260".into(),
+            tpgt: 1,
+            discovery_chap: None,
+        }
+    }
+
+    fn text_of(pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (k, v) in pairs {
+            text::encode_pair(k, v, &mut out);
+        }
+        out
+    }
+
+    fn req(csg: u8, nsg: u8, transit: bool, pairs: &[(&str, &str)]) -> LoginRequest {
+        LoginRequest {
+            transit,
+            cont: false,
+            csg,
+            nsg,
+            version_max: 0,
+            version_min: 0,
+            isid: ISID,
+            tsih: 0,
+            itt: 9,
+            cid: 1,
+            cmdsn: 5,
+            expstatsn: 0,
+            data: text_of(pairs),
+        }
+    }
+
+    fn keys(rsp: &LoginResponse) -> Vec<(String, String)> {
+        text::parse(&rsp.data).expect("our response parses")
+    }
+
+    fn value(rsp: &LoginResponse, key: &str) -> Option<String> {
+        keys(rsp)
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
+    fn status(rsp: &LoginResponse) -> u16 {
+        u16::from_be_bytes([rsp.status_class, rsp.status_detail])
+    }
+
+    fn login() -> Login {
+        Login::new(&portal(), CHALLENGE, CHAP_ID, TSIH)
+    }
+
+    /// Runs `r` through a fresh login and expects it to close with `want`.
+    fn closes_with(portal: &Portal, requests: &[LoginRequest], want: u16) {
+        let mut l = Login::new(portal, CHALLENGE, CHAP_ID, TSIH);
+        for (i, r) in requests.iter().enumerate() {
+            let (rsp, step) = l.step(portal, r);
+            if i + 1 < requests.len() {
+                assert_eq!(step, Step::Continue, "request {i} continues: {rsp:?}");
+            } else {
+                assert_eq!(step, Step::Close, "last request closes");
+                assert_eq!(status(&rsp), want, "status");
+                assert_eq!(rsp.status_class, 2);
+                assert!(!rsp.transit && rsp.data.is_empty() && rsp.tsih == 0);
+            }
+        }
+    }
+
+    fn md5_hex(id: u8, secret: &str, challenge: &[u8]) -> String {
+        let mut buf = vec![id];
+        buf.extend_from_slice(secret.as_bytes());
+        buf.extend_from_slice(challenge);
+        let d: [u8; 16] = Md5::digest(&buf).into();
+        d.iter()
+            .fold(String::from("0x"), |s, b| s + &format!("{b:02X}"))
+    }
+
+    fn full(step: Step) -> Negotiated {
+        match step {
+            Step::FullFeature(n) => n,
+            other => panic!("expected full feature, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn single_pdu_operational_login() {
+        // libiscsi without CHAP: everything in one request starting at stage 1.
+        let p = portal();
+        let mut l = login();
+        let (rsp, step) = l.step(
+            &p,
+            &req(
+                1,
+                3,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("InitiatorAlias", "host"),
+                    ("TargetName", OPEN),
+                    ("SessionType", "Normal"),
+                    ("HeaderDigest", "None,CRC32C"),
+                    ("DataDigest", "CRC32C,None"),
+                    ("InitialR2T", "No"),
+                    ("ImmediateData", "Yes"),
+                    ("MaxBurstLength", "262144"),
+                    ("FirstBurstLength", "131072"),
+                    ("MaxRecvDataSegmentLength", "65536"),
+                    ("ErrorRecoveryLevel", "0"),
+                    ("IFMarker", "No"),
+                    ("OFMarker", "No"),
+                    ("MaxConnections", "1"),
+                    ("MaxOutstandingR2T", "1"),
+                    ("X-com.example.Thing", "1"),
+                ],
+            ),
+        );
+        assert_eq!(status(&rsp), 0);
+        assert!(rsp.transit && !rsp.cont);
+        assert_eq!((rsp.csg, rsp.nsg, rsp.tsih), (1, 3, TSIH));
+        assert_eq!(value(&rsp, "TargetPortalGroupTag").as_deref(), Some("1"));
+        assert_eq!(value(&rsp, "TargetAlias").as_deref(), Some("open disk"));
+        assert_eq!(value(&rsp, "HeaderDigest").as_deref(), Some("None"));
+        assert_eq!(value(&rsp, "DataDigest").as_deref(), Some("CRC32C"));
+        assert_eq!(value(&rsp, "InitialR2T").as_deref(), Some("Yes"));
+        assert_eq!(value(&rsp, "FirstBurstLength").as_deref(), Some("65536"));
+        assert_eq!(
+            value(&rsp, "MaxRecvDataSegmentLength").as_deref(),
+            Some("262144")
+        );
+        assert_eq!(
+            value(&rsp, "X-com.example.Thing").as_deref(),
+            Some("NotUnderstood")
+        );
+        // Declarations get no answer.
+        assert_eq!(value(&rsp, "InitiatorName"), None);
+        assert_eq!(value(&rsp, "TargetName"), None);
+        let n = full(step);
+        assert_eq!((n.target, n.isid, n.tsih, n.cid), (Some(0), ISID, TSIH, 1));
+        assert_eq!(n.params.initiator_name, INIT);
+        assert_eq!(n.params.initiator_alias.as_deref(), Some("host"));
+        assert_eq!(n.params.target_name.as_deref(), Some(OPEN));
+        assert!(!n.params.discovery && !n.params.header_digest && n.params.data_digest);
+        assert_eq!(n.params.initiator_mrdsl, 65536);
+        assert_eq!(n.params.target_mrdsl, 262144);
+        assert_eq!(n.params.first_burst_length, 65536);
+        // The login is over: anything more closes.
+        let (rsp, step) = l.step(&p, &req(1, 3, true, &[]));
+        assert_eq!((step, status(&rsp)), (Step::Close, INITIATOR_ERROR));
+    }
+
+    #[test]
+    fn security_none_then_operational() {
+        // open-iscsi without CHAP: AuthMethod=None in stage 0, then the operational keys.
+        let p = portal();
+        let mut l = login();
+        let (rsp, step) = l.step(
+            &p,
+            &req(
+                0,
+                1,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("TargetName", OPEN),
+                    ("AuthMethod", "None"),
+                ],
+            ),
+        );
+        assert_eq!(step, Step::Continue);
+        assert!(rsp.transit);
+        assert_eq!((rsp.csg, rsp.nsg, rsp.tsih), (0, 1, 0));
+        assert_eq!(value(&rsp, "AuthMethod").as_deref(), Some("None"));
+        assert_eq!(value(&rsp, "TargetPortalGroupTag").as_deref(), Some("1"));
+        // Our MaxRecvDataSegmentLength is operational: not declared in stage 0.
+        assert_eq!(value(&rsp, "MaxRecvDataSegmentLength"), None);
+        let (rsp, step) = l.step(&p, &req(1, 3, true, &[("MaxBurstLength", "4096")]));
+        assert_eq!(
+            value(&rsp, "MaxRecvDataSegmentLength").as_deref(),
+            Some("262144")
+        );
+        assert_eq!(
+            value(&rsp, "TargetPortalGroupTag"),
+            None,
+            "only in the first response"
+        );
+        let n = full(step);
+        assert_eq!(n.params.max_burst_length, 4096);
+        assert_eq!(
+            n.params.first_burst_length, 4096,
+            "FirstBurstLength <= MaxBurstLength"
+        );
+    }
+
+    #[test]
+    fn security_to_full_feature_goes_through_operational() {
+        let p = portal();
+        let mut l = login();
+        let (rsp, step) = l.step(
+            &p,
+            &req(0, 3, true, &[("InitiatorName", INIT), ("TargetName", OPEN)]),
+        );
+        assert_eq!(step, Step::Continue);
+        assert!(rsp.transit);
+        assert_eq!(rsp.nsg, 1);
+        // The initiator must now be in stage 1.
+        let (rsp, step) = l.step(&p, &req(0, 1, true, &[]));
+        assert_eq!((step, status(&rsp)), (Step::Close, INITIATOR_ERROR));
+    }
+
+    #[test]
+    fn operational_stage_without_transit_waits() {
+        let p = portal();
+        let mut l = login();
+        let (rsp, step) = l.step(
+            &p,
+            &req(
+                1,
+                0,
+                false,
+                &[("InitiatorName", INIT), ("TargetName", OPEN)],
+            ),
+        );
+        assert_eq!(step, Step::Continue);
+        assert!(!rsp.transit);
+        assert_eq!(rsp.csg, 1);
+        let (rsp, step) = l.step(&p, &req(1, 3, true, &[("ImmediateData", "No")]));
+        assert_eq!(value(&rsp, "ImmediateData").as_deref(), Some("No"));
+        assert_eq!(
+            value(&rsp, "MaxRecvDataSegmentLength"),
+            None,
+            "declared once"
+        );
+        assert!(!full(step).params.immediate_data);
+    }
+
+    #[test]
+    fn leading_request_checks() {
+        let p = portal();
+        closes_with(
+            &p,
+            &[req(1, 3, true, &[("TargetName", OPEN)])],
+            MISSING_PARAMETER,
+        );
+        closes_with(
+            &p,
+            &[req(1, 3, true, &[("InitiatorName", INIT)])],
+            MISSING_PARAMETER,
+        );
+        closes_with(
+            &p,
+            &[req(
+                1,
+                3,
+                true,
+                &[("InitiatorName", INIT), ("TargetName", "iqn.x:none")],
+            )],
+            NOT_FOUND,
+        );
+        closes_with(
+            &p,
+            &[req(
+                1,
+                3,
+                true,
+                &[
+                    ("InitiatorName", "iqn.2024-01.org.example:stranger"),
+                    ("TargetName", ACL),
+                ],
+            )],
+            AUTHORIZATION_FAILURE,
+        );
+        closes_with(
+            &p,
+            &[req(
+                1,
+                3,
+                true,
+                &[("InitiatorName", INIT), ("SessionType", "Weird")],
+            )],
+            SESSION_TYPE_UNSUPPORTED,
+        );
+        closes_with(
+            &p,
+            &[req(
+                1,
+                3,
+                true,
+                &[("InitiatorName", ""), ("TargetName", OPEN)],
+            )],
+            INITIATOR_ERROR,
+        );
+        // Allowed by the ACL, compared case-insensitively.
+        let mut l = login();
+        let upper = INIT.to_ascii_uppercase();
+        let (_, step) = l.step(
+            &p,
+            &req(
+                1,
+                3,
+                true,
+                &[("InitiatorName", &upper), ("TargetName", ACL)],
+            ),
+        );
+        assert_eq!(full(step).target, Some(2));
+    }
+
+    #[test]
+    fn header_checks() {
+        let p = portal();
+        let ok = || req(1, 3, true, &[("InitiatorName", INIT), ("TargetName", OPEN)]);
+        closes_with(
+            &p,
+            &[LoginRequest {
+                version_min: 1,
+                ..ok()
+            }],
+            UNSUPPORTED_VERSION,
+        );
+        closes_with(
+            &p,
+            &[LoginRequest { tsih: 5, ..ok() }],
+            SESSION_DOES_NOT_EXIST,
+        );
+        closes_with(&p, &[LoginRequest { cont: true, ..ok() }], INITIATOR_ERROR);
+        closes_with(&p, &[LoginRequest { nsg: 1, ..ok() }], INITIATOR_ERROR);
+        closes_with(&p, &[LoginRequest { nsg: 2, ..ok() }], INITIATOR_ERROR);
+        closes_with(&p, &[LoginRequest { csg: 3, ..ok() }], INITIATOR_ERROR);
+        closes_with(&p, &[LoginRequest { csg: 2, ..ok() }], INITIATOR_ERROR);
+        closes_with(
+            &p,
+            &[LoginRequest {
+                data: b"junk".to_vec(),
+                ..ok()
+            }],
+            INITIATOR_ERROR,
+        );
+        // An unsupported version is refused whatever the stage.
+        let stage0 = req(
+            0,
+            1,
+            false,
+            &[("InitiatorName", INIT), ("TargetName", OPEN)],
+        );
+        closes_with(
+            &p,
+            &[
+                stage0.clone(),
+                LoginRequest {
+                    version_min: 2,
+                    ..stage0.clone()
+                },
+            ],
+            UNSUPPORTED_VERSION,
+        );
+    }
+
+    #[test]
+    fn identifiers_must_not_change() {
+        let p = portal();
+        let first = req(
+            0,
+            1,
+            false,
+            &[("InitiatorName", INIT), ("TargetName", OPEN)],
+        );
+        let next = req(0, 1, true, &[("AuthMethod", "None")]);
+        let changes = [
+            LoginRequest {
+                isid: [0; 6],
+                ..next.clone()
+            },
+            LoginRequest {
+                itt: 10,
+                ..next.clone()
+            },
+            LoginRequest {
+                cid: 2,
+                ..next.clone()
+            },
+            LoginRequest {
+                tsih: TSIH,
+                ..next.clone()
+            },
+        ];
+        for changed in changes {
+            closes_with(&p, &[first.clone(), changed], INITIATOR_ERROR);
+        }
+        // Unchanged, it goes on.
+        let mut l = login();
+        l.step(&p, &first);
+        assert_eq!(l.step(&p, &next).1, Step::Continue);
+    }
+
+    #[test]
+    fn continuation_accumulates_text() {
+        let p = portal();
+        let mut l = login();
+        let whole = text_of(&[
+            ("InitiatorName", INIT),
+            ("TargetName", OPEN),
+            ("MaxBurstLength", "8192"),
+        ]);
+        // Split inside a key and inside a value.
+        let cuts = [0, 7, 30, whole.len()];
+        for w in 0..3 {
+            let last = w == 2;
+            let r = LoginRequest {
+                transit: last,
+                cont: !last,
+                data: whole[cuts[w]..cuts[w + 1]].to_vec(),
+                ..req(1, 3, false, &[])
+            };
+            let (rsp, step) = l.step(&p, &r);
+            if last {
+                assert_eq!(value(&rsp, "MaxBurstLength").as_deref(), Some("8192"));
+                assert_eq!(full(step).params.max_burst_length, 8192);
+            } else {
+                assert_eq!(step, Step::Continue);
+                assert_eq!(
+                    rsp,
+                    LoginResponse {
+                        csg: 1,
+                        ..LoginResponse::default()
+                    }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn continuation_is_bounded() {
+        let p = portal();
+        let chunk = LoginRequest {
+            cont: true,
+            data: vec![b'a'; 16384],
+            ..req(1, 0, false, &[])
+        };
+        let mut l = login();
+        for _ in 0..4 {
+            assert_eq!(l.step(&p, &chunk).1, Step::Continue);
+        }
+        let (rsp, step) = l.step(&p, &chunk);
+        assert_eq!((step, status(&rsp)), (Step::Close, INITIATOR_ERROR));
+        // Empty continuations cannot go on for ever either.
+        let empty = LoginRequest {
+            cont: true,
+            data: vec![],
+            ..chunk
+        };
+        let mut l = login();
+        let mut closed = false;
+        for _ in 0..=MAX_LOGIN_PDUS {
+            closed = l.step(&p, &empty).1 == Step::Close;
+        }
+        assert!(closed);
+    }
+
+    #[test]
+    fn keys_in_the_wrong_stage_or_repeated() {
+        let p = portal();
+        let lead = |extra: (&'static str, &'static str), csg: u8| {
+            req(
+                csg,
+                csg + 1,
+                false,
+                &[("InitiatorName", INIT), ("TargetName", OPEN), extra],
+            )
+        };
+        closes_with(&p, &[lead(("MaxBurstLength", "8192"), 0)], INITIATOR_ERROR);
+        closes_with(&p, &[lead(("AuthMethod", "None"), 1)], INITIATOR_ERROR);
+        closes_with(&p, &[lead(("SendTargets", "All"), 1)], INITIATOR_ERROR);
+        closes_with(&p, &[lead(("TargetAlias", "x"), 1)], INITIATOR_ERROR);
+        closes_with(
+            &p,
+            &[
+                lead(("MaxBurstLength", "8192"), 1),
+                req(1, 3, true, &[("MaxBurstLength", "8192")]),
+            ],
+            INITIATOR_ERROR,
+        );
+        closes_with(
+            &p,
+            &[
+                lead(("X-a", "1"), 1),
+                req(1, 3, true, &[("InitiatorName", INIT)]),
+            ],
+            INITIATOR_ERROR,
+        );
+        // A bad MaxRecvDataSegmentLength declaration cannot be answered: initiator error.
+        closes_with(
+            &p,
+            &[lead(("MaxRecvDataSegmentLength", "100"), 1)],
+            INITIATOR_ERROR,
+        );
+        // InitiatorAlias may come later.
+        let mut l = login();
+        l.step(&p, &lead(("X-a", "1"), 1));
+        let (_, step) = l.step(&p, &req(1, 3, true, &[("InitiatorAlias", "late")]));
+        assert_eq!(full(step).params.initiator_alias.as_deref(), Some("late"));
+    }
+
+    #[test]
+    fn unknown_keys_in_security_stage_not_understood() {
+        let p = portal();
+        let mut l = login();
+        let (rsp, _) = l.step(
+            &p,
+            &req(
+                0,
+                1,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("TargetName", OPEN),
+                    ("X#org.x.Y", "1"),
+                ],
+            ),
+        );
+        assert_eq!(value(&rsp, "X#org.x.Y").as_deref(), Some("NotUnderstood"));
+        assert!(
+            rsp.transit,
+            "no AuthMethod and none required: treated as None"
+        );
+    }
+
+    #[test]
+    fn oversized_response_is_refused() {
+        // Thousands of unknown keys would need a response over 8192 bytes.
+        let p = portal();
+        let mut data = text_of(&[("InitiatorName", INIT), ("TargetName", OPEN)]);
+        for i in 0..1000 {
+            text::encode_pair(&format!("X-{i}"), "1", &mut data);
+        }
+        closes_with(
+            &p,
+            &[LoginRequest {
+                data,
+                ..req(1, 3, true, &[])
+            }],
+            INITIATOR_ERROR,
+        );
+    }
+
+    fn chap_login(p: &Portal, target: &str) -> (Login, LoginResponse) {
+        let mut l = Login::new(p, CHALLENGE, CHAP_ID, TSIH);
+        let mut lead = vec![("InitiatorName", INIT), ("AuthMethod", "CHAP,None")];
+        if target.is_empty() {
+            lead.push(("SessionType", "Discovery"));
+        } else {
+            lead.push(("TargetName", target));
+        }
+        let (rsp, step) = l.step(p, &req(0, 1, true, &lead));
+        assert_eq!(step, Step::Continue);
+        assert!(!rsp.transit, "no transit before authentication");
+        assert_eq!(value(&rsp, "AuthMethod").as_deref(), Some("CHAP"));
+        let (rsp, step) = l.step(p, &req(0, 1, false, &[("CHAP_A", "7,5")]));
+        assert_eq!(step, Step::Continue);
+        assert!(!rsp.transit);
+        (l, rsp)
+    }
+
+    #[test]
+    fn chap_login_succeeds() {
+        let p = portal();
+        let (mut l, rsp) = chap_login(&p, SECURE);
+        assert_eq!(value(&rsp, "CHAP_A").as_deref(), Some("5"));
+        assert_eq!(value(&rsp, "CHAP_I").as_deref(), Some("42"));
+        assert_eq!(
+            value(&rsp, "CHAP_C").as_deref(),
+            Some("0x07070707070707070707070707070707")
+        );
+        let r = md5_hex(CHAP_ID, "alicesecret1", &CHALLENGE);
+        let (rsp, step) = l.step(&p, &req(0, 1, true, &[("CHAP_N", "alice"), ("CHAP_R", &r)]));
+        assert_eq!(step, Step::Continue);
+        assert_eq!(status(&rsp), 0);
+        assert!(rsp.transit);
+        assert_eq!((rsp.csg, rsp.nsg), (0, 1));
+        assert_eq!(value(&rsp, "CHAP_N"), None, "no mutual CHAP asked");
+        let (_, step) = l.step(&p, &req(1, 3, true, &[]));
+        assert_eq!(full(step).target, Some(1));
+    }
+
+    #[test]
+    fn chap_answer_without_transit_then_transit() {
+        let p = portal();
+        let (mut l, _) = chap_login(&p, SECURE);
+        let r = md5_hex(CHAP_ID, "alicesecret1", &CHALLENGE);
+        let (rsp, _) = l.step(
+            &p,
+            &req(0, 1, false, &[("CHAP_N", "alice"), ("CHAP_R", &r)]),
+        );
+        assert!(!rsp.transit);
+        let (rsp, _) = l.step(&p, &req(0, 1, true, &[]));
+        assert!(rsp.transit);
+    }
+
+    #[test]
+    fn chap_failures() {
+        let p = portal();
+        let bad = md5_hex(CHAP_ID, "wrong", &CHALLENGE);
+        let good = md5_hex(CHAP_ID, "alicesecret1", &CHALLENGE);
+        for answer in [
+            vec![("CHAP_N", "alice"), ("CHAP_R", bad.as_str())],
+            vec![("CHAP_N", "mallory"), ("CHAP_R", good.as_str())],
+            vec![("CHAP_N", "alice")],
+            vec![("CHAP_N", "alice"), ("CHAP_R", "0xzz")],
+        ] {
+            let (mut l, _) = chap_login(&p, SECURE);
+            let (rsp, step) = l.step(&p, &req(0, 1, true, &answer));
+            assert_eq!((step, status(&rsp)), (Step::Close, AUTHENTICATION_FAILURE));
+        }
+        let lead = |auth: &'static str| {
+            req(
+                0,
+                1,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("TargetName", SECURE),
+                    ("AuthMethod", auth),
+                ],
+            )
+        };
+        // The target requires CHAP: None is refused, and so is skipping security.
+        closes_with(&p, &[lead("None")], AUTHENTICATION_FAILURE);
+        closes_with(
+            &p,
+            &[req(
+                1,
+                3,
+                true,
+                &[("InitiatorName", INIT), ("TargetName", SECURE)],
+            )],
+            AUTHENTICATION_FAILURE,
+        );
+        closes_with(
+            &p,
+            &[req(
+                0,
+                1,
+                true,
+                &[("InitiatorName", INIT), ("TargetName", SECURE)],
+            )],
+            AUTHENTICATION_FAILURE,
+        );
+        // No MD5 among the algorithms.
+        closes_with(
+            &p,
+            &[lead("CHAP"), req(0, 1, false, &[("CHAP_A", "7")])],
+            AUTHENTICATION_FAILURE,
+        );
+        // CHAP keys out of sequence.
+        closes_with(
+            &p,
+            &[
+                lead("CHAP"),
+                req(0, 1, true, &[("CHAP_N", "alice"), ("CHAP_R", &good)]),
+            ],
+            INITIATOR_ERROR,
+        );
+        // A target without a secret cannot do CHAP.
+        closes_with(
+            &p,
+            &[req(
+                0,
+                1,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("TargetName", OPEN),
+                    ("AuthMethod", "CHAP"),
+                ],
+            )],
+            AUTHENTICATION_FAILURE,
+        );
+    }
+
+    #[test]
+    fn chap_algorithm_in_the_leading_request() {
+        let p = portal();
+        let mut l = login();
+        let (rsp, _) = l.step(
+            &p,
+            &req(
+                0,
+                1,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("TargetName", SECURE),
+                    ("AuthMethod", "CHAP"),
+                    ("CHAP_A", "5"),
+                ],
+            ),
+        );
+        assert_eq!(value(&rsp, "AuthMethod").as_deref(), Some("CHAP"));
+        assert_eq!(value(&rsp, "CHAP_I").as_deref(), Some("42"));
+        assert!(!rsp.transit);
+    }
+
+    #[test]
+    fn mutual_chap() {
+        let p = portal();
+        let (mut l, _) = chap_login(&p, SECURE);
+        let r = md5_hex(CHAP_ID, "alicesecret1", &CHALLENGE);
+        let their_c = [0xa5u8; 16];
+        let c_hex = their_c
+            .iter()
+            .fold(String::from("0x"), |s, b| s + &format!("{b:02x}"));
+        let (rsp, step) = l.step(
+            &p,
+            &req(
+                0,
+                1,
+                true,
+                &[
+                    ("CHAP_N", "alice"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", "3"),
+                    ("CHAP_C", &c_hex),
+                ],
+            ),
+        );
+        assert_eq!(step, Step::Continue);
+        assert!(rsp.transit);
+        assert_eq!(value(&rsp, "CHAP_N").as_deref(), Some("raidd"));
+        // md5_hex writes upper case (as libiscsi does); we send lower case.
+        let want = md5_hex(3, "targetsecret", &their_c).to_ascii_lowercase();
+        assert_eq!(value(&rsp, "CHAP_R"), Some(want));
+        // Reflection: the initiator hands our own challenge back.
+        let (mut l, _) = chap_login(&p, SECURE);
+        let ours = CHALLENGE
+            .iter()
+            .fold(String::from("0x"), |s, b| s + &format!("{b:02x}"));
+        let (rsp, step) = l.step(
+            &p,
+            &req(
+                0,
+                1,
+                true,
+                &[
+                    ("CHAP_N", "alice"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", "3"),
+                    ("CHAP_C", &ours),
+                ],
+            ),
+        );
+        assert_eq!((step, status(&rsp)), (Step::Close, AUTHENTICATION_FAILURE));
+    }
+
+    #[test]
+    fn mutual_chap_needs_a_distinct_configured_secret() {
+        let mut p = portal();
+        let r = md5_hex(CHAP_ID, "alicesecret1", &CHALLENGE);
+        let mutual = [
+            ("CHAP_N", "alice"),
+            ("CHAP_R", r.as_str()),
+            ("CHAP_I", "3"),
+            ("CHAP_C", "0x0102"),
+        ];
+        p.targets[1].mutual = Some(secret("raidd", "alicesecret1"));
+        let (mut l, _) = chap_login(&p, SECURE);
+        let (rsp, _) = l.step(&p, &req(0, 1, true, &mutual));
+        assert_eq!(status(&rsp), AUTHENTICATION_FAILURE);
+        p.targets[1].mutual = None;
+        let (mut l, _) = chap_login(&p, SECURE);
+        let (rsp, _) = l.step(&p, &req(0, 1, true, &mutual));
+        assert_eq!(status(&rsp), AUTHENTICATION_FAILURE);
+    }
+
+    #[test]
+    fn discovery_session() {
+        let p = portal();
+        let mut l = login();
+        let (rsp, step) = l.step(
+            &p,
+            &req(
+                1,
+                3,
+                true,
+                &[
+                    ("InitiatorName", INIT),
+                    ("SessionType", "Discovery"),
+                    ("MaxBurstLength", "8192"),
+                    ("HeaderDigest", "None"),
+                ],
+            ),
+        );
+        assert_eq!(value(&rsp, "MaxBurstLength").as_deref(), Some("Irrelevant"));
+        assert_eq!(value(&rsp, "TargetPortalGroupTag"), None);
+        let n = full(step);
+        assert_eq!(n.target, None);
+        assert!(n.params.discovery);
+        assert_eq!(n.params.target_name, None);
+    }
+
+    #[test]
+    fn discovery_chap() {
+        let mut p = portal();
+        p.discovery_chap = Some(secret("disco", "discosecret1"));
+        closes_with(
+            &p,
+            &[req(
+                1,
+                3,
+                true,
+                &[("InitiatorName", INIT), ("SessionType", "Discovery")],
+            )],
+            AUTHENTICATION_FAILURE,
+        );
+        let (mut l, _) = chap_login(&p, "");
+        let r = md5_hex(CHAP_ID, "discosecret1", &CHALLENGE);
+        let (rsp, _) = l.step(&p, &req(0, 1, true, &[("CHAP_N", "disco"), ("CHAP_R", &r)]));
+        assert!(rsp.transit);
+        // No mutual CHAP for discovery.
+        let (mut l, _) = chap_login(&p, "");
+        let (rsp, _) = l.step(
+            &p,
+            &req(
+                0,
+                1,
+                true,
+                &[
+                    ("CHAP_N", "disco"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", "1"),
+                    ("CHAP_C", "0x0102"),
+                ],
+            ),
+        );
+        assert_eq!(status(&rsp), AUTHENTICATION_FAILURE);
+    }
+
+    fn discovery_params(initiator: &str) -> Params {
+        Params {
+            discovery: true,
+            initiator_name: initiator.into(),
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn send_targets_all_lists_allowed_targets() {
+        let p = portal();
+        let mut params = discovery_params(INIT);
+        let out = text_answer(&p, &mut params, None, b"SendTargets=All\0").expect("answers");
+        let want = format!(
+            "TargetName={OPEN}\0TargetAddress=127.0.0.1:3260,1\0\
+             TargetName={SECURE}\0TargetAddress=127.0.0.1:3260,1\0\
+             TargetName={ACL}\0TargetAddress=127.0.0.1:3260,1\0"
+        );
+        assert_eq!(String::from_utf8(out).expect("utf8"), want);
+        // Another initiator does not see the ACL-protected target.
+        let mut params = discovery_params("iqn.2024-01.org.example:stranger");
+        let out = text_answer(&p, &mut params, None, b"SendTargets=All\0").expect("answers");
+        let s = String::from_utf8(out).expect("utf8");
+        assert!(s.contains(OPEN) && !s.contains(ACL));
+        let out = text_answer(
+            &p,
+            &mut params,
+            None,
+            format!("SendTargets={ACL}\0").as_bytes(),
+        )
+        .expect("answers");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn send_targets_in_a_normal_session() {
+        let p = portal();
+        let mut params = Params {
+            initiator_name: INIT.into(),
+            target_name: Some(ACL.into()),
+            ..Params::default()
+        };
+        let out = text_answer(&p, &mut params, Some(2), b"SendTargets=\0").expect("answers");
+        assert_eq!(
+            out,
+            format!("TargetName={ACL}\0TargetAddress=127.0.0.1:3260,1\0").into_bytes()
+        );
+        let out = text_answer(&p, &mut params, Some(2), b"SendTargets=All\0").expect("answers");
+        assert_eq!(out, b"SendTargets=Reject\0");
+        let out = text_answer(
+            &p,
+            &mut params,
+            Some(2),
+            format!("SendTargets={OPEN}\0").as_bytes(),
+        )
+        .expect("answers");
+        assert_eq!(
+            out,
+            format!("TargetName={OPEN}\0TargetAddress=127.0.0.1:3260,1\0").into_bytes()
+        );
+    }
+
+    #[test]
+    fn full_feature_renegotiation() {
+        let p = portal();
+        let mut params = Params::default();
+        let out = text_answer(
+            &p,
+            &mut params,
+            Some(0),
+            b"MaxRecvDataSegmentLength=131072\0HeaderDigest=CRC32C\0X-foo=1\0",
+        )
+        .expect("answers");
+        assert_eq!(params.initiator_mrdsl, 131072);
+        assert_eq!(out, b"HeaderDigest=Reject\0X-foo=NotUnderstood\0");
+        let out = text_answer(&p, &mut params, Some(0), b"MaxRecvDataSegmentLength=1\0")
+            .expect("answers");
+        assert_eq!(out, b"MaxRecvDataSegmentLength=Reject\0");
+        assert_eq!(params.initiator_mrdsl, 131072);
+        let mut d = discovery_params(INIT);
+        let out = text_answer(&p, &mut d, None, b"MaxBurstLength=512\0").expect("answers");
+        assert_eq!(out, b"MaxBurstLength=Reject\0");
+        assert_eq!(
+            text_answer(&p, &mut d, None, b"A=1\0A=2\0"),
+            Err(TextError::Duplicate("A".into()))
+        );
+        assert!(text_answer(&p, &mut d, None, b"nonsense\0").is_err());
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_request() -> impl Strategy<Value = LoginRequest> {
+            let keys = proptest::sample::select(vec![
+                "InitiatorName",
+                "TargetName",
+                "SessionType",
+                "AuthMethod",
+                "CHAP_A",
+                "CHAP_N",
+                "CHAP_R",
+                "CHAP_I",
+                "CHAP_C",
+                "MaxBurstLength",
+                "FirstBurstLength",
+                "HeaderDigest",
+                "MaxRecvDataSegmentLength",
+                "ImmediateData",
+                "X-a",
+            ]);
+            let values = proptest::sample::select(vec![
+                INIT,
+                OPEN,
+                SECURE,
+                ACL,
+                "Normal",
+                "Discovery",
+                "CHAP,None",
+                "None",
+                "5",
+                "alice",
+                "0x00",
+                "512",
+                "Yes",
+                "No",
+                "CRC32C",
+                "",
+            ]);
+            let text = proptest::collection::vec((keys, values), 0..6).prop_map(|pairs| {
+                let mut out = Vec::new();
+                for (k, v) in pairs {
+                    text::encode_pair(k, v, &mut out);
+                }
+                out
+            });
+            let data = prop_oneof![text, proptest::collection::vec(any::<u8>(), 0..64)];
+            (
+                any::<bool>(),
+                any::<bool>(),
+                0u8..4,
+                0u8..4,
+                0u8..2,
+                0u8..2,
+                any::<bool>(),
+                data,
+            )
+                .prop_map(|(transit, cont, csg, nsg, vmin, tsih, same, data)| {
+                    LoginRequest {
+                        transit,
+                        cont,
+                        csg,
+                        nsg,
+                        version_min: vmin,
+                        tsih: u16::from(tsih),
+                        itt: if same { 9 } else { 10 },
+                        isid: ISID,
+                        cid: 1,
+                        data,
+                        ..LoginRequest::default()
+                    }
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn login_never_panics_and_keeps_its_invariants(reqs in proptest::collection::vec(arb_request(), 1..12)) {
+                let p = portal();
+                let mut l = login();
+                let mut over = false;
+                for r in &reqs {
+                    let (rsp, step) = l.step(&p, r);
+                    prop_assert!(!rsp.cont);
+                    prop_assert!(rsp.data.len() <= MAX_LOGIN_RESPONSE);
+                    if over {
+                        prop_assert_eq!(&step, &Step::Close);
+                    }
+                    match &step {
+                        Step::Close => {
+                            prop_assert!(rsp.status_class != 0);
+                            prop_assert!(!rsp.transit && rsp.tsih == 0);
+                            over = true;
+                        }
+                        Step::Continue => {
+                            prop_assert_eq!(rsp.status_class, 0);
+                            prop_assert_eq!(rsp.tsih, 0);
+                            prop_assert!(!rsp.transit || (rsp.nsg == 1 && r.transit));
+                        }
+                        Step::FullFeature(n) => {
+                            prop_assert!(rsp.transit && r.transit && rsp.nsg == 3 && rsp.csg == 1);
+                            prop_assert_eq!(rsp.tsih, TSIH);
+                            prop_assert!(n.params.first_burst_length <= n.params.max_burst_length);
+                            // The secure target is reached only through CHAP, which these
+                            // random requests cannot answer correctly.
+                            prop_assert!(n.target != Some(1));
+                            over = true;
+                        }
+                    }
+                    if let Ok(pairs) = text::parse(&rsp.data) {
+                        prop_assert!(rsp.data.is_empty() || !pairs.is_empty());
+                    } else {
+                        prop_assert!(false, "our response must parse");
+                    }
+                }
+            }
+
+            #[test]
+            fn text_answer_never_panics(data in proptest::collection::vec(any::<u8>(), 0..512), disc: bool, t in 0usize..4) {
+                let p = portal();
+                let mut params = Params { discovery: disc, initiator_name: INIT.into(), ..Params::default() };
+                let _ = text_answer(&p, &mut params, Some(t), &data);
+                prop_assert!((params::MIN_DATA_LEN..=params::MAX_DATA_LEN).contains(&params.initiator_mrdsl));
+            }
+        }
+    }
+}

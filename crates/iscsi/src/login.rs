@@ -1806,6 +1806,42 @@ mod tests {
             }
 
             #[test]
+            fn valid_logins_complete_within_limits(
+                mbl in 512u32..=16_777_215, fbl in 512u32..=16_777_215, r2t in 1u32..100,
+                imm: bool, init_r2t: bool, mrdsl in 512u32..16_777_216,
+                digests in proptest::sample::select(vec!["None", "CRC32C", "None,CRC32C", "CRC32C,None"]),
+            ) {
+                let p = portal();
+                let (mbl, fbl, r2t, mrdsl) = (mbl.to_string(), fbl.to_string(), r2t.to_string(), mrdsl.to_string());
+                let mut l = login();
+                let (rsp, step) = l.step(&p, &req(1, 3, true, &[
+                    ("InitiatorName", INIT), ("TargetName", OPEN),
+                    ("MaxBurstLength", &mbl), ("FirstBurstLength", &fbl),
+                    ("MaxOutstandingR2T", &r2t), ("MaxRecvDataSegmentLength", &mrdsl),
+                    ("ImmediateData", if imm { "Yes" } else { "No" }),
+                    ("InitialR2T", if init_r2t { "Yes" } else { "No" }),
+                    ("HeaderDigest", digests), ("DataDigest", digests),
+                ]));
+                let Step::FullFeature(n) = step else {
+                    return Err(TestCaseError::fail(format!("login did not complete: {rsp:?}")));
+                };
+                let limits = p.limits;
+                prop_assert!(n.params.max_burst_length <= limits.max_burst_length);
+                prop_assert!(n.params.first_burst_length <= limits.first_burst_length);
+                prop_assert!(n.params.first_burst_length <= n.params.max_burst_length);
+                prop_assert!(n.params.max_outstanding_r2t <= limits.max_outstanding_r2t);
+                prop_assert_eq!(n.params.initiator_mrdsl.to_string(), mrdsl);
+                prop_assert_eq!(n.params.target_mrdsl, limits.max_recv_data_segment_length);
+                prop_assert_eq!(n.params.immediate_data, imm);
+                prop_assert!(n.params.initial_r2t);
+                prop_assert_eq!(n.params.header_digest, digests.starts_with("CRC32C"));
+                // Every negotiated key was answered with a value the initiator can use.
+                for (k, v) in keys(&rsp) {
+                    prop_assert!(v != "Reject" && v != "NotUnderstood", "{}={}", k, v);
+                }
+            }
+
+            #[test]
             fn text_answer_never_panics(data in proptest::collection::vec(any::<u8>(), 0..512), disc: bool, t in 0usize..4) {
                 let p = portal();
                 let mut params = Params { discovery: disc, initiator_name: INIT.into(), ..Params::default() };

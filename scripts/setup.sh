@@ -2,13 +2,16 @@
 # Idempotent: does nothing when everything is already there.
 
 raidd_need_apt=()
-# command:package. The NBD clients and peers are what the tests drive raidd with.
+# command:package. The NBD and iSCSI clients and peers are what the tests drive raidd with.
 # qemu, debootstrap and cpio build the Linux guest of the kernel-interoperability tests.
 for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config \
     qemu-img:qemu-utils nbdinfo:libnbd-bin nbdkit:nbdkit fio:fio \
+    iscsi-test-cu:libiscsi-bin tgtd:tgt \
     qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio ip:iproute2; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || raidd_need_apt+=("${tool#*:}")
 done
+# qemu-img reaches iscsi:// URLs through this module.
+ls /usr/lib/*/qemu/block-iscsi.so >/dev/null 2>&1 || raidd_need_apt+=(qemu-block-extra)
 # nbdsh runs on the system Python with Debian's nbd module.
 /usr/bin/python3 -c 'import nbd' >/dev/null 2>&1 || raidd_need_apt+=(python3-libnbd)
 if [ ${#raidd_need_apt[@]} -gt 0 ]; then

@@ -232,15 +232,55 @@ impl Input {
         v
     }
 
-    /// Exactly `n` bytes (n <= the buffer size).
+    /// Exactly `n` bytes (callers bound `n`).
     pub async fn exact(&mut self, link: &Link, n: usize) -> io::Result<Vec<u8>> {
-        debug_assert!(n <= INPUT_BUF);
-        while self.available() < n {
+        if n <= INPUT_BUF {
+            while self.available() < n {
+                link.fill(self).await?;
+            }
+            let v = self.buf[self.start..self.start + n].to_vec();
+            self.start += n;
+            return Ok(v);
+        }
+        let mut v = Vec::with_capacity(n);
+        loop {
+            let k = self.available().min(n - v.len());
+            v.extend_from_slice(&self.buf[self.start..self.start + k]);
+            self.start += k;
+            if v.len() == n {
+                return Ok(v);
+            }
             link.fill(self).await?;
         }
-        let v = self.buf[self.start..self.start + n].to_vec();
-        self.start += n;
-        Ok(v)
+    }
+
+    /// Fills `buf[from..to]`: what is buffered is copied; on a plain connection the rest is
+    /// received straight into place. The buffer comes back whatever the outcome.
+    pub async fn fill_range(
+        &mut self,
+        link: &Link,
+        mut buf: AlignedBuf,
+        from: usize,
+        to: usize,
+    ) -> (io::Result<()>, AlignedBuf) {
+        debug_assert!(from <= to && to <= buf.len());
+        let mut have = from;
+        loop {
+            let n = self.available().min(to - have);
+            buf[have..have + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+            have += n;
+            if have == to {
+                return (Ok(()), buf);
+            }
+            if !link.is_tls() {
+                let (r, w) = link.sock.read_exact_from(Window { buf, to }, have).await;
+                return (r, w.buf);
+            }
+            if let Err(e) = link.fill(self).await {
+                return (Err(e), buf);
+            }
+        }
     }
 
     /// The next fixed-size header.
@@ -302,6 +342,21 @@ impl IoBufMut for Tail {
     }
     fn io_len(&self) -> usize {
         self.buf.len() - self.from
+    }
+}
+
+/// The first `to` bytes of an aligned buffer, as an owned buffer for `Stream::read`.
+struct Window {
+    buf: AlignedBuf,
+    to: usize,
+}
+
+impl IoBufMut for Window {
+    fn io_ptr_mut(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr()
+    }
+    fn io_len(&self) -> usize {
+        self.to
     }
 }
 

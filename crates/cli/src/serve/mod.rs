@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod control;
+mod iscsi;
 mod lifecycle;
 mod link;
 mod nbd;
@@ -73,6 +74,15 @@ pub struct ServerState {
     /// For STARTTLS, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub max_in_flight: usize,
+    /// The iSCSI target, when configured.
+    pub iscsi: Option<Arc<iscsi::IscsiState>>,
+}
+
+/// Which protocol an accepted connection speaks.
+#[derive(Clone, Copy, Debug)]
+enum Proto {
+    Nbd,
+    Iscsi,
 }
 
 pub type SharedState = Arc<ServerState>;
@@ -330,11 +340,32 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         tls: tls.is_some(),
         tls_required: config.nbd.tls.as_ref().is_some_and(|t| t.require),
     };
+    let iscsi_listener = match &config.iscsi {
+        None => None,
+        Some(ic) => match TcpListener::bind(ic.listen) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                close_all(&served).await;
+                return Err(CliError::io(
+                    format!("cannot listen for iSCSI on {}", ic.listen),
+                    &e,
+                ));
+            }
+        },
+    };
+    let iscsi_state = match (&config.iscsi, &iscsi_listener) {
+        (Some(ic), Some(l)) => {
+            let roots: Vec<Arc<Array>> = served.iter().map(|s| s.session.root().clone()).collect();
+            Some(Arc::new(iscsi::state(ic, &roots, l.local_addr())))
+        }
+        _ => None,
+    };
     let shared: SharedState = Arc::new(ServerState {
         exports,
         offer,
         tls,
         max_in_flight: config.nbd.max_in_flight,
+        iscsi: iscsi_state,
     });
 
     let listener = match TcpListener::bind(config.nbd.listen) {
@@ -361,7 +392,7 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
     let mut to_workers = Vec::new();
     let mut workers = Vec::new();
     for i in 0..config.threads {
-        let (tx, rx) = mpsc::unbounded::<Stream>();
+        let (tx, rx) = mpsc::unbounded::<(Proto, Stream)>();
         to_workers.push(tx);
         let shared = shared.clone();
         let stop = stop.clone();
@@ -377,6 +408,11 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         config.threads,
         config.control_socket.display()
     );
+    if let Some(l) = &iscsi_listener {
+        let st = shared.iscsi.as_ref().map_or(0, |s| s.targets.len());
+        tracing::info!("serving iSCSI on {} ({st} targets)", l.local_addr());
+        eprintln!("raidd: ready, iSCSI on {}", l.local_addr());
+    }
     // Test harnesses wait for this line on stderr before connecting.
     eprintln!("raidd: ready, NBD on {listen_addr}");
 
@@ -388,7 +424,16 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         life,
         watched,
     });
-    let accept = accept_loop(listener, to_workers);
+    let accept = {
+        let nbd = accept_loop(listener, Proto::Nbd, to_workers.clone());
+        let iscsi = async move {
+            match iscsi_listener {
+                Some(l) => accept_loop(l, Proto::Iscsi, to_workers).await,
+                None => future::pending().await,
+            }
+        };
+        future::join(nbd, iscsi)
+    };
     let control_task = control_loop(control, ctx.clone());
     let monitor = {
         let ctx = ctx.clone();
@@ -446,14 +491,18 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
     }
 }
 
-async fn accept_loop(listener: TcpListener, workers: Vec<mpsc::UnboundedSender<Stream>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    proto: Proto,
+    workers: Vec<mpsc::UnboundedSender<(Proto, Stream)>>,
+) {
     let mut next = 0usize;
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tracing::debug!(%peer, "connection");
+                tracing::debug!(%peer, ?proto, "connection");
                 if workers[next % workers.len()]
-                    .unbounded_send(stream)
+                    .unbounded_send((proto, stream))
                     .is_err()
                 {
                     tracing::error!("a worker thread has gone; connection dropped");
@@ -469,17 +518,28 @@ async fn accept_loop(listener: TcpListener, workers: Vec<mpsc::UnboundedSender<S
     }
 }
 
-async fn worker(mut rx: mpsc::UnboundedReceiver<Stream>, shared: SharedState, stop: Stop) {
+async fn worker(mut rx: mpsc::UnboundedReceiver<(Proto, Stream)>, shared: SharedState, stop: Stop) {
     let mut conns: Vec<(raidd_rt::JoinHandle<()>, Stream)> = Vec::new();
     loop {
         let next = rx.next();
         let stopping = stop.clone();
         futures::pin_mut!(next);
         match future::select(next, stopping).await {
-            Either::Left((Some(stream), _)) => {
+            Either::Left((Some((proto, stream)), _)) => {
                 conns.retain(|(h, _)| !h.is_finished());
-                let task = nbd::serve_connection(stream.clone(), shared.clone(), stop.clone());
-                conns.push((raidd_rt::spawn_local(task), stream));
+                let handle = match (proto, &shared.iscsi) {
+                    (Proto::Iscsi, Some(st)) => raidd_rt::spawn_local(iscsi::serve_connection(
+                        stream.clone(),
+                        st.clone(),
+                        stop.clone(),
+                    )),
+                    _ => raidd_rt::spawn_local(nbd::serve_connection(
+                        stream.clone(),
+                        shared.clone(),
+                        stop.clone(),
+                    )),
+                };
+                conns.push((handle, stream));
             }
             Either::Left((None, _)) | Either::Right(_) => break,
         }

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 pub struct Daemon {
     child: Option<Child>,
     pub addr: SocketAddr,
+    /// Where the iSCSI target listens, when the config turned it on.
+    pub iscsi: Option<SocketAddr>,
     pub control: PathBuf,
     log: Arc<Mutex<String>>,
 }
@@ -55,12 +57,18 @@ impl Daemon {
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let iscsi = Arc::new(Mutex::new(None));
         {
+            let iscsi = iscsi.clone();
             let log = log.clone();
             std::thread::spawn(move || {
                 let mut tx = Some(tx);
                 for line in BufReader::new(stderr).lines() {
                     let Ok(line) = line else { break };
+                    // Printed before the NBD line, so it is known once the daemon is ready.
+                    if let Some(rest) = line.strip_prefix("raidd: ready, iSCSI on ") {
+                        *iscsi.lock().unwrap() = rest.trim().parse::<SocketAddr>().ok();
+                    }
                     if let Some(rest) = line.strip_prefix("raidd: ready, NBD on ") {
                         if let Some(tx) = tx.take() {
                             let _ = tx.send(rest.trim().to_string());
@@ -76,6 +84,7 @@ impl Daemon {
             Ok(addr) => Ok(Daemon {
                 child: Some(child),
                 addr: addr.parse().unwrap(),
+                iscsi: *iscsi.lock().unwrap(),
                 control,
                 log,
             }),
@@ -96,6 +105,12 @@ impl Daemon {
     /// `nbd://127.0.0.1:PORT/EXPORT`
     pub fn uri(&self, export: &str) -> String {
         format!("nbd://{}/{export}", self.addr)
+    }
+
+    /// `iscsi://[CREDENTIALS@]127.0.0.1:PORT/TARGET/LUN`
+    pub fn iscsi_url(&self, credentials: &str, target: &str, lun: u64) -> String {
+        let addr = self.iscsi.expect("the daemon serves iSCSI");
+        format!("iscsi://{credentials}{addr}/{target}/{lun}")
     }
 
     pub fn log(&self) -> String {

@@ -1,0 +1,845 @@
+//! The full feature phase of one connection: the reader loop, CmdSN ordering, Data-Out
+//! collection, the send queue with StatSN assignment, NOP, Text, Logout and task
+//! management.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use raidd_iscsi::login::{self, Negotiated};
+use raidd_iscsi::pdu::{self, reject, tmf, Bhs, Digests, Request, ScsiCommand, Seq, RESERVED_TAG};
+use raidd_iscsi::Params;
+use raidd_rt::net::Part;
+use raidd_rt::{AlignedBuf, BufSlice};
+
+use super::task::{self, TaskCtl};
+use super::{read_data_tail, read_header, End, IscsiState, CMD_WINDOW, MAX_RECV_SEGMENT};
+use crate::serve::link::{Input, Link};
+use crate::serve::Stop;
+
+/// Bytes of command buffers a connection may hold (reads and writes together).
+const BYTES_IN_FLIGHT: u64 = 128 << 20;
+/// Text exchanges accumulate at most this much.
+const TEXT_MAX: usize = 64 * 1024;
+
+/// RFC 1982 serial number comparison on 32 bits: a before b.
+pub fn sn_lt(a: u32, b: u32) -> bool {
+    a != b && (b.wrapping_sub(a) as i32) > 0
+}
+
+/// The LUN number in an 8-byte SAM LUN field (peripheral or flat addressing); None for a
+/// form raidd does not use.
+pub fn lun_number(field: u64) -> Option<u64> {
+    let b = field.to_be_bytes();
+    if b[2..].iter().any(|&x| x != 0) {
+        return None;
+    }
+    match b[0] >> 6 {
+        0 if b[0] & 0x3f == 0 => Some(u64::from(b[1])),
+        1 => Some((u64::from(b[0] & 0x3f) << 8) | u64::from(b[1])),
+        _ => None,
+    }
+}
+
+/// Data-Out still owed to a command.
+pub struct Collector {
+    pub buf: Option<AlignedBuf>,
+    /// Bytes the command needs (R2Ts ask up to here).
+    pub len: usize,
+    /// Bytes the buffer holds: `len`, or more when the initiator may send unsolicited data
+    /// the command will not use.
+    pub size: usize,
+    /// Bytes received, in order from 0.
+    pub received: usize,
+    /// Unsolicited Data-Out may still arrive (the command PDU's F bit was clear).
+    pub unsolicited_open: bool,
+    /// Where unsolicited data must stop (FirstBurstLength).
+    pub unsolicited_end: usize,
+    /// The outstanding R2T: its tag and where its burst ends.
+    pub burst: Option<(u32, usize)>,
+    pub next_datasn: u32,
+    pub next_r2tsn: u32,
+}
+
+/// What waits for its CmdSN turn.
+struct Held {
+    bhs: Bhs,
+    request: Request,
+    data: Vec<u8>,
+    imm: Option<AlignedBuf>,
+}
+
+/// State shared by a connection's reader, writer and tasks (one thread).
+pub struct Conn {
+    pub link: Link,
+    pub state: Arc<IscsiState>,
+    pub target: Option<usize>,
+    pub nexus: String,
+    pub params: RefCell<Params>,
+    pub digests: Digests,
+    seq: Cell<Seq>,
+    out: RefCell<Vec<Part>>,
+    writer: RefCell<Option<Waker>>,
+    closing: Cell<bool>,
+    broken: Cell<bool>,
+    /// Live tasks by initiator task tag.
+    pub tasks: RefCell<HashMap<u32, Rc<TaskCtl>>>,
+    held: RefCell<BTreeMap<u32, Held>>,
+    /// Wakes whoever waits for tasks to end (drain, logout, task management).
+    idle: RefCell<Vec<Waker>>,
+    next_ttt: Cell<u32>,
+    bytes_in_flight: Cell<u64>,
+    /// A text exchange in progress: its ITT, accumulated request, or response still to send.
+    text: RefCell<Option<TextState>>,
+    pub last_heard: Cell<Instant>,
+}
+
+struct TextState {
+    itt: u32,
+    request: Vec<u8>,
+    /// Response bytes not yet sent, and the tag the initiator continues with.
+    pending: Option<(Vec<u8>, u32)>,
+}
+
+/// What to send as a PDU's data segment.
+pub enum Data {
+    None,
+    Bytes(Vec<u8>),
+    Slice(BufSlice),
+}
+
+impl Conn {
+    fn new(link: Link, state: Arc<IscsiState>, n: &Negotiated, seq: Seq, nexus: String) -> Conn {
+        let digests = Digests {
+            header: n.params.header_digest,
+            data: n.params.data_digest,
+        };
+        Conn {
+            link,
+            state,
+            target: n.target,
+            nexus,
+            params: RefCell::new(n.params.clone()),
+            digests,
+            seq: Cell::new(seq),
+            out: RefCell::new(Vec::new()),
+            writer: RefCell::new(None),
+            closing: Cell::new(false),
+            broken: Cell::new(false),
+            tasks: RefCell::new(HashMap::new()),
+            held: RefCell::new(BTreeMap::new()),
+            idle: RefCell::new(Vec::new()),
+            next_ttt: Cell::new(1),
+            bytes_in_flight: Cell::new(0),
+            text: RefCell::new(None),
+            last_heard: Cell::new(Instant::now()),
+        }
+    }
+
+    /// A fresh target transfer tag (never the reserved value).
+    pub fn ttt(&self) -> u32 {
+        let t = self.next_ttt.get();
+        self.next_ttt
+            .set(if t == RESERVED_TAG - 1 { 1 } else { t + 1 });
+        t
+    }
+
+    /// The sequence numbers for the next PDU; `status` advances StatSN.
+    fn take_seq(&self, status: bool) -> Seq {
+        let s = self.seq.get();
+        if status {
+            let mut n = s;
+            n.statsn = n.statsn.wrapping_add(1);
+            self.seq.set(n);
+        }
+        s
+    }
+
+    /// Queues a PDU; `header` gets the sequence numbers current at queueing time, so StatSN
+    /// follows the order PDUs go out.
+    pub fn send(&self, status: bool, header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN], data: Data) {
+        let h = header(self.take_seq(status));
+        let mut parts = Vec::with_capacity(3);
+        let mut head = Vec::with_capacity(pdu::BHS_LEN + 4);
+        head.extend_from_slice(&h);
+        if self.digests.header {
+            head.extend_from_slice(&raidd_iscsi::digest::wire(raidd_iscsi::digest::crc32c(&[
+                &h,
+            ])));
+        }
+        let pad = [0u8; 3];
+        match data {
+            Data::None => parts.push(Part::Bytes(head)),
+            Data::Bytes(b) => {
+                let p = &pad[..pdu::pad(b.len())];
+                let mut tail = p.to_vec();
+                if self.digests.data && !b.is_empty() {
+                    tail.extend_from_slice(&raidd_iscsi::digest::wire(
+                        raidd_iscsi::digest::crc32c(&[&b, p]),
+                    ));
+                }
+                head.extend_from_slice(&b);
+                head.extend_from_slice(&tail);
+                parts.push(Part::Bytes(head));
+            }
+            Data::Slice(s) => {
+                let p = &pad[..pdu::pad(s.len())];
+                let mut tail = p.to_vec();
+                if self.digests.data && !s.is_empty() {
+                    tail.extend_from_slice(&raidd_iscsi::digest::wire(
+                        raidd_iscsi::digest::crc32c(&[s.as_slice(), p]),
+                    ));
+                }
+                parts.push(Part::Bytes(head));
+                parts.push(Part::Slice(s));
+                if !tail.is_empty() {
+                    parts.push(Part::Bytes(tail));
+                }
+            }
+        }
+        self.out.borrow_mut().extend(parts);
+        if let Some(w) = self.writer.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// Rejects a PDU (its header is the Reject's data).
+    pub fn reject(&self, reason: u8, bhs: &Bhs) {
+        self.send(
+            true,
+            |s| pdu::reject(reason, s),
+            Data::Bytes(bhs.0.to_vec()),
+        );
+    }
+
+    /// Claims buffer room for a command; false when the connection holds too much.
+    pub fn reserve_bytes(&self, n: u64) -> bool {
+        let used = self.bytes_in_flight.get();
+        if used > 0 && used + n > BYTES_IN_FLIGHT {
+            return false;
+        }
+        self.bytes_in_flight.set(used + n);
+        true
+    }
+
+    /// A task has ended: its bytes and tag are free.
+    pub fn finished(&self, itt: u32, bytes: u64) {
+        self.bytes_in_flight
+            .set(self.bytes_in_flight.get().saturating_sub(bytes));
+        self.tasks.borrow_mut().remove(&itt);
+        for w in self.idle.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Aborts the tasks still waiting for Data-Out: once the reader stops, none will come.
+    fn abort_collecting(&self) {
+        for t in self.tasks.borrow().values() {
+            if t.collector.borrow().is_some() {
+                t.abort();
+            }
+        }
+    }
+
+    /// Waits until no task in `itts` (or, for None, no task at all) is live.
+    pub async fn wait_tasks(&self, itts: Option<&[u32]>) {
+        poll_fn(|cx| {
+            let tasks = self.tasks.borrow();
+            let busy = match itts {
+                None => !tasks.is_empty(),
+                Some(list) => list.iter().any(|i| tasks.contains_key(i)),
+            };
+            if !busy {
+                return Poll::Ready(());
+            }
+            self.idle.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Admits a CmdSN-ordered request: Some(true) run now, Some(false) hold for the gap,
+    /// None outside the window (ignored, as RFC 7143 3.2.2.1 says).
+    fn admit(&self, cmdsn: u32) -> Option<bool> {
+        let mut s = self.seq.get();
+        let max = s.expcmdsn.wrapping_add(CMD_WINDOW - 1);
+        if sn_lt(cmdsn, s.expcmdsn) || sn_lt(max, cmdsn) {
+            return None;
+        }
+        if cmdsn != s.expcmdsn {
+            return Some(false);
+        }
+        s.expcmdsn = s.expcmdsn.wrapping_add(1);
+        s.maxcmdsn = s.expcmdsn.wrapping_add(CMD_WINDOW - 1);
+        self.seq.set(s);
+        Some(true)
+    }
+
+    fn params(&self) -> std::cell::Ref<'_, Params> {
+        self.params.borrow()
+    }
+}
+
+async fn writer(conn: Rc<Conn>) {
+    loop {
+        let parts = poll_fn(|cx| {
+            let mut out = conn.out.borrow_mut();
+            if !out.is_empty() {
+                return Poll::Ready(Some(std::mem::take(&mut *out)));
+            }
+            if conn.closing.get() {
+                return Poll::Ready(None);
+            }
+            *conn.writer.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        let Some(parts) = parts else { return };
+        if let Err(e) = conn.link.send(parts).await {
+            tracing::debug!("iSCSI send failed: {e}");
+            conn.broken.set(true);
+            let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+    }
+}
+
+/// Pings an idle initiator with NOP-In and drops a connection that stays silent.
+async fn pinger(conn: Rc<Conn>, every: Duration) {
+    loop {
+        raidd_rt::time::sleep(every).await;
+        if conn.closing.get() || conn.broken.get() {
+            return;
+        }
+        let silent = conn.last_heard.get().elapsed();
+        if silent >= every * 3 {
+            tracing::warn!(nexus = %conn.nexus, "no answer to NOP-In pings for {silent:?}; closing");
+            let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        if silent >= every && conn.tasks.borrow().is_empty() {
+            let ttt = conn.ttt();
+            // A ping does not advance StatSN (RFC 7143 11.19).
+            conn.send(
+                false,
+                |s| pdu::nop_in(RESERVED_TAG, ttt, 0, s, 0),
+                Data::None,
+            );
+        }
+    }
+}
+
+/// Runs the full feature phase until logout, an error, or the daemon stopping.
+pub async fn full_feature(
+    link: Link,
+    input: Input,
+    state: Arc<IscsiState>,
+    n: Negotiated,
+    seq: Seq,
+    nexus: String,
+    stop: Stop,
+) -> String {
+    let nop = state.nop_interval;
+    let conn = Rc::new(Conn::new(link, state, &n, seq, nexus));
+    let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
+    let pinger_task = nop.map(|every| raidd_rt::spawn_local(pinger(conn.clone(), every)));
+    let why = match reader(&conn, input, &stop).await {
+        Ok(why) => why,
+        Err(e) if stop.peek().is_some() => format!("the daemon is stopping ({e})"),
+        Err(e) => e.to_string(),
+    };
+    // Every task already taken finishes and its status goes out before the close; those
+    // still owed data cannot finish.
+    conn.abort_collecting();
+    conn.wait_tasks(None).await;
+    conn.closing.set(true);
+    if let Some(w) = conn.writer.borrow_mut().take() {
+        w.wake();
+    }
+    writer_task.await;
+    let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
+    if let Some(p) = pinger_task {
+        p.await;
+    }
+    why
+}
+
+/// Takes PDUs until logout or failure; Ok carries why the session ended normally.
+async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> Result<String, End> {
+    loop {
+        if conn.broken.get() {
+            return Ok("the initiator stopped reading".into());
+        }
+        let (bhs, request, framing) = read_header(&conn.link, &mut input, conn.digests).await?;
+        conn.last_heard.set(Instant::now());
+        if stop.peek().is_some() {
+            return Ok("the daemon is stopping".into());
+        }
+        let max = conn.params().target_mrdsl as usize;
+        if framing.data > max.max(MAX_RECV_SEGMENT as usize) {
+            return Err(End::Protocol(format!(
+                "data segment of {} bytes exceeds MaxRecvDataSegmentLength {max}",
+                framing.data
+            )));
+        }
+        if let Request::DataOut { .. } = request {
+            data_out(conn, &mut input, &bhs, &request, &framing).await?;
+            continue;
+        }
+        // Immediate data goes to an aligned buffer (it becomes array writes); other data
+        // segments are small.
+        let (imm, data) = match &request {
+            Request::Command(_) if framing.data > 0 => {
+                let b = input.payload(&conn.link, framing.data).await?;
+                let ok = read_data_tail(&conn.link, &mut input, &framing, &b).await?;
+                if !ok {
+                    conn.reject(reject::DATA_DIGEST, &bhs);
+                    continue;
+                }
+                (Some(b), Vec::new())
+            }
+            _ => {
+                let d = input.exact(&conn.link, framing.data).await?;
+                if !read_data_tail(&conn.link, &mut input, &framing, &d).await? {
+                    conn.reject(reject::DATA_DIGEST, &bhs);
+                    continue;
+                }
+                (None, d)
+            }
+        };
+        if let Some((cmdsn, immediate)) = request.cmdsn() {
+            if !immediate {
+                match conn.admit(cmdsn) {
+                    None => {
+                        tracing::debug!(cmdsn, "PDU outside the CmdSN window ignored");
+                        continue;
+                    }
+                    Some(false) => {
+                        conn.held.borrow_mut().insert(
+                            cmdsn,
+                            Held {
+                                bhs,
+                                request,
+                                data,
+                                imm,
+                            },
+                        );
+                        continue;
+                    }
+                    Some(true) => {}
+                }
+            }
+        }
+        if let Some(end) = dispatch(conn, bhs, request, data, imm).await? {
+            return Ok(end);
+        }
+        // Requests held for this gap can go now, in CmdSN order.
+        loop {
+            let next = conn.seq.get().expcmdsn;
+            let Some(h) = conn.held.borrow_mut().remove(&next) else {
+                break;
+            };
+            let _ = conn.admit(next);
+            if let Some(end) = dispatch(conn, h.bhs, h.request, h.data, h.imm).await? {
+                return Ok(end);
+            }
+        }
+    }
+}
+
+/// Acts on one admitted PDU; Some(why) ends the session.
+async fn dispatch(
+    conn: &Rc<Conn>,
+    bhs: Bhs,
+    request: Request,
+    data: Vec<u8>,
+    imm: Option<AlignedBuf>,
+) -> Result<Option<String>, End> {
+    match request {
+        Request::Command(c) => {
+            if conn.target.is_none() {
+                // Discovery sessions carry text and logout only.
+                conn.reject(reject::PROTOCOL_ERROR, &bhs);
+                return Ok(None);
+            }
+            if c.immediate && conn.tasks.borrow().len() >= 2 * CMD_WINDOW as usize {
+                conn.reject(reject::IMMEDIATE_REJECT, &bhs);
+                return Ok(None);
+            }
+            if conn.tasks.borrow().contains_key(&c.itt) {
+                // A tag still in use: RFC 7143 says reject with "task in progress".
+                conn.reject(reject::TASK_IN_PROGRESS, &bhs);
+                return Ok(None);
+            }
+            start_command(conn, c, imm);
+        }
+        Request::NopOut { itt, lun, .. } => {
+            if itt != RESERVED_TAG {
+                let n = data.len();
+                conn.send(
+                    true,
+                    |s| pdu::nop_in(itt, RESERVED_TAG, lun, s, n),
+                    Data::Bytes(data),
+                );
+            }
+        }
+        Request::Text {
+            itt,
+            ttt,
+            cont,
+            lun,
+            final_bit,
+            ..
+        } => text(conn, &bhs, itt, ttt, cont || !final_bit, lun, data),
+        Request::Logout { itt, reason, .. } => {
+            // Reason 0 closes the session, 1 this connection (the same thing here); 2
+            // (remove for recovery) needs error recovery level 2.
+            if reason == 2 {
+                conn.send(true, |s| pdu::logout_response(itt, 2, s), Data::None);
+                return Ok(None);
+            }
+            conn.abort_collecting();
+            conn.wait_tasks(None).await;
+            conn.send(true, |s| pdu::logout_response(itt, 0, s), Data::None);
+            return Ok(Some("logged out".into()));
+        }
+        Request::TaskMgmt {
+            function,
+            lun,
+            itt,
+            referenced_tag,
+            ..
+        } => task_management(conn, function, lun, itt, referenced_tag),
+        Request::Snack { .. } => conn.reject(reject::SNACK, &bhs),
+        Request::Login { .. } => conn.reject(reject::PROTOCOL_ERROR, &bhs),
+        Request::DataOut { .. } => conn.reject(reject::PROTOCOL_ERROR, &bhs),
+        Request::Unknown(_) => conn.reject(reject::NOT_SUPPORTED, &bhs),
+    }
+    Ok(None)
+}
+
+fn start_command(conn: &Rc<Conn>, c: ScsiCommand, imm: Option<AlignedBuf>) {
+    let (first_burst, initial_r2t, immediate_ok) = {
+        let p = conn.params();
+        (
+            p.first_burst_length as usize,
+            p.initial_r2t,
+            p.immediate_data,
+        )
+    };
+    let imm_len = imm.as_ref().map_or(0, |b| b.len());
+    if imm_len > 0 && (!immediate_ok || imm_len > first_burst || !c.write) {
+        tracing::debug!(itt = c.itt, "unexpected immediate data refused");
+    }
+    let ctl = task::prepare(conn, &c, imm, first_burst, !initial_r2t);
+    conn.tasks.borrow_mut().insert(c.itt, ctl.clone());
+    let conn2 = conn.clone();
+    raidd_rt::spawn_local(async move {
+        let bytes = task::run(&conn2, &ctl, c).await;
+        conn2.finished(ctl.itt, bytes);
+    });
+}
+
+/// Data-Out: checked against the command's collector, received straight into its buffer.
+async fn data_out(
+    conn: &Rc<Conn>,
+    input: &mut Input,
+    bhs: &Bhs,
+    request: &Request,
+    framing: &pdu::Framing,
+) -> Result<(), End> {
+    let Request::DataOut {
+        final_bit,
+        itt,
+        ttt,
+        datasn,
+        offset,
+        ..
+    } = *request
+    else {
+        return Ok(());
+    };
+    let len = framing.data;
+    let ctl = conn.tasks.borrow().get(&itt).cloned();
+    let skip_len = len + framing.pad() + if framing.data_digest { 4 } else { 0 };
+    let Some(ctl) = ctl else {
+        // Data for a command that ended (refused, aborted) or never was: dropped.
+        return input.skip(&conn.link, skip_len).await.map_err(End::Io);
+    };
+    let offset = offset as usize;
+    let verdict = {
+        let col = ctl.collector.borrow();
+        match col.as_ref() {
+            None => Err(reject::PROTOCOL_ERROR),
+            Some(col) => {
+                let limit = match col.burst {
+                    Some((t, end)) if t == ttt => Some(end.min(col.size)),
+                    _ if ttt == RESERVED_TAG && col.unsolicited_open => Some(col.unsolicited_end),
+                    _ => None,
+                };
+                match limit {
+                    None => Err(reject::PROTOCOL_ERROR),
+                    Some(end) if offset != col.received || offset + len > end => {
+                        Err(reject::PROTOCOL_ERROR)
+                    }
+                    Some(_) if datasn != col.next_datasn => Err(reject::PROTOCOL_ERROR),
+                    Some(_) => Ok(()),
+                }
+            }
+        }
+    };
+    if let Err(reason) = verdict {
+        tracing::debug!(itt, ttt, offset, len, datasn, "Data-Out out of sequence");
+        conn.reject(reason, bhs);
+        return input.skip(&conn.link, skip_len).await.map_err(End::Io);
+    }
+    let Some(buf) = ctl
+        .collector
+        .borrow_mut()
+        .as_mut()
+        .and_then(|c| c.buf.take())
+    else {
+        return input.skip(&conn.link, skip_len).await.map_err(End::Io);
+    };
+    let (r, buf) = input
+        .fill_range(&conn.link, buf, offset, offset + len)
+        .await;
+    let digest_ok = match r {
+        Ok(()) => read_data_tail(&conn.link, input, framing, &buf[offset..offset + len]).await,
+        Err(e) => Err(End::Io(e)),
+    };
+    let mut col_ref = ctl.collector.borrow_mut();
+    let Some(col) = col_ref.as_mut() else {
+        return digest_ok.map(|_| ());
+    };
+    col.buf = Some(buf);
+    if !digest_ok? {
+        drop(col_ref);
+        conn.reject(reject::DATA_DIGEST, bhs);
+        return Ok(());
+    }
+    col.received += len;
+    col.next_datasn = col.next_datasn.wrapping_add(1);
+    if final_bit {
+        if ttt == RESERVED_TAG {
+            col.unsolicited_open = false;
+        } else {
+            col.burst = None;
+        }
+        col.next_datasn = 0;
+    }
+    drop(col_ref);
+    ctl.wake();
+    Ok(())
+}
+
+fn text(conn: &Rc<Conn>, bhs: &Bhs, itt: u32, ttt: u32, more: bool, lun: u64, data: Vec<u8>) {
+    let mrdsl = conn.params().initiator_mrdsl.max(512) as usize;
+    let mut st = conn.text.borrow_mut();
+    // The initiator asks for the next part of a long response.
+    if ttt != RESERVED_TAG {
+        let Some(TextState {
+            pending: Some((rest, t)),
+            ..
+        }) = st.as_mut()
+        else {
+            drop(st);
+            conn.reject(reject::PROTOCOL_ERROR, bhs);
+            return;
+        };
+        if *t != ttt {
+            drop(st);
+            conn.reject(reject::PROTOCOL_ERROR, bhs);
+            return;
+        }
+        let n = rest.len().min(mrdsl);
+        let piece: Vec<u8> = rest.drain(..n).collect();
+        let last = rest.is_empty();
+        let tag = if last { RESERVED_TAG } else { *t };
+        if last {
+            *st = None;
+        }
+        drop(st);
+        let n = piece.len();
+        conn.send(
+            true,
+            |s| pdu::text_response(itt, tag, lun, last, !last, s, n),
+            Data::Bytes(piece),
+        );
+        return;
+    }
+    let entry = st.get_or_insert_with(|| TextState {
+        itt,
+        request: Vec::new(),
+        pending: None,
+    });
+    if entry.itt != itt {
+        // A new exchange replaces an abandoned one.
+        *entry = TextState {
+            itt,
+            request: Vec::new(),
+            pending: None,
+        };
+    }
+    if entry.request.len() + data.len() > TEXT_MAX {
+        *st = None;
+        drop(st);
+        conn.reject(reject::OUT_OF_RESOURCES, bhs);
+        return;
+    }
+    entry.request.extend_from_slice(&data);
+    if more {
+        // More request text follows: acknowledge with an empty response.
+        let t = conn.ttt();
+        drop(st);
+        conn.send(
+            true,
+            |s| pdu::text_response(itt, t, lun, false, false, s, 0),
+            Data::None,
+        );
+        return;
+    }
+    let request = std::mem::take(&mut entry.request);
+    let answer = {
+        let mut p = conn.params.borrow_mut();
+        login::text_answer(&conn.state.portal, &mut p, conn.target, &request)
+    };
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::debug!("text request refused: {e}");
+            *st = None;
+            drop(st);
+            conn.reject(reject::PROTOCOL_ERROR, bhs);
+            return;
+        }
+    };
+    if answer.len() <= mrdsl {
+        *st = None;
+        drop(st);
+        let n = answer.len();
+        conn.send(
+            true,
+            |s| pdu::text_response(itt, RESERVED_TAG, lun, true, false, s, n),
+            Data::Bytes(answer),
+        );
+        return;
+    }
+    let mut rest = answer;
+    let piece: Vec<u8> = rest.drain(..mrdsl).collect();
+    let t = conn.ttt();
+    entry.pending = Some((rest, t));
+    drop(st);
+    let n = piece.len();
+    conn.send(
+        true,
+        |s| pdu::text_response(itt, t, lun, false, true, s, n),
+        Data::Bytes(piece),
+    );
+}
+
+fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced: u32) {
+    let lun_no = lun_number(lun);
+    let target = conn.target.map(|t| &conn.state.targets[t]);
+    let lun_exists = |n: Option<u64>| n.is_some_and(|n| target.is_some_and(|t| t.lun(n).is_some()));
+    let victims: Vec<u32> = match function {
+        tmf::ABORT_TASK => {
+            let tasks = conn.tasks.borrow();
+            match tasks.get(&referenced) {
+                Some(t) if t.lun == lun => vec![referenced],
+                Some(_) => {
+                    drop(tasks);
+                    return conn.send(
+                        true,
+                        |s| pdu::tmf_response(itt, tmf::NO_TASK, s),
+                        Data::None,
+                    );
+                }
+                // Not here: done already, or never arrived. Either way nothing runs.
+                None => Vec::new(),
+            }
+        }
+        tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET => {
+            if !lun_exists(lun_no) {
+                return conn.send(true, |s| pdu::tmf_response(itt, tmf::NO_LUN, s), Data::None);
+            }
+            conn.tasks
+                .borrow()
+                .values()
+                .filter(|t| t.lun == lun)
+                .map(|t| t.itt)
+                .collect()
+        }
+        tmf::TARGET_WARM_RESET => conn.tasks.borrow().keys().copied().collect(),
+        tmf::TASK_REASSIGN => {
+            return conn.send(
+                true,
+                |s| pdu::tmf_response(itt, tmf::NO_REASSIGN, s),
+                Data::None,
+            )
+        }
+        _ => {
+            return conn.send(
+                true,
+                |s| pdu::tmf_response(itt, tmf::NOT_SUPPORTED, s),
+                Data::None,
+            )
+        }
+    };
+    for v in &victims {
+        if let Some(t) = conn.tasks.borrow().get(v) {
+            t.abort();
+        }
+    }
+    // Resets leave a unit attention for every other initiator on the affected units.
+    if matches!(function, tmf::LOGICAL_UNIT_RESET | tmf::TARGET_WARM_RESET) {
+        if let (Some(ti), Some(t)) = (conn.target, target) {
+            let nexuses = conn.state.nexuses_of(ti);
+            let sense = raidd_scsi::Sense::power_on_reset();
+            for l in &t.luns {
+                if function == tmf::TARGET_WARM_RESET || Some(l.number) == lun_no {
+                    l.attention_for(&nexuses, Some(&conn.nexus), &sense);
+                }
+            }
+        }
+    }
+    let conn2 = conn.clone();
+    raidd_rt::spawn_local(async move {
+        // The response goes out only once no aborted task can answer any more.
+        conn2.wait_tasks(Some(&victims)).await;
+        conn2.send(
+            true,
+            |s| pdu::tmf_response(itt, tmf::COMPLETE, s),
+            Data::None,
+        );
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serial_numbers_wrap() {
+        assert!(sn_lt(1, 2));
+        assert!(!sn_lt(2, 1));
+        assert!(!sn_lt(5, 5));
+        assert!(sn_lt(u32::MAX, 0));
+        assert!(sn_lt(u32::MAX - 10, 5));
+        assert!(!sn_lt(5, u32::MAX - 10));
+    }
+
+    #[test]
+    fn lun_fields() {
+        assert_eq!(lun_number(0), Some(0));
+        assert_eq!(lun_number(0x0003_0000_0000_0000), Some(3));
+        assert_eq!(lun_number(0x4101_0000_0000_0000), Some(0x101));
+        assert_eq!(lun_number(0x0100_0000_0000_0000), None, "bus id set");
+        assert_eq!(lun_number(0x0000_0000_0000_0001), None);
+        assert_eq!(lun_number(0xc000_0000_0000_0000), None);
+    }
+}

@@ -1,0 +1,834 @@
+//! One SCSI command: its Data-Out (immediate, unsolicited, then R2T bursts), its execution
+//! against the array, and its Data-In and status.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::task::{Poll, Waker};
+
+use raidd_engine::{Array, ErrorKind};
+use raidd_iscsi::pdu::{self, Residual, ScsiCommand};
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+use raidd_scsi::{Op, PrError, RespondCtx, Sense, Status};
+
+use super::conn::{lun_number, Collector, Conn, Data};
+use super::{lock, Lun};
+
+/// Zeroes and WRITE SAME patterns are written in pieces of this size.
+const PIECE: usize = 1 << 20;
+
+/// A command as its connection sees it while it lives.
+pub struct TaskCtl {
+    pub itt: u32,
+    /// The LUN field as sent.
+    pub lun: u64,
+    pub collector: RefCell<Option<Collector>>,
+    waker: RefCell<Option<Waker>>,
+    aborted: Cell<bool>,
+    plan: RefCell<Option<Plan>>,
+    /// Buffer bytes reserved for it.
+    bytes: Cell<u64>,
+}
+
+impl TaskCtl {
+    pub fn wake(&self) {
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// Marks the task aborted: no status will be sent for it.
+    pub fn abort(&self) {
+        self.aborted.set(true);
+        self.wake();
+    }
+}
+
+/// What the command will do, decided when it arrives.
+enum Plan {
+    /// `residual`: what the initiator's expected length leaves over or short of the
+    /// command's Data-Out, when it differs.
+    Run {
+        lun: usize,
+        op: Op,
+        residual: Option<Residual>,
+    },
+    /// Answer with this status and sense at once (after absorbing any data).
+    Fail(Status, Option<Sense>),
+    /// INQUIRY to a LUN that does not exist.
+    NoLunInquiry { alloc: u16 },
+    /// The initiator offered less Data-Out than the command needs and it cannot be cut
+    /// to what was offered: refused without touching the medium.
+    Refuse(Residual),
+}
+
+/// Decodes the command and sets up its Data-Out collection. Runs in the reader, before
+/// any later PDU is read, so Data-Out for it always finds it.
+pub fn prepare(
+    conn: &Conn,
+    c: &ScsiCommand,
+    imm: Option<AlignedBuf>,
+    first_burst: usize,
+    unsolicited_allowed: bool,
+) -> Rc<TaskCtl> {
+    let plan = plan(conn, c);
+    let ctl = Rc::new(TaskCtl {
+        itt: c.itt,
+        lun: c.lun,
+        collector: RefCell::new(None),
+        waker: RefCell::new(None),
+        aborted: Cell::new(false),
+        plan: RefCell::new(None),
+        bytes: Cell::new(0),
+    });
+    let want = match &plan {
+        Plan::Run { lun, op, .. } => {
+            let info = &lun_ref(conn, *lun).info;
+            op.data_out_len(info)
+        }
+        _ => 0,
+    };
+    let edtl = u64::from(c.expected_len);
+    // What raidd asks for: the Data-Out of the command as fitted to the expected length.
+    let len = want.min(edtl) as usize;
+    // What the initiator may send unasked: immediate data and unsolicited Data-Out up to
+    // FirstBurstLength of what it expects to transfer. Beyond `len` it is absorbed unused.
+    let unsolicited_end = if !c.final_bit && unsolicited_allowed {
+        edtl.min(first_burst as u64) as usize
+    } else {
+        0
+    };
+    let imm_len = imm.as_ref().map_or(0, |b| b.len()).min(first_burst);
+    let size = len.max(unsolicited_end).max(imm_len);
+    let mut plan = plan;
+    if size > 0 || !c.final_bit {
+        if !conn.reserve_bytes(size as u64) {
+            plan = Plan::Fail(Status::TaskSetFull, None);
+        } else {
+            ctl.bytes.set(size as u64);
+        }
+        let buf = match imm {
+            Some(b) if b.len() == size => b,
+            imm => {
+                let mut b = AlignedBuf::for_overwrite(size);
+                if let Some(i) = imm {
+                    let n = i.len().min(size);
+                    b[..n].copy_from_slice(&i[..n]);
+                }
+                b
+            }
+        };
+        *ctl.collector.borrow_mut() = Some(Collector {
+            buf: Some(buf),
+            len,
+            size,
+            received: imm_len,
+            unsolicited_open: unsolicited_end > imm_len,
+            unsolicited_end,
+            burst: None,
+            next_datasn: 0,
+            next_r2tsn: 0,
+        });
+    }
+    *ctl.plan.borrow_mut() = Some(plan);
+    ctl
+}
+
+fn lun_of<'a>(conn: &'a Conn, ctl: &TaskCtl) -> Option<&'a Lun> {
+    let t = conn.target?;
+    conn.state.targets[t].lun(lun_number(ctl.lun)?)
+}
+
+fn lun_ref(conn: &Conn, index: usize) -> &Lun {
+    let t = conn.target.unwrap_or(0);
+    &conn.state.targets[t].luns[index]
+}
+
+fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
+    let Some(t) = conn.target else {
+        return Plan::Fail(Status::CheckCondition, Some(Sense::invalid_lun()));
+    };
+    let target = &conn.state.targets[t];
+    let index = lun_number(c.lun).and_then(|n| target.luns.iter().position(|l| l.number == n));
+    let Some(index) = index else {
+        // REPORT LUNS works through any LUN; INQUIRY says "no unit here"; the rest fail.
+        let any = &target.luns[0].info;
+        return match raidd_scsi::decode(&c.cdb, any) {
+            Ok(op @ Op::ReportLuns { .. }) => Plan::Run {
+                lun: 0,
+                op,
+                residual: None,
+            },
+            Ok(Op::Inquiry { alloc, .. }) => Plan::NoLunInquiry { alloc },
+            _ => Plan::Fail(Status::CheckCondition, Some(Sense::invalid_lun())),
+        };
+    };
+    let info = &target.luns[index].info;
+    match raidd_scsi::decode(&c.cdb, info) {
+        Ok(op) => match fit_to_expected(op, info, c.expected_len) {
+            Ok((op, residual)) => Plan::Run {
+                lun: index,
+                op,
+                residual,
+            },
+            Err(r) => Plan::Refuse(r),
+        },
+        Err(sense) => Plan::Fail(Status::CheckCondition, Some(sense)),
+    }
+}
+
+/// Fits a command's Data-Out to the initiator's expected length (FCP-4's rule, which
+/// iSCSI follows): with more expected than needed, the command runs and reports an
+/// underflow; with less, a write of whole blocks runs on the blocks that were offered and
+/// reports an overflow, and anything else is refused (Err, with the overflow).
+fn fit_to_expected(
+    op: Op,
+    info: &raidd_scsi::LunInfo,
+    expected: u32,
+) -> Result<(Op, Option<Residual>), Residual> {
+    let want = op.data_out_len(info);
+    let edtl = u64::from(expected);
+    if want == 0 {
+        return Ok((op, None));
+    }
+    if want <= edtl {
+        let r = (want < edtl).then(|| Residual::of(expected, want));
+        return Ok((op, r));
+    }
+    let over = Residual::of(expected, want);
+    let bs = u64::from(info.block_size);
+    if edtl % bs != 0 {
+        return Err(over);
+    }
+    let blocks = (edtl / bs) as u32;
+    match op {
+        Op::Write { lba, fua, .. } => Ok((Op::Write { lba, blocks, fua }, Some(over))),
+        Op::WriteAndVerify { lba, bytchk, .. } => Ok((
+            Op::WriteAndVerify {
+                lba,
+                blocks,
+                bytchk,
+            },
+            Some(over),
+        )),
+        _ => Err(over),
+    }
+}
+
+/// What a command ends with.
+struct Outcome {
+    status: Status,
+    sense: Option<Sense>,
+    /// Data-In: the buffer and how many bytes of it the command produced.
+    data: Option<(SharedBuf, usize)>,
+    /// Set where the residual is not the Data-In's against the expected length.
+    residual: Option<Residual>,
+}
+
+impl Outcome {
+    fn good() -> Outcome {
+        Outcome {
+            status: Status::Good,
+            sense: None,
+            data: None,
+            residual: None,
+        }
+    }
+
+    fn check(sense: Sense) -> Outcome {
+        Outcome {
+            status: Status::CheckCondition,
+            sense: Some(sense),
+            data: None,
+            residual: None,
+        }
+    }
+
+    fn status(status: Status) -> Outcome {
+        Outcome {
+            status,
+            sense: None,
+            data: None,
+            residual: None,
+        }
+    }
+
+    fn bytes(v: Vec<u8>) -> Outcome {
+        let n = v.len();
+        Outcome {
+            status: Status::Good,
+            sense: None,
+            data: Some((SharedBuf::new(AlignedBuf::from_slice(&v)), n)),
+            residual: None,
+        }
+    }
+}
+
+/// Waits for the command's Data-Out, asking for it with R2Ts; false if aborted.
+async fn collect(conn: &Conn, ctl: &TaskCtl) -> bool {
+    let max_burst = (conn.params.borrow().max_burst_length as usize).max(512);
+    poll_fn(|cx| {
+        if ctl.aborted.get() {
+            return Poll::Ready(false);
+        }
+        let mut col = ctl.collector.borrow_mut();
+        let Some(c) = col.as_mut() else {
+            return Poll::Ready(true);
+        };
+        let unsolicited_pending = c.unsolicited_open && c.received < c.unsolicited_end;
+        if c.received >= c.len && !unsolicited_pending && c.buf.is_some() {
+            return Poll::Ready(true);
+        }
+        if !unsolicited_pending && c.burst.is_none() && c.received < c.len {
+            c.unsolicited_open = false;
+            let ttt = conn.ttt();
+            let end = c.len.min(c.received + max_burst);
+            c.burst = Some((ttt, end));
+            c.next_datasn = 0;
+            let r2tsn = c.next_r2tsn;
+            c.next_r2tsn = c.next_r2tsn.wrapping_add(1);
+            let (offset, len) = (c.received as u32, (end - c.received) as u32);
+            let (itt, lun) = (ctl.itt, ctl.lun);
+            drop(col);
+            conn.send(
+                false,
+                |s| pdu::r2t(itt, lun, ttt, r2tsn, offset, len, s),
+                Data::None,
+            );
+        }
+        *ctl.waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    })
+    .await
+}
+
+/// Runs the command to its status; returns the buffer bytes it had reserved.
+pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) -> u64 {
+    let bytes = ctl.bytes.get();
+    if !collect(conn, ctl).await {
+        return bytes;
+    }
+    let data_out = ctl
+        .collector
+        .borrow_mut()
+        .take()
+        .and_then(|c| c.buf)
+        .unwrap_or_else(|| AlignedBuf::for_overwrite(0));
+    let plan = ctl.plan.borrow_mut().take();
+    let outcome = match plan {
+        None => Outcome::check(Sense::invalid_opcode()),
+        Some(Plan::Fail(status, sense)) => Outcome {
+            status,
+            sense,
+            data: None,
+            residual: None,
+        },
+        Some(Plan::NoLunInquiry { alloc }) => {
+            // Peripheral qualifier 3: no logical unit can be here.
+            let mut v = vec![0u8; 36];
+            v[0] = 0x7f;
+            v[2] = 0x06;
+            v[3] = 0x02;
+            v[4] = 31;
+            v.truncate(usize::from(alloc));
+            Outcome::bytes(v)
+        }
+        Some(Plan::Refuse(residual)) => {
+            // INVALID FIELD IN COMMAND INFORMATION UNIT.
+            let mut o = Outcome::check(Sense {
+                key: 0x05,
+                asc: 0x0e,
+                ascq: 0x03,
+                information: None,
+                field_pointer: None,
+            });
+            o.residual = Some(residual);
+            o
+        }
+        Some(Plan::Run { lun, op, residual }) => {
+            let l = lun_ref(conn, lun);
+            let mut o = execute(conn, l, op, data_out).await;
+            if o.residual.is_none() {
+                o.residual = residual;
+            }
+            o
+        }
+    };
+    if ctl.aborted.get() {
+        return bytes;
+    }
+    respond(conn, ctl, &c, outcome);
+    bytes
+}
+
+fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {
+    let expected = c.expected_len;
+    let (itt, lun) = (ctl.itt, ctl.lun);
+    let status = o.status.code();
+    let produced_len = o.data.as_ref().map(|(_, n)| *n as u64);
+    if let Some((buf, produced)) = o.data {
+        if o.status == Status::Good && o.sense.is_none() && expected > 0 && produced > 0 {
+            let send = produced.min(expected as usize);
+            let residual = Residual::of(expected, produced as u64);
+            let Ok(slice) = buf.slice(0..send) else {
+                return respond(conn, ctl, c, Outcome::check(Sense::invalid_opcode()));
+            };
+            let (mrdsl, burst) = {
+                let p = conn.params.borrow();
+                (
+                    (p.initiator_mrdsl as usize).max(512),
+                    (p.max_burst_length as usize).max(512),
+                )
+            };
+            let mut offset = 0usize;
+            let mut datasn = 0u32;
+            while offset < send {
+                let burst_end = (offset / burst + 1) * burst;
+                let n = mrdsl.min(send - offset).min(burst_end - offset);
+                let last = offset + n == send;
+                let final_bit = last || offset + n == burst_end;
+                let st = last.then_some((status, residual));
+                let piece = slice.sub(offset..offset + n);
+                let (o2, d2) = (offset as u32, datasn);
+                conn.send(
+                    last,
+                    |s| pdu::data_in(itt, lun, d2, o2, n, final_bit, st, s),
+                    Data::Slice(piece),
+                );
+                offset += n;
+                datasn = datasn.wrapping_add(1);
+            }
+            return;
+        }
+    }
+    let residual = match (o.residual, produced_len) {
+        (Some(r), _) => r,
+        (None, Some(produced)) if o.status == Status::Good => Residual::of(expected, produced),
+        (None, _) => Residual::None,
+    };
+    // The control mode page's D_SENSE picks the format (one flag shared by all sessions).
+    let sense = o.sense.map(|s| {
+        let bytes = match lun_of(conn, ctl) {
+            Some(l) => lock(&l.mode).sense_bytes(&s),
+            None => s.fixed(),
+        };
+        pdu::sense_segment(&bytes)
+    });
+    let len = sense.as_ref().map_or(0, |s| s.len());
+    conn.send(
+        true,
+        |s| pdu::scsi_response(itt, status, residual, 0, s, len),
+        sense.map_or(Data::None, Data::Bytes),
+    );
+}
+
+fn io_sense(e: &raidd_engine::Error, lba: u64, write: bool) -> Sense {
+    match e.kind() {
+        ErrorKind::OutOfRange => Sense::lba_out_of_range(),
+        ErrorKind::ReadOnly => Sense::write_protected(),
+        _ if write => Sense::write_error(lba),
+        _ => Sense::unrecovered_read_error(lba),
+    }
+}
+
+async fn read(array: &Array, offset: u64, len: usize) -> Result<SharedBuf, raidd_engine::Error> {
+    let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
+    if len == 0 {
+        return Ok(buf);
+    }
+    let mut iov = IoVecMut::new();
+    iov.push(buf.slice_mut(0..len).map_err(|e| {
+        raidd_engine::Error::new(ErrorKind::Io, format!("internal buffer error: {e}"))
+    })?);
+    let (r, iov) = array.read(offset, iov).await;
+    drop(iov);
+    r.map(|()| buf)
+}
+
+async fn write(
+    array: &Array,
+    offset: u64,
+    buf: &SharedBuf,
+    range: std::ops::Range<usize>,
+) -> raidd_engine::Result<()> {
+    if range.is_empty() {
+        return Ok(());
+    }
+    let mut iov = IoVec::new();
+    iov.push(buf.slice(range).map_err(|e| {
+        raidd_engine::Error::new(ErrorKind::Io, format!("internal buffer error: {e}"))
+    })?);
+    array.write(offset, iov).await
+}
+
+/// Commands that run even while a unit attention waits (SPC-4 5.14).
+fn ignores_attention(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Inquiry { .. } | Op::ReportLuns { .. } | Op::RequestSense { .. }
+    )
+}
+
+async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome {
+    if !ignores_attention(&op) {
+        if let Some(s) = l.take_attention(&conn.nexus) {
+            return Outcome::check(s);
+        }
+    }
+    let nexus = raidd_scsi::Nexus {
+        initiator: conn.nexus.clone(),
+        target_port: l.info.target_port_id,
+    };
+    if l.reservations_used.load(Ordering::Acquire) && !lock(&l.reservations).allows(&nexus, &op) {
+        return Outcome::status(Status::ReservationConflict);
+    }
+    let bs = u64::from(l.info.block_size);
+    let array = &l.array;
+    match op {
+        Op::Read {
+            lba,
+            blocks,
+            fua: _,
+        } => {
+            let len = (u64::from(blocks) * bs) as usize;
+            match read(array, lba * bs, len).await {
+                Ok(buf) => Outcome {
+                    status: Status::Good,
+                    sense: None,
+                    data: Some((buf, len)),
+                    residual: None,
+                },
+                Err(e) => Outcome::check(io_sense(&e, lba, false)),
+            }
+        }
+        Op::Write { lba, blocks, fua } => {
+            let len = (u64::from(blocks) * bs) as usize;
+            let buf = SharedBuf::new(data_out);
+            let _w = l.atomic.shared().await;
+            let mut r = write(array, lba * bs, &buf, 0..len).await;
+            if r.is_ok() && fua {
+                r = array.flush().await;
+            }
+            match r {
+                Ok(()) => Outcome::good(),
+                Err(e) => Outcome::check(io_sense(&e, lba, true)),
+            }
+        }
+        Op::Verify {
+            lba,
+            blocks,
+            bytchk,
+        }
+        | Op::WriteAndVerify {
+            lba,
+            blocks,
+            bytchk,
+        } => {
+            let len = (u64::from(blocks) * bs) as usize;
+            let writes = matches!(op, Op::WriteAndVerify { .. });
+            if writes {
+                let buf = SharedBuf::new(data_out.clone());
+                let _w = l.atomic.shared().await;
+                if let Err(e) = write(array, lba * bs, &buf, 0..len).await {
+                    return Outcome::check(io_sense(&e, lba, true));
+                }
+            }
+            match read(array, lba * bs, len).await {
+                Err(e) => Outcome::check(io_sense(&e, lba, false)),
+                Ok(got) => {
+                    if bytchk || writes {
+                        let diff = got.with(|g| raidd_scsi::miscompare_offset(&data_out[..len], g));
+                        if let Some(at) = diff {
+                            return Outcome::check(Sense::miscompare(at as u64));
+                        }
+                    }
+                    Outcome::good()
+                }
+            }
+        }
+        Op::SynchronizeCache { .. } => match array.flush().await {
+            Ok(()) => Outcome::good(),
+            Err(e) => Outcome::check(io_sense(&e, 0, true)),
+        },
+        Op::WriteSame {
+            lba,
+            blocks,
+            unmap,
+            ndob,
+            ..
+        } => {
+            let block = if ndob {
+                vec![0u8; bs as usize]
+            } else {
+                data_out[..bs as usize].to_vec()
+            };
+            let len = u64::from(blocks) * bs;
+            let _w = l.atomic.shared().await;
+            if unmap && l.info.thin && block.iter().all(|&b| b == 0) {
+                // Discards are advisory (LBPRZ 0): the zeroes are written where the level
+                // cannot discard, so a read after this sees zeroes either way.
+                if !array.geometry().level().has_parity() {
+                    return match array.discard(lba * bs, len).await {
+                        Ok(()) => Outcome::good(),
+                        Err(e) => Outcome::check(io_sense(&e, lba, true)),
+                    };
+                }
+            }
+            let piece_blocks = (PIECE as u64 / bs).min(u64::from(blocks)).max(1);
+            let mut pattern = AlignedBuf::for_overwrite((piece_blocks * bs) as usize);
+            for chunk in pattern.chunks_mut(bs as usize) {
+                chunk.copy_from_slice(&block);
+            }
+            let pattern = SharedBuf::new(pattern);
+            let mut done = 0u64;
+            while done < len {
+                let n = (len - done).min(piece_blocks * bs) as usize;
+                if let Err(e) = write(array, lba * bs + done, &pattern, 0..n).await {
+                    return Outcome::check(io_sense(&e, lba + done / bs, true));
+                }
+                done += n as u64;
+            }
+            Outcome::good()
+        }
+        Op::Unmap { anchor, .. } => {
+            let ranges = match raidd_scsi::parse_unmap(&data_out, anchor, &l.info) {
+                Ok(r) => r,
+                Err(s) => return Outcome::check(s),
+            };
+            let _w = l.atomic.shared().await;
+            for (lba, n) in ranges {
+                if let Err(e) = array.discard(lba * bs, u64::from(n) * bs).await {
+                    return Outcome::check(io_sense(&e, lba, true));
+                }
+            }
+            Outcome::good()
+        }
+        Op::CompareAndWrite { lba, blocks, fua } => {
+            let len = usize::from(blocks) * bs as usize;
+            // Nothing else writes the LUN between the compare and the write.
+            let _x = l.atomic.exclusive().await;
+            let got = match read(array, lba * bs, len).await {
+                Ok(g) => g,
+                Err(e) => return Outcome::check(io_sense(&e, lba, false)),
+            };
+            if let Some(at) = got.with(|g| raidd_scsi::miscompare_offset(&data_out[..len], g)) {
+                return Outcome::check(Sense::miscompare(at as u64));
+            }
+            let buf = SharedBuf::new(data_out);
+            let mut r = write(array, lba * bs, &buf, len..2 * len).await;
+            if r.is_ok() && fua {
+                r = array.flush().await;
+            }
+            match r {
+                Ok(()) => Outcome::good(),
+                Err(e) => Outcome::check(io_sense(&e, lba, true)),
+            }
+        }
+        Op::ModeSelect { ten, pf, sp, .. } => {
+            let r = {
+                let mut m = lock(&l.mode);
+                let before = m.clone();
+                raidd_scsi::mode_select(&data_out, ten, pf, sp, &mut m, &l.info)
+                    .map(|()| *m != before)
+            };
+            match r {
+                Ok(false) => Outcome::good(),
+                Ok(true) => {
+                    if let Some(t) = conn.target {
+                        let nexuses = conn.state.nexuses_of(t);
+                        l.attention_for(&nexuses, Some(&conn.nexus), &Sense::parameters_changed());
+                    }
+                    Outcome::good()
+                }
+                Err(s) => Outcome::check(s),
+            }
+        }
+        Op::PersistentReserveIn { action, alloc } => {
+            match lock(&l.reservations).pr_in(action, alloc, &nexus) {
+                Ok(v) => Outcome::bytes(v),
+                Err(s) => Outcome::check(s),
+            }
+        }
+        Op::PersistentReserveOut {
+            action,
+            scope,
+            kind,
+            ..
+        } => {
+            let (r, persist) = {
+                let mut pr = lock(&l.reservations);
+                let r = pr.pr_out(action, scope, kind, &data_out, &nexus);
+                let persist = match &r {
+                    Ok(o) if o.changed => Some(pr.aptpl().then(|| pr.encode())),
+                    _ => None,
+                };
+                (r, persist)
+            };
+            l.reservations_used.store(true, Ordering::Release);
+            match r {
+                Ok(outcome) => {
+                    for (n, s) in &outcome.unit_attentions {
+                        l.attention_for(std::slice::from_ref(&n.initiator), None, s);
+                    }
+                    if let Some(p) = persist {
+                        save_reservations(&l.reservations_file, p.as_deref());
+                    }
+                    Outcome::good()
+                }
+                Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
+                Err(PrError::Check(s)) => Outcome::check(s),
+            }
+        }
+        Op::RequestSense { .. } => {
+            let pending = l.take_attention(&conn.nexus);
+            let mode = lock(&l.mode);
+            let luns = luns_of(conn);
+            let ctx = RespondCtx {
+                lun: &l.info,
+                mode: &mode,
+                luns: &luns,
+                pending_sense: pending.as_ref(),
+            };
+            match raidd_scsi::respond(&op, &ctx) {
+                Ok(v) => Outcome::bytes(v),
+                Err(s) => Outcome::check(s),
+            }
+        }
+        other => {
+            let mode = lock(&l.mode);
+            let luns = luns_of(conn);
+            let ctx = RespondCtx {
+                lun: &l.info,
+                mode: &mode,
+                luns: &luns,
+                pending_sense: None,
+            };
+            match raidd_scsi::respond(&other, &ctx) {
+                Ok(v) if v.is_empty() => Outcome::good(),
+                Ok(v) => Outcome::bytes(v),
+                Err(s) => Outcome::check(s),
+            }
+        }
+    }
+}
+
+fn luns_of(conn: &Conn) -> Vec<u64> {
+    conn.target
+        .map(|t| {
+            conn.state.targets[t]
+                .luns
+                .iter()
+                .map(|l| l.number)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Writes the reservations file (None: removes it, APTPL is off). Atomic by rename, so a
+/// crash leaves the old state or the new one.
+fn save_reservations(path: &std::path::Path, bytes: Option<&[u8]>) {
+    let r = match bytes {
+        None => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        },
+        Some(b) => (|| {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, b)?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })(),
+    };
+    if let Err(e) = r {
+        tracing::error!(file = %path.display(), "cannot save persistent reservations: {e}");
+    }
+}
+
+/// Writes share the LUN; COMPARE AND WRITE takes it alone, so its compare and its write
+/// see no other write in between (SBC-3 atomicity). Taking the shared side is one lock of an
+/// uncontended mutex.
+#[derive(Debug, Default)]
+pub struct WriteGate {
+    inner: Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    shared: usize,
+    exclusive: bool,
+    /// Exclusive holders waiting; new shared holders queue behind them.
+    exclusive_waiting: usize,
+    waiters: Vec<Waker>,
+}
+
+pub struct GateGuard<'a> {
+    gate: &'a WriteGate,
+    exclusive: bool,
+}
+
+impl Drop for GateGuard<'_> {
+    fn drop(&mut self) {
+        let mut s = lock(&self.gate.inner);
+        if self.exclusive {
+            s.exclusive = false;
+        } else {
+            s.shared -= 1;
+        }
+        for w in s.waiters.drain(..) {
+            w.wake();
+        }
+    }
+}
+
+impl WriteGate {
+    pub async fn shared(&self) -> GateGuard<'_> {
+        poll_fn(|cx| {
+            let mut s = lock(&self.inner);
+            if !s.exclusive && s.exclusive_waiting == 0 {
+                s.shared += 1;
+                return Poll::Ready(GateGuard {
+                    gate: self,
+                    exclusive: false,
+                });
+            }
+            s.waiters.push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    pub async fn exclusive(&self) -> GateGuard<'_> {
+        // Counted as waiting from the start, so shared holders stop queueing in front; the
+        // count is returned however the wait ends (a dropped future included).
+        struct Waiting<'a>(&'a WriteGate);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                let mut s = lock(&self.0.inner);
+                s.exclusive_waiting -= 1;
+                for w in s.waiters.drain(..) {
+                    w.wake();
+                }
+            }
+        }
+        lock(&self.inner).exclusive_waiting += 1;
+        let _waiting = Waiting(self);
+        poll_fn(|cx| {
+            let mut s = lock(&self.inner);
+            if !s.exclusive && s.shared == 0 {
+                s.exclusive = true;
+                return Poll::Ready(GateGuard {
+                    gate: self,
+                    exclusive: true,
+                });
+            }
+            s.waiters.push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+}

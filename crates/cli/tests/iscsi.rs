@@ -1,0 +1,534 @@
+//! `raidd serve`'s iSCSI target driven by the initiators users have: libiscsi's tools
+//! (iscsi-ls, iscsi-inq, iscsi-readcapacity16) and qemu-img's libiscsi driver. Data goes in
+//! through iSCSI and is checked offline on the members (and the other way round) with
+//! self-verifying sectors, healthy and degraded.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::daemon::{
+    array_config as config, create_array as create, must, run_tool, tool, Daemon,
+};
+use common::{args_with, raidd, scratch};
+use raidd_engine::pattern;
+
+const SEED: u64 = 0x15c5_1000;
+const INITIATOR: &str = "iqn.2026-11.org.raidd:test-initiator";
+
+fn target_name(array: &str) -> String {
+    format!("iqn.2026-11.org.raidd:{array}")
+}
+
+fn iscsi_config(level: &str, members: &[PathBuf], extra: &str) -> String {
+    format!(
+        "[iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\nnop_interval = 0\n{extra}{}",
+        config(level, members)
+    )
+}
+
+fn pattern_file(dir: &Path, len: u64, generation: u64) -> PathBuf {
+    let p = dir.join(format!("pattern-{generation}.bin"));
+    let mut buf = vec![0u8; len as usize];
+    pattern::fill(&mut buf, 0, generation, SEED);
+    std::fs::write(&p, &buf).unwrap();
+    p
+}
+
+fn verify_file(p: &Path, generation: u64, what: &str) {
+    let buf = std::fs::read(p).unwrap();
+    let bad = pattern::verify(&buf, 0, SEED, |_| generation);
+    assert!(
+        bad.is_empty(),
+        "{what}: {} bad sectors, first {}",
+        bad.len(),
+        bad[0]
+    );
+}
+
+fn offline(verb: &str, members: &[PathBuf], len: u64, generation: u64) {
+    let (len, seed, g) = (len.to_string(), SEED.to_string(), generation.to_string());
+    raidd(&args_with(
+        &[
+            "pattern",
+            verb,
+            "--length",
+            &len,
+            "--seed",
+            &seed,
+            "--generation",
+            &g,
+        ],
+        members,
+    ))
+    .ok();
+}
+
+/// The LUN's size in bytes as READ CAPACITY(16) reports it.
+fn capacity(url: &str) -> u64 {
+    let out = must(tool("iscsi-readcapacity16").args(["-i", INITIATOR, url]));
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Total size:"))
+        .unwrap_or_else(|| panic!("no size in {out}"));
+    line.trim().parse().unwrap()
+}
+
+fn qemu_write(input: &Path, url: &str) {
+    must(tool("qemu-img").args([
+        "convert",
+        "-n",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        input.to_str().unwrap(),
+        url,
+    ]));
+}
+
+fn qemu_read(url: &str, out: &Path) {
+    let _ = std::fs::remove_file(out);
+    must(tool("qemu-img").args([
+        "convert",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        url,
+        out.to_str().unwrap(),
+    ]));
+}
+
+#[test]
+fn discovery_inquiry_and_capacity() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 4, &["--chunk", "64K"]);
+    let d = Daemon::start(dir.path(), &iscsi_config("raid5", &members, ""));
+    let portal = format!("iscsi://{}", d.iscsi.unwrap());
+    let ls = must(tool("iscsi-ls").args(["-i", INITIATOR, &portal]));
+    assert!(
+        ls.contains(&format!("Target:{}", target_name("raid5"))),
+        "{ls}"
+    );
+    let url = d.iscsi_url("", &target_name("raid5"), 0);
+    let inq = must(tool("iscsi-inq").args(["-i", INITIATOR, &url]));
+    assert!(inq.contains("Vendor:RAIDD"), "{inq}");
+    assert!(inq.contains("DIRECT_ACCESS"), "{inq}");
+    let serial = must(tool("iscsi-inq").args(["-i", INITIATOR, "-e", "1", "-c", "0x80", &url]));
+    assert!(
+        !serial.trim().is_empty(),
+        "unit serial number page: {serial}"
+    );
+    // The LUN is the array: 3 data members of 24 MiB less md's metadata, chunk-aligned.
+    let size = capacity(&url);
+    let nbd = must(tool("nbdinfo").args(["--size", &d.uri("raid5")]));
+    assert_eq!(size, nbd.trim().parse::<u64>().unwrap());
+    assert!(size > 60 << 20 && size <= 72 << 20, "{size}");
+    d.stop();
+}
+
+/// Data written through iSCSI reads back through iSCSI and offline from the members; data
+/// written offline reads back through iSCSI; then the same with members missing.
+#[test]
+fn every_level_round_trips_through_iscsi_healthy_and_degraded() {
+    for (level, n, extra, lose) in [
+        ("raid0", 3, &[][..], 0),
+        ("raid5", 4, &["--chunk", "64K"][..], 1),
+        ("raid6", 5, &["--chunk", "64K"][..], 2),
+        ("raid10", 4, &[][..], 1),
+    ] {
+        let dir = scratch();
+        let members = create(dir.path(), level, n, extra);
+        let d = Daemon::start(dir.path(), &iscsi_config(level, &members, ""));
+        let url = d.iscsi_url("", &target_name(level), 0);
+        let size = capacity(&url);
+        let input = pattern_file(dir.path(), size, 1);
+        qemu_write(&input, &url);
+        let out = dir.path().join("out.bin");
+        qemu_read(&url, &out);
+        verify_file(&out, 1, &format!("{level} read back through iSCSI"));
+        let log = d.stop();
+        assert!(log.contains("array closed cleanly"), "{level}:\n{log}");
+        offline("verify", &members, size, 1);
+
+        offline("write", &members, size, 2);
+        let survivors = &members[lose..];
+        let d = Daemon::start(dir.path(), &iscsi_config(level, survivors, ""));
+        if lose > 0 {
+            assert!(
+                d.log().contains("running degraded"),
+                "{level}:\n{}",
+                d.log()
+            );
+        }
+        let url = d.iscsi_url("", &target_name(level), 0);
+        qemu_read(&url, &out);
+        verify_file(
+            &out,
+            2,
+            &format!("{level} (missing {lose}) read through iSCSI"),
+        );
+        let input = pattern_file(dir.path(), size, 3);
+        qemu_write(&input, &url);
+        qemu_read(&url, &out);
+        verify_file(
+            &out,
+            3,
+            &format!("{level} (missing {lose}) written through iSCSI"),
+        );
+        d.stop();
+        offline("verify", survivors, size, 3);
+    }
+}
+
+#[test]
+fn chap_mutual_chap_and_initiator_acls() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let t = "iqn.2026-11.org.raidd:secure";
+    let extra = format!(
+        "[[target]]\nname = \"{t}\"\ninitiators = [\"{INITIATOR}\"]\n\
+         chap = {{ user = \"alice\", secret = \"alice-secret-1\" }}\n\
+         mutual_chap = {{ user = \"raidd\", secret = \"target-secret-2\" }}\n\
+         [[target.lun]]\narray = \"raid1\"\n"
+    );
+    let d = Daemon::start(dir.path(), &iscsi_config("raid1", &members, &extra));
+    let inq = |url: &str, initiator: &str| run_tool(tool("iscsi-inq").args(["-i", initiator, url]));
+
+    let good = d.iscsi_url("alice%alice-secret-1@", t, 0);
+    let (ok, out, err) = inq(&good, INITIATOR);
+    assert!(ok, "the right secret logs in: {out}{err}");
+    assert!(out.contains("Vendor:RAIDD"), "{out}");
+
+    let (ok, _, err) = inq(&d.iscsi_url("alice%wrong-secret-1@", t, 0), INITIATOR);
+    assert!(!ok, "a wrong secret must be refused: {err}");
+    let (ok, _, err) = inq(&d.iscsi_url("", t, 0), INITIATOR);
+    assert!(!ok, "no CHAP at all must be refused: {err}");
+    let (ok, _, err) = inq(&good, "iqn.2026-11.org.raidd:stranger");
+    assert!(!ok, "an initiator outside the ACL must be refused: {err}");
+
+    // Mutual: the initiator checks the target's answer too.
+    let mutual = format!("{good}?target_user=raidd&target_password=target-secret-2");
+    let (ok, out, err) = inq(&mutual, INITIATOR);
+    assert!(ok, "mutual CHAP with the right target secret: {out}{err}");
+    let bad_mutual = format!("{good}?target_user=raidd&target_password=not-the-secret");
+    let (ok, _, err) = inq(&bad_mutual, INITIATOR);
+    assert!(
+        !ok,
+        "the initiator must refuse a target that answers wrongly: {err}"
+    );
+
+    let log = d.stop();
+    assert!(log.contains("iSCSI login refused"), "{log}");
+}
+
+/// A bare iSCSI initiator over a TCP socket, for the protocol errors real initiators never
+/// make.
+mod raw {
+    use raidd_iscsi::digest;
+    use raidd_iscsi::pdu::{build, op, Bhs, BHS_LEN};
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpStream};
+    use std::time::Duration;
+
+    pub struct Raw {
+        pub s: TcpStream,
+        pub cmdsn: u32,
+        pub statsn: u32,
+        pub header_digest: bool,
+        itt: u32,
+    }
+
+    fn be32(b: &[u8], at: usize) -> u32 {
+        u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+    }
+
+    fn text(pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for (k, val) in pairs {
+            v.extend_from_slice(format!("{k}={val}").as_bytes());
+            v.push(0);
+        }
+        v
+    }
+
+    fn login_pdu(csg: u8, nsg: u8, itt: u32, data: &[u8]) -> [u8; BHS_LEN] {
+        let mut h = [0u8; BHS_LEN];
+        h[0] = 0x40 | op::LOGIN;
+        h[1] = 0x80 | (csg << 2) | nsg;
+        h[5] = (data.len() >> 16) as u8;
+        h[6] = (data.len() >> 8) as u8;
+        h[7] = data.len() as u8;
+        h[8..14].copy_from_slice(&[0x80, 0, 0x23, 0x45, 0, 1]);
+        h[16..20].copy_from_slice(&itt.to_be_bytes());
+        h
+    }
+
+    impl Raw {
+        /// Logs in to `target` (no authentication) with the given header digest.
+        pub fn login(addr: SocketAddr, initiator: &str, target: &str, header_digest: bool) -> Raw {
+            let s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            // Login PDUs are immediate: the first command carries the login's CmdSN (0).
+            let mut r = Raw {
+                s,
+                cmdsn: 0,
+                statsn: 0,
+                header_digest: false,
+                itt: 1,
+            };
+            let sec = text(&[
+                ("InitiatorName", initiator),
+                ("TargetName", target),
+                ("SessionType", "Normal"),
+                ("AuthMethod", "None"),
+            ]);
+            r.send(login_pdu(0, 1, 0, &sec), &sec);
+            let (h, d) = r.recv();
+            assert_eq!(h.opcode(), op::LOGIN_RESPONSE);
+            assert_eq!(
+                (h.0[36], h.0[37]),
+                (0, 0),
+                "{}",
+                String::from_utf8_lossy(&d)
+            );
+            let hd = if header_digest { "CRC32C" } else { "None" };
+            let opn = text(&[
+                ("HeaderDigest", hd),
+                ("DataDigest", "None"),
+                ("MaxRecvDataSegmentLength", "65536"),
+                ("InitialR2T", "Yes"),
+                ("ImmediateData", "No"),
+                ("MaxBurstLength", "65536"),
+                ("FirstBurstLength", "65536"),
+                ("ErrorRecoveryLevel", "0"),
+            ]);
+            r.send(login_pdu(1, 3, 0, &opn), &opn);
+            let (h, d) = r.recv();
+            assert_eq!(
+                (h.0[36], h.0[37]),
+                (0, 0),
+                "{}",
+                String::from_utf8_lossy(&d)
+            );
+            assert!(h.0[1] & 0x80 != 0 && h.0[1] & 3 == 3, "full feature phase");
+            let answer = String::from_utf8_lossy(&d).to_string();
+            assert!(answer.contains(&format!("HeaderDigest={hd}")), "{answer}");
+            r.header_digest = header_digest;
+            r
+        }
+
+        pub fn itt(&mut self) -> u32 {
+            self.itt += 1;
+            self.itt
+        }
+
+        /// Sends a header (its digest computed when on, or `bad_digest` flipped) and data.
+        pub fn send_with(&mut self, h: [u8; BHS_LEN], data: &[u8], bad_digest: bool) {
+            let mut v = h.to_vec();
+            if self.header_digest {
+                let mut d = digest::wire(digest::crc32c(&[&h]));
+                if bad_digest {
+                    d[0] ^= 1;
+                }
+                v.extend_from_slice(&d);
+            }
+            v.extend_from_slice(data);
+            v.resize(v.len() + (4 - data.len() % 4) % 4, 0);
+            self.s.write_all(&v).unwrap();
+        }
+
+        pub fn send(&mut self, h: [u8; BHS_LEN], data: &[u8]) {
+            self.send_with(h, data, false)
+        }
+
+        /// The next PDU, or None when the target closed the connection.
+        pub fn try_recv(&mut self) -> Option<(Bhs, Vec<u8>)> {
+            let mut h = [0u8; BHS_LEN];
+            self.s.read_exact(&mut h).ok()?;
+            let bhs = Bhs(h);
+            let mut tail = vec![0u8; bhs.ahs_len() + if self.header_digest { 4 } else { 0 }];
+            self.s.read_exact(&mut tail).ok()?;
+            if self.header_digest {
+                let got: [u8; 4] = tail[bhs.ahs_len()..].try_into().unwrap();
+                assert!(
+                    digest::matches(&[&h, &tail[..bhs.ahs_len()]], got),
+                    "target's header digest"
+                );
+            }
+            let n = bhs.data_len();
+            let mut d = vec![0u8; n + (4 - n % 4) % 4];
+            self.s.read_exact(&mut d).ok()?;
+            d.truncate(n);
+            if matches!(bhs.opcode(), 0x21 | 0x22 | 0x24 | 0x26 | 0x3f)
+                || bhs.opcode() == 0x20 && bhs.itt() != u32::MAX
+            {
+                self.statsn = be32(&h, 24).wrapping_add(1);
+            }
+            Some((bhs, d))
+        }
+
+        pub fn recv(&mut self) -> (Bhs, Vec<u8>) {
+            self.try_recv().expect("the target closed the connection")
+        }
+
+        /// A SCSI command (no data out); returns the next CmdSN's PDU.
+        pub fn command(&mut self, cdb: &[u8], read_len: u32, cmdsn: u32) -> u32 {
+            let itt = self.itt();
+            let h = build::command(
+                itt,
+                0,
+                cdb,
+                read_len > 0,
+                false,
+                read_len,
+                cmdsn,
+                self.statsn,
+                0,
+            );
+            self.send(h, &[]);
+            itt
+        }
+
+        /// NOP-Out ping with data; asserts the echo comes back.
+        pub fn ping(&mut self) {
+            let itt = self.itt();
+            let mut h = [0u8; BHS_LEN];
+            h[0] = 0x40;
+            h[1] = 0x80;
+            h[7] = 4;
+            h[16..20].copy_from_slice(&itt.to_be_bytes());
+            h[20..24].copy_from_slice(&u32::MAX.to_be_bytes());
+            h[24..28].copy_from_slice(&self.cmdsn.to_be_bytes());
+            h[28..32].copy_from_slice(&self.statsn.to_be_bytes());
+            self.send(h, b"ping");
+            let (b, d) = self.recv();
+            assert_eq!((b.opcode(), b.itt()), (op::NOP_IN, itt));
+            assert_eq!(d, b"ping");
+        }
+    }
+}
+
+/// Protocol errors get the RFC's answers and cost nobody else anything: an unknown opcode
+/// and an out-of-order Data-Out are rejected, stray Data-Out is dropped, a command outside
+/// the CmdSN window is ignored, a bad header digest or an oversized segment ends only that
+/// connection.
+#[test]
+fn protocol_errors_are_rejected_and_other_sessions_carry_on() {
+    use raidd_iscsi::pdu::{build, op, reject, BHS_LEN};
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let d = Daemon::start(dir.path(), &iscsi_config("raid1", &members, ""));
+    let addr = d.iscsi.unwrap();
+    let t = target_name("raid1");
+    let mut a = raw::Raw::login(addr, INITIATOR, &t, false);
+    let mut b = raw::Raw::login(addr, "iqn.2026-11.org.raidd:other", &t, true);
+
+    // TEST UNIT READY: good status. Unit attentions may come first on a fresh nexus.
+    let mut cmdsn = a.cmdsn;
+    let mut ok = false;
+    for _ in 0..3 {
+        let itt = a.command(&[0; 6], 0, cmdsn);
+        cmdsn += 1;
+        let (h, _) = a.recv();
+        assert_eq!((h.opcode(), h.itt()), (op::SCSI_RESPONSE, itt));
+        if h.0[3] == 0 {
+            ok = true;
+            break;
+        }
+    }
+    assert!(ok, "TEST UNIT READY never succeeded");
+    a.cmdsn = cmdsn;
+
+    // Unknown opcode: Reject (command not supported) carrying the header back.
+    let mut h = [0u8; BHS_LEN];
+    h[0] = 0x1c;
+    h[16..20].copy_from_slice(&77u32.to_be_bytes());
+    a.send(h, &[]);
+    let (r, data) = a.recv();
+    assert_eq!((r.opcode(), r.0[2]), (op::REJECT, reject::NOT_SUPPORTED));
+    assert_eq!(&data[..], &h[..]);
+    a.ping();
+
+    // Data-Out for a task that does not exist: dropped without an answer.
+    a.send(
+        build::data_out(0x5555, u32::MAX, 0, 0, true, 512),
+        &[7u8; 512],
+    );
+    a.ping();
+
+    // A write (InitialR2T=Yes): the target asks with an R2T; Data-Out at the wrong offset is
+    // rejected, at the right one it completes the command, and the data reads back.
+    let itt = a.itt();
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x2a;
+    cdb[5] = 8; // LBA 8
+    cdb[8] = 2; // two blocks
+    a.send(
+        build::command(itt, 0, &cdb, false, true, 1024, a.cmdsn, a.statsn, 0),
+        &[],
+    );
+    a.cmdsn += 1;
+    let (r2t, _) = a.recv();
+    assert_eq!(r2t.opcode(), op::R2T);
+    let ttt = u32::from_be_bytes(r2t.0[20..24].try_into().unwrap());
+    let want = u32::from_be_bytes(r2t.0[44..48].try_into().unwrap());
+    assert_eq!(want, 1024);
+    a.send(build::data_out(itt, ttt, 0, 512, true, 512), &[1u8; 512]);
+    let (r, _) = a.recv();
+    assert_eq!((r.opcode(), r.0[2]), (op::REJECT, reject::PROTOCOL_ERROR));
+    let payload: Vec<u8> = (0..1024u32).map(|i| (i * 7 + 3) as u8).collect();
+    a.send(build::data_out(itt, ttt, 0, 0, true, 1024), &payload);
+    let (r, _) = a.recv();
+    assert_eq!((r.opcode(), r.itt(), r.0[3]), (op::SCSI_RESPONSE, itt, 0));
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x28;
+    cdb[5] = 8;
+    cdb[8] = 2;
+    let itt = a.command(&cdb, 1024, a.cmdsn);
+    a.cmdsn += 1;
+    let (r, data) = a.recv();
+    assert_eq!((r.opcode(), r.itt()), (op::DATA_IN, itt));
+    assert!(r.0[1] & 0x01 != 0, "status in the last Data-In");
+    assert_eq!(data, payload);
+
+    // A command beyond MaxCmdSN is ignored; the next in-window one is answered.
+    a.command(&[0; 6], 0, a.cmdsn + 1000);
+    let itt = a.command(&[0; 6], 0, a.cmdsn);
+    a.cmdsn += 1;
+    let (r, _) = a.recv();
+    assert_eq!((r.opcode(), r.itt()), (op::SCSI_RESPONSE, itt));
+
+    // Session b: a header digest that does not match ends b's connection only.
+    b.ping();
+    let mut h = [0u8; BHS_LEN];
+    h[0] = 0x40;
+    h[1] = 0x80;
+    h[16..20].copy_from_slice(&9u32.to_be_bytes());
+    h[20..24].copy_from_slice(&u32::MAX.to_be_bytes());
+    b.send_with(h, &[], true);
+    assert!(
+        b.try_recv().is_none(),
+        "a bad header digest must close the connection"
+    );
+    a.ping();
+
+    // An oversized data segment (beyond MaxRecvDataSegmentLength) ends a's connection.
+    let mut c = raw::Raw::login(addr, INITIATOR, &t, false);
+    let mut h = [0u8; BHS_LEN];
+    h[0] = 0x40;
+    h[1] = 0x80;
+    h[5] = 0x10; // 1 MiB
+    h[16..20].copy_from_slice(&9u32.to_be_bytes());
+    h[20..24].copy_from_slice(&u32::MAX.to_be_bytes());
+    c.send(h, &[]);
+    assert!(
+        c.try_recv().is_none(),
+        "an oversized segment must close the connection"
+    );
+    a.ping();
+    drop(a);
+    d.stop();
+}

@@ -237,6 +237,18 @@ fn parse(opcode: u8, sa: u8, c: &[u8; 16], lun: &LunInfo) -> Result<Op, Sense> {
             anchor: false,
             param_len: be16(c, 7),
         },
+        code::ORWRITE_16 => {
+            let (lba, blocks) = (be64(c, 2), be32(c, 10));
+            transfer_limit(blocks, 10, lun)?;
+            range(lba, blocks, lun)?;
+            Op::OrWrite {
+                lba,
+                blocks,
+                fua: flag(1, 3),
+            }
+        }
+        code::RESERVE_6 => Op::Reserve6,
+        code::RELEASE_6 => Op::Release6,
         code::COMPARE_AND_WRITE => {
             let blocks = c[13];
             if blocks > lun.max_compare_write_blocks {
@@ -382,10 +394,25 @@ fn write_same(
     c: &[u8; 16],
     lun: &LunInfo,
 ) -> Result<Op, Sense> {
-    // VPD B0 reports WSNZ=1: a zero length ("to the end of the medium") is refused rather
-    // than turned into a whole-array write by accident.
+    // VPD B0 reports WSNZ=0: a zero length means "to the end of the medium" (SBC-3
+    // 5.42), which must still fit the field this crate carries it in.
+    let blocks = if blocks == 0 {
+        if lba > lun.blocks {
+            return Err(Sense::lba_out_of_range());
+        }
+        u32::try_from(lun.blocks - lba).map_err(|_| Sense::invalid_field_in_cdb(len_byte, None))?
+    } else {
+        blocks
+    };
     if blocks == 0 {
-        return Err(Sense::invalid_field_in_cdb(len_byte, None));
+        // Zero blocks to write at exactly the end: nothing to do, and nothing wrong.
+        return Ok(Op::WriteSame {
+            lba,
+            blocks,
+            unmap: c[1] & 0x08 != 0,
+            anchor: false,
+            ndob: c[0] == code::WRITE_SAME_16 && c[1] & 0x01 != 0,
+        });
     }
     if lun.max_write_same_blocks != 0 && u64::from(blocks) > lun.max_write_same_blocks {
         return Err(Sense::invalid_field_in_cdb(len_byte, None));
@@ -564,11 +591,53 @@ mod tests {
     }
 
     #[test]
+    fn orwrite_and_spc2_reservations() {
+        let mut lun = test_lun();
+        let mut c = rw16(0x8b, 8, 4);
+        c[1] = 0x08;
+        assert_eq!(
+            decode(&c, &lun),
+            Ok(Op::OrWrite {
+                lba: 8,
+                blocks: 4,
+                fua: true
+            })
+        );
+        assert_eq!(decode(&c, &lun).map(|o| o.data_out_len(&lun)), Ok(2048));
+        c[1] = 0x20; // ORPROTECT
+        assert_eq!(asc(decode(&c, &lun)), (5, 0x24, 0));
+        let c = rw16(0x8b, lun.blocks - 1, 2);
+        assert_eq!(asc(decode(&c, &lun)), (5, 0x21, 0));
+        lun.read_only = true;
+        assert_eq!(asc(decode(&rw16(0x8b, 0, 1), &lun)), (7, 0x27, 0));
+        assert_eq!(decode(&[0x16, 0, 0, 0, 0, 0], &lun), Ok(Op::Reserve6));
+        assert_eq!(decode(&[0x17, 0, 0, 0, 0, 0], &lun), Ok(Op::Release6));
+        assert_eq!(asc(decode(&[0x16, 0x10, 0, 0, 0, 0], &lun)), (5, 0x24, 0));
+    }
+
+    #[test]
     fn write_same_rules() {
         let mut lun = test_lun();
-        let mut ws = rw16(0x93, 10, 0);
-        let e = decode(&ws, &lun).expect_err("wsnz");
+        // Zero blocks: to the end of the LUN (WSNZ=0), within the WRITE SAME limit.
+        lun.max_write_same_blocks = 0;
+        let mut ws = rw16(0x93, lun.blocks - 10, 0);
+        assert!(matches!(
+            decode(&ws, &lun),
+            Ok(Op::WriteSame { blocks: 10, .. })
+        ));
+        ws[2..10].copy_from_slice(&lun.blocks.to_be_bytes());
+        assert!(matches!(
+            decode(&ws, &lun),
+            Ok(Op::WriteSame { blocks: 0, .. })
+        ));
+        ws[2..10].copy_from_slice(&(lun.blocks + 1).to_be_bytes());
+        assert_eq!(asc(decode(&ws, &lun)), (5, 0x21, 0));
+        lun.max_write_same_blocks = 8;
+        ws[2..10].copy_from_slice(&0u64.to_be_bytes());
+        let e = decode(&ws, &lun).expect_err("to the end is more than the limit");
         assert_eq!(e.field_pointer.map(|f| f.field), Some(10));
+        lun = test_lun();
+        ws[2..10].copy_from_slice(&10u64.to_be_bytes());
         ws[10..14].copy_from_slice(&(lun.max_write_same_blocks as u32 + 1).to_be_bytes());
         assert_eq!(asc(decode(&ws, &lun)), (5, 0x24, 0));
         ws[10..14].copy_from_slice(&4u32.to_be_bytes());

@@ -97,7 +97,7 @@ fn device_identification(lun: &LunInfo) -> Vec<u8> {
 fn block_limits(lun: &LunInfo) -> Vec<u8> {
     let mut b = vec![0u8; 0x3c];
     // Offsets below are page offsets minus the 4-byte header.
-    b[0] = 0x01; // WSNZ: WRITE SAME with 0 blocks is refused
+    b[0] = 0x00; // WSNZ 0: WRITE SAME with 0 blocks writes to the end of the medium
     b[1] = lun.max_compare_write_blocks;
     let granularity = u16::try_from(lun.optimal_granularity_blocks).unwrap_or(u16::MAX);
     put(&mut b, 2, granularity.to_be_bytes());
@@ -204,7 +204,7 @@ mod tests {
         let d = inquiry(true, 0xb0, &lun).expect("b0");
         assert_eq!(d.len(), 64);
         assert_eq!(d[3], 0x3c);
-        assert_eq!(d[4] & 1, 1);
+        assert_eq!(d[4] & 1, 0, "WSNZ 0");
         assert_eq!(d[5], 1);
         assert_eq!(be16(&d, 6), 128);
         assert_eq!(be32(&d, 8), 8192);

@@ -25,7 +25,8 @@
 //!
 //! # Choices the shell must know
 //!
-//! - WRITE SAME with 0 blocks is refused (VPD B0 WSNZ=1), so `Op::WriteSame::blocks >= 1`.
+//! - WRITE SAME with 0 blocks means "to the end of the LUN" (VPD B0 WSNZ=0): `decode` turns it
+//!   into the block count, so `Op::WriteSame::blocks` is 0 only for an empty range at the end.
 //! - SYNCHRONIZE CACHE and PRE-FETCH keep SBC's "0 blocks = to the end of the LUN".
 //! - Mode pages are shared by all I_T nexuses; only D_SENSE is changeable.
 //! - Saved mode pages are not implemented (SP=1 and PC=3 are refused).

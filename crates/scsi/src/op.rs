@@ -86,7 +86,7 @@ pub enum Op {
         /// IMMED bit.
         immed: bool,
     },
-    /// WRITE SAME (10/16). `blocks` is never 0 (VPD B0 reports WSNZ=1).
+    /// WRITE SAME (10/16). A CDB length of 0 arrives here as the blocks to the end (WSNZ=0).
     WriteSame {
         /// First block.
         lba: u64,
@@ -117,6 +117,20 @@ pub enum Op {
         /// FUA bit.
         fua: bool,
     },
+    /// ORWRITE (16): the Data-Out is ORed into the blocks (read, OR, write, atomically as
+    /// COMPARE AND WRITE is).
+    OrWrite {
+        /// First block.
+        lba: u64,
+        /// Blocks (0: nothing is transferred).
+        blocks: u32,
+        /// FUA bit.
+        fua: bool,
+    },
+    /// RESERVE (6): SPC-2's reservation of the whole logical unit for one I_T nexus.
+    Reserve6,
+    /// RELEASE (6).
+    Release6,
     /// GET LBA STATUS (SERVICE ACTION IN(16) 12h).
     GetLbaStatus {
         /// Starting LBA.
@@ -209,7 +223,9 @@ impl Op {
     pub fn data_out_len(&self, lun: &LunInfo) -> u64 {
         let bs = u64::from(lun.block_size);
         match *self {
-            Op::Write { blocks, .. } | Op::WriteAndVerify { blocks, .. } => u64::from(blocks) * bs,
+            Op::Write { blocks, .. }
+            | Op::WriteAndVerify { blocks, .. }
+            | Op::OrWrite { blocks, .. } => u64::from(blocks) * bs,
             Op::Verify {
                 blocks,
                 bytchk: true,
@@ -232,6 +248,7 @@ impl Op {
                 | Op::WriteSame { .. }
                 | Op::Unmap { .. }
                 | Op::CompareAndWrite { .. }
+                | Op::OrWrite { .. }
         )
     }
 
@@ -244,6 +261,7 @@ impl Op {
                 | Op::GetLbaStatus { .. }
                 | Op::PreFetch { .. }
                 | Op::CompareAndWrite { .. }
+                | Op::OrWrite { .. }
         )
     }
 }

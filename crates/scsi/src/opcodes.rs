@@ -14,6 +14,8 @@ pub mod code {
     pub const WRITE_6: u8 = 0x0a;
     pub const INQUIRY: u8 = 0x12;
     pub const MODE_SELECT_6: u8 = 0x15;
+    pub const RESERVE_6: u8 = 0x16;
+    pub const RELEASE_6: u8 = 0x17;
     pub const MODE_SENSE_6: u8 = 0x1a;
     pub const START_STOP_UNIT: u8 = 0x1b;
     pub const READ_CAPACITY_10: u8 = 0x25;
@@ -32,6 +34,7 @@ pub mod code {
     pub const READ_16: u8 = 0x88;
     pub const COMPARE_AND_WRITE: u8 = 0x89;
     pub const WRITE_16: u8 = 0x8a;
+    pub const ORWRITE_16: u8 = 0x8b;
     pub const WRITE_AND_VERIFY_16: u8 = 0x8e;
     pub const VERIFY_16: u8 = 0x8f;
     pub const PRE_FETCH_16: u8 = 0x90;
@@ -110,6 +113,9 @@ const COMMANDS: &[Command] = &[
     cmd(&[0x12, 0x01, FF, FF, FF, 0]),
     // MODE SELECT(6): PF, SP
     cmd(&[0x15, 0x11, 0, 0, FF, 0]),
+    // RESERVE(6) / RELEASE(6): the obsolete third-party and extent fields are refused
+    cmd(&[0x16, 0, 0, 0, 0, 0]),
+    cmd(&[0x17, 0, 0, 0, 0, 0]),
     // MODE SENSE(6): DBD
     cmd(&[0x1a, 0x08, FF, FF, FF, 0]),
     // START STOP UNIT: IMMED; power condition modifier; power condition, NO_FLUSH, LOEJ, START
@@ -156,6 +162,10 @@ const COMMANDS: &[Command] = &[
     ]),
     cmd(&[
         0x8a, 0x1a, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, 0x1f, 0,
+    ]),
+    // ORWRITE(16): DPO FUA (ORPROTECT refused); group number
+    cmd(&[
+        0x8b, 0x18, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, 0x1f, 0,
     ]),
     cmd(&[
         0x8e, 0x16, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, FF, 0x1f, 0,

@@ -131,6 +131,9 @@ pub struct Reservations {
     registrations: Vec<Registration>,
     reservation: Option<Reservation>,
     aptpl: bool,
+    /// SPC-2 RESERVE(6) holder. Never persisted: it ends with its I_T nexus, a reset or
+    /// a restart.
+    scsi2: Option<Nexus>,
 }
 
 /// The 24-byte PERSISTENT RESERVE OUT parameter list.
@@ -198,6 +201,22 @@ impl Reservations {
     /// current reservation. PR, INQUIRY, REPORT LUNS, REQUEST SENSE, TEST UNIT READY, READ
     /// CAPACITY and REPORT SUPPORTED OPERATION CODES are always allowed.
     pub fn allows(&self, nexus: &Nexus, op: &Op) -> bool {
+        if let Some(holder) = &self.scsi2 {
+            // SPC-2 5.5.1: a reserved unit answers other nexuses only for the commands
+            // that find out what is there and who holds it.
+            if holder != nexus
+                && !matches!(
+                    op,
+                    Op::Inquiry { .. }
+                        | Op::RequestSense { .. }
+                        | Op::ReportLuns { .. }
+                        | Op::Release6
+                        | Op::ReportSupportedOpcodes { .. }
+                )
+            {
+                return false;
+            }
+        }
         let Some(res) = &self.reservation else {
             return true;
         };
@@ -579,6 +598,49 @@ impl Reservations {
         Ok(outcome)
     }
 
+    /// RESERVE(6): the unit becomes this nexus's alone. Conflicts with another holder and
+    /// with any persistent reservation state (SPC-3 5.6.3).
+    pub fn reserve6(&mut self, nexus: &Nexus) -> Result<(), PrError> {
+        if !self.registrations.is_empty() || self.reservation.is_some() {
+            return Err(PrError::Conflict);
+        }
+        match &self.scsi2 {
+            Some(h) if h != nexus => Err(PrError::Conflict),
+            _ => {
+                self.scsi2 = Some(nexus.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// RELEASE(6): ends the nexus's own RESERVE(6); from anyone else it is a no-op.
+    pub fn release6(&mut self, nexus: &Nexus) -> Result<(), PrError> {
+        if !self.registrations.is_empty() || self.reservation.is_some() {
+            return Err(PrError::Conflict);
+        }
+        if self.scsi2.as_ref() == Some(nexus) {
+            self.scsi2 = None;
+        }
+        Ok(())
+    }
+
+    /// The I_T nexus is gone (logout, dropped connection): its RESERVE(6) ends.
+    pub fn nexus_lost(&mut self, nexus: &Nexus) {
+        if self.scsi2.as_ref() == Some(nexus) {
+            self.scsi2 = None;
+        }
+    }
+
+    /// A logical unit or target reset ends any RESERVE(6); persistent reservations stay.
+    pub fn reset(&mut self) {
+        self.scsi2 = None;
+    }
+
+    /// Whether anything restricts access (a shell may skip `allows` while not).
+    pub fn is_empty(&self) -> bool {
+        self.scsi2.is_none() && self.reservation.is_none() && self.registrations.is_empty()
+    }
+
     /// Serialises the state for persistence across restarts (APTPL).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
@@ -657,6 +719,7 @@ impl Reservations {
             registrations,
             reservation,
             aptpl,
+            scsi2: None,
         })
     }
 }
@@ -1134,5 +1197,47 @@ mod tests {
             Reservations::decode(&Reservations::new().encode()),
             Ok(Reservations::new())
         );
+    }
+
+    #[test]
+    fn spc2_reserve_release() {
+        let a = Nexus {
+            initiator: "iqn.a,i,0x1".into(),
+            target_port: 1,
+        };
+        let b = Nexus {
+            initiator: "iqn.b,i,0x1".into(),
+            target_port: 1,
+        };
+        let read = Op::Read {
+            lba: 0,
+            blocks: 1,
+            fua: false,
+        };
+        let mut r = Reservations::new();
+        assert!(r.is_empty());
+        r.reserve6(&a).expect("free unit");
+        r.reserve6(&a).expect("the holder may reserve again");
+        assert_eq!(r.reserve6(&b), Err(PrError::Conflict));
+        assert!(r.allows(&a, &read));
+        assert!(!r.allows(&b, &read));
+        assert!(!r.allows(&b, &Op::TestUnitReady));
+        assert!(r.allows(&b, &Op::Release6));
+        r.release6(&b).expect("a no-op for a non-holder");
+        assert!(!r.allows(&b, &read));
+        r.nexus_lost(&a);
+        assert!(r.allows(&b, &read));
+        r.reserve6(&b).expect("free again");
+        r.reset();
+        assert!(r.is_empty());
+        assert_eq!(
+            Reservations::decode(&r.encode()).expect("round trip"),
+            Reservations::new()
+        );
+        // Persistent reservation state refuses SPC-2 reservations.
+        let mut p = [0u8; 24];
+        p[8..16].copy_from_slice(&7u64.to_be_bytes());
+        r.pr_out(action::REGISTER, 0, 0, &p, &a).expect("register");
+        assert_eq!(r.reserve6(&a), Err(PrError::Conflict));
     }
 }

@@ -75,6 +75,9 @@ pub fn respond(op: &Op, ctx: &RespondCtx) -> Result<Vec<u8>, Sense> {
         | Op::WriteSame { .. }
         | Op::Unmap { .. }
         | Op::CompareAndWrite { .. }
+        | Op::OrWrite { .. }
+        | Op::Reserve6
+        | Op::Release6
         | Op::ModeSelect { .. }
         | Op::PersistentReserveIn { .. }
         | Op::PersistentReserveOut { .. } => Err(Sense::invalid_opcode()),

@@ -352,6 +352,9 @@ pub async fn full_feature(
         Err(e) if stop.peek().is_some() => format!("the daemon is stopping ({e})"),
         Err(e) => e.to_string(),
     };
+    if let Some(t) = conn.target {
+        conn.state.nexus_gone(t, &conn.nexus);
+    }
     // Every task already taken finishes and its status goes out before the close; those
     // still owed data cannot finish.
     conn.abort_collecting();
@@ -362,9 +365,8 @@ pub async fn full_feature(
     }
     writer_task.await;
     let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
-    if let Some(p) = pinger_task {
-        p.await;
-    }
+    // The pinger sees `closing` at its next tick and ends on its own.
+    drop(pinger_task);
     why
 }
 
@@ -504,6 +506,10 @@ async fn dispatch(
             }
             conn.abort_collecting();
             conn.wait_tasks(None).await;
+            // Before the response: once the initiator has it, another may take the unit.
+            if let Some(t) = conn.target {
+                conn.state.nexus_gone(t, &conn.nexus);
+            }
             conn.send(true, |s| pdu::logout_response(itt, 0, s), Data::None);
             return Ok(Some("logged out".into()));
         }
@@ -803,6 +809,7 @@ fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced
             for l in &t.luns {
                 if function == tmf::TARGET_WARM_RESET || Some(l.number) == lun_no {
                     l.attention_for(&nexuses, Some(&conn.nexus), &sense);
+                    super::lock(&l.reservations).reset();
                 }
             }
         }

@@ -38,8 +38,8 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
 const LOGIN_DATA_MAX: usize = 64 * 1024;
 /// What raidd accepts in one data segment (declared as MaxRecvDataSegmentLength).
 pub const MAX_RECV_SEGMENT: u32 = 256 * 1024;
-/// Largest SCSI transfer (VPD B0 MAXIMUM TRANSFER LENGTH), bytes.
-pub const MAX_TRANSFER: u32 = 8 << 20;
+/// Largest SCSI transfer (VPD B0 MAXIMUM TRANSFER LENGTH), bytes: NBD's bound too.
+pub const MAX_TRANSFER: u32 = 32 << 20;
 /// Commands a session may have outstanding (the CmdSN window).
 pub const CMD_WINDOW: u32 = 128;
 
@@ -122,6 +122,19 @@ pub struct IscsiState {
 }
 
 impl IscsiState {
+    /// The I_T nexus `nexus` of target `t` is gone (logout or lost connection): its SPC-2
+    /// reservations end (persistent ones stay, as SPC says).
+    pub fn nexus_gone(&self, t: usize, nexus: &str) {
+        for l in &self.targets[t].luns {
+            if l.reservations_used.load(Ordering::Acquire) {
+                lock(&l.reservations).nexus_lost(&raidd_scsi::Nexus {
+                    initiator: nexus.to_string(),
+                    target_port: l.info.target_port_id,
+                });
+            }
+        }
+    }
+
     fn tsih(&self) -> u16 {
         loop {
             let t = self.next_tsih.fetch_add(1, Ordering::Relaxed);
@@ -179,13 +192,22 @@ pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
         write_cache: true,
         vendor: "RAIDD".into(),
         product: ascii(array.name(), 16),
-        revision: ascii(env!("CARGO_PKG_VERSION"), 4),
+        revision: ascii(
+            concat!(
+                env!("CARGO_PKG_VERSION_MAJOR"),
+                ".",
+                env!("CARGO_PKG_VERSION_MINOR")
+            ),
+            4,
+        ),
         serial: hex,
         naa_id: uuid,
         target_port_id: 1,
         max_unmap_blocks: max_transfer_blocks,
         max_unmap_descriptors: 256,
-        max_write_same_blocks: u64::from(max_transfer_blocks),
+        // No limit: WRITE SAME is written in pieces, and a length of 0 (to the end of the
+        // LUN, VPD B0 WSNZ=0) must not be refused for its size.
+        max_write_same_blocks: 0,
         max_compare_write_blocks: 255.min(max_transfer_blocks / 2).max(1) as u8,
     }
 }

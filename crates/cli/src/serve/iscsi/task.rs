@@ -167,6 +167,16 @@ fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
     };
     let info = &target.luns[index].info;
     match raidd_scsi::decode(&c.cdb, info) {
+        // COMPARE AND WRITE's verify and write halves must both be there: an initiator
+        // that sends another amount has the NUMBER OF LOGICAL BLOCKS wrong.
+        Ok(Op::CompareAndWrite { blocks, .. })
+            if u64::from(c.expected_len) != 2 * u64::from(blocks) * u64::from(info.block_size) =>
+        {
+            Plan::Fail(
+                Status::CheckCondition,
+                Some(Sense::invalid_field_in_cdb(13, None)),
+            )
+        }
         Ok(op) => match fit_to_expected(op, info, c.expected_len) {
             Ok((op, residual)) => Plan::Run {
                 lun: index,
@@ -624,6 +634,49 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             match r {
                 Ok(()) => Outcome::good(),
                 Err(e) => Outcome::check(io_sense(&e, lba, true)),
+            }
+        }
+        Op::OrWrite { lba, blocks, fua } => {
+            let len = (u64::from(blocks) * bs) as usize;
+            if len == 0 {
+                return Outcome::good();
+            }
+            // Read, OR, write with no other write in between, as COMPARE AND WRITE.
+            let _x = l.atomic.exclusive().await;
+            let got = match read(array, lba * bs, len).await {
+                Ok(g) => g,
+                Err(e) => return Outcome::check(io_sense(&e, lba, false)),
+            };
+            let mut merged = AlignedBuf::for_overwrite(len);
+            got.with(|g| {
+                for ((m, a), b) in merged.iter_mut().zip(g).zip(&data_out[..len]) {
+                    *m = a | b;
+                }
+            });
+            let merged = SharedBuf::new(merged);
+            let mut r = write(array, lba * bs, &merged, 0..len).await;
+            if r.is_ok() && fua {
+                r = array.flush().await;
+            }
+            match r {
+                Ok(()) => Outcome::good(),
+                Err(e) => Outcome::check(io_sense(&e, lba, true)),
+            }
+        }
+        Op::Reserve6 | Op::Release6 => {
+            let r = {
+                let mut pr = lock(&l.reservations);
+                if op == Op::Reserve6 {
+                    pr.reserve6(&nexus)
+                } else {
+                    pr.release6(&nexus)
+                }
+            };
+            l.reservations_used.store(true, Ordering::Release);
+            match r {
+                Ok(()) => Outcome::good(),
+                Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
+                Err(PrError::Check(s)) => Outcome::check(s),
             }
         }
         Op::ModeSelect { ten, pf, sp, .. } => {

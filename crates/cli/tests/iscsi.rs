@@ -532,3 +532,40 @@ fn protocol_errors_are_rejected_and_other_sessions_carry_on() {
     drop(a);
     d.stop();
 }
+
+/// libiscsi's conformance suite, every family, against a RAID5 LUN: nothing may fail.
+/// (`bench/iscsi_conformance.py` runs the same suite against tgt beside it for comparison.)
+#[test]
+fn libiscsi_conformance_suite_passes() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 4, &["--chunk", "64K"]);
+    let d = Daemon::start(dir.path(), &iscsi_config("raid5", &members, ""));
+    let url = d.iscsi_url("", &target_name("raid5"), 0);
+    let (_, out, err) = run_tool(tool("iscsi-test-cu").args(["--dataloss", "--test=ALL", &url]));
+    let text = format!("{out}{err}");
+    // CUnit's summary: "tests  TOTAL  RAN  PASSED  FAILED  INACTIVE".
+    let counts: Vec<u64> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("tests "))
+        .unwrap_or_else(|| panic!("no summary in:\n{text}"))
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Test:") && l.ends_with("FAILED"))
+        .collect();
+    assert_eq!(counts.len(), 5, "{text}");
+    assert!(
+        counts[0] >= 200 && counts[1] == counts[0],
+        "every test ran:\n{text}"
+    );
+    assert_eq!(counts[3], 0, "failed tests: {failed:?}\n{text}");
+    let skipped = text.matches("[SKIPPED]").count();
+    assert!(
+        skipped < 120,
+        "most tests must run for real, {skipped} skip messages"
+    );
+    d.stop();
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A Linux guest for kernel-interoperability tests: Debian 12 with its stock kernel (md, nbd),
-# mdadm, nbd-client and fio, run under qemu's software emulation (this host's kernel has no md
-# or nbd client). The guest boots straight into a job script from a shared directory and
+# A Linux guest for kernel-interoperability tests: Debian 12 with its stock kernel (md, nbd,
+# iSCSI), mdadm, nbd-client, open-iscsi and fio, run under qemu's software emulation (this
+# host's kernel has no md, nbd or iSCSI client). The guest boots straight into a job script from a shared directory and
 # powers off; it is a test peer for correctness, never for speed.
 #
 #   scripts/vm.sh build [DIR]          build the guest into DIR (default $RAIDD_VM or
@@ -18,8 +18,8 @@
 set -euo pipefail
 
 # Bump when the guest's contents change: a cached guest with another stamp is rebuilt.
-RECIPE=1
-PACKAGES=linux-image-amd64,mdadm,nbd-client,fio,e2fsprogs,kmod,util-linux,busybox-static,cpio,iproute2,procps
+RECIPE=2
+PACKAGES=linux-image-amd64,mdadm,nbd-client,open-iscsi,fio,e2fsprogs,kmod,util-linux,busybox-static,cpio,iproute2,procps
 
 die() { echo "vm.sh: $*" >&2; exit 1; }
 

@@ -392,6 +392,67 @@ mod raw {
             itt
         }
 
+        /// A command with Data-Out, answering R2Ts until the status comes (InitialR2T=Yes,
+        /// ImmediateData=No as `login` negotiates).
+        pub fn command_out(&mut self, cdb: &[u8], data: &[u8]) -> (Bhs, Vec<u8>) {
+            let itt = self.itt();
+            let h = build::command(
+                itt,
+                0,
+                cdb,
+                false,
+                true,
+                data.len() as u32,
+                self.cmdsn,
+                self.statsn,
+                0,
+            );
+            self.cmdsn += 1;
+            self.send(h, &[]);
+            loop {
+                let (b, d) = self.recv();
+                if b.opcode() != op::R2T {
+                    assert_eq!(b.itt(), itt);
+                    return (b, d);
+                }
+                let ttt = be32(&b.0, 20);
+                let off = be32(&b.0, 40) as usize;
+                let len = be32(&b.0, 44) as usize;
+                let chunk = &data[off..off + len];
+                self.send(build::data_out(itt, ttt, 0, off as u32, true, len), chunk);
+            }
+        }
+
+        /// A command with Data-In: (status, data, sense data of a CHECK CONDITION).
+        pub fn command_in(&mut self, cdb: &[u8], alloc: u32) -> (u8, Vec<u8>, Vec<u8>) {
+            let itt = self.itt();
+            let h = build::command(itt, 0, cdb, true, false, alloc, self.cmdsn, self.statsn, 0);
+            self.cmdsn += 1;
+            self.send(h, &[]);
+            let mut data = Vec::new();
+            loop {
+                let (b, d) = self.recv();
+                assert_eq!(b.itt(), itt);
+                match b.opcode() {
+                    op::DATA_IN => {
+                        data.extend_from_slice(&d);
+                        if b.0[1] & 0x01 != 0 {
+                            return (b.0[3], data, Vec::new());
+                        }
+                    }
+                    op::SCSI_RESPONSE => {
+                        let sense = if d.len() > 2 {
+                            d[2..].to_vec()
+                        } else {
+                            Vec::new()
+                        };
+                        return (b.0[3], data, sense);
+                    }
+                    other => panic!("unexpected opcode {other:#x}"),
+                }
+            }
+        }
+
         /// NOP-Out ping with data; asserts the echo comes back.
         pub fn ping(&mut self) {
             let itt = self.itt();
@@ -566,6 +627,164 @@ fn libiscsi_conformance_suite_passes() {
     assert!(
         skipped < 120,
         "most tests must run for real, {skipped} skip messages"
+    );
+    d.stop();
+}
+
+fn prout_register(r: &mut raw::Raw, old: u64, new: u64, aptpl: bool) -> u8 {
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x5f;
+    cdb[1] = 0x00; // REGISTER
+    cdb[8] = 24;
+    let mut p = [0u8; 24];
+    p[..8].copy_from_slice(&old.to_be_bytes());
+    p[8..16].copy_from_slice(&new.to_be_bytes());
+    p[20] = u8::from(aptpl);
+    let (h, _) = r.command_out(&cdb, &p);
+    h.0[3]
+}
+
+fn prin_keys(r: &mut raw::Raw) -> Vec<u64> {
+    let cdb = [0x5e, 0, 0, 0, 0, 0, 0, 1, 0, 0];
+    let (status, data, _) = r.command_in(&cdb, 256);
+    assert_eq!(status, 0, "READ KEYS");
+    let n = u32::from_be_bytes(data[4..8].try_into().unwrap()) as usize;
+    data[8..8 + n]
+        .chunks(8)
+        .map(|k| u64::from_be_bytes(k.try_into().unwrap()))
+        .collect()
+}
+
+/// Unit attentions (power on) may come first on a fresh nexus: TEST UNIT READY until good.
+fn settle(r: &mut raw::Raw) {
+    for _ in 0..4 {
+        let (status, _, _) = r.command_in(&[0; 6], 0);
+        if status == 0 {
+            return;
+        }
+    }
+    panic!("TEST UNIT READY never succeeded");
+}
+
+/// A registration made with APTPL survives a restart of the daemon; once it is removed
+/// with APTPL off, a restart finds none.
+#[test]
+fn persistent_reservations_survive_a_restart() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let cfg = iscsi_config("raid1", &members, "");
+    let t = target_name("raid1");
+    const KEY: u64 = 0x0123_4567_89ab_cdef;
+    let d = Daemon::start(dir.path(), &cfg);
+    let mut a = raw::Raw::login(d.iscsi.unwrap(), INITIATOR, &t, false);
+    settle(&mut a);
+    assert_eq!(prin_keys(&mut a), Vec::<u64>::new());
+    assert_eq!(prout_register(&mut a, 0, KEY, true), 0);
+    assert_eq!(prin_keys(&mut a), vec![KEY]);
+    drop(a);
+    d.stop();
+
+    let d = Daemon::start(dir.path(), &cfg);
+    assert!(
+        d.log().contains("persistent reservations restored"),
+        "{}",
+        d.log()
+    );
+    let mut a = raw::Raw::login(d.iscsi.unwrap(), INITIATOR, &t, false);
+    settle(&mut a);
+    assert_eq!(prin_keys(&mut a), vec![KEY], "kept across the restart");
+    // Unregister (the same nexus, its key, new key 0) with APTPL off.
+    assert_eq!(prout_register(&mut a, KEY, 0, false), 0);
+    assert_eq!(prin_keys(&mut a), Vec::<u64>::new());
+    drop(a);
+    d.stop();
+
+    let d = Daemon::start(dir.path(), &cfg);
+    let mut a = raw::Raw::login(d.iscsi.unwrap(), INITIATOR, &t, false);
+    settle(&mut a);
+    assert_eq!(prin_keys(&mut a), Vec::<u64>::new());
+    drop(a);
+    d.stop();
+}
+
+/// When the array cannot serve a read (RAID5 with two members gone), the initiator gets
+/// CHECK CONDITION with MEDIUM ERROR / UNRECOVERED READ ERROR, and the session goes on.
+#[test]
+fn unreadable_data_is_a_medium_error() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 3, &["--chunk", "64K"]);
+    // One member missing from the start: degraded, still served.
+    let d = Daemon::start(dir.path(), &iscsi_config("raid5", &members[1..], ""));
+    let t = target_name("raid5");
+    let mut a = raw::Raw::login(d.iscsi.unwrap(), INITIATOR, &t, false);
+    settle(&mut a);
+    let read10 = [0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0];
+    let (status, data, _) = a.command_in(&read10, 4096);
+    assert_eq!((status, data.len()), (0, 4096), "degraded reads work");
+    // A second member fails: nothing can reconstruct the data.
+    raidd(&[
+        "fail",
+        "raid5",
+        members[1].to_str().unwrap(),
+        "--control",
+        d.control.to_str().unwrap(),
+    ])
+    .ok();
+    let (status, _, sense) = a.command_in(&read10, 4096);
+    assert_eq!(status, 0x02, "CHECK CONDITION");
+    assert!(sense.len() >= 14, "{sense:?}");
+    let (key, asc) = if sense[0] & 0x7f >= 0x72 {
+        (sense[1] & 0x0f, sense[2])
+    } else {
+        (sense[2] & 0x0f, sense[12])
+    };
+    assert_eq!(
+        (key, asc),
+        (0x03, 0x11),
+        "MEDIUM ERROR / UNRECOVERED READ ERROR: {sense:?}"
+    );
+    a.ping();
+    drop(a);
+    drop(d);
+}
+
+/// An idle connection gets NOP-In pings (target transfer tag set, no status); answering
+/// keeps it, and an initiator that stays silent for three intervals is disconnected.
+#[test]
+fn idle_connections_are_pinged_and_silent_ones_closed() {
+    use raidd_iscsi::pdu::{op, BHS_LEN};
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let cfg = iscsi_config("raid1", &members, "").replace("nop_interval = 0", "nop_interval = 1");
+    let d = Daemon::start(dir.path(), &cfg);
+    let mut a = raw::Raw::login(d.iscsi.unwrap(), INITIATOR, &target_name("raid1"), false);
+    let start = std::time::Instant::now();
+    let (h, _) = a.recv();
+    assert_eq!(h.opcode(), op::NOP_IN);
+    assert_eq!(h.itt(), u32::MAX, "a target ping has no initiator task");
+    let ttt = u32::from_be_bytes(h.0[20..24].try_into().unwrap());
+    assert_ne!(ttt, u32::MAX);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    // The answer: NOP-Out, immediate, ITT reserved, the ping's TTT.
+    let mut n = [0u8; BHS_LEN];
+    n[0] = 0x40;
+    n[1] = 0x80;
+    n[16..20].copy_from_slice(&u32::MAX.to_be_bytes());
+    n[20..24].copy_from_slice(&ttt.to_be_bytes());
+    n[24..28].copy_from_slice(&a.cmdsn.to_be_bytes());
+    a.send(n, &[]);
+    // Silent from now on: more pings, then the connection closes.
+    let silent = std::time::Instant::now();
+    while a.try_recv().is_some() {
+        assert!(
+            silent.elapsed() < std::time::Duration::from_secs(8),
+            "still open"
+        );
+    }
+    let waited = silent.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(8),
+        "closed after {waited:?}"
     );
     d.stop();
 }

@@ -14,7 +14,7 @@ echo "== cargo test"
 cargo test --workspace --quiet 2>&1
 echo "== unsafe code under AddressSanitizer"
 ./scripts/asan.sh 2>&1
-echo "== the real Linux kernel in a qemu guest (md both ways, its NBD client)"
+echo "== the real Linux kernel in a qemu guest (md both ways, its NBD client and iSCSI initiator)"
 export RAIDD_VM=${RAIDD_VM:-/var/cache/raidd-vm}
 ./scripts/vm.sh build "$RAIDD_VM"
 cargo test -p raidd --test kernel --quiet -- --ignored 2>&1

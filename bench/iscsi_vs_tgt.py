@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""raidd's iSCSI target against tgt (tgtd, bs=rdwr) on the same kind of backing file, with
+the same fio jobs.
+
+raidd serves a one-member linear array over a file on tmpfs (/dev/shm) as LUN 0 of one
+target (`threads = 1`); tgtd serves a second file of exactly the array's size on the same
+tmpfs as LUN 1 of its target, with its default backing store (bs=rdwr, pread/pwrite from
+its worker threads). Both files are fully allocated before the run, so neither server reads
+holes. Both servers are pinned to the same CPUs (tgtd with all its threads), fio to others;
+each job runs on both targets in alternating order for several rounds, and the script prints
+medians and the raidd/tgt ratio (higher is better for raidd on every row) plus server CPU
+time per I/O, read from /proc/PID/stat (all threads) around each run. The server's CPU time
+covers the whole fio run (login, ramp and the measured seconds) while the I/O count covers
+the measured seconds only, so it overstates the cost per I/O by about (seconds + 1.2) /
+seconds, alike for both servers. Each round's line on stderr also shows fio's own CPU time
+per I/O (from fio's usr_cpu/sys_cpu), to tell a client-bound row from a server-bound one.
+
+The client is fio's libiscsi engine (`--ioengine=libiscsi`, one job, one iSCSI session per
+run, `--filename=iscsi\\://127.0.0.1\\:PORT/IQN/LUN`). Debian's fio is built without it, so
+the script needs a fio built from source; by default /var/cache/raidd-fio/fio, which was
+built like this (libiscsi 1.19.0 from Debian's libiscsi-dev; fio's source from GitHub,
+tag fio-3.33, the same version as Debian's fio):
+
+    git --git-dir=FIO.git archive fio-3.33 | tar -x -C /var/cache/raidd-fio-src
+    bench/build_fio_libiscsi.sh /var/cache/raidd-fio-src   # apt-get install libiscsi-dev,
+                                                          # ./configure --enable-libiscsi,
+                                                          # make, install to /var/cache/raidd-fio/fio
+
+fio's engine offers HeaderDigest=None,CRC32C and DataDigest=None; both targets take None.
+
+Usage: bench/iscsi_vs_tgt.py [--rounds N] [--seconds S] [--size BYTES] [--json OUT]
+                             [--fio PATH] [--jobs 4k-randread-qd1,1m-read-qd8,...]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+JOBS = [
+    # name, rw, bs, iodepth
+    ("4k-randread-qd1", "randread", "4k", 1),
+    ("4k-randwrite-qd1", "randwrite", "4k", 1),
+    ("4k-randread-qd32", "randread", "4k", 32),
+    ("4k-randwrite-qd32", "randwrite", "4k", 32),
+    ("1m-read-qd8", "read", "1m", 8),
+    ("1m-write-qd8", "write", "1m", 8),
+]
+
+TARGET = "iqn.2026-11.org.raidd:bench"
+TGT_TARGET = "iqn.2026-11.org.raidd:tgt-bench"
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    # The process's line sums every thread, live and exited (tgtd's workers included).
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 (1-based) of the whole line: 12 and 13 here.
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, what):
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited early with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"{what} did not listen on {port}")
+
+
+def fio_escape(url):
+    return url.replace(":", "\\:")
+
+
+def fio(fio_bin, url, job, seconds, size, cpus):
+    name, rw, bs, qd = job
+    cmd = [
+        "taskset", "-c", cpus, fio_bin, "--output-format=json", f"--name={name}",
+        "--ioengine=libiscsi", f"--filename={fio_escape(url)}", f"--rw={rw}", f"--bs={bs}",
+        f"--iodepth={qd}", f"--size={size}", "--time_based", f"--runtime={seconds}",
+        "--ramp_time=1", "--randrepeat=0", "--norandommap",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    if j.get("error"):
+        sys.exit(f"fio job error {j['error']}: {' '.join(cmd)}\n{out.stderr}")
+    side = j["read"] if "read" in rw else j["write"]
+    # fio's own CPU time (usr_cpu/sys_cpu are percentages of the job's runtime), per I/O:
+    # the client is the same program on both sides, but not the same work per I/O.
+    client_us = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] * 1000.0
+    return (side["iops"], side["bw_bytes"], side["total_ios"], side["clat_ns"]["mean"] / 1000.0,
+            client_us / max(side["total_ios"], 1))
+
+
+def parse_size(s):
+    m = re.fullmatch(r"(\d+)([KMGT]?)i?B?", s.strip(), re.I)
+    if not m:
+        sys.exit(f"bad size {s!r}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--size", default=str(1 << 30), help="LUN size (bytes, or 256M, 1G)")
+    ap.add_argument("--server-cpus", default="0")
+    ap.add_argument("--client-cpus", default="1")
+    ap.add_argument("--raidd", default="target/release/raidd")
+    ap.add_argument("--fio", default="/var/cache/raidd-fio/fio",
+                    help="fio built with --enable-libiscsi (bench/build_fio_libiscsi.sh)")
+    ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory and logs")
+    ap.add_argument("--jobs", help="comma-separated job names to run (default: all)")
+    args = ap.parse_args()
+    jobs = [j for j in JOBS if not args.jobs or j[0] in args.jobs.split(",")]
+    if not jobs:
+        sys.exit(f"no such job; jobs: {', '.join(j[0] for j in JOBS)}")
+    for tool in ("tgtd", "tgtadm", "taskset", "fallocate"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is missing (apt-get install tgt util-linux)")
+    if not os.access(args.fio, os.X_OK):
+        sys.exit(f"{args.fio}: no fio with libiscsi there; build one with "
+                 "bench/build_fio_libiscsi.sh (see this script's docstring)")
+    engines = subprocess.run([args.fio, "--enghelp"], capture_output=True, text=True).stdout
+    if "libiscsi" not in engines:
+        sys.exit(f"{args.fio} has no libiscsi engine")
+    size = parse_size(args.size)
+    raidd_bin = os.path.abspath(args.raidd)
+
+    shm = tempfile.mkdtemp(prefix="raidd-ibench-", dir="/dev/shm")
+    procs = []
+    td = None
+    control = None
+    try:
+        backing = os.path.join(shm, "backing.img")
+        # One linear member: the array's data starts after md's data offset, so the member
+        # is that much larger than the exported size.
+        subprocess.run(
+            [raidd_bin, "create", "--level", "linear", "--name", "bench", "--size",
+             str(size + (64 << 20)), "--force", backing],
+            check=True, stdout=subprocess.DEVNULL)
+        tgt_file = os.path.join(shm, "tgt.img")
+        with open(tgt_file, "wb") as f:
+            f.truncate(size)
+        # Allocate every page of both files (keeping raidd's metadata), so reads on both
+        # sides copy real tmpfs pages rather than the zero page of a hole.
+        for path in (backing, tgt_file):
+            subprocess.run(["fallocate", "-l", str(os.path.getsize(path)), path], check=True)
+
+        rport, tport = free_port(), free_port()
+        control = str(tport % 30000 + 100)
+        conf = os.path.join(shm, "raidd.toml")
+        with open(conf, "w") as f:
+            f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\n'
+                    f'[nbd]\nlisten = "127.0.0.1:0"\n'
+                    f'[iscsi]\nlisten = "127.0.0.1:{rport}"\nstate_dir = "{shm}/state"\n'
+                    f'nop_interval = 0\n'
+                    f'[[array]]\nname = "bench"\nmembers = ["{backing}"]\n'
+                    f'[[target]]\nname = "{TARGET}"\n'
+                    f'[[target.lun]]\nlun = 0\narray = "bench"\n')
+        rlog_path = os.path.join(shm, "raidd.log")
+        rlog = open(rlog_path, "w")
+        raidd = subprocess.Popen(
+            ["taskset", "-c", args.server_cpus, raidd_bin, "serve", "--config", conf],
+            stdout=rlog, stderr=rlog)
+        procs.append(raidd)
+        tlog_path = os.path.join(shm, "tgtd.log")
+        tlog = open(tlog_path, "w")
+        td = subprocess.Popen(
+            ["taskset", "-c", args.server_cpus, "tgtd", "-f", "--iscsi",
+             f"portal=127.0.0.1:{tport}", "-C", control], stdout=tlog, stderr=tlog)
+        procs.append(td)
+        wait_port(rport, raidd, "raidd")
+        wait_port(tport, td, "tgtd")
+        adm = ["tgtadm", "-C", control, "--lld", "iscsi"]
+        subprocess.run(adm + ["--op", "new", "--mode", "target", "--tid", "1", "-T",
+                              TGT_TARGET], check=True)
+        subprocess.run(adm + ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun",
+                              "1", "-b", tgt_file], check=True)
+        subprocess.run(adm + ["--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"],
+                       check=True)
+        servers = {
+            "raidd": (raidd.pid, f"iscsi://127.0.0.1:{rport}/{TARGET}/0"),
+            "tgt": (td.pid, f"iscsi://127.0.0.1:{tport}/{TGT_TARGET}/1"),
+        }
+        print(f"client: {args.fio} --ioengine=libiscsi (all rows); servers on CPU "
+              f"{args.server_cpus}, fio on CPU {args.client_cpus}; LUN {size} bytes",
+              file=sys.stderr)
+        results = {s: {j[0]: [] for j in jobs} for s in servers}
+        for r in range(args.rounds):
+            order = ["raidd", "tgt"] if r % 2 == 0 else ["tgt", "raidd"]
+            for job in jobs:
+                for s in order:
+                    pid, url = servers[s]
+                    c0 = cpu_seconds(pid)
+                    iops, bw, ios, lat, client = fio(args.fio, url, job, args.seconds, size,
+                                             args.client_cpus)
+                    cpu = cpu_seconds(pid) - c0
+                    results[s][job[0]].append(
+                        {"iops": iops, "bw": bw, "ios": ios, "lat_us": lat,
+                         "cpu_us_per_io": cpu * 1e6 / max(ios, 1), "fio_cpu_us_per_io": client})
+                    print(f"round {r + 1} {job[0]:<18} {s:<6} {iops:>10.0f} IOPS "
+                          f"{bw / 1e6:>8.1f} MB/s lat {lat:>7.1f} us server "
+                          f"{cpu * 1e6 / max(ios, 1):>6.1f} us/io fio {client:>6.1f} us/io",
+                          file=sys.stderr)
+                    if raidd.poll() is not None:
+                        sys.exit(f"raidd exited with {raidd.returncode}; log: {rlog_path}")
+        print(f"\n{'job':<18} {'raidd IOPS':>11} {'tgt IOPS':>10} {'ratio':>6} "
+              f"{'raidd MB/s':>10} {'tgt MB/s':>9} {'raidd cpu/io':>12} {'tgt cpu/io':>11}")
+        for job in jobs:
+            n = job[0]
+            med = {s: {k: statistics.median(x[k] for x in results[s][n])
+                       for k in ("iops", "bw", "cpu_us_per_io")} for s in servers}
+            ratio = med["raidd"]["iops"] / med["tgt"]["iops"]
+            print(f"{n:<18} {med['raidd']['iops']:>11.0f} {med['tgt']['iops']:>10.0f} "
+                  f"{ratio:>6.2f} {med['raidd']['bw'] / 1e6:>10.1f} {med['tgt']['bw'] / 1e6:>9.1f} "
+                  f"{med['raidd']['cpu_us_per_io']:>10.1f}us {med['tgt']['cpu_us_per_io']:>9.1f}us")
+        rlog.flush()
+        with open(rlog_path) as f:
+            noise = [l.rstrip() for l in f
+                     if re.search(r"warn|error|panic", l, re.I)]
+        if noise:
+            print(f"\nraidd log ({len(noise)} warning/error lines):", file=sys.stderr)
+            for l in noise[:20]:
+                print("   ", l, file=sys.stderr)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    finally:
+        if td is not None and td.poll() is None:
+            # tgtd ignores SIGTERM while it has targets; this is its own way to stop.
+            subprocess.run(["tgtadm", "-C", control, "--op", "delete", "--mode", "system",
+                            "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                td.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                td.kill()
+                td.wait()
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if args.keep:
+            print(f"work directory (logs, images): {shm}", file=sys.stderr)
+        else:
+            shutil.rmtree(shm, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

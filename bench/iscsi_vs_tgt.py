@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--client-cpus", default="1")
     ap.add_argument("--raidd", default="target/release/raidd")
+    ap.add_argument("--poll-us", type=int, default=0,
+                    help="raidd's poll_us: how long its worker polls before sleeping")
     ap.add_argument("--fio", default="/var/cache/raidd-fio/fio",
                     help="fio built with --enable-libiscsi (bench/build_fio_libiscsi.sh)")
     ap.add_argument("--json", help="write the raw results here")
@@ -175,7 +177,7 @@ def main():
         control = str(tport % 30000 + 100)
         conf = os.path.join(shm, "raidd.toml")
         with open(conf, "w") as f:
-            f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\n'
+            f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\npoll_us = {args.poll_us}\n'
                     f'[nbd]\nlisten = "127.0.0.1:0"\n'
                     f'[iscsi]\nlisten = "127.0.0.1:{rport}"\nstate_dir = "{shm}/state"\n'
                     f'nop_interval = 0\n'

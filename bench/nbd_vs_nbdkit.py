@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--client-cpus", default="1")
     ap.add_argument("--raidd", default="target/release/raidd")
+    ap.add_argument("--poll-us", type=int, default=0,
+                    help="raidd's poll_us: how long its worker polls before sleeping")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--jobs", help="comma-separated job names to run (default: all)")
     args = ap.parse_args()
@@ -108,7 +110,7 @@ def main():
         rport, kport = free_port(), free_port()
         conf = os.path.join(shm, "raidd.toml")
         with open(conf, "w") as f:
-            f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\n'
+            f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\npoll_us = {args.poll_us}\n'
                     f'[nbd]\nlisten = "127.0.0.1:{rport}"\n'
                     f'[[array]]\nname = "bench"\nmembers = ["{backing}"]\n')
         raidd = subprocess.Popen(

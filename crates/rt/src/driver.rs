@@ -30,6 +30,8 @@ const EVENTFD_TOKEN: u64 = u64::MAX;
 const CANCEL_TOKEN: u64 = u64::MAX - 1;
 
 const RING_ENTRIES: u32 = 256;
+/// Busy rounds for which queued submissions may wait for the next enter (see `Driver::park`).
+const MAX_DEFERRED_ROUNDS: u32 = 2;
 
 /// The offset of a read from a stream (pipe, eventfd, signalfd): io_uring's "current
 /// position", which streams ignore; the synchronous backend uses read(2) for it.
@@ -300,6 +302,10 @@ pub(crate) struct Driver {
     ops: RefCell<Slab<Slot>>,
     /// SQEs pushed but not yet submitted.
     unsubmitted: Cell<u32>,
+    /// Non-blocking parks in a row that kept queued entries back (see `park`).
+    deferred_rounds: Cell<u32>,
+    /// How long a park that would sleep polls for completions first (zero: never).
+    poll: Cell<std::time::Duration>,
     eventfd: Arc<OwnedFd>,
     eventfd_buf: Box<Cell<u64>>,
     eventfd_armed: Cell<bool>,
@@ -367,6 +373,8 @@ impl Driver {
             ring,
             ops: RefCell::new(Slab::default()),
             unsubmitted: Cell::new(0),
+            deferred_rounds: Cell::new(0),
+            poll: Cell::new(std::time::Duration::ZERO),
             eventfd,
             eventfd_buf: Box::new(Cell::new(0)),
             eventfd_armed: Cell::new(false),
@@ -448,6 +456,43 @@ impl Driver {
         self.eventfd_armed.set(true);
     }
 
+    /// Sets the busy-poll window of this thread's parks (see [`crate::set_poll`]).
+    pub(crate) fn set_poll(&self, d: std::time::Duration) {
+        self.poll.set(d);
+    }
+
+    /// Submits what is queued and spins on non-waiting enters (which also run the deferred
+    /// task work that posts completions) for up to `window`; true once something completed.
+    fn poll_for(&self, window: std::time::Duration) -> bool {
+        const GETEVENTS: u32 = 1;
+        let Some(ring) = self.ring.as_ref() else {
+            return false;
+        };
+        let start = std::time::Instant::now();
+        loop {
+            let n = self.unsubmitted.get();
+            // SAFETY: a plain io_uring_enter on our own ring with no argument structure;
+            // the entries it submits were pushed with their memory owned by their ops.
+            let r = unsafe {
+                ring.borrow()
+                    .submitter()
+                    .enter::<libc::sigset_t>(n, 0, GETEVENTS, None)
+            };
+            if let Ok(done) = r {
+                self.unsubmitted.set(n.saturating_sub(done as u32));
+            }
+            let ready = !ring.borrow_mut().completion().is_empty();
+            if ready {
+                self.reap();
+                return true;
+            }
+            if start.elapsed() >= window {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// Hands queued work to the kernel and processes completions. With `block`, sleeps until
     /// at least one completion (or a wake from another thread) arrives.
     pub(crate) fn park(&self, block: bool) {
@@ -457,7 +502,23 @@ impl Driver {
         }
         if block {
             self.arm_eventfd();
+            self.deferred_rounds.set(0);
+            if !self.poll.get().is_zero() && self.poll_for(self.poll.get()) {
+                return;
+            }
+        } else if self.unsubmitted.get() == 0 || self.deferred_rounds.get() < MAX_DEFERRED_ROUNDS {
+            // Between rounds of ready tasks, queued entries wait a little so they go out
+            // with the next ones (a request's next receive with its reply's send) in one
+            // enter; nothing queued means no enter at all (with deferred task work,
+            // completions only arrive in a waiting enter anyway). A bounded number of
+            // rounds keeps tasks that yield in a loop from holding submissions back.
+            if self.unsubmitted.get() > 0 {
+                self.deferred_rounds.set(self.deferred_rounds.get() + 1);
+            }
+            self.reap();
+            return;
         }
+        self.deferred_rounds.set(0);
         self.submit(usize::from(block));
         self.reap();
     }

@@ -280,6 +280,32 @@ impl Stream {
             let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
             msg.msg_iov = vecs.as_ptr().cast_mut();
             msg.msg_iovlen = vecs.len();
+            if sent == 0 {
+                // First a send that cannot block: with room in the socket buffer (the common
+                // case for replies) it is one system call instead of a submission and a
+                // wait for its completion. Only what does not fit goes through the ring.
+                // SAFETY: `msg` points at `vecs`, whose iovecs point into `parts`; all live
+                // across this synchronous call.
+                let n = unsafe {
+                    libc::sendmsg(
+                        self.as_raw_fd(),
+                        &*msg,
+                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                    )
+                };
+                if n > 0 {
+                    sent += n as usize;
+                    continue;
+                }
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {}
+                        _ => return (Err(e), parts),
+                    }
+                }
+                // Nothing went (or 0 bytes): the ring's send waits for room.
+            }
             let kind = OpKind::SendMsg {
                 fd: self.as_raw_fd(),
                 msg: &*msg,

@@ -46,3 +46,51 @@ fn signals_arrive_as_a_future() {
 fn a_waiting_signal_recv_is_woken() {
     cases::a_waiting_signal_recv_is_woken();
 }
+
+/// With polling on, parks spin on the ring before sleeping: socket completions, timers and
+/// wakes from another thread must all still arrive (a poll that missed deferred task work
+/// would hang here).
+#[test]
+fn polling_parks_still_see_sockets_timers_and_remote_wakes() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let listener = raidd_rt::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        for i in 0..200u32 {
+            s.write_all(&i.to_be_bytes()).unwrap();
+            let mut b = [0u8; 4];
+            s.read_exact(&mut b).unwrap();
+            assert_eq!(u32::from_be_bytes(b), i + 1);
+            if i % 50 == 0 {
+                // Longer than the poll window: the park falls back to sleeping.
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    });
+    let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+    let waker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        tx.send(7).unwrap();
+    });
+    raidd_rt::set_poll(Duration::from_micros(200));
+    raidd_rt::block_on(async move {
+        let (s, _) = listener.accept().await.unwrap();
+        for i in 0..200u32 {
+            let (r, b) = s.read_exact(vec![0u8; 4]).await;
+            r.unwrap();
+            let n = u32::from_be_bytes(b[..4].try_into().unwrap());
+            assert_eq!(n, i);
+            let (r, _) = s.write_all((n + 1).to_be_bytes().to_vec()).await;
+            r.unwrap();
+        }
+        let start = Instant::now();
+        raidd_rt::time::sleep(Duration::from_millis(5)).await;
+        assert!(start.elapsed() >= Duration::from_millis(5));
+        assert_eq!(rx.await.unwrap(), 7, "a wake from another thread");
+    });
+    raidd_rt::set_poll(Duration::ZERO);
+    client.join().unwrap();
+    waker.join().unwrap();
+}

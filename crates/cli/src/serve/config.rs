@@ -19,6 +19,8 @@ pub const DEFAULT_CONTROL_SOCKET: &str = "/run/raidd/raidd.sock";
 struct RawConfig {
     control_socket: Option<PathBuf>,
     threads: Option<usize>,
+    /// Microseconds a worker polls for I/O before it sleeps.
+    poll_us: Option<u64>,
     #[serde(default)]
     nbd: RawNbd,
     #[serde(default, rename = "array")]
@@ -146,6 +148,8 @@ pub struct Config {
     pub control_socket: PathBuf,
     /// Worker threads, each with its own executor and io_uring.
     pub threads: usize,
+    /// How long an idle worker polls for I/O before it sleeps (zero: sleeps at once).
+    pub poll: std::time::Duration,
     pub nbd: NbdConfig,
     pub arrays: Vec<ArrayConfig>,
     pub exports: Vec<ExportConfig>,
@@ -243,6 +247,8 @@ pub struct ExportConfig {
 /// can pin unbounded server memory (payload is bounded separately).
 const MAX_IN_FLIGHT: std::ops::RangeInclusive<usize> = 1..=1024;
 const MAX_THREADS: usize = 256;
+/// Polling longer than this saves nothing a sleep would cost and burns a core.
+const MAX_POLL_US: u64 = 1000;
 /// NBD export names are at most 4096 bytes (the spec's limit on strings).
 const MAX_NAME: usize = 4096;
 
@@ -270,6 +276,10 @@ impl Config {
         let threads = raw.threads.unwrap_or_else(default_threads);
         if threads == 0 || threads > MAX_THREADS {
             return Err(format!("threads = {threads}: must be 1..={MAX_THREADS}"));
+        }
+        let poll_us = raw.poll_us.unwrap_or(0);
+        if poll_us > MAX_POLL_US {
+            return Err(format!("poll_us = {poll_us}: at most {MAX_POLL_US}"));
         }
         let listen_text = raw.nbd.listen.as_deref().unwrap_or(DEFAULT_NBD_LISTEN);
         let listen: SocketAddr = listen_text.parse().map_err(|_| {
@@ -412,6 +422,7 @@ impl Config {
                 .map(resolve)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET)),
             threads,
+            poll: std::time::Duration::from_micros(poll_us),
             nbd: NbdConfig {
                 listen,
                 max_in_flight,
@@ -670,6 +681,7 @@ mod tests {
         .expect("valid");
         assert_eq!(c.control_socket, PathBuf::from("/etc/raidd/run/ctl.sock"));
         assert_eq!(c.threads, 3);
+        assert_eq!(c.poll, std::time::Duration::ZERO);
         assert_eq!(c.nbd.listen.port(), 10900);
         assert_eq!(c.nbd.max_in_flight, 8);
         assert_eq!(c.exports.len(), 2);
@@ -848,6 +860,7 @@ mod tests {
             ),
             ("[nbd]\nlisten = \"localhost\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "not an address"),
             ("threads = 0\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "threads"),
+            ("poll_us = 5000\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "poll_us"),
             ("[nbd]\nmax_in_flight = 0\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "max_in_flight"),
             ("bogus = 1\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "unknown field"),
             ("[[array]]\nname = \"a\nb\"\nmembers = [\"x\"]\n", ""),

@@ -391,6 +391,7 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
     let stop: Stop = stop_rx.shared();
     let mut to_workers = Vec::new();
     let mut workers = Vec::new();
+    let poll = config.poll;
     for i in 0..config.threads {
         let (tx, rx) = mpsc::unbounded::<(Proto, Stream)>();
         to_workers.push(tx);
@@ -398,7 +399,10 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         let stop = stop.clone();
         let handle = std::thread::Builder::new()
             .name(format!("raidd-worker-{i}"))
-            .spawn(move || raidd_rt::block_on(worker(rx, shared, stop)))
+            .spawn(move || {
+                raidd_rt::set_poll(poll);
+                raidd_rt::block_on(worker(rx, shared, stop))
+            })
             .map_err(|e| CliError::io("cannot start a worker thread", &e))?;
         workers.push(handle);
     }

@@ -238,6 +238,7 @@ mod raw {
         pub cmdsn: u32,
         pub statsn: u32,
         pub header_digest: bool,
+        pub data_digest: bool,
         itt: u32,
     }
 
@@ -269,6 +270,17 @@ mod raw {
     impl Raw {
         /// Logs in to `target` (no authentication) with the given header digest.
         pub fn login(addr: SocketAddr, initiator: &str, target: &str, header_digest: bool) -> Raw {
+            Raw::login_with(addr, initiator, target, header_digest, false)
+        }
+
+        /// Logs in with the given header and data digests.
+        pub fn login_with(
+            addr: SocketAddr,
+            initiator: &str,
+            target: &str,
+            header_digest: bool,
+            data_digest: bool,
+        ) -> Raw {
             let s = TcpStream::connect(addr).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             // Login PDUs are immediate: the first command carries the login's CmdSN (0).
@@ -277,6 +289,7 @@ mod raw {
                 cmdsn: 0,
                 statsn: 0,
                 header_digest: false,
+                data_digest: false,
                 itt: 1,
             };
             let sec = text(&[
@@ -295,9 +308,10 @@ mod raw {
                 String::from_utf8_lossy(&d)
             );
             let hd = if header_digest { "CRC32C" } else { "None" };
+            let dd = if data_digest { "CRC32C" } else { "None" };
             let opn = text(&[
                 ("HeaderDigest", hd),
-                ("DataDigest", "None"),
+                ("DataDigest", dd),
                 ("MaxRecvDataSegmentLength", "65536"),
                 ("InitialR2T", "Yes"),
                 ("ImmediateData", "No"),
@@ -316,7 +330,9 @@ mod raw {
             assert!(h.0[1] & 0x80 != 0 && h.0[1] & 3 == 3, "full feature phase");
             let answer = String::from_utf8_lossy(&d).to_string();
             assert!(answer.contains(&format!("HeaderDigest={hd}")), "{answer}");
+            assert!(answer.contains(&format!("DataDigest={dd}")), "{answer}");
             r.header_digest = header_digest;
+            r.data_digest = data_digest;
             r
         }
 
@@ -327,16 +343,35 @@ mod raw {
 
         /// Sends a header (its digest computed when on, or `bad_digest` flipped) and data.
         pub fn send_with(&mut self, h: [u8; BHS_LEN], data: &[u8], bad_digest: bool) {
+            self.send_digests(h, data, bad_digest, false)
+        }
+
+        /// Like `send_with`, with a flipped data digest when `bad_data` is set.
+        pub fn send_digests(
+            &mut self,
+            h: [u8; BHS_LEN],
+            data: &[u8],
+            bad_header: bool,
+            bad_data: bool,
+        ) {
             let mut v = h.to_vec();
             if self.header_digest {
                 let mut d = digest::wire(digest::crc32c(&[&h]));
-                if bad_digest {
+                if bad_header {
                     d[0] ^= 1;
                 }
                 v.extend_from_slice(&d);
             }
+            let start = v.len();
             v.extend_from_slice(data);
             v.resize(v.len() + (4 - data.len() % 4) % 4, 0);
+            if self.data_digest && !data.is_empty() {
+                let mut d = digest::wire(digest::crc32c(&[&v[start..]]));
+                if bad_data {
+                    d[3] ^= 0x80;
+                }
+                v.extend_from_slice(&d);
+            }
             self.s.write_all(&v).unwrap();
         }
 
@@ -361,6 +396,11 @@ mod raw {
             let n = bhs.data_len();
             let mut d = vec![0u8; n + (4 - n % 4) % 4];
             self.s.read_exact(&mut d).ok()?;
+            if self.data_digest && n > 0 {
+                let mut dd = [0u8; 4];
+                self.s.read_exact(&mut dd).ok()?;
+                assert!(digest::matches(&[&d], dd), "target's data digest");
+            }
             d.truncate(n);
             if matches!(bhs.opcode(), 0x21 | 0x22 | 0x24 | 0x26 | 0x3f)
                 || bhs.opcode() == 0x20 && bhs.itt() != u32::MAX
@@ -786,5 +826,42 @@ fn idle_connections_are_pinged_and_silent_ones_closed() {
         waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(8),
         "closed after {waited:?}"
     );
+    d.stop();
+}
+
+/// With data digests on, a PDU whose data fails its digest gets a Reject (data digest error)
+/// and is dropped; the session carries on, and good digests both ways keep working.
+#[test]
+fn data_digest_errors_are_rejected_and_the_session_goes_on() {
+    use raidd_iscsi::pdu::{op, reject, BHS_LEN};
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    let d = Daemon::start(dir.path(), &iscsi_config("raid1", &members, ""));
+    let mut a = raw::Raw::login_with(
+        d.iscsi.unwrap(),
+        INITIATOR,
+        &target_name("raid1"),
+        true,
+        true,
+    );
+    a.ping();
+    // A NOP-Out with 8 bytes of data and a wrong data digest.
+    let mut h = [0u8; BHS_LEN];
+    h[0] = 0x40;
+    h[1] = 0x80;
+    h[7] = 8;
+    h[16..20].copy_from_slice(&4242u32.to_be_bytes());
+    h[20..24].copy_from_slice(&u32::MAX.to_be_bytes());
+    h[24..28].copy_from_slice(&a.cmdsn.to_be_bytes());
+    a.send_digests(h, b"datadata", false, true);
+    let (r, data) = a.recv();
+    assert_eq!((r.opcode(), r.0[2]), (op::REJECT, reject::DATA_DIGEST));
+    assert_eq!(&data[..], &h[..], "the Reject carries the rejected header");
+    // Reads come back with good data digests (checked by the client).
+    settle(&mut a);
+    let (status, got, _) = a.command_in(&[0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0], 4096);
+    assert_eq!((status, got.len()), (0, 4096));
+    a.ping();
+    drop(a);
     d.stop();
 }

@@ -122,6 +122,43 @@ pub struct LoginRequest {
     pub data: Vec<u8>,
 }
 
+impl LoginRequest {
+    /// The login fields of a parsed PDU with its data segment; None for any other PDU.
+    pub fn from_pdu(request: &crate::pdu::Request, data: Vec<u8>) -> Option<LoginRequest> {
+        match *request {
+            crate::pdu::Request::Login {
+                transit,
+                cont,
+                csg,
+                nsg,
+                version_max,
+                version_min,
+                isid,
+                tsih,
+                itt,
+                cid,
+                cmdsn,
+                expstatsn,
+            } => Some(LoginRequest {
+                transit,
+                cont,
+                csg,
+                nsg,
+                version_max,
+                version_min,
+                isid,
+                tsih,
+                itt,
+                cid,
+                cmdsn,
+                expstatsn,
+                data,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The fields of the Login Response PDU to send. The shell fills in the rest: opcode,
 /// Version-max/Version-active 0, the request's ISID and ITT, StatSN, ExpCmdSN, MaxCmdSN.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -519,50 +519,22 @@ async fn login_phase(
         let Some(p) = read_pdu(link, input, Digests::default(), LOGIN_DATA_MAX).await? else {
             return Err(End::Protocol("login PDU with a bad digest".into()));
         };
-        let Request::Login {
-            transit,
-            cont,
-            csg,
-            nsg,
-            version_max,
-            version_min,
-            isid,
-            tsih,
-            itt,
-            cid,
-            cmdsn,
-            expstatsn,
-        } = p.request
-        else {
+        let Some(req) = login::LoginRequest::from_pdu(&p.request, p.data) else {
             return Err(End::Protocol(format!(
                 "opcode {:#04x} before login completed",
                 p.bhs.opcode()
             )));
         };
+        let (itt, isid, cmdsn) = (req.itt, req.isid, req.cmdsn);
         // Login PDUs are immediate: CmdSN does not advance. The first response's StatSN
         // is ours to choose; the initiator's ExpStatSN guess is as good as any.
         let s = seq.get_or_insert(Seq {
-            statsn: expstatsn,
+            statsn: req.expstatsn,
             expcmdsn: cmdsn,
             maxcmdsn: cmdsn.wrapping_add(CMD_WINDOW - 1),
         });
         s.expcmdsn = cmdsn;
         s.maxcmdsn = cmdsn.wrapping_add(CMD_WINDOW - 1);
-        let req = login::LoginRequest {
-            transit,
-            cont,
-            csg,
-            nsg,
-            version_max,
-            version_min,
-            isid,
-            tsih,
-            itt,
-            cid,
-            cmdsn,
-            expstatsn,
-            data: p.data,
-        };
         let (resp, step) = machine.step(&state.portal, &req);
         let header = pdu::login_response(
             &LoginHeader {

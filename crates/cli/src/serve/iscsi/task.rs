@@ -473,6 +473,25 @@ async fn write(
     array.write(offset, iov).await
 }
 
+/// Writes `buf[range]` at block `lba` (flushing after it for FUA) and says how that went.
+async fn write_status(
+    array: &Array,
+    lba: u64,
+    block: u64,
+    buf: &SharedBuf,
+    range: std::ops::Range<usize>,
+    fua: bool,
+) -> Outcome {
+    let mut r = write(array, lba * block, buf, range).await;
+    if r.is_ok() && fua {
+        r = array.flush().await;
+    }
+    match r {
+        Ok(()) => Outcome::good(),
+        Err(e) => Outcome::check(io_sense(&e, lba, true)),
+    }
+}
+
 /// Commands that run even while a unit attention waits (SPC-4 5.14).
 fn ignores_attention(op: &Op) -> bool {
     matches!(
@@ -517,14 +536,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             let len = (u64::from(blocks) * bs) as usize;
             let buf = SharedBuf::new(data_out);
             let _w = l.atomic.shared().await;
-            let mut r = write(array, lba * bs, &buf, 0..len).await;
-            if r.is_ok() && fua {
-                r = array.flush().await;
-            }
-            match r {
-                Ok(()) => Outcome::good(),
-                Err(e) => Outcome::check(io_sense(&e, lba, true)),
-            }
+            write_status(array, lba, bs, &buf, 0..len, fua).await
         }
         Op::Verify {
             lba,
@@ -627,14 +639,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
                 return Outcome::check(Sense::miscompare(at as u64));
             }
             let buf = SharedBuf::new(data_out);
-            let mut r = write(array, lba * bs, &buf, len..2 * len).await;
-            if r.is_ok() && fua {
-                r = array.flush().await;
-            }
-            match r {
-                Ok(()) => Outcome::good(),
-                Err(e) => Outcome::check(io_sense(&e, lba, true)),
-            }
+            write_status(array, lba, bs, &buf, len..2 * len, fua).await
         }
         Op::OrWrite { lba, blocks, fua } => {
             let len = (u64::from(blocks) * bs) as usize;
@@ -654,14 +659,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
                 }
             });
             let merged = SharedBuf::new(merged);
-            let mut r = write(array, lba * bs, &merged, 0..len).await;
-            if r.is_ok() && fua {
-                r = array.flush().await;
-            }
-            match r {
-                Ok(()) => Outcome::good(),
-                Err(e) => Outcome::check(io_sense(&e, lba, true)),
-            }
+            write_status(array, lba, bs, &merged, 0..len, fua).await
         }
         Op::Reserve6 | Op::Release6 => {
             let r = {

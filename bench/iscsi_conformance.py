@@ -16,35 +16,18 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchlib import free_port, wait_port
 
 TARGET = "iqn.2026-11.org.raidd:conformance"
 TGT_TARGET = "iqn.2026-11.org.raidd:tgt-peer"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
-def wait_port(port, proc, what):
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited early with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"{what} did not listen on port {port}")
 
 
 def stop(proc):

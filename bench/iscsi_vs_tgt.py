@@ -37,12 +37,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchlib import cpu_seconds, free_port, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -57,36 +57,12 @@ JOBS = [
 TARGET = "iqn.2026-11.org.raidd:bench"
 TGT_TARGET = "iqn.2026-11.org.raidd:tgt-bench"
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid):
-    # The process's line sums every thread, live and exited (tgtd's workers included).
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # utime and stime are fields 14 and 15 (1-based) of the whole line: 12 and 13 here.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
-def wait_port(port, proc, what):
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited early with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"{what} did not listen on {port}")
 
 
 def fio_escape(url):

@@ -19,7 +19,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchlib import cpu_seconds, free_port, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -31,37 +32,12 @@ JOBS = [
     ("1m-write-qd8", "write", "1m", 8),
 ]
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # utime and stime are fields 14 and 15 (1-based) of the whole line: 12 and 13 here.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
-def wait_port(port, proc, what):
-    import socket
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited early with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"{what} did not listen on {port}")
 
 
 def fio(uri, job, seconds, size, cpus):

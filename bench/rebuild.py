@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RAIDD = os.path.join(ROOT, "target", "release", "raidd")
 ENV = dict(os.environ, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
@@ -36,13 +38,6 @@ def run(args, **kw):
     return subprocess.run(args, check=True, capture_output=True, text=True, env=ENV, **kw)
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def size_bytes(text):

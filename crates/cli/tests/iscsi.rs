@@ -126,6 +126,17 @@ fn discovery_inquiry_and_capacity() {
     let nbd = must(tool("nbdinfo").args(["--size", &d.uri("raid5")]));
     assert_eq!(size, nbd.trim().parse::<u64>().unwrap());
     assert!(size > 60 << 20 && size <= 72 << 20, "{size}");
+    let ctl = d.control.to_str().unwrap().to_string();
+    let st = raidd(&["status", "--control", &ctl]).ok().text();
+    let addr = d.iscsi.unwrap();
+    assert!(st.contains(&format!("iSCSI on {addr}, 1 targets")), "{st}");
+    let j = raidd(&["status", "--json", "--control", &ctl]).ok().json();
+    assert_eq!(
+        j["iscsi"]["targets"][0]["name"],
+        target_name("raid5"),
+        "{j}"
+    );
+    assert_eq!(j["iscsi"]["targets"][0]["luns"][0]["array"], "raid5", "{j}");
     d.stop();
 }
 

@@ -957,11 +957,38 @@ fn state_word(s: ArrayState) -> &'static str {
 /// The mdstat-like summary of every array and export.
 async fn status(ctx: &ControlCtx) -> Response {
     let mut text = format!(
-        "raidd {}: NBD on {}, {} worker threads\n\n",
+        "raidd {}: NBD on {}, {} worker threads\n",
         env!("CARGO_PKG_VERSION"),
         ctx.listen,
         ctx.threads
     );
+    let iscsi = ctx.shared.iscsi.as_ref().map(|st| {
+        let targets: Vec<serde_json::Value> = st
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                serde_json::json!({
+                    "name": t.name,
+                    "sessions": st.nexuses_of(i).len(),
+                    "luns": t.luns.iter().map(|l| serde_json::json!({
+                        "lun": l.number,
+                        "array": l.array.name(),
+                        "read_only": l.info.read_only,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let _ = writeln!(
+            text,
+            "iSCSI on {}, {} targets, {} sessions",
+            st.portal.address,
+            st.targets.len(),
+            iscsi::lock(&st.nexuses).len()
+        );
+        serde_json::json!({ "listen": st.portal.address, "targets": targets })
+    });
+    text.push('\n');
     let mut arrays = Vec::new();
     for (i, s) in ctx.served.iter().enumerate() {
         let st = s.session.root().status().await;
@@ -1093,6 +1120,7 @@ async fn status(ctx: &ControlCtx) -> Response {
     let json = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "nbd_listen": ctx.listen,
+        "iscsi": iscsi,
         "threads": ctx.threads,
         "arrays": arrays,
         "spare_pool": pool

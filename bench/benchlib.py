@@ -36,3 +36,51 @@ def wait_port(port, proc, what, timeout=60):
         except OSError:
             time.sleep(0.05)
     sys.exit(f"{what} did not listen on port {port}")
+
+
+def stop(proc):
+    """SIGTERM, then SIGKILL if the process has not ended within 30 s."""
+    import signal
+    import subprocess
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Tgt:
+    """tgtd serving one file as LUN 1 of target `iqn` on 127.0.0.1 (pinned to `cpus`)."""
+
+    def __init__(self, lun_file, iqn, log_path, cpus=None):
+        import subprocess
+        self.port = free_port()
+        self.control = str(self.port % 30000 + 100)
+        self.log = open(log_path, "w")
+        pin = ["taskset", "-c", cpus] if cpus else []
+        self.proc = subprocess.Popen(
+            pin + ["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{self.port}", "-C", self.control],
+            stdout=self.log, stderr=self.log)
+        wait_port(self.port, self.proc, "tgtd")
+        adm = ["tgtadm", "-C", self.control, "--lld", "iscsi"]
+        subprocess.run(adm + ["--op", "new", "--mode", "target", "--tid", "1", "-T", iqn],
+                       check=True)
+        subprocess.run(adm + ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun",
+                              "1", "-b", lun_file], check=True)
+        subprocess.run(adm + ["--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"],
+                       check=True)
+        self.url = f"iscsi://127.0.0.1:{self.port}/{iqn}/1"
+
+    def stop(self):
+        """tgtd ignores SIGTERM while it has targets: its own shutdown first, then `stop`."""
+        import subprocess
+        if self.proc.poll() is None:
+            subprocess.run(["tgtadm", "-C", self.control, "--op", "delete", "--mode", "system",
+                            "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        stop(self.proc)

@@ -15,12 +15,11 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 
-from benchlib import free_port, wait_port
+from benchlib import Tgt, free_port, stop, wait_port
 
 TARGET = "iqn.2026-11.org.raidd:conformance"
 TGT_TARGET = "iqn.2026-11.org.raidd:tgt-peer"
@@ -28,16 +27,6 @@ TGT_TARGET = "iqn.2026-11.org.raidd:tgt-peer"
 
 
 
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def parse_cunit(text):
@@ -102,8 +91,7 @@ def main():
     raidd = os.path.abspath(args.raidd)
     work = tempfile.mkdtemp(prefix="raidd-conformance-", dir="/var/tmp")
     procs = []
-    td = None
-    control = None
+    tgt = None
     try:
         members = [os.path.join(work, f"d{i}.img") for i in range(args.members)]
         subprocess.run([raidd, "create", "--level", args.level, "--name", "conf",
@@ -136,24 +124,11 @@ array = "conf"
                              check=True).stdout
         size = int(re.search(r"Total size:(\d+)", cap).group(1))
 
-        tport = free_port()
-        control = str(tport % 30000 + 100)
         lun = os.path.join(work, "tgt.img")
         with open(lun, "wb") as f:
             f.truncate(size)
-        tlog = open(os.path.join(work, "tgtd.log"), "w")
-        td = subprocess.Popen(["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{tport}",
-                               "-C", control], stdout=tlog, stderr=tlog)
-        procs.append(td)
-        wait_port(tport, td, "tgtd")
-        adm = ["tgtadm", "-C", control, "--lld", "iscsi"]
-        subprocess.run(adm + ["--op", "new", "--mode", "target", "--tid", "1", "-T",
-                              TGT_TARGET], check=True)
-        subprocess.run(adm + ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun",
-                              "1", "-b", lun], check=True)
-        subprocess.run(adm + ["--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"],
-                       check=True)
-        turl = f"iscsi://127.0.0.1:{tport}/{TGT_TARGET}/1"
+        tgt = Tgt(lun, TGT_TARGET, os.path.join(work, "tgtd.log"))
+        turl = tgt.url
 
         results = {}
         for fam in args.families.split(","):
@@ -184,14 +159,8 @@ array = "conf"
         print(f"logs in {work}" if args.keep else "")
         return 1 if worse else 0
     finally:
-        if td is not None and td.poll() is None:
-            # tgtd ignores SIGTERM while it has targets; this is its own way to stop.
-            subprocess.run(["tgtadm", "-C", control, "--op", "delete", "--mode", "system",
-                            "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                td.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+        if tgt is not None:
+            tgt.stop()
         for p in reversed(procs):
             stop(p)
         if not args.keep:

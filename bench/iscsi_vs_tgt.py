@@ -36,13 +36,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from benchlib import cpu_seconds, free_port, wait_port
+from benchlib import Tgt, cpu_seconds, free_port, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -131,8 +130,7 @@ def main():
 
     shm = tempfile.mkdtemp(prefix="raidd-ibench-", dir="/dev/shm")
     procs = []
-    td = None
-    control = None
+    tgt = None
     try:
         backing = os.path.join(shm, "backing.img")
         # One linear member: the array's data starts after md's data offset, so the member
@@ -149,8 +147,7 @@ def main():
         for path in (backing, tgt_file):
             subprocess.run(["fallocate", "-l", str(os.path.getsize(path)), path], check=True)
 
-        rport, tport = free_port(), free_port()
-        control = str(tport % 30000 + 100)
+        rport = free_port()
         conf = os.path.join(shm, "raidd.toml")
         with open(conf, "w") as f:
             f.write(f'control_socket = "{shm}/raidd.sock"\nthreads = 1\npoll_us = {args.poll_us}\n'
@@ -166,24 +163,11 @@ def main():
             ["taskset", "-c", args.server_cpus, raidd_bin, "serve", "--config", conf],
             stdout=rlog, stderr=rlog)
         procs.append(raidd)
-        tlog_path = os.path.join(shm, "tgtd.log")
-        tlog = open(tlog_path, "w")
-        td = subprocess.Popen(
-            ["taskset", "-c", args.server_cpus, "tgtd", "-f", "--iscsi",
-             f"portal=127.0.0.1:{tport}", "-C", control], stdout=tlog, stderr=tlog)
-        procs.append(td)
         wait_port(rport, raidd, "raidd")
-        wait_port(tport, td, "tgtd")
-        adm = ["tgtadm", "-C", control, "--lld", "iscsi"]
-        subprocess.run(adm + ["--op", "new", "--mode", "target", "--tid", "1", "-T",
-                              TGT_TARGET], check=True)
-        subprocess.run(adm + ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun",
-                              "1", "-b", tgt_file], check=True)
-        subprocess.run(adm + ["--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"],
-                       check=True)
+        tgt = Tgt(tgt_file, TGT_TARGET, os.path.join(shm, "tgtd.log"), args.server_cpus)
         servers = {
             "raidd": (raidd.pid, f"iscsi://127.0.0.1:{rport}/{TARGET}/0"),
-            "tgt": (td.pid, f"iscsi://127.0.0.1:{tport}/{TGT_TARGET}/1"),
+            "tgt": (tgt.proc.pid, tgt.url),
         }
         print(f"client: {args.fio} --ioengine=libiscsi (all rows); servers on CPU "
               f"{args.server_cpus}, fio on CPU {args.client_cpus}; LUN {size} bytes",
@@ -229,23 +213,10 @@ def main():
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
     finally:
-        if td is not None and td.poll() is None:
-            # tgtd ignores SIGTERM while it has targets; this is its own way to stop.
-            subprocess.run(["tgtadm", "-C", control, "--op", "delete", "--mode", "system",
-                            "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                td.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                td.kill()
-                td.wait()
+        if tgt is not None:
+            tgt.stop()
         for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p)
         if args.keep:
             print(f"work directory (logs, images): {shm}", file=sys.stderr)
         else:

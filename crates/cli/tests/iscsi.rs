@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use common::daemon::{
     array_config as config, create_array as create, must, run_tool, tool, Daemon,
 };
-use common::{args_with, raidd, scratch};
-use raidd_engine::pattern;
+use common::{raidd, scratch, sectors};
 
 const SEED: u64 = 0x15c5_1000;
 const INITIATOR: &str = "iqn.2026-11.org.raidd:test-initiator";
@@ -29,40 +28,15 @@ fn iscsi_config(level: &str, members: &[PathBuf], extra: &str) -> String {
 }
 
 fn pattern_file(dir: &Path, len: u64, generation: u64) -> PathBuf {
-    let p = dir.join(format!("pattern-{generation}.bin"));
-    let mut buf = vec![0u8; len as usize];
-    pattern::fill(&mut buf, 0, generation, SEED);
-    std::fs::write(&p, &buf).unwrap();
-    p
+    sectors::pattern_file(dir, len, generation, SEED)
 }
 
 fn verify_file(p: &Path, generation: u64, what: &str) {
-    let buf = std::fs::read(p).unwrap();
-    let bad = pattern::verify(&buf, 0, SEED, |_| generation);
-    assert!(
-        bad.is_empty(),
-        "{what}: {} bad sectors, first {}",
-        bad.len(),
-        bad[0]
-    );
+    sectors::verify_file(p, generation, SEED, what)
 }
 
 fn offline(verb: &str, members: &[PathBuf], len: u64, generation: u64) {
-    let (len, seed, g) = (len.to_string(), SEED.to_string(), generation.to_string());
-    raidd(&args_with(
-        &[
-            "pattern",
-            verb,
-            "--length",
-            &len,
-            "--seed",
-            &seed,
-            "--generation",
-            &g,
-        ],
-        members,
-    ))
-    .ok();
+    sectors::offline(verb, members, len, generation, SEED)
 }
 
 /// The LUN's size in bytes as READ CAPACITY(16) reports it.

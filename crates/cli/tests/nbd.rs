@@ -15,8 +15,7 @@ use std::time::Duration;
 use common::daemon::{
     array_config as config, create_array as create, must, run_tool, tool, Daemon,
 };
-use common::{args_with, raidd, scratch};
-use raidd_engine::pattern;
+use common::{args_with, raidd, scratch, sectors};
 
 const SEED: u64 = 0x05ee_d0bd;
 
@@ -26,43 +25,16 @@ fn export_size(d: &Daemon, export: &str) -> u64 {
 }
 
 fn pattern_file(dir: &Path, len: u64, generation: u64) -> PathBuf {
-    let p = dir.join(format!("pattern-{generation}.bin"));
-    let mut buf = vec![0u8; len as usize];
-    pattern::fill(&mut buf, 0, generation, SEED);
-    std::fs::write(&p, &buf).unwrap();
-    p
+    sectors::pattern_file(dir, len, generation, SEED)
 }
 
 fn verify_file(p: &Path, generation: u64, what: &str) {
-    let buf = std::fs::read(p).unwrap();
-    let bad = pattern::verify(&buf, 0, SEED, |_| generation);
-    assert!(
-        bad.is_empty(),
-        "{what}: {} bad sectors, first {}",
-        bad.len(),
-        bad[0]
-    );
+    sectors::verify_file(p, generation, SEED, what)
 }
 
 /// `raidd pattern write|verify` over the whole array, offline on its members.
 fn offline_pattern(verb: &str, members: &[PathBuf], len: u64, generation: u64) {
-    let len = len.to_string();
-    let seed = SEED.to_string();
-    let g = generation.to_string();
-    raidd(&args_with(
-        &[
-            "pattern",
-            verb,
-            "--length",
-            &len,
-            "--seed",
-            &seed,
-            "--generation",
-            &g,
-        ],
-        members,
-    ))
-    .ok();
+    sectors::offline(verb, members, len, generation, SEED)
 }
 
 fn offline_verify(members: &[PathBuf], len: u64, generation: u64) {

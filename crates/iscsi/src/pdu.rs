@@ -190,6 +190,26 @@ pub fn pad(len: usize) -> usize {
     (4 - len % 4) % 4
 }
 
+/// What goes around a data segment on the wire: the header with its digest (`head`), and
+/// the padding with the data digest (`tail`). The segment itself goes between them, so a
+/// sender can send it from where it lies.
+pub fn frame(header: &[u8; BHS_LEN], data: &[u8], digests: Digests) -> (Vec<u8>, Vec<u8>) {
+    let mut head = Vec::with_capacity(BHS_LEN + 4);
+    head.extend_from_slice(header);
+    if digests.header {
+        head.extend_from_slice(&crate::digest::wire(crate::digest::crc32c(&[header])));
+    }
+    let zeros = [0u8; 3];
+    let padding = &zeros[..pad(data.len())];
+    let mut tail = padding.to_vec();
+    if digests.data && !data.is_empty() {
+        tail.extend_from_slice(&crate::digest::wire(crate::digest::crc32c(&[
+            data, padding,
+        ])));
+    }
+    (head, tail)
+}
+
 /// A SCSI Command PDU's fields (RFC 7143 11.3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScsiCommand {
@@ -773,6 +793,29 @@ mod tests {
         assert_eq!(f.header_tail(), 4);
         assert_eq!(f.pad(), 1);
         assert!(f.data_digest);
+    }
+
+    #[test]
+    fn frames_carry_digests_and_padding() {
+        let h = build::data_out(1, 2, 0, 0, true, 5);
+        let (head, tail) = frame(&h, b"hello", Digests::default());
+        assert_eq!((head.len(), tail), (BHS_LEN, vec![0, 0, 0]));
+        let both = Digests {
+            header: true,
+            data: true,
+        };
+        let (head, tail) = frame(&h, b"hello", both);
+        assert_eq!(
+            &head[BHS_LEN..],
+            &crate::digest::wire(crate::digest::crc32c(&[&h]))
+        );
+        assert_eq!(tail.len(), 7);
+        assert!(crate::digest::matches(
+            &[b"hello", &[0, 0, 0]],
+            tail[3..].try_into().unwrap_or_default()
+        ));
+        let (_, tail) = frame(&h, b"", both);
+        assert!(tail.is_empty(), "no data, no data digest");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod iscsi;
 mod lifecycle;
 mod link;
 mod nbd;
+mod outq;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

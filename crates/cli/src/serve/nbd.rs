@@ -23,6 +23,7 @@ use raidd_rt::net::{Part, Stream};
 use super::link::{Input, Link};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
+use super::outq::OutQueue;
 use super::{SharedState, Stop};
 
 /// Largest READ or WRITE payload (advertised as the maximum block size).
@@ -139,16 +140,11 @@ struct Conn {
     structured: bool,
     limits: Limits,
     /// Replies ready to send.
-    out: RefCell<Vec<Part>>,
-    writer: RefCell<Option<Waker>>,
+    out: OutQueue,
     /// The reader waits here for capacity, and the drain for zero.
     reader: RefCell<Option<Waker>>,
     in_flight: Cell<usize>,
     bytes_in_flight: Cell<u64>,
-    /// No more replies will be queued; the writer ends once `out` is empty.
-    closing: Cell<bool>,
-    /// Sending failed: the client is gone.
-    broken: Cell<bool>,
 }
 
 impl Conn {
@@ -168,13 +164,10 @@ impl Conn {
             structured: n.structured_replies,
             limits,
             shared,
-            out: RefCell::new(Vec::new()),
-            writer: RefCell::new(None),
+            out: OutQueue::default(),
             reader: RefCell::new(None),
             in_flight: Cell::new(0),
             bytes_in_flight: Cell::new(0),
-            closing: Cell::new(false),
-            broken: Cell::new(false),
         }
     }
 
@@ -183,10 +176,7 @@ impl Conn {
     }
 
     fn queue(&self, parts: impl IntoIterator<Item = Part>) {
-        self.out.borrow_mut().extend(parts);
-        if let Some(w) = self.writer.borrow_mut().take() {
-            w.wake();
-        }
+        self.out.push(parts);
     }
 
     fn queue_header(&self, header: Vec<u8>) {
@@ -224,29 +214,8 @@ impl Conn {
 }
 
 async fn writer(conn: Rc<Conn>) {
-    loop {
-        let parts = poll_fn(|cx| {
-            let mut out = conn.out.borrow_mut();
-            if !out.is_empty() {
-                return Poll::Ready(Some(std::mem::take(&mut *out)));
-            }
-            if conn.closing.get() {
-                return Poll::Ready(None);
-            }
-            *conn.writer.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await;
-        let Some(parts) = parts else { return };
-        if let Err(e) = conn.link.send(parts).await {
-            tracing::debug!("sending replies failed: {e}");
-            conn.broken.set(true);
-            // The reader may be waiting for the next request: end that wait too.
-            let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
-            conn.wake_reader();
-            return;
-        }
-    }
+    // The reader may be waiting for the next request: a failed send ends that wait too.
+    conn.out.run(&conn.link, || conn.wake_reader()).await;
 }
 
 fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
@@ -270,10 +239,7 @@ async fn transmission(conn: &Rc<Conn>, input: Input, stop: &Stop) -> String {
         Poll::Pending
     })
     .await;
-    conn.closing.set(true);
-    if let Some(w) = conn.writer.borrow_mut().take() {
-        w.wake();
-    }
+    conn.out.close();
     writer_task.await;
     let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
     why
@@ -286,7 +252,7 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
     loop {
         // Room for at least one more request, or the end.
         let room = poll_fn(|cx| {
-            if conn.broken.get() {
+            if conn.out.is_broken() {
                 return Poll::Ready(false);
             }
             if conn.has_room(0) {
@@ -338,7 +304,7 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
         };
         // Wait for byte room (the count check passed above).
         poll_fn(|cx| {
-            if conn.has_room(bytes) || conn.broken.get() {
+            if conn.has_room(bytes) || conn.out.is_broken() {
                 return Poll::Ready(());
             }
             *conn.reader.borrow_mut() = Some(cx.waker().clone());

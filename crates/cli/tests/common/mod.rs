@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, dead_code)] // test helpers: a failed unwrap is a failed test
 
 pub mod daemon;
+pub mod sectors;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@ use raidd_rt::{AlignedBuf, BufSlice};
 use super::task::{self, TaskCtl};
 use super::{read_data_tail, read_header, End, IscsiState, CMD_WINDOW, MAX_RECV_SEGMENT};
 use crate::serve::link::{Input, Link};
+use crate::serve::outq::OutQueue;
 use crate::serve::Stop;
 
 /// Bytes of command buffers a connection may hold (reads and writes together).
@@ -50,15 +51,11 @@ pub struct Collector {
     pub buf: Option<AlignedBuf>,
     /// Bytes the command needs (R2Ts ask up to here).
     pub len: usize,
-    /// Bytes the buffer holds: `len`, or more when the initiator may send unsolicited data
-    /// the command will not use.
+    /// Bytes the buffer holds: `len`, or more when the initiator sent immediate data the
+    /// command will not use.
     pub size: usize,
     /// Bytes received, in order from 0.
     pub received: usize,
-    /// Unsolicited Data-Out may still arrive (the command PDU's F bit was clear).
-    pub unsolicited_open: bool,
-    /// Where unsolicited data must stop (FirstBurstLength).
-    pub unsolicited_end: usize,
     /// The outstanding R2T: its tag and where its burst ends.
     pub burst: Option<(u32, usize)>,
     pub next_datasn: u32,
@@ -82,10 +79,7 @@ pub struct Conn {
     pub params: RefCell<Params>,
     pub digests: Digests,
     seq: Cell<Seq>,
-    out: RefCell<Vec<Part>>,
-    writer: RefCell<Option<Waker>>,
-    closing: Cell<bool>,
-    broken: Cell<bool>,
+    out: OutQueue,
     /// Live tasks by initiator task tag.
     pub tasks: RefCell<HashMap<u32, Rc<TaskCtl>>>,
     held: RefCell<BTreeMap<u32, Held>>,
@@ -126,10 +120,7 @@ impl Conn {
             params: RefCell::new(n.params.clone()),
             digests,
             seq: Cell::new(seq),
-            out: RefCell::new(Vec::new()),
-            writer: RefCell::new(None),
-            closing: Cell::new(false),
-            broken: Cell::new(false),
+            out: OutQueue::default(),
             tasks: RefCell::new(HashMap::new()),
             held: RefCell::new(BTreeMap::new()),
             idle: RefCell::new(Vec::new()),
@@ -164,36 +155,16 @@ impl Conn {
     pub fn send(&self, status: bool, header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN], data: Data) {
         let h = header(self.take_seq(status));
         let mut parts = Vec::with_capacity(3);
-        let mut head = Vec::with_capacity(pdu::BHS_LEN + 4);
-        head.extend_from_slice(&h);
-        if self.digests.header {
-            head.extend_from_slice(&raidd_iscsi::digest::wire(raidd_iscsi::digest::crc32c(&[
-                &h,
-            ])));
-        }
-        let pad = [0u8; 3];
         match data {
-            Data::None => parts.push(Part::Bytes(head)),
+            Data::None => parts.push(Part::Bytes(pdu::frame(&h, &[], self.digests).0)),
             Data::Bytes(b) => {
-                let p = &pad[..pdu::pad(b.len())];
-                let mut tail = p.to_vec();
-                if self.digests.data && !b.is_empty() {
-                    tail.extend_from_slice(&raidd_iscsi::digest::wire(
-                        raidd_iscsi::digest::crc32c(&[&b, p]),
-                    ));
-                }
+                let (mut head, tail) = pdu::frame(&h, &b, self.digests);
                 head.extend_from_slice(&b);
                 head.extend_from_slice(&tail);
                 parts.push(Part::Bytes(head));
             }
             Data::Slice(s) => {
-                let p = &pad[..pdu::pad(s.len())];
-                let mut tail = p.to_vec();
-                if self.digests.data && !s.is_empty() {
-                    tail.extend_from_slice(&raidd_iscsi::digest::wire(
-                        raidd_iscsi::digest::crc32c(&[s.as_slice(), p]),
-                    ));
-                }
+                let (head, tail) = pdu::frame(&h, s.as_slice(), self.digests);
                 parts.push(Part::Bytes(head));
                 parts.push(Part::Slice(s));
                 if !tail.is_empty() {
@@ -201,10 +172,7 @@ impl Conn {
                 }
             }
         }
-        self.out.borrow_mut().extend(parts);
-        if let Some(w) = self.writer.borrow_mut().take() {
-            w.wake();
-        }
+        self.out.push(parts);
     }
 
     /// Rejects a PDU (its header is the Reject's data).
@@ -285,34 +253,14 @@ impl Conn {
 }
 
 async fn writer(conn: Rc<Conn>) {
-    loop {
-        let parts = poll_fn(|cx| {
-            let mut out = conn.out.borrow_mut();
-            if !out.is_empty() {
-                return Poll::Ready(Some(std::mem::take(&mut *out)));
-            }
-            if conn.closing.get() {
-                return Poll::Ready(None);
-            }
-            *conn.writer.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await;
-        let Some(parts) = parts else { return };
-        if let Err(e) = conn.link.send(parts).await {
-            tracing::debug!("iSCSI send failed: {e}");
-            conn.broken.set(true);
-            let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
-            return;
-        }
-    }
+    conn.out.run(&conn.link, || {}).await;
 }
 
 /// Pings an idle initiator with NOP-In and drops a connection that stays silent.
 async fn pinger(conn: Rc<Conn>, every: Duration) {
     loop {
         raidd_rt::time::sleep(every).await;
-        if conn.closing.get() || conn.broken.get() {
+        if conn.out.is_closing() || conn.out.is_broken() {
             return;
         }
         let silent = conn.last_heard.get().elapsed();
@@ -359,10 +307,7 @@ pub async fn full_feature(
     // still owed data cannot finish.
     conn.abort_collecting();
     conn.wait_tasks(None).await;
-    conn.closing.set(true);
-    if let Some(w) = conn.writer.borrow_mut().take() {
-        w.wake();
-    }
+    conn.out.close();
     writer_task.await;
     let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
     // The pinger sees `closing` at its next tick and ends on its own.
@@ -373,7 +318,7 @@ pub async fn full_feature(
 /// Takes PDUs until logout or failure; Ok carries why the session ended normally.
 async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> Result<String, End> {
     loop {
-        if conn.broken.get() {
+        if conn.out.is_broken() {
             return Ok("the initiator stopped reading".into());
         }
         let (bhs, request, framing) = read_header(&conn.link, &mut input, conn.digests).await?;
@@ -529,19 +474,8 @@ async fn dispatch(
 }
 
 fn start_command(conn: &Rc<Conn>, c: ScsiCommand, imm: Option<AlignedBuf>) {
-    let (first_burst, initial_r2t, immediate_ok) = {
-        let p = conn.params();
-        (
-            p.first_burst_length as usize,
-            p.initial_r2t,
-            p.immediate_data,
-        )
-    };
-    let imm_len = imm.as_ref().map_or(0, |b| b.len());
-    if imm_len > 0 && (!immediate_ok || imm_len > first_burst || !c.write) {
-        tracing::debug!(itt = c.itt, "unexpected immediate data refused");
-    }
-    let ctl = task::prepare(conn, &c, imm, first_burst, !initial_r2t);
+    let first_burst = conn.params().first_burst_length as usize;
+    let ctl = task::prepare(conn, &c, imm, first_burst);
     conn.tasks.borrow_mut().insert(c.itt, ctl.clone());
     let conn2 = conn.clone();
     raidd_rt::spawn_local(async move {
@@ -584,7 +518,6 @@ async fn data_out(
             Some(col) => {
                 let limit = match col.burst {
                     Some((t, end)) if t == ttt => Some(end.min(col.size)),
-                    _ if ttt == RESERVED_TAG && col.unsolicited_open => Some(col.unsolicited_end),
                     _ => None,
                 };
                 match limit {
@@ -631,11 +564,7 @@ async fn data_out(
     col.received += len;
     col.next_datasn = col.next_datasn.wrapping_add(1);
     if final_bit {
-        if ttt == RESERVED_TAG {
-            col.unsolicited_open = false;
-        } else {
-            col.burst = None;
-        }
+        col.burst = None;
         col.next_datasn = 0;
     }
     drop(col_ref);

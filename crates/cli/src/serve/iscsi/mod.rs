@@ -161,12 +161,8 @@ fn secret(c: &Option<ChapConfig>) -> Option<Secret> {
     })
 }
 
-/// Pads or cuts to the INQUIRY field's width (the SCSI crate pads further).
-fn ascii(s: &str, n: usize) -> String {
-    s.chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .take(n)
-        .collect()
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// SCSI's view of an array.
@@ -177,7 +173,6 @@ pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
     let chunk_blocks = (u64::from(g.chunk_sectors()) * 512 / u64::from(block_size)) as u32;
     let data_members = g.members().saturating_sub(g.redundancy()).max(1) as u32;
     let uuid = array.uuid();
-    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
     let max_transfer_blocks = MAX_TRANSFER / block_size;
     LunInfo {
         block_size,
@@ -191,16 +186,15 @@ pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
         rotational: array.info().rotational,
         write_cache: true,
         vendor: "RAIDD".into(),
-        product: ascii(array.name(), 16),
-        revision: ascii(
-            concat!(
-                env!("CARGO_PKG_VERSION_MAJOR"),
-                ".",
-                env!("CARGO_PKG_VERSION_MINOR")
-            ),
-            4,
-        ),
-        serial: hex,
+        // raidd-scsi cuts and pads these to their INQUIRY widths.
+        product: array.name().to_string(),
+        revision: concat!(
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            ".",
+            env!("CARGO_PKG_VERSION_MINOR")
+        )
+        .to_string(),
+        serial: hex(&uuid),
         naa_id: uuid,
         target_port_id: 1,
         max_unmap_blocks: max_transfer_blocks,
@@ -213,7 +207,7 @@ pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
 }
 
 fn reservations_file(dir: &Path, array: &Array, lun: u64, target: &str) -> PathBuf {
-    let uuid: String = array.uuid().iter().map(|b| format!("{b:02x}")).collect();
+    let uuid = hex(&array.uuid());
     let t: String = target
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -416,24 +410,9 @@ pub async fn read_pdu(
 
 /// Wire bytes for a target PDU: header (+ digest), data, padding (+ digest).
 pub fn encode(header: [u8; BHS_LEN], data: &[u8], digests: Digests) -> Vec<u8> {
-    let mut v = Vec::with_capacity(BHS_LEN + 8 + data.len() + 3);
-    v.extend_from_slice(&header);
-    if digests.header {
-        v.extend_from_slice(&raidd_iscsi::digest::wire(raidd_iscsi::digest::crc32c(&[
-            &header,
-        ])));
-    }
-    if !data.is_empty() {
-        v.extend_from_slice(data);
-        let pad = [0u8; 3];
-        let pad = &pad[..pdu::pad(data.len())];
-        v.extend_from_slice(pad);
-        if digests.data {
-            v.extend_from_slice(&raidd_iscsi::digest::wire(raidd_iscsi::digest::crc32c(&[
-                data, pad,
-            ])));
-        }
-    }
+    let (mut v, tail) = pdu::frame(&header, data, digests);
+    v.extend_from_slice(data);
+    v.extend_from_slice(&tail);
     v
 }
 
@@ -472,7 +451,7 @@ pub async fn serve_connection(sock: Stream, state: Arc<IscsiState>, stop: Stop) 
     };
     let initiator = negotiated.params.initiator_name.clone();
     let target = negotiated.target;
-    let isid: String = negotiated.isid.iter().map(|b| format!("{b:02x}")).collect();
+    let isid = hex(&negotiated.isid);
     let nexus = format!("{initiator},i,0x{isid}");
     match target {
         Some(t) => {

@@ -1,4 +1,4 @@
-//! One SCSI command: its Data-Out (immediate, unsolicited, then R2T bursts), its execution
+//! One SCSI command: its Data-Out (immediate data, then R2T bursts), its execution
 //! against the array, and its Data-In and status.
 
 use std::cell::{Cell, RefCell};
@@ -71,7 +71,6 @@ pub fn prepare(
     c: &ScsiCommand,
     imm: Option<AlignedBuf>,
     first_burst: usize,
-    unsolicited_allowed: bool,
 ) -> Rc<TaskCtl> {
     let plan = plan(conn, c);
     let ctl = Rc::new(TaskCtl {
@@ -93,17 +92,12 @@ pub fn prepare(
     let edtl = u64::from(c.expected_len);
     // What raidd asks for: the Data-Out of the command as fitted to the expected length.
     let len = want.min(edtl) as usize;
-    // What the initiator may send unasked: immediate data and unsolicited Data-Out up to
-    // FirstBurstLength of what it expects to transfer. Beyond `len` it is absorbed unused.
-    let unsolicited_end = if !c.final_bit && unsolicited_allowed {
-        edtl.min(first_burst as u64) as usize
-    } else {
-        0
-    };
+    // The login always settles InitialR2T=Yes, so the only data sent unasked is immediate
+    // data (up to FirstBurstLength); beyond `len` it is absorbed unused.
     let imm_len = imm.as_ref().map_or(0, |b| b.len()).min(first_burst);
-    let size = len.max(unsolicited_end).max(imm_len);
+    let size = len.max(imm_len);
     let mut plan = plan;
-    if size > 0 || !c.final_bit {
+    if size > 0 {
         if !conn.reserve_bytes(size as u64) {
             plan = Plan::Fail(Status::TaskSetFull, None);
         } else {
@@ -125,8 +119,6 @@ pub fn prepare(
             len,
             size,
             received: imm_len,
-            unsolicited_open: unsolicited_end > imm_len,
-            unsolicited_end,
             burst: None,
             next_datasn: 0,
             next_r2tsn: 0,
@@ -287,12 +279,10 @@ async fn collect(conn: &Conn, ctl: &TaskCtl) -> bool {
         let Some(c) = col.as_mut() else {
             return Poll::Ready(true);
         };
-        let unsolicited_pending = c.unsolicited_open && c.received < c.unsolicited_end;
-        if c.received >= c.len && !unsolicited_pending && c.buf.is_some() {
+        if c.received >= c.len && c.buf.is_some() {
             return Poll::Ready(true);
         }
-        if !unsolicited_pending && c.burst.is_none() && c.received < c.len {
-            c.unsolicited_open = false;
+        if c.burst.is_none() && c.received < c.len {
             let ttt = conn.ttt();
             let end = c.len.min(c.received + max_burst);
             c.burst = Some((ttt, end));
@@ -506,11 +496,12 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             return Outcome::check(s);
         }
     }
-    let nexus = raidd_scsi::Nexus {
+    // Built only where reservations are involved: READ and WRITE allocate nothing for it.
+    let nexus = || raidd_scsi::Nexus {
         initiator: conn.nexus.clone(),
         target_port: l.info.target_port_id,
     };
-    if l.reservations_used.load(Ordering::Acquire) && !lock(&l.reservations).allows(&nexus, &op) {
+    if l.reservations_used.load(Ordering::Acquire) && !lock(&l.reservations).allows(&nexus(), &op) {
         return Outcome::status(Status::ReservationConflict);
     }
     let bs = u64::from(l.info.block_size);
@@ -665,9 +656,9 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             let r = {
                 let mut pr = lock(&l.reservations);
                 if op == Op::Reserve6 {
-                    pr.reserve6(&nexus)
+                    pr.reserve6(&nexus())
                 } else {
-                    pr.release6(&nexus)
+                    pr.release6(&nexus())
                 }
             };
             l.reservations_used.store(true, Ordering::Release);
@@ -697,7 +688,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             }
         }
         Op::PersistentReserveIn { action, alloc } => {
-            match lock(&l.reservations).pr_in(action, alloc, &nexus) {
+            match lock(&l.reservations).pr_in(action, alloc, &nexus()) {
                 Ok(v) => Outcome::bytes(v),
                 Err(s) => Outcome::check(s),
             }
@@ -710,7 +701,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
         } => {
             let (r, persist) = {
                 let mut pr = lock(&l.reservations);
-                let r = pr.pr_out(action, scope, kind, &data_out, &nexus);
+                let r = pr.pr_out(action, scope, kind, &data_out, &nexus());
                 let persist = match &r {
                     Ok(o) if o.changed => Some(pr.aptpl().then(|| pr.encode())),
                     _ => None,

@@ -1,0 +1,78 @@
+//! A connection's send queue: request tasks queue the PDUs or replies they finish with, in
+//! any order, and one writer sends everything queued with a single gathered `sendmsg` per
+//! batch. Shared by the NBD and iSCSI connections.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::task::{Poll, Waker};
+
+use raidd_rt::net::Part;
+
+use super::link::Link;
+
+#[derive(Debug, Default)]
+pub struct OutQueue {
+    parts: RefCell<Vec<Part>>,
+    writer: RefCell<Option<Waker>>,
+    /// Nothing more will be queued; the writer ends once the queue is empty.
+    closing: Cell<bool>,
+    /// Sending failed: the peer is gone.
+    broken: Cell<bool>,
+}
+
+impl OutQueue {
+    /// Queues parts to go out after everything queued before them.
+    pub fn push(&self, parts: impl IntoIterator<Item = Part>) {
+        self.parts.borrow_mut().extend(parts);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.writer.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// No more parts will come: the writer sends what is queued and ends.
+    pub fn close(&self) {
+        self.closing.set(true);
+        self.wake();
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    /// Whether a send has failed.
+    pub fn is_broken(&self) -> bool {
+        self.broken.get()
+    }
+
+    /// The writer: sends batches until closed and drained. When a send fails the queue is
+    /// marked broken, the socket shut (so a reader waiting for the next request wakes) and
+    /// `on_failure` runs.
+    pub async fn run(&self, link: &Link, on_failure: impl FnOnce()) {
+        loop {
+            let parts = poll_fn(|cx| {
+                let mut out = self.parts.borrow_mut();
+                if !out.is_empty() {
+                    return Poll::Ready(Some(std::mem::take(&mut *out)));
+                }
+                if self.closing.get() {
+                    return Poll::Ready(None);
+                }
+                *self.writer.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            })
+            .await;
+            let Some(parts) = parts else { return };
+            if let Err(e) = link.send(parts).await {
+                tracing::debug!("sending failed: {e}");
+                self.broken.set(true);
+                let _ = link.sock.shutdown(std::net::Shutdown::Both);
+                on_failure();
+                return;
+            }
+        }
+    }
+}

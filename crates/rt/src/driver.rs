@@ -523,6 +523,43 @@ impl Driver {
         self.reap();
     }
 
+    /// Submits what is queued and takes in every completion the kernel has, without
+    /// waiting (with deferred task work, completions only arrive in an enter that asks for
+    /// events).
+    pub(crate) fn poll_nowait(&self) {
+        /// io_uring_enter's IORING_ENTER_GETEVENTS.
+        const ENTER_GETEVENTS: u32 = 1;
+        let Some(ring) = self.ring.as_ref() else {
+            self.park_sync(false);
+            return;
+        };
+        let to_submit = self.unsubmitted.get();
+        loop {
+            // SAFETY: no argument struct is passed (null, size 0).
+            let r = unsafe {
+                ring.borrow().submitter().enter::<libc::sigset_t>(
+                    to_submit,
+                    0,
+                    ENTER_GETEVENTS,
+                    None,
+                )
+            };
+            match r {
+                Ok(_) => {
+                    self.unsubmitted.set(0);
+                    break;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    self.reap();
+                    continue;
+                }
+                Err(e) => panic!("io_uring_enter failed: {e}"),
+            }
+        }
+        self.reap();
+    }
+
     /// The synchronous backend completes I/O at submission, so parking only waits for the
     /// next timer or a wake from another thread.
     fn park_sync(&self, block: bool) {

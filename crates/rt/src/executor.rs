@@ -93,6 +93,8 @@ pub(crate) struct Runtime {
     remote: Arc<Remote>,
     pub(crate) driver: Rc<Driver>,
     in_block_on: Cell<bool>,
+    /// Tasks waiting in [`unplugged`] for this thread to run out of work.
+    plugged: RefCell<Vec<Rc<Plug>>>,
 }
 
 impl fmt::Debug for Runtime {
@@ -122,6 +124,7 @@ impl Runtime {
             remote,
             driver,
             in_block_on: Cell::new(false),
+            plugged: RefCell::new(Vec::new()),
         })
     }
 
@@ -204,6 +207,23 @@ impl Runtime {
             }
             self.drain_remote();
             let idle = self.ready.borrow().is_empty();
+            if idle && !self.plugged.borrow().is_empty() {
+                // The unplug point: before sleeping, take in what the kernel has finished
+                // (more requests may join the plugged work), and release the plugs only
+                // when that brought nothing new to run.
+                self.driver.poll_nowait();
+                self.drain_remote();
+                if self.ready.borrow().is_empty() {
+                    let plugged = std::mem::take(&mut *self.plugged.borrow_mut());
+                    for plug in plugged {
+                        plug.released.set(true);
+                        if let Some(w) = plug.waker.borrow_mut().take() {
+                            w.wake();
+                        }
+                    }
+                }
+                continue;
+            }
             self.driver.park(idle);
         }
     }
@@ -351,6 +371,36 @@ where
 /// which on virtual machines costs tens of microseconds.
 pub fn set_poll(window: std::time::Duration) {
     driver().set_poll(window);
+}
+
+/// Waits until this thread's executor has nothing else to run and no finished I/O to take
+/// in: the moment a plugged queue is unplugged. Work that benefits from company (a partial
+/// RAID5 stripe write that later requests may complete) waits here so the requests that
+/// are already arriving can join it, without a timer and without delaying a lone request
+/// by more than one turn of the executor.
+pub async fn unplugged() {
+    let plug = Rc::new(Plug::default());
+    let mut registered = false;
+    std::future::poll_fn(|cx| {
+        if plug.released.get() {
+            return Poll::Ready(());
+        }
+        // The task may be polled with a different waker each time: wake the latest.
+        *plug.waker.borrow_mut() = Some(cx.waker().clone());
+        if !registered {
+            registered = true;
+            with_runtime(|rt| rt.plugged.borrow_mut().push(plug.clone()));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// A task waiting in [`unplugged`].
+#[derive(Default)]
+struct Plug {
+    released: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
 }
 
 /// Yields once to let other ready tasks (and completions) run.

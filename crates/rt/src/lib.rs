@@ -21,4 +21,6 @@ pub mod time;
 
 pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
 pub use driver::Backend;
-pub use executor::{backend, block_on, set_poll, shutdown, spawn_local, yield_now, JoinHandle};
+pub use executor::{
+    backend, block_on, set_poll, shutdown, spawn_local, unplugged, yield_now, JoinHandle,
+};

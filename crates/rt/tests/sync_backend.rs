@@ -60,3 +60,8 @@ fn threads_have_independent_runtimes() {
     force_sync();
     common::threads_have_independent_runtimes();
 }
+#[test]
+fn unplugged_waits_for_an_idle_thread() {
+    force_sync();
+    common::unplugged_waits_for_an_idle_thread();
+}

@@ -45,3 +45,7 @@ fn cross_thread_wake() {
 fn threads_have_independent_runtimes() {
     common::threads_have_independent_runtimes();
 }
+#[test]
+fn unplugged_waits_for_an_idle_thread() {
+    common::unplugged_waits_for_an_idle_thread();
+}

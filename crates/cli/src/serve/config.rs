@@ -130,6 +130,10 @@ struct RawArray {
     read_only: bool,
     /// Only spares of this group may replace this array's members.
     spare_group: Option<String>,
+    /// RAID4/5/6: bytes of stripe contents kept for later writes ("16M"; "0": none).
+    stripe_cache: Option<String>,
+    /// RAID4/5/6: how partial-stripe writes gather company (none, plug, limit, limit:N).
+    gather: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -232,6 +236,9 @@ pub struct ArrayConfig {
     pub members: Vec<PathBuf>,
     pub read_only: bool,
     pub spare_group: Option<String>,
+    /// The RAID4/5/6 stripe cache's size in bytes and gathering policy.
+    pub stripe_cache: usize,
+    pub gather: raidd_engine::Gather,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -325,11 +332,32 @@ impl Config {
             if let Some(g) = &a.spare_group {
                 check_name("spare group", g)?;
             }
+            let stripe_cache = match &a.stripe_cache {
+                None => raidd_engine::DEFAULT_CACHE_BYTES,
+                Some(t) => crate::size::parse_size(t)
+                    .ok()
+                    .and_then(|b| usize::try_from(b).ok())
+                    .filter(|&b| b <= 64 << 30)
+                    .ok_or_else(|| {
+                        format!(
+                            "array {:?}: stripe_cache {t:?} is not a size up to 64G (like \"16M\", or \"0\" for none)",
+                            a.name
+                        )
+                    })?,
+            };
+            let gather = match &a.gather {
+                None => raidd_engine::Gather::Plug,
+                Some(g) => g
+                    .parse::<raidd_engine::Gather>()
+                    .map_err(|e| format!("array {:?}: {e}", a.name))?,
+            };
             arrays.push(ArrayConfig {
                 name: a.name,
                 members,
                 read_only: a.read_only,
                 spare_group: a.spare_group,
+                stripe_cache,
+                gather,
             });
         }
 
@@ -878,6 +906,34 @@ mod tests {
         for (text, want) in cases {
             let e = parse(text).expect_err(text);
             assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn stripe_cache_and_gather_per_array() {
+        let c = parse(
+            "[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstripe_cache = \"4M\"\ngather = \"limit:16\"\n\
+             [[array]]\nname = \"b\"\nmembers = [\"y\"]\n",
+        )
+        .expect("valid");
+        assert_eq!(c.arrays[0].stripe_cache, 4 << 20);
+        assert_eq!(c.arrays[0].gather, raidd_engine::Gather::Limit(16));
+        assert_eq!(c.arrays[1].stripe_cache, raidd_engine::DEFAULT_CACHE_BYTES);
+        assert_eq!(c.arrays[1].gather, raidd_engine::Gather::Plug);
+        let none = parse("[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstripe_cache = \"0\"\n")
+            .expect("valid");
+        assert_eq!(none.arrays[0].stripe_cache, 0);
+        for (line, want) in [
+            ("stripe_cache = \"lots\"", "stripe_cache \"lots\""),
+            ("stripe_cache = \"1T\"", "up to 64G"),
+            ("gather = \"sometimes\"", "unknown gather policy"),
+            ("gather = \"limit:0\"", "unknown gather policy"),
+        ] {
+            let e = parse(&format!(
+                "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n{line}\n"
+            ))
+            .expect_err(line);
+            assert!(e.contains(want) && e.contains("\"a\""), "{line}: {e}");
         }
     }
 }

@@ -214,6 +214,9 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
                 tracing::info!(array = %a.name, member = %r.member, events = r.events, "{}", r.decision);
             }
         }
+        for asm in &session.arrays {
+            asm.array.set_stripe_cache(a.stripe_cache, a.gather);
+        }
         let root = session.root();
         if root.needs_resync() {
             tracing::warn!(

@@ -10,6 +10,7 @@ mod gate;
 mod mapped;
 mod parity;
 mod scrub;
+mod stripe_cache;
 mod stripe_lock;
 mod sync;
 
@@ -28,6 +29,7 @@ use crate::iov::{untag, MemberIo, Tagged};
 use crate::member::{Member, MemberInfo};
 use crate::meta::Metadata;
 use gate::Gate;
+pub use stripe_cache::{Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 use stripe_lock::StripeLocks;
 pub use sync::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 
@@ -127,6 +129,10 @@ struct Counters {
     rmw_writes: AtomicU64,
     rcw_writes: AtomicU64,
     reconstruct_writes: AtomicU64,
+    /// Bytes the engine copied between buffers (data it could not hand to a member or a
+    /// client in place): reconstructed reads, partial chunks merged with old data, rows
+    /// kept by the stripe cache.
+    copied_bytes: AtomicU64,
 }
 
 pub struct Array {
@@ -138,6 +144,8 @@ pub struct Array {
     meta: Option<Metadata>,
     info: MemberInfo,
     locks: StripeLocks,
+    /// Where RAID4/5/6 writes to the same stripe meet (gathering, cached rows).
+    cache: stripe_cache::StripeCache,
     /// Keeps sync work (recovery, resync, repair) and writes to the same region apart.
     gate: Gate,
     /// The sync work running now, if any (one at a time, as md).
@@ -244,6 +252,24 @@ pub struct CounterStatus {
     pub rmw_writes: u64,
     pub rcw_writes: u64,
     pub reconstruct_writes: u64,
+    pub copied_bytes: u64,
+    /// RAID4/5/6 only: the stripe cache.
+    pub stripe_cache: Option<StripeCacheStatus>,
+}
+
+/// What the RAID4/5/6 stripe cache is doing.
+#[derive(Clone, Debug, Serialize)]
+pub struct StripeCacheStatus {
+    /// How partial stripes gather company (`none`, `plug`, `limit:N`).
+    pub gather: String,
+    /// Bytes of stripe contents it may keep, and keeps now.
+    pub limit_bytes: usize,
+    pub cached_bytes: usize,
+    /// Batches run, and parts that joined a batch another request led.
+    pub batches: u64,
+    pub gathered: u64,
+    /// Batches whose rows were all known already.
+    pub hits: u64,
 }
 
 /// md's bitmap daemon period (the bitmap's daemon_sleep as mdadm writes it).
@@ -382,6 +408,7 @@ impl Array {
             read_only: parts.read_only,
             meta,
             locks: StripeLocks::default(),
+            cache: stripe_cache::StripeCache::default(),
             gate: Gate::default(),
             sync: Mutex::new(sync::SyncSlot::default()),
             detached: Mutex::new(Vec::new()),
@@ -829,6 +856,13 @@ impl Array {
         }
     }
 
+    /// Sets the RAID4/5/6 stripe cache: bytes of stripe contents it may keep (0: keep none)
+    /// and how partial stripes gather company. Takes effect for the next batches; other
+    /// levels ignore it.
+    pub fn set_stripe_cache(&self, bytes: usize, gather: Gather) {
+        self.cache.configure(bytes, gather);
+    }
+
     /// Makes every acknowledged write durable on every in-sync member.
     pub async fn flush(&self) -> Result<()> {
         self.check_alive()?;
@@ -980,6 +1014,18 @@ impl Array {
                 rmw_writes: ld(&c.rmw_writes),
                 rcw_writes: ld(&c.rcw_writes),
                 reconstruct_writes: ld(&c.reconstruct_writes),
+                copied_bytes: ld(&c.copied_bytes),
+                stripe_cache: self.geometry.level().has_parity().then(|| {
+                    let sc = &self.cache;
+                    StripeCacheStatus {
+                        gather: sc.gather().to_string(),
+                        limit_bytes: sc.cache_bytes(),
+                        cached_bytes: sc.cached_bytes(),
+                        batches: ld(&sc.batches),
+                        gathered: ld(&sc.gathered_parts),
+                        hits: ld(&sc.cache_hits),
+                    }
+                }),
             },
         }
     }

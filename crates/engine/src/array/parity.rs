@@ -4,23 +4,29 @@
 //! or cache (seed 004 5.3: read bypass). Data of a missing member is reconstructed from the
 //! rest of its stripe under the stripe's lock.
 //!
-//! A write locks the stripes it touches and, per stripe, picks the cheapest way to keep
-//! parity right with the members it has: a full-stripe write (no reads), reconstruct-write
-//! (read the untouched data), read-modify-write (read old data and parity), or, when a
-//! missing member's old data is needed, reconstruct the stripe first. Member I/O for all the
-//! stripes of a request is issued together and joined per member, so a long sequential write
-//! becomes one vectored write per member, data straight from the client's buffer.
-//! (The stripe cache that gathers writes across requests is the fast-path work's.)
+//! A write is cut into its share of each stripe and attached to the stripe's head in the
+//! stripe cache (`stripe_cache.rs`), where writes to the same stripe meet. The request that
+//! finds a stripe idle leads it: it takes every share pending there as one batch, and per
+//! batch picks the cheapest way to keep parity right with the members it has and the rows
+//! the cache already knows: a full-stripe write (no reads), reconstruct-write (read the
+//! untouched data), read-modify-write (read old data and parity), or, when a missing member's
+//! old data is needed, reconstruct the stripe first. Data goes to the members straight from
+//! the clients' buffers (joined per member, so a long sequential write becomes one vectored
+//! write per member); parity from scratch buffers, which the cache then keeps.
 
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use raidd_layout::{ParityGeometry, StripeMap, StripeRole, SECTOR_SIZE};
 use raidd_parity::Lost;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
+use super::stripe_cache::{
+    Cached, ChunkCover, Gather, Outcome, Part, Segs, Signal, StripeCache, CACHE_MAX_ROWS,
+};
 use super::Array;
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{Batch, Req, ReqMut};
@@ -41,63 +47,65 @@ pub(crate) enum Strategy {
     DataOnly,
 }
 
-/// One stripe's share of a write.
-#[derive(Debug)]
-struct StripeWrite {
-    stripe: u64,
-    map: StripeMap,
-    /// Rows (sector offsets within the chunk) the write touches in any chunk.
-    rows: Range<u64>,
-    /// Per data chunk (dd): the rows it gets new data for.
-    cover: SmallVec<[Option<Range<u64>>; 16]>,
-    strategy: Strategy,
-    /// Old contents over `rows`, per member, once read.
-    old: Vec<Option<AlignedBuf>>,
+/// How much of a data chunk's rows a batch writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cover {
+    None,
+    Partial,
+    Full,
 }
 
-/// Chooses the strategy for a stripe and the members whose old contents it needs.
+/// Chooses the strategy for a stripe and the members whose old contents it must read.
+/// `in_sync(m)`: the member holds current data there (and takes the write); `known(m)`: its
+/// contents over the rows are already at hand (the stripe cache), so they cost no read.
+/// The strategy with the fewest member reads wins; a tie goes to reconstruct-write, which
+/// leaves every row of the stripe known for the next write.
 pub(crate) fn choose_strategy(
     map: &StripeMap,
-    cover: &[Option<Range<u64>>],
-    rows: &Range<u64>,
-    chunk_sectors: u64,
+    cover: &[Cover],
+    whole_chunk: bool,
     in_sync: impl Fn(usize) -> bool,
+    known: impl Fn(usize) -> bool,
 ) -> (Strategy, SmallVec<[usize; 16]>) {
     let p_ok = in_sync(map.p);
     let q_ok = map.q.is_some_and(&in_sync);
     if !p_ok && !q_ok {
         return (Strategy::DataOnly, SmallVec::new());
     }
-    let full = |dd: usize| cover[dd].as_ref() == Some(rows);
-    if *rows == (0..chunk_sectors) && (0..cover.len()).all(full) {
+    if whole_chunk && cover.iter().all(|c| *c == Cover::Full) {
         return (Strategy::FullStripe, SmallVec::new());
     }
+    let have = |m: usize| known(m) || in_sync(m);
+    let to_read = |set: &[usize]| -> SmallVec<[usize; 16]> {
+        set.iter().copied().filter(|&m| !known(m)).collect()
+    };
     let rcw: SmallVec<[usize; 16]> = (0..cover.len())
-        .filter(|&dd| !full(dd))
+        .filter(|&dd| cover[dd] != Cover::Full)
         .map(|dd| map.data[dd])
         .collect();
-    let rcw_ok = rcw.iter().all(|&m| in_sync(m));
+    let rcw_ok = rcw.iter().all(|&m| have(m));
     let mut rmw: SmallVec<[usize; 16]> = (0..cover.len())
-        .filter(|&dd| cover[dd].is_some())
+        .filter(|&dd| cover[dd] != Cover::None)
         .map(|dd| map.data[dd])
         .collect();
-    let rmw_ok = rmw.iter().all(|&m| in_sync(m));
+    let rmw_ok = rmw.iter().all(|&m| have(m));
     if p_ok {
         rmw.push(map.p);
     }
     if let Some(q) = map.q.filter(|_| q_ok) {
         rmw.push(q);
     }
+    let (rcw_reads, rmw_reads) = (to_read(&rcw), to_read(&rmw));
     match (rcw_ok, rmw_ok) {
-        (true, true) if rmw.len() < rcw.len() => (Strategy::ReadModifyWrite, rmw),
-        (true, _) => (Strategy::ReconstructWrite, rcw),
-        (false, true) => (Strategy::ReadModifyWrite, rmw),
+        (true, true) if rmw_reads.len() < rcw_reads.len() => (Strategy::ReadModifyWrite, rmw_reads),
+        (true, _) => (Strategy::ReconstructWrite, rcw_reads),
+        (false, true) => (Strategy::ReadModifyWrite, rmw_reads),
         (false, false) => {
-            let all = (0..map.data.len() + 1 + usize::from(map.q.is_some()))
+            let all: SmallVec<[usize; 16]> = (0..map.data.len() + 1 + usize::from(map.q.is_some()))
                 .map(|i| member_of_slot(map, i))
-                .filter(|&m| in_sync(m))
+                .filter(|&m| have(m))
                 .collect();
-            (Strategy::Rebuild, all)
+            (Strategy::Rebuild, to_read(&all))
         }
     }
 }
@@ -249,6 +257,9 @@ impl Array {
             match data {
                 Ok(data) => {
                     let start = (pieces[i].array_sector * SECTOR_SIZE - offset) as usize;
+                    self.counters
+                        .copied_bytes
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
                     req.fill(start..start + data.len(), &data);
                 }
                 Err(e) => return (Err(e), req.into_iov()),
@@ -331,51 +342,392 @@ impl Array {
         Ok(out)
     }
 
-    fn plan_stripes(&self, offset: u64, len: u64) -> Vec<StripeWrite> {
+    /// Each stripe a write touches, with the rows it writes in each data chunk.
+    fn plan_parts(&self, offset: u64, len: u64) -> Vec<(u64, ChunkCover)> {
         let pg = self.pg();
         let chunk = u64::from(pg.chunk_sectors);
-        let mut plans: Vec<StripeWrite> = Vec::new();
+        let mut plans: Vec<(u64, ChunkCover)> = Vec::new();
         for p in self
             .geometry
             .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
         {
             let (stripe, dd, off) = pg.locate(p.array_sector);
             debug_assert!(off + p.sectors <= chunk, "piece crosses a chunk");
-            if plans.last().is_none_or(|w| w.stripe != stripe) {
-                plans.push(StripeWrite {
-                    stripe,
-                    map: pg.stripe_map(stripe),
-                    rows: off..off + p.sectors,
-                    cover: (0..pg.data_members()).map(|_| None).collect(),
-                    strategy: Strategy::FullStripe,
-                    old: Vec::new(),
-                });
+            if plans.last().is_none_or(|(s, _)| *s != stripe) {
+                plans.push((stripe, (0..pg.data_members()).map(|_| None).collect()));
             }
-            let w = plans.last_mut().expect("pushed above");
+            let (_, cover) = plans.last_mut().expect("pushed above");
             assert!(
-                w.cover[dd].is_none(),
+                cover[dd].is_none(),
                 "chunk {dd} of stripe {stripe} covered twice"
             );
-            w.cover[dd] = Some(off..off + p.sectors);
-            w.rows = w.rows.start.min(off)..w.rows.end.max(off + p.sectors);
+            cover[dd] = Some(off..off + p.sectors);
         }
         plans
     }
 
     pub(super) async fn parity_write(&self, offset: u64, iov: IoVec) -> Result<()> {
-        let req = Req::new(iov);
-        let mut plans = self.plan_stripes(offset, req.len() as u64);
-        let (first, last) = match (plans.first(), plans.last()) {
-            (Some(f), Some(l)) => (f.stripe, l.stripe),
-            _ => return Ok(()),
+        let req = Arc::new(Req::new(iov));
+        let plans = self.plan_parts(offset, req.len() as u64);
+        let results = futures::future::join_all(
+            plans
+                .into_iter()
+                .map(|(stripe, cover)| self.write_part(stripe, req.clone(), offset, cover)),
+        )
+        .await;
+        results.into_iter().collect()
+    }
+
+    /// Writes one request's share of one stripe through the stripe cache: leads the stripe
+    /// when it is idle (or when the lead is handed over), otherwise waits for the leader of
+    /// the batch that takes it.
+    async fn write_part(
+        &self,
+        stripe: u64,
+        req: Arc<Req>,
+        offset: u64,
+        cover: ChunkCover,
+    ) -> Result<()> {
+        let (signal, mut lead) = self.cache.attach(stripe, req, offset, cover);
+        let mut waiting = Waiting {
+            cache: &self.cache,
+            stripe,
+            signal: &signal,
+            armed: true,
         };
-        let _guard = self.locks.lock(first, last).await;
-        self.read_old(&mut plans).await?;
+        loop {
+            if lead {
+                self.lead(stripe, &signal).await;
+            }
+            match signal.wait().await {
+                Outcome::Done(r) => {
+                    waiting.armed = false;
+                    return r;
+                }
+                Outcome::Lead => lead = true,
+            }
+        }
+    }
+
+    /// Runs one batch on a stripe this request leads, then hands the stripe on.
+    async fn lead(&self, stripe: u64, own: &Signal) {
+        let mut leading = Leading {
+            cache: &self.cache,
+            stripe,
+            own,
+            parts: None,
+            done: false,
+        };
+        let pg = self.pg();
+        if self.cache.gather() == Gather::Plug
+            && !self
+                .cache
+                .pending_full(stripe, pg.data_members(), u64::from(pg.chunk_sectors))
+        {
+            // A partial stripe: let the requests already arriving join before starting.
+            raidd_rt::unplugged().await;
+        }
+        let _slot = self.cache.slot().await;
+        // Degraded reads reconstruct under the same per-stripe lock, so they never see a
+        // stripe half written.
+        let _lock = self.locks.lock(stripe, stripe).await;
+        let taken = self.cache.take(stripe);
+        let parts = leading.parts.insert(taken.parts);
+        let (r, cached) = self.run_batch(stripe, parts, taken.cached).await;
+        let parts = leading.parts.take().expect("set above");
+        leading.done = true;
+        let done = parts
+            .into_iter()
+            .map(|p| {
+                // Every part of the batch shares its outcome (the whole message, once per part).
+                let r = match &r {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(Error::new(e.kind(), e.to_string())),
+                };
+                (p, r)
+            })
+            .collect();
+        self.cache.finish(stripe, cached, done);
+    }
+
+    /// Writes a batch of parts to one stripe. Returns the outcome and the stripe contents
+    /// worth keeping.
+    async fn run_batch(
+        &self,
+        stripe: u64,
+        parts: &[Part],
+        cached: Option<Cached>,
+    ) -> (Result<()>, Option<Cached>) {
+        let pg = self.pg();
+        let map = pg.stripe_map(stripe);
+        let k = pg.data_members();
+        let chunk = u64::from(pg.chunk_sectors);
+        let mut segs: SmallVec<[Segs; 16]> = (0..k).map(|_| Segs::default()).collect();
+        for (i, p) in parts.iter().enumerate() {
+            for (dd, c) in p.cover.iter().enumerate() {
+                if let Some(r) = c {
+                    segs[dd].insert(r.clone(), i);
+                }
+            }
+        }
+        let Some(hull) = segs
+            .iter()
+            .filter_map(Segs::hull)
+            .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+        else {
+            return (Ok(()), cached);
+        };
+        // Work over the cached rows when they hold the batch; otherwise over the batch's own.
+        let (rows, mut old) = match cached {
+            Some(c) if c.rows.start <= hull.start && hull.end <= c.rows.end => {
+                self.cache.cache_hits.fetch_add(1, Ordering::Relaxed);
+                (c.rows, c.blocks)
+            }
+            _ => (
+                hull.clone(),
+                (0..self.slots.len()).map(|_| None).collect::<Vec<_>>(),
+            ),
+        };
+        // Small rows are kept for the next write; big writes stream through uncopied.
+        let keep = rows.end - rows.start <= CACHE_MAX_ROWS && self.cache.cache_bytes() > 0;
+        let r = self
+            .write_batch(stripe, &map, parts, &segs, (&rows, &hull), keep, &mut old)
+            .await;
+        let cached = (keep && r.is_ok()).then(|| Cached { rows, blocks: old });
+        debug_assert!(chunk > 0);
+        (r, cached)
+    }
+
+    /// The batch's reads, parity and writes, over `rows` (which hold `hull`, the rows the
+    /// parts write). With `keep`, on success `old` holds every member's new contents over
+    /// `rows` where they are known.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_batch(
+        &self,
+        stripe: u64,
+        map: &StripeMap,
+        parts: &[Part],
+        segs: &[Segs],
+        (rows, hull): (&Range<u64>, &Range<u64>),
+        keep: bool,
+        old: &mut [Option<AlignedBuf>],
+    ) -> Result<()> {
+        let pg = self.pg();
+        let chunk = u64::from(pg.chunk_sectors);
+        let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
+        let cover: SmallVec<[Cover; 16]> = segs
+            .iter()
+            .map(|s| {
+                if s.covers(rows) {
+                    Cover::Full
+                } else if s.is_empty() {
+                    Cover::None
+                } else {
+                    Cover::Partial
+                }
+            })
+            .collect();
+        let end = self.stripe_end(stripe);
+        let mut strategy = Strategy::FullStripe;
+        let mut planned = false;
+        for _attempt in 0..=self.slots.len() {
+            self.check_alive()?;
+            let (s, reads) = choose_strategy(
+                map,
+                &cover,
+                *rows == (0..chunk),
+                |m| self.in_sync_at(m, end),
+                |m| old[m].is_some(),
+            );
+            strategy = s;
+            if reads.is_empty() {
+                planned = true;
+                break;
+            }
+            let got = self.read_rows(stripe, rows, &reads).await?;
+            let mut complete = true;
+            for (m, b) in got.into_iter().enumerate() {
+                if let Some(b) = b {
+                    old[m] = Some(b);
+                } else if reads.contains(&m) {
+                    complete = false; // that member failed: plan again without it
+                }
+            }
+            if complete {
+                planned = true;
+                break;
+            }
+        }
+        if !planned {
+            return Err(self.lost_error());
+        }
+        self.count_strategy(strategy);
+        let copied = |n: usize| {
+            self.counters
+                .copied_bytes
+                .fetch_add(n as u64, Ordering::Relaxed);
+        };
+        let bytes = |dd: usize, r: &Range<u64>, part: usize| -> crate::iov::Bytes {
+            let p = &parts[part];
+            let start = pg.array_sector(stripe, dd, r.start) * SECTOR_SIZE - p.offset;
+            let n = (r.end - r.start) * SECTOR_SIZE;
+            let b = p.req.bytes(start as usize..(start + n) as usize);
+            if let crate::iov::Bytes::Copy(c) = &b {
+                copied(c.len()); // the range straddles the client's windows
+            }
+            b
+        };
+        let at = |r: &Range<u64>| {
+            ((r.start - rows.start) * SECTOR_SIZE) as usize
+                ..((r.end - rows.start) * SECTOR_SIZE) as usize
+        };
+        let raid6 = map.q.is_some();
+        // Whether the new P and Q are right (read-modify-write on a parity block whose old
+        // contents were neither read nor known computes garbage, which is not written and
+        // must not be kept either).
+        let mut valid = [true, true];
+        let (p, q) = match strategy {
+            Strategy::DataOnly => {
+                // Parity is gone, so nothing below keeps the rows known: drop them.
+                old.iter_mut().for_each(|b| *b = None);
+                (None, None)
+            }
+            Strategy::ReadModifyWrite => {
+                valid = [
+                    old[map.p].is_some(),
+                    map.q.is_some_and(|q| old[q].is_some()),
+                ];
+                let mut p = old[map.p].take().unwrap_or_else(|| AlignedBuf::zeroed(len));
+                let mut q = map
+                    .q
+                    .map(|q| old[q].take().unwrap_or_else(|| AlignedBuf::zeroed(len)));
+                for (dd, s) in segs.iter().enumerate() {
+                    let m = map.data[dd];
+                    let qi = q_index(map, dd);
+                    for (r, part) in &s.0 {
+                        let new = bytes(dd, r, *part);
+                        let d = old[m].as_mut().expect("RMW read the old data");
+                        let w = at(r);
+                        raidd_parity::rmw_update(
+                            qi,
+                            &d[w.clone()],
+                            &new,
+                            &mut p[w.clone()],
+                            q.as_mut().map(|q| &mut q[w.clone()]),
+                        );
+                        if keep {
+                            d[w].copy_from_slice(&new);
+                            copied(new.len());
+                        }
+                    }
+                }
+                (Some(p), q)
+            }
+            Strategy::FullStripe | Strategy::ReconstructWrite | Strategy::Rebuild => {
+                if strategy == Strategy::Rebuild {
+                    let mut blocks: Vec<Option<AlignedBuf>> =
+                        old.iter_mut().map(Option::take).collect();
+                    // A member that is neither current nor known is what the rebuild recovers.
+                    rebuild_blocks(map, &mut blocks, len)?;
+                    for (o, b) in old.iter_mut().zip(blocks) {
+                        *o = b;
+                    }
+                }
+                // Every data chunk's new contents over the rows, in parity order: borrowed
+                // from a request where one part writes the whole chunk, else old + new.
+                let k = segs.len();
+                let mut chunks: Vec<Option<crate::iov::Bytes>> = (0..k).map(|_| None).collect();
+                for (dd, s) in segs.iter().enumerate() {
+                    let m = map.data[dd];
+                    let b = match s.0.as_slice() {
+                        [(r, part)] if r == rows => bytes(dd, r, *part),
+                        list => {
+                            // Several parts together may write the whole chunk: then nothing
+                            // old was read and every byte comes from them.
+                            let mut d = match old[m].take() {
+                                Some(d) => d,
+                                None => {
+                                    assert!(s.covers(rows), "old data was read or rebuilt");
+                                    AlignedBuf::zeroed(len)
+                                }
+                            };
+                            for (r, part) in list {
+                                let new = bytes(dd, r, *part);
+                                d[at(r)].copy_from_slice(&new);
+                                copied(new.len());
+                            }
+                            crate::iov::Bytes::Copy(d)
+                        }
+                    };
+                    chunks[q_index(map, dd)] = Some(b);
+                }
+                let data: Vec<&[u8]> = chunks
+                    .iter()
+                    .map(|c| &c.as_ref().expect("every chunk")[..])
+                    .collect();
+                let mut p = AlignedBuf::zeroed(len);
+                let q = if raid6 {
+                    let mut q = AlignedBuf::zeroed(len);
+                    raidd_parity::gen_pq(&data, &mut p, &mut q);
+                    Some(q)
+                } else {
+                    raidd_parity::xor_gen(&mut p, &data);
+                    None
+                };
+                drop(data);
+                // Keep what is now known (copying borrowed chunks only when it will be kept).
+                for (dd, c) in segs.iter().enumerate() {
+                    let m = map.data[dd];
+                    match chunks[q_index(map, dd)].take() {
+                        Some(crate::iov::Bytes::Copy(b)) => old[m] = Some(b),
+                        Some(crate::iov::Bytes::Window(w)) if keep => {
+                            copied(w.len());
+                            old[m] = Some(AlignedBuf::from_slice(w.as_slice()));
+                        }
+                        _ => old[m] = None,
+                    }
+                    debug_assert!(!c.is_empty() || old[m].is_some());
+                }
+                (Some(p), q)
+            }
+        };
+        // Data from the clients' buffers (zero copy), parity from scratch over the rows the
+        // batch changed.
         let mut batch = Batch::default();
-        for w in &mut plans {
-            self.count_strategy(w.strategy);
-            let parity = self.compute_parity(w, &req, offset)?;
-            self.queue_writes(w, &req, offset, parity, &mut batch);
+        for (dd, s) in segs.iter().enumerate() {
+            let m = map.data[dd];
+            if !self.in_sync_at(m, end) {
+                continue; // its new contents live in the parity
+            }
+            for (r, part) in &s.0 {
+                let p = &parts[*part];
+                let start =
+                    (pg.array_sector(stripe, dd, r.start) * SECTOR_SIZE - p.offset) as usize;
+                let n = ((r.end - r.start) * SECTOR_SIZE) as usize;
+                let mut at = self.member_offset(m, pg.member_sector(stripe, r.start));
+                for win in p.req.take(start..start + n) {
+                    let wn = win.len() as u64;
+                    batch.push(m, at, win);
+                    at += wn;
+                }
+            }
+        }
+        let sector = pg.member_sector(stripe, hull.start);
+        let mut parity: SmallVec<[(usize, SharedBuf, bool); 2]> = SmallVec::new();
+        for ((member, buf), ok) in [(Some(map.p), p), (map.q, q)].into_iter().zip(valid) {
+            let (Some(m), Some(buf)) = (member, buf) else {
+                continue;
+            };
+            let shared = SharedBuf::new(buf);
+            if self.in_sync_at(m, end) {
+                debug_assert!(ok, "writing parity computed from unknown old parity");
+                batch.push(
+                    m,
+                    self.member_offset(m, sector),
+                    shared.slice(at(hull)).expect("fresh"),
+                );
+            }
+            parity.push((m, shared, ok));
         }
         let mut failed = false;
         for (member, r) in self.issue_writes(batch.into_ios()).await {
@@ -383,6 +735,9 @@ impl Array {
                 self.fail_slot(member, &e).await;
                 failed = true;
             }
+        }
+        for (m, shared, ok) in parity {
+            old[m] = shared.try_into_inner().ok().filter(|_| ok);
         }
         if failed {
             // Each stripe lost at most what its parity covers, or the array failed.
@@ -401,196 +756,39 @@ impl Array {
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
+}
 
-    /// Chooses each stripe's strategy and reads the old contents it needs. A member that
-    /// fails meanwhile is failed and the affected stripes are planned again.
-    async fn read_old(&self, plans: &mut [StripeWrite]) -> Result<()> {
-        let chunk = u64::from(self.pg().chunk_sectors);
-        let mut todo: Vec<usize> = (0..plans.len()).collect();
-        for _attempt in 0..=self.slots.len() {
-            self.check_alive()?;
-            let mut reads: Vec<(usize, usize, SharedBuf)> = Vec::new();
-            let mut batch = Batch::default();
-            for &i in &todo {
-                let w = &mut plans[i];
-                let end = self.stripe_end(w.stripe);
-                let (strategy, members) = choose_strategy(&w.map, &w.cover, &w.rows, chunk, |m| {
-                    self.in_sync_at(m, end)
-                });
-                w.strategy = strategy;
-                w.old = (0..self.slots.len()).map(|_| None).collect();
-                let len = ((w.rows.end - w.rows.start) * SECTOR_SIZE) as usize;
-                let sector = self.pg().member_sector(w.stripe, w.rows.start);
-                for m in members {
-                    let b = SharedBuf::new(AlignedBuf::zeroed(len));
-                    batch.push(
-                        m,
-                        self.member_offset(m, sector),
-                        b.slice_mut(0..len).expect("fresh"),
-                    );
-                    reads.push((i, m, b));
-                }
-            }
-            let mut failed = HashSet::new();
-            for (m, r) in self.issue_scratch_reads(batch.into_ios()).await {
-                if let Err(e) = r {
-                    self.fail_slot(m, &e).await;
-                    failed.insert(m);
-                }
-            }
-            let mut again = Vec::new();
-            for (i, m, b) in reads {
-                if failed.contains(&m) {
-                    again.push(i);
-                } else {
-                    plans[i].old[m] = Some(b.try_into_inner().expect("scratch released"));
-                }
-            }
-            again.sort_unstable();
-            again.dedup();
-            if again.is_empty() {
-                return Ok(());
-            }
-            todo = again;
-        }
-        Err(self.lost_error())
-    }
+/// A part's wait for its batch; if the future is dropped, the stripe must not wait for it.
+struct Waiting<'a> {
+    cache: &'a StripeCache,
+    stripe: u64,
+    signal: &'a Signal,
+    armed: bool,
+}
 
-    /// New bytes of `rows` of chunk `dd` (borrowed from the request where possible).
-    fn new_bytes(
-        &self,
-        w: &StripeWrite,
-        dd: usize,
-        rows: &Range<u64>,
-        req: &Req,
-        offset: u64,
-    ) -> crate::iov::Bytes {
-        let start = self.pg().array_sector(w.stripe, dd, rows.start) * SECTOR_SIZE - offset;
-        let len = (rows.end - rows.start) * SECTOR_SIZE;
-        req.bytes(start as usize..(start + len) as usize)
-    }
-
-    /// Computes the stripe's new P and Q over its rows (None where no parity is written).
-    fn compute_parity(
-        &self,
-        w: &mut StripeWrite,
-        req: &Req,
-        offset: u64,
-    ) -> Result<(Option<AlignedBuf>, Option<AlignedBuf>)> {
-        let len = ((w.rows.end - w.rows.start) * SECTOR_SIZE) as usize;
-        let raid6 = w.map.q.is_some();
-        match w.strategy {
-            Strategy::DataOnly => Ok((None, None)),
-            Strategy::ReadModifyWrite => {
-                let mut p = w.old[w.map.p]
-                    .take()
-                    .unwrap_or_else(|| AlignedBuf::zeroed(len));
-                let mut q = w
-                    .map
-                    .q
-                    .map(|q| w.old[q].take().unwrap_or_else(|| AlignedBuf::zeroed(len)));
-                for dd in 0..w.cover.len() {
-                    let Some(c) = w.cover[dd].clone() else {
-                        continue;
-                    };
-                    let old = w.old[w.map.data[dd]]
-                        .as_ref()
-                        .expect("RMW read the old data");
-                    let new = self.new_bytes(w, dd, &c, req, offset);
-                    let r = ((c.start - w.rows.start) * SECTOR_SIZE) as usize
-                        ..((c.end - w.rows.start) * SECTOR_SIZE) as usize;
-                    let qi = q_index(&w.map, dd);
-                    raidd_parity::rmw_update(
-                        qi,
-                        &old[r.clone()],
-                        &new,
-                        &mut p[r.clone()],
-                        q.as_mut().map(|q| &mut q[r.clone()]),
-                    );
-                }
-                Ok((Some(p), q))
-            }
-            Strategy::FullStripe | Strategy::ReconstructWrite | Strategy::Rebuild => {
-                if w.strategy == Strategy::Rebuild {
-                    rebuild_blocks(&w.map, &mut w.old, len)?;
-                }
-                // Every data chunk's new contents over the rows, in parity order.
-                let k = w.cover.len();
-                let mut chunks: Vec<Option<crate::iov::Bytes>> = (0..k).map(|_| None).collect();
-                for dd in 0..k {
-                    let m = w.map.data[dd];
-                    let bytes = match &w.cover[dd] {
-                        Some(c) if *c == w.rows => self.new_bytes(w, dd, c, req, offset),
-                        cover => {
-                            let mut old = w.old[m].take().expect("old data was read or rebuilt");
-                            if let Some(c) = cover {
-                                let new = self.new_bytes(w, dd, c, req, offset);
-                                let at = ((c.start - w.rows.start) * SECTOR_SIZE) as usize;
-                                old[at..at + new.len()].copy_from_slice(&new);
-                            }
-                            crate::iov::Bytes::Copy(old)
-                        }
-                    };
-                    chunks[q_index(&w.map, dd)] = Some(bytes);
-                }
-                let data: Vec<&[u8]> = chunks
-                    .iter()
-                    .map(|c| &c.as_ref().expect("every chunk")[..])
-                    .collect();
-                let mut p = AlignedBuf::zeroed(len);
-                if raid6 {
-                    let mut q = AlignedBuf::zeroed(len);
-                    raidd_parity::gen_pq(&data, &mut p, &mut q);
-                    Ok((Some(p), Some(q)))
-                } else {
-                    raidd_parity::xor_gen(&mut p, &data);
-                    Ok((Some(p), None))
-                }
-            }
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.cache.abandon(self.stripe, self.signal);
         }
     }
+}
 
-    /// Queues the stripe's data (from the request, zero copy) and parity writes.
-    fn queue_writes(
-        &self,
-        w: &StripeWrite,
-        req: &Req,
-        offset: u64,
-        (p, q): (Option<AlignedBuf>, Option<AlignedBuf>),
-        batch: &mut Batch<raidd_rt::BufSlice>,
-    ) {
-        let pg = self.pg();
-        let end = self.stripe_end(w.stripe);
-        for (dd, c) in w.cover.iter().enumerate() {
-            let Some(c) = c else { continue };
-            let m = w.map.data[dd];
-            if !self.in_sync_at(m, end) {
-                continue; // its new contents live in the parity
-            }
-            let start = (pg.array_sector(w.stripe, dd, c.start) * SECTOR_SIZE - offset) as usize;
-            let len = ((c.end - c.start) * SECTOR_SIZE) as usize;
-            let mut at = self.member_offset(m, pg.member_sector(w.stripe, c.start));
-            for win in req.take(start..start + len) {
-                let n = win.len() as u64;
-                batch.push(m, at, win);
-                at += n;
-            }
-        }
-        let sector = pg.member_sector(w.stripe, w.rows.start);
-        for (member, buf) in [(Some(w.map.p), p), (w.map.q, q)] {
-            let (Some(m), Some(buf)) = (member, buf) else {
-                continue;
-            };
-            if !self.in_sync_at(m, end) {
-                continue;
-            }
-            let len = buf.len();
-            let shared = SharedBuf::new(buf);
-            batch.push(
-                m,
-                self.member_offset(m, sector),
-                shared.slice(0..len).expect("fresh"),
-            );
+/// A leader's hold on its stripe; if its future is dropped the lead passes on and the parts
+/// it took are told they failed.
+struct Leading<'a> {
+    cache: &'a StripeCache,
+    stripe: u64,
+    own: &'a Signal,
+    parts: Option<Vec<Part>>,
+    done: bool,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let parts = self.parts.take().unwrap_or_default();
+            self.cache.resign(self.stripe, self.own, parts);
         }
     }
 }
@@ -610,50 +808,91 @@ mod tests {
         }
     }
 
+    use Cover::{Full, None as Untouched, Partial};
+
     #[test]
     fn strategy_prefers_fewest_reads() {
         let map = raid5_map();
         let all = |_| true;
-        let full = [Some(0..16), Some(0..16), Some(0..16)];
+        let nothing = |_| false;
+        let full = [Full, Full, Full];
         assert_eq!(
-            choose_strategy(&map, &full, &(0..16), 16, all).0,
+            choose_strategy(&map, &full, true, all, nothing).0,
             Strategy::FullStripe
         );
+        // Every chunk over part of the rows is not a full stripe: nothing to read.
+        let (s, reads) = choose_strategy(&map, &full, false, all, nothing);
+        assert_eq!((s, reads.len()), (Strategy::ReconstructWrite, 0));
         // One chunk of three: RMW reads 2 (old data + P), RCW reads 2 (other data): tie -> RCW.
-        let one = [Some(0..16), None, None];
-        let (s, reads) = choose_strategy(&map, &one, &(0..16), 16, all);
+        let one = [Full, Untouched, Untouched];
+        let (s, reads) = choose_strategy(&map, &one, true, all, nothing);
         assert_eq!(
             (s, reads.as_slice()),
             (Strategy::ReconstructWrite, &[1, 2][..])
         );
         // Two of three: RCW reads 1.
-        let two = [Some(0..16), Some(0..16), None];
+        let two = [Full, Full, Untouched];
         assert_eq!(
-            choose_strategy(&map, &two, &(0..16), 16, all).1.as_slice(),
+            choose_strategy(&map, &two, true, all, nothing).1.as_slice(),
             &[2]
         );
+        // A chunk with holes is read like an untouched one by RCW.
+        let holes = [Partial, Full, Full];
+        let (s, reads) = choose_strategy(&map, &holes, true, all, nothing);
+        assert_eq!(
+            (s, reads.as_slice()),
+            (Strategy::ReconstructWrite, &[0][..])
+        );
+    }
+
+    #[test]
+    fn known_rows_cost_no_reads() {
+        let map = raid5_map();
+        let all = |_| true;
+        let one = [Partial, Untouched, Untouched];
+        // Old data of the written chunk and P known: RMW with no read at all.
+        let (s, reads) = choose_strategy(&map, &one, true, all, |m| m == 0 || m == 3);
+        assert_eq!((s, reads.len()), (Strategy::ReadModifyWrite, 0));
+        // Everything known: whichever strategy, nothing is read.
+        let (_, reads) = choose_strategy(&map, &one, true, all, |_| true);
+        assert!(reads.is_empty());
+        // Only P known: RMW reads 1 (old data), RCW reads 2.
+        let (s, reads) = choose_strategy(&map, &one, true, all, |m| m == 3);
+        assert_eq!((s, reads.as_slice()), (Strategy::ReadModifyWrite, &[0][..]));
+        // A missing member whose contents are known is no obstacle: RCW reads the other
+        // two data chunks (the partial one included), as RMW would read two.
+        let (s, reads) = choose_strategy(&map, &one, true, |m| m != 1, |m| m == 1);
+        assert_eq!(
+            (s, reads.as_slice()),
+            (Strategy::ReconstructWrite, &[0, 2][..])
+        );
+        // A partial write to a missing member's chunk rebuilds it, reading only what is
+        // not known.
+        let (s, reads) = choose_strategy(&map, &one, true, |m| m != 0, |m| m == 1);
+        assert_eq!((s, reads.as_slice()), (Strategy::Rebuild, &[2, 3][..]));
     }
 
     #[test]
     fn strategy_adapts_to_missing_members() {
         let map = raid5_map();
-        let one = [Some(0..16), None, None];
+        let nothing = |_| false;
+        let one = [Full, Untouched, Untouched];
         // Parity gone: just write the data.
         assert_eq!(
-            choose_strategy(&map, &one, &(0..16), 16, |m| m != 3).0,
+            choose_strategy(&map, &one, true, |m| m != 3, nothing).0,
             Strategy::DataOnly
         );
         // An untouched chunk's member gone: RCW impossible, RMW works.
-        let (s, r) = choose_strategy(&map, &one, &(0..16), 16, |m| m != 2);
+        let (s, r) = choose_strategy(&map, &one, true, |m| m != 2, nothing);
         assert_eq!((s, r.as_slice()), (Strategy::ReadModifyWrite, &[0, 3][..]));
         // The written chunk's member gone: RCW works.
         assert_eq!(
-            choose_strategy(&map, &one, &(0..16), 16, |m| m != 0).0,
+            choose_strategy(&map, &one, true, |m| m != 0, nothing).0,
             Strategy::ReconstructWrite
         );
         // Partially written chunk on a missing member: rebuild first.
-        let part = [Some(4..8), Some(0..16), None];
-        let (s, r) = choose_strategy(&map, &part, &(0..16), 16, |m| m != 0);
+        let part = [Partial, Full, Untouched];
+        let (s, r) = choose_strategy(&map, &part, true, |m| m != 0, nothing);
         assert_eq!((s, r.as_slice()), (Strategy::Rebuild, &[1, 2, 3][..]));
     }
 }

@@ -36,6 +36,8 @@ pub struct FaultPlan {
 pub struct FaultControl {
     plan: Mutex<FaultPlan>,
     ops: AtomicU64,
+    reads: AtomicU64,
+    writes: AtomicU64,
     failing: AtomicBool,
     gone: AtomicBool,
     injected_errors: AtomicU64,
@@ -60,6 +62,13 @@ impl FaultControl {
     }
     pub fn ops(&self) -> u64 {
         self.ops.load(Ordering::SeqCst)
+    }
+    /// Read and write operations asked of the member so far (failed ones included).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
     }
     pub fn injected_errors(&self) -> u64 {
         self.injected_errors.load(Ordering::SeqCst)
@@ -124,6 +133,11 @@ impl FaultMember {
 
     fn verdict(&self, class: OpClass, len: u64) -> Verdict {
         let n = self.control.ops.fetch_add(1, Ordering::SeqCst);
+        match class {
+            OpClass::Read => self.control.reads.fetch_add(1, Ordering::SeqCst),
+            OpClass::Write => self.control.writes.fetch_add(1, Ordering::SeqCst),
+            OpClass::Other => 0,
+        };
         let plan = self
             .control
             .plan

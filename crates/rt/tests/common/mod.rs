@@ -234,3 +234,28 @@ pub fn threads_have_independent_runtimes() {
 }
 
 use std::future::Future;
+
+/// A plugged task runs only once the thread has nothing else to do (after tasks that keep
+/// yielding); a lone plug is released, not forgotten.
+pub fn unplugged_waits_for_an_idle_thread() {
+    block_on(async {
+        let log = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let l = log.clone();
+        let plugged = spawn_local(async move {
+            raidd_rt::unplugged().await;
+            l.borrow_mut().push("unplugged");
+        });
+        let l = log.clone();
+        let busy = spawn_local(async move {
+            for _ in 0..5 {
+                raidd_rt::yield_now().await;
+            }
+            l.borrow_mut().push("busy");
+        });
+        busy.await;
+        plugged.await;
+        assert_eq!(*log.borrow(), vec!["busy", "unplugged"]);
+        // Nothing else at all: released at the first idle moment.
+        raidd_rt::unplugged().await;
+    });
+}

@@ -1,0 +1,631 @@
+//! The RAID4/5/6 stripe cache (seed 004 section 5): where writes to the same stripe meet.
+//!
+//! A write is cut into its share of each stripe (a [`Part`]) and attached to that stripe's
+//! head. The head has no explicit state machine: its state is what it holds — parts waiting
+//! (`pending`), whether some request is working on the stripe now (`leader`), and the
+//! up-to-date contents of some rows of every member (`cached`). A part can join at any time;
+//! whichever request finds the stripe idle becomes its leader, takes *every* part pending
+//! at that moment as one batch (so writes that arrived together become one full-stripe or
+//! one read-modify-write), runs it, and hands the stripe to the oldest part that arrived
+//! meanwhile. Nobody waits for a lock that is shared by all stripes: heads live in shards
+//! (one short `Mutex` hold per attach and per hand-off, never across I/O), and the member
+//! I/O of different stripes runs in parallel.
+//!
+//! Two ways of letting partial stripes gather company before they start (try both; see
+//! docs/ARCHITECTURE.md for the measurements that picked the default):
+//! - [`Gather::Plug`]: a leader whose batch does not cover its stripe waits until its thread
+//!   has nothing else to run (`raidd_rt::unplugged`), so requests already arriving join it;
+//! - [`Gather::Limit`]: at most N stripes have member I/O in flight; a leader waits for a
+//!   slot, and the parts that arrive meanwhile join its batch (seed 004's "simulate the
+//!   delay of a busy drive").
+//!
+//! The cache is write-through: a write is acknowledged once its data and parity are on the
+//! members, so the members always hold every acknowledged write and reads bypass the cache
+//! entirely. What the cache saves is *reads*: the contents of small written rows (data of
+//! every member whose contents are known, and the parity just computed) are kept, bounded
+//! in bytes, so the next write to those rows needs no pre-read at all.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+
+use raidd_rt::AlignedBuf;
+use smallvec::SmallVec;
+
+use crate::error::Result;
+use crate::iov::Req;
+
+/// Heads hash onto this many shards, each with its own lock.
+const SHARDS: usize = 64;
+
+/// Rows wider than this (sectors per member) are not kept after a write: big writes stream
+/// through, and keeping them would cost a copy of every byte written.
+pub(crate) const CACHE_MAX_ROWS: u64 = 128;
+
+/// Default bytes of cached stripe contents per array.
+pub const DEFAULT_CACHE_BYTES: usize = 16 << 20;
+
+/// Default stripes with member I/O in flight under [`Gather::Limit`].
+pub const DEFAULT_INFLIGHT_STRIPES: usize = 64;
+
+/// How partial-stripe writes wait for company before their member I/O starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gather {
+    /// Start at once (gathering happens only among writes that wait for a busy stripe).
+    None,
+    /// Wait until the thread has nothing else to run.
+    Plug,
+    /// At most this many stripes with member I/O in flight per array.
+    Limit(usize),
+}
+
+impl Gather {
+    fn encode(self) -> (u8, usize) {
+        match self {
+            Gather::None => (0, 0),
+            Gather::Plug => (1, 0),
+            Gather::Limit(n) => (2, n.max(1)),
+        }
+    }
+}
+
+impl std::fmt::Display for Gather {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gather::None => write!(f, "none"),
+            Gather::Plug => write!(f, "plug"),
+            Gather::Limit(n) => write!(f, "limit:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Gather {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Gather, String> {
+        match s {
+            "none" => Ok(Gather::None),
+            "plug" => Ok(Gather::Plug),
+            "limit" => Ok(Gather::Limit(DEFAULT_INFLIGHT_STRIPES)),
+            _ => match s.strip_prefix("limit:").map(str::parse::<usize>) {
+                Some(Ok(n)) if n > 0 => Ok(Gather::Limit(n)),
+                _ => Err(format!(
+                    "unknown gather policy {s:?}: use none, plug, limit or limit:N (N > 0)"
+                )),
+            },
+        }
+    }
+}
+
+/// Which rows of one data chunk each part supplies: sorted, disjoint ranges of chunk rows
+/// (sectors), each with the index of the part whose data it is. Where parts overlap the
+/// later one wins, so a batch writes what writing its parts one after the other would.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Segs(pub(crate) SmallVec<[(Range<u64>, usize); 2]>);
+
+impl Segs {
+    pub(crate) fn insert(&mut self, r: Range<u64>, part: usize) {
+        assert!(r.start < r.end, "empty segment {r:?}");
+        let mut out: SmallVec<[(Range<u64>, usize); 2]> = SmallVec::new();
+        for (s, p) in self.0.drain(..) {
+            if s.end <= r.start || s.start >= r.end {
+                out.push((s, p));
+                continue;
+            }
+            if s.start < r.start {
+                out.push((s.start..r.start, p));
+            }
+            if s.end > r.end {
+                out.push((r.end..s.end, p));
+            }
+        }
+        out.push((r, part));
+        out.sort_by_key(|(s, _)| s.start);
+        self.0 = out;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the segments cover every row of `rows` (no hole).
+    pub(crate) fn covers(&self, rows: &Range<u64>) -> bool {
+        let mut at = rows.start;
+        for (s, _) in &self.0 {
+            if s.start > at {
+                return false;
+            }
+            at = at.max(s.end);
+        }
+        at >= rows.end
+    }
+
+    /// The smallest range holding every segment.
+    pub(crate) fn hull(&self) -> Option<Range<u64>> {
+        Some(self.0.first()?.0.start..self.0.last()?.0.end)
+    }
+}
+
+/// Per data chunk of a stripe, the rows (sectors within the chunk) a write covers.
+pub(crate) type ChunkCover = SmallVec<[Option<Range<u64>>; 16]>;
+
+/// One request's share of one stripe.
+pub(crate) struct Part {
+    /// The request's data, shared by its parts (on any thread).
+    pub(crate) req: Arc<Req>,
+    /// The request's byte offset in the array.
+    pub(crate) offset: u64,
+    /// Per data chunk, the rows this part writes.
+    pub(crate) cover: ChunkCover,
+    signal: Arc<Signal>,
+}
+
+/// What a waiting part is told.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The part is on the members (or failed with this error).
+    Done(Result<()>),
+    /// The stripe is yours: lead the next batch (which holds this part).
+    Lead,
+}
+
+#[derive(Default)]
+struct SignalState {
+    outcome: Option<Outcome>,
+    waker: Option<Waker>,
+    /// The waiting future was dropped: never hand it the lead.
+    abandoned: bool,
+}
+
+/// A part's mailbox: the leader of the batch that holds it posts the outcome.
+#[derive(Default)]
+pub(crate) struct Signal(Mutex<SignalState>);
+
+impl Signal {
+    fn post(&self, o: Outcome) {
+        let waker = {
+            let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            st.outcome = Some(o);
+            st.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn abandoned(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).abandoned
+    }
+
+    pub(crate) async fn wait(&self) -> Outcome {
+        std::future::poll_fn(|cx| {
+            let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match st.outcome.take() {
+                Some(o) => Poll::Ready(o),
+                None => {
+                    st.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Up-to-date contents of rows `rows` of a stripe: per member, `Some` where known.
+pub(crate) struct Cached {
+    pub(crate) rows: Range<u64>,
+    pub(crate) blocks: Vec<Option<AlignedBuf>>,
+}
+
+impl Cached {
+    fn bytes(&self) -> usize {
+        self.blocks.iter().flatten().map(|b| b.len()).sum()
+    }
+}
+
+#[derive(Default)]
+struct Head {
+    pending: VecDeque<Part>,
+    leader: bool,
+    cached: Option<Cached>,
+    /// Shard clock at the last use, for least-recently-used eviction.
+    used: u64,
+}
+
+#[derive(Default)]
+struct Shard {
+    heads: HashMap<u64, Head>,
+    clock: u64,
+    cached_bytes: usize,
+}
+
+/// What a leader takes from a head: the parts and the cached contents.
+pub(crate) struct Taken {
+    pub(crate) parts: Vec<Part>,
+    pub(crate) cached: Option<Cached>,
+}
+
+/// Counts stripes with member I/O in flight under [`Gather::Limit`].
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    waiters: Mutex<VecDeque<Waker>>,
+}
+
+/// Holds one in-flight slot of [`Gather::Limit`]; released on drop.
+pub(crate) struct Slot<'a>(Option<&'a InFlight>);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0 {
+            f.count.fetch_sub(1, Ordering::AcqRel);
+            let w = f
+                .waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+    }
+}
+
+pub(crate) struct StripeCache {
+    shards: Box<[Mutex<Shard>]>,
+    /// Bytes of cached contents allowed per shard.
+    shard_budget: AtomicUsize,
+    gather: AtomicU8,
+    limit: AtomicUsize,
+    in_flight: InFlight,
+    pub(crate) batches: AtomicU64,
+    pub(crate) gathered_parts: AtomicU64,
+    pub(crate) cache_hits: AtomicU64,
+}
+
+impl Default for StripeCache {
+    fn default() -> Self {
+        let c = StripeCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_budget: AtomicUsize::new(0),
+            gather: AtomicU8::new(0),
+            limit: AtomicUsize::new(0),
+            in_flight: InFlight::default(),
+            batches: AtomicU64::new(0),
+            gathered_parts: AtomicU64::new(0),
+            cache_hits: AtomicU64::new(0),
+        };
+        c.configure(DEFAULT_CACHE_BYTES, Gather::Plug);
+        c
+    }
+}
+
+impl StripeCache {
+    pub(crate) fn configure(&self, cache_bytes: usize, gather: Gather) {
+        self.shard_budget
+            .store(cache_bytes / SHARDS, Ordering::Relaxed);
+        let (g, n) = gather.encode();
+        self.limit.store(n, Ordering::Relaxed);
+        self.gather.store(g, Ordering::Relaxed);
+    }
+
+    pub(crate) fn gather(&self) -> Gather {
+        match self.gather.load(Ordering::Relaxed) {
+            1 => Gather::Plug,
+            2 => Gather::Limit(self.limit.load(Ordering::Relaxed)),
+            _ => Gather::None,
+        }
+    }
+
+    pub(crate) fn cache_bytes(&self) -> usize {
+        self.shard_budget.load(Ordering::Relaxed) * SHARDS
+    }
+
+    fn shard(&self, stripe: u64) -> &Mutex<Shard> {
+        // Neighbouring stripes land in different shards.
+        &self.shards[(stripe % SHARDS as u64) as usize]
+    }
+
+    /// Attaches a part to its stripe. Returns its mailbox and whether the caller leads now
+    /// (the stripe was idle).
+    pub(crate) fn attach(
+        &self,
+        stripe: u64,
+        req: Arc<Req>,
+        offset: u64,
+        cover: ChunkCover,
+    ) -> (Arc<Signal>, bool) {
+        let signal = Arc::new(Signal::default());
+        let part = Part {
+            req,
+            offset,
+            cover,
+            signal: signal.clone(),
+        };
+        let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        sh.clock += 1;
+        let clock = sh.clock;
+        let head = sh.heads.entry(stripe).or_default();
+        head.used = clock;
+        head.pending.push_back(part);
+        let lead = !head.leader;
+        head.leader = true;
+        (signal, lead)
+    }
+
+    /// Whether the parts pending on `stripe` cover every data chunk over `chunk_rows` (a
+    /// batch that needs no company).
+    pub(crate) fn pending_full(&self, stripe: u64, data_chunks: usize, chunk_rows: u64) -> bool {
+        let sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let Some(head) = sh.heads.get(&stripe) else {
+            return false;
+        };
+        let full = 0..chunk_rows;
+        (0..data_chunks).all(|dd| {
+            let mut segs = Segs::default();
+            for p in &head.pending {
+                if let Some(r) = p.cover.get(dd).cloned().flatten() {
+                    segs.insert(r, 0);
+                }
+            }
+            segs.covers(&full)
+        })
+    }
+
+    /// The leader takes every pending part and the cached contents.
+    pub(crate) fn take(&self, stripe: u64) -> Taken {
+        let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let Some(head) = sh.heads.get_mut(&stripe) else {
+            return Taken {
+                parts: Vec::new(),
+                cached: None,
+            };
+        };
+        debug_assert!(head.leader, "take without leading stripe {stripe}");
+        let parts: Vec<Part> = head.pending.drain(..).collect();
+        let cached = head.cached.take();
+        if let Some(c) = &cached {
+            sh.cached_bytes -= c.bytes();
+        }
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        if parts.len() > 1 {
+            self.gathered_parts
+                .fetch_add(parts.len() as u64 - 1, Ordering::Relaxed);
+        }
+        Taken { parts, cached }
+    }
+
+    /// The leader is done with its batch: keeps `cached` (within the budget), hands the
+    /// stripe to the oldest part still waiting, and posts each part's outcome.
+    pub(crate) fn finish(
+        &self,
+        stripe: u64,
+        cached: Option<Cached>,
+        done: Vec<(Part, Result<()>)>,
+    ) {
+        let budget = self.shard_budget.load(Ordering::Relaxed);
+        let evicted = {
+            let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+            sh.clock += 1;
+            let clock = sh.clock;
+            let head = sh.heads.get_mut(&stripe).expect("a led stripe has a head");
+            head.used = clock;
+            let mut add = 0;
+            if let Some(c) = cached.filter(|c| c.bytes() <= budget && c.bytes() > 0) {
+                add = c.bytes();
+                head.cached = Some(c);
+            }
+            Self::pass_lead(head);
+            sh.cached_bytes += add;
+            let evicted = Self::evict(&mut sh, budget);
+            Self::drop_if_idle(&mut sh, stripe);
+            evicted
+        };
+        drop(evicted); // buffers go back to the pool outside the lock
+        for (part, r) in done {
+            part.signal.post(Outcome::Done(r));
+        }
+    }
+
+    /// Gives the lead to the oldest pending part whose request still waits; with none, the
+    /// stripe becomes idle (parts whose requests are gone are dropped unwritten: nobody was
+    /// told they were written).
+    fn pass_lead(head: &mut Head) {
+        match head.pending.iter().find(|p| !p.signal.abandoned()) {
+            Some(p) => p.signal.post(Outcome::Lead),
+            None => {
+                head.pending.clear();
+                head.leader = false;
+            }
+        }
+    }
+
+    fn drop_if_idle(sh: &mut Shard, stripe: u64) {
+        let idle = sh
+            .heads
+            .get(&stripe)
+            .is_some_and(|h| h.cached.is_none() && h.pending.is_empty() && !h.leader);
+        if idle {
+            sh.heads.remove(&stripe);
+        }
+    }
+
+    /// A leader gives up (its future was dropped): its own part is abandoned, parts it had
+    /// taken are told they failed, and the lead passes on.
+    pub(crate) fn resign(&self, stripe: u64, own: &Signal, taken: Vec<Part>) {
+        own.0.lock().unwrap_or_else(|e| e.into_inner()).abandoned = true;
+        {
+            let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(head) = sh.heads.get_mut(&stripe) {
+                Self::pass_lead(head);
+                Self::drop_if_idle(&mut sh, stripe);
+            }
+        }
+        for part in taken {
+            part.signal.post(Outcome::Done(Err(crate::error::Error::new(
+                crate::error::ErrorKind::Io,
+                "the write leading this stripe was cancelled",
+            ))));
+        }
+    }
+
+    /// A waiting part's future was dropped. If the lead was already posted to it, pass the
+    /// lead on.
+    pub(crate) fn abandon(&self, stripe: u64, signal: &Signal) {
+        let had_lead = {
+            let mut st = signal.0.lock().unwrap_or_else(|e| e.into_inner());
+            st.abandoned = true;
+            matches!(st.outcome, Some(Outcome::Lead))
+        };
+        if had_lead {
+            self.resign(stripe, signal, Vec::new());
+        }
+    }
+
+    /// Drops cached contents of idle heads, least recently used first, until the shard is
+    /// within its budget. Returns them so they are freed outside the lock.
+    fn evict(sh: &mut Shard, budget: usize) -> Vec<Cached> {
+        let mut out = Vec::new();
+        while sh.cached_bytes > budget {
+            let victim = sh
+                .heads
+                .iter()
+                .filter(|(_, h)| h.cached.is_some() && !h.leader)
+                .min_by_key(|(_, h)| h.used)
+                .map(|(s, _)| *s);
+            let Some(s) = victim else { break };
+            let head = sh.heads.get_mut(&s).expect("found above");
+            let c = head.cached.take().expect("filtered on cached");
+            sh.cached_bytes -= c.bytes();
+            if head.pending.is_empty() {
+                sh.heads.remove(&s);
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// Waits for an in-flight slot under [`Gather::Limit`] (returns at once otherwise).
+    pub(crate) async fn slot(&self) -> Slot<'_> {
+        let Gather::Limit(limit) = self.gather() else {
+            return Slot(None);
+        };
+        let f = &self.in_flight;
+        std::future::poll_fn(|cx| {
+            let mut n = f.count.load(Ordering::Acquire);
+            loop {
+                if n >= limit {
+                    let mut w = f.waiters.lock().unwrap_or_else(|e| e.into_inner());
+                    w.push_back(cx.waker().clone());
+                    // A slot freed between the load and the registration must not be lost.
+                    if f.count.load(Ordering::Acquire) < limit {
+                        drop(w);
+                        n = f.count.load(Ordering::Acquire);
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                match f
+                    .count
+                    .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return Poll::Ready(Slot(Some(f))),
+                    Err(m) => n = m,
+                }
+            }
+        })
+        .await
+    }
+
+    /// Bytes of cached contents now held (all shards).
+    pub(crate) fn cached_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).cached_bytes)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segs(list: &[(Range<u64>, usize)]) -> Segs {
+        let mut s = Segs::default();
+        for (r, p) in list {
+            s.insert(r.clone(), *p);
+        }
+        s
+    }
+
+    #[test]
+    fn later_parts_win_where_they_overlap() {
+        let s = segs(&[(0..8, 0), (4..12, 1)]);
+        assert_eq!(s.0.as_slice(), &[(0..4, 0), (4..12, 1)]);
+        let s = segs(&[(0..16, 0), (4..8, 1)]);
+        assert_eq!(s.0.as_slice(), &[(0..4, 0), (4..8, 1), (8..16, 0)]);
+        let s = segs(&[(4..8, 0), (0..16, 1)]);
+        assert_eq!(s.0.as_slice(), &[(0..16, 1)]);
+    }
+
+    #[test]
+    fn coverage_and_hull() {
+        let s = segs(&[(0..4, 0), (8..16, 1)]);
+        assert!(!s.covers(&(0..16)));
+        assert!(s.covers(&(8..16)));
+        assert_eq!(s.hull(), Some(0..16));
+        let s = segs(&[(0..4, 0), (4..16, 1)]);
+        assert!(s.covers(&(0..16)));
+        assert_eq!(Segs::default().hull(), None);
+    }
+
+    /// Exhaustive over small patterns: the segments say exactly which part wrote each row
+    /// last, as writing the parts in order would.
+    #[test]
+    fn segments_match_writing_in_order() {
+        let ranges: Vec<Range<u64>> = (0..6u64)
+            .flat_map(|a| (a + 1..=6).map(move |b| a..b))
+            .collect();
+        for a in &ranges {
+            for b in &ranges {
+                for c in &ranges {
+                    let s = segs(&[(a.clone(), 0), (b.clone(), 1), (c.clone(), 2)]);
+                    let mut model = [None; 6];
+                    for (i, r) in [a, b, c].iter().enumerate() {
+                        for row in (*r).clone() {
+                            model[row as usize] = Some(i);
+                        }
+                    }
+                    let mut got = [None; 6];
+                    let mut last_end = 0;
+                    for (r, p) in &s.0 {
+                        assert!(r.start >= last_end, "overlap or disorder in {s:?}");
+                        last_end = r.end;
+                        for row in r.clone() {
+                            got[row as usize] = Some(*p);
+                        }
+                    }
+                    assert_eq!(got, model, "{a:?} {b:?} {c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gather_policies_parse() {
+        assert_eq!("plug".parse::<Gather>(), Ok(Gather::Plug));
+        assert_eq!("none".parse::<Gather>(), Ok(Gather::None));
+        assert_eq!("limit:8".parse::<Gather>(), Ok(Gather::Limit(8)));
+        assert_eq!(
+            "limit".parse::<Gather>(),
+            Ok(Gather::Limit(DEFAULT_INFLIGHT_STRIPES))
+        );
+        assert!("limit:0".parse::<Gather>().is_err());
+        assert!("fast".parse::<Gather>().is_err());
+        for g in [Gather::None, Gather::Plug, Gather::Limit(3)] {
+            assert_eq!(g.to_string().parse::<Gather>(), Ok(g));
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The RAID5/6 stripe cache: concurrent writes to one stripe gather into one full-stripe
+//! write, rows a write leaves known spare the next write its pre-reads, and a request that
+//! is dropped half way never stalls its stripe. Member reads and writes are counted by
+//! fault-free `FaultMember`s; contents are checked with self-verifying sectors.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{verify_all, Model, DATA_OFFSET};
+use futures::FutureExt;
+use raidd_engine::member::{FaultControl, FaultMember, FaultPlan, MemMember};
+use raidd_engine::pattern;
+use raidd_engine::{Array, ArrayParts, Gather, Member, SlotParts};
+use raidd_layout::{Geometry, Level, ParityLayout};
+use raidd_rt::AlignedBuf;
+
+const CHUNK: u32 = 8; // sectors: one 4 KiB chunk per member and stripe
+const MEMBER_SECTORS: u64 = 512;
+
+struct Rig {
+    array: Arc<Array>,
+    controls: Vec<Arc<FaultControl>>,
+}
+
+impl Rig {
+    fn new(members: usize, raid6: bool) -> Rig {
+        let level = if raid6 { Level::Raid6 } else { Level::Raid5 };
+        let geometry = Geometry::parity(
+            level,
+            members,
+            ParityLayout::LeftSymmetric,
+            CHUNK,
+            MEMBER_SECTORS,
+        )
+        .unwrap();
+        let faults: Vec<Arc<FaultMember>> = (0..members)
+            .map(|i| {
+                let mem = Arc::new(MemMember::new(
+                    format!("m{i}"),
+                    DATA_OFFSET + MEMBER_SECTORS * 512,
+                ));
+                // Every member I/O yields once, so concurrent requests really overlap.
+                let plan = FaultPlan {
+                    delay_yields: Some((1, 1)),
+                    ..FaultPlan::default()
+                };
+                Arc::new(FaultMember::new(mem, plan))
+            })
+            .collect();
+        let controls = faults.iter().map(|f| f.control()).collect();
+        let slots = faults
+            .iter()
+            .map(|f| {
+                Some(SlotParts {
+                    member: f.clone() as Arc<dyn Member>,
+                    data_offset: DATA_OFFSET,
+                    recovered: None,
+                })
+            })
+            .collect();
+        let array = Arc::new(
+            Array::new(ArrayParts {
+                name: "cache".into(),
+                uuid: [3; 16],
+                geometry,
+                slots,
+                spares: Vec::new(),
+                read_only: false,
+            })
+            .unwrap(),
+        );
+        Rig { array, controls }
+    }
+
+    fn reads(&self) -> u64 {
+        self.controls.iter().map(|c| c.reads()).sum()
+    }
+
+    fn writes(&self) -> u64 {
+        self.controls.iter().map(|c| c.writes()).sum()
+    }
+}
+
+fn pattern_buf(sector: u64, sectors: u64, generation: u64, seed: u64) -> AlignedBuf {
+    let mut b = AlignedBuf::zeroed((sectors * 512) as usize);
+    pattern::fill(&mut b, sector, generation, seed);
+    b
+}
+
+/// Three writes of one chunk each, issued together, cover stripe 0 of a 4-member RAID5.
+async fn three_chunk_writes(rig: &Rig, model: &mut Model) {
+    let a = &rig.array;
+    let g = model.next;
+    model.next += 1;
+    let writes = (0..3u64).map(|dd| {
+        let s = dd * u64::from(CHUNK);
+        let buf = pattern_buf(s, u64::from(CHUNK), g, model.seed);
+        raidd_rt::spawn_local({
+            let a = a.clone();
+            async move { a.write_buf(s * 512, buf).await }
+        })
+    });
+    for r in futures::future::join_all(writes).await {
+        r.unwrap();
+    }
+    for s in 0..3 * u64::from(CHUNK) {
+        model.generation[s as usize] = g;
+    }
+}
+
+#[test]
+fn plugging_gathers_concurrent_chunk_writes_into_one_full_stripe() {
+    raidd_rt::block_on(async {
+        let rig = Rig::new(4, false);
+        // No cached rows, so only gathering can avoid the pre-reads.
+        rig.array.set_stripe_cache(0, Gather::Plug);
+        let mut model = Model::new(rig.array.size_bytes() / 512, 11);
+        three_chunk_writes(&rig, &mut model).await;
+        let c = rig.array.status().await.counters;
+        let sc = c.stripe_cache.clone().unwrap();
+        assert_eq!(
+            (c.full_stripe_writes, sc.batches, sc.gathered),
+            (1, 1, 2),
+            "{c:?}"
+        );
+        assert_eq!(rig.reads(), 0, "a full stripe is written without reading");
+        assert_eq!(rig.writes(), 4, "three data chunks and the parity");
+        verify_all(&rig.array, &model, "plugged").await;
+    });
+}
+
+#[test]
+fn without_plugging_the_first_write_starts_alone() {
+    raidd_rt::block_on(async {
+        let rig = Rig::new(4, false);
+        rig.array.set_stripe_cache(0, Gather::None);
+        let mut model = Model::new(rig.array.size_bytes() / 512, 12);
+        three_chunk_writes(&rig, &mut model).await;
+        let c = rig.array.status().await.counters;
+        let sc = c.stripe_cache.clone().unwrap();
+        // The first write leads at once (reconstruct-write, two reads); the other two wait
+        // for it and then go together (one read).
+        assert_eq!(
+            (c.full_stripe_writes, sc.batches, sc.gathered),
+            (0, 2, 1),
+            "{c:?}"
+        );
+        assert_eq!(rig.reads(), 3);
+        verify_all(&rig.array, &model, "unplugged").await;
+    });
+}
+
+#[test]
+fn a_limit_on_stripes_in_flight_gathers_too() {
+    raidd_rt::block_on(async {
+        let rig = Rig::new(4, false);
+        rig.array.set_stripe_cache(0, Gather::Limit(1));
+        let mut model = Model::new(rig.array.size_bytes() / 512, 13);
+        // Occupy the only slot with a write to another stripe while the three arrive.
+        let other = {
+            let a = rig.array.clone();
+            let buf = pattern_buf(64, 8, 1, model.seed);
+            raidd_rt::spawn_local(async move { a.write_buf(64 * 512, buf).await })
+        };
+        three_chunk_writes(&rig, &mut model).await;
+        other.await.unwrap();
+        for s in 64..72 {
+            model.generation[s] = 1;
+        }
+        let c = rig.array.status().await.counters;
+        assert!(
+            c.stripe_cache.as_ref().unwrap().gathered >= 1,
+            "parts waiting for a slot join one batch: {c:?}"
+        );
+        verify_all(&rig.array, &model, "limit").await;
+    });
+}
+
+#[test]
+fn known_rows_spare_the_next_writes_their_reads() {
+    for raid6 in [false, true] {
+        raidd_rt::block_on(async move {
+            let rig = Rig::new(if raid6 { 6 } else { 4 }, raid6);
+            rig.array.set_stripe_cache(1 << 20, Gather::None);
+            let a = &rig.array;
+            let mut model = Model::new(a.size_bytes() / 512, 14);
+            let parity = if raid6 { 2 } else { 1 };
+            // One sector in chunk 0, then one in chunk 1 of the same row, chunk 0 again, and
+            // chunk 2.
+            for (i, sector) in [0u64, 8, 0, 16].into_iter().enumerate() {
+                let (r0, w0) = (rig.reads(), rig.writes());
+                common::write_pattern(a, &mut model, sector, 1).await;
+                let (reads, writes) = (rig.reads() - r0, rig.writes() - w0);
+                assert_eq!(
+                    writes,
+                    1 + parity,
+                    "raid6={raid6} write {i}: data and parity"
+                );
+                if i == 0 {
+                    assert!(reads > 0, "the first write must read");
+                } else {
+                    assert_eq!(reads, 0, "raid6={raid6} write {i}: its rows are known");
+                }
+            }
+            let sc = a.status().await.counters.stripe_cache.unwrap();
+            assert_eq!(sc.hits, 3);
+            assert!(sc.cached_bytes > 0 && sc.cached_bytes <= sc.limit_bytes);
+            verify_all(a, &model, "cached").await;
+            // The members agree with the cache: every single loss still reads back right.
+            let members: Vec<usize> = (0..a.geometry().members()).collect();
+            for &lost in &members {
+                rig.controls[lost].fail();
+                let fresh = Rig::degraded_view(&rig, lost);
+                verify_all(&fresh, &model, &format!("raid6={raid6} without {lost}")).await;
+                rig.controls[lost].heal();
+            }
+        });
+    }
+}
+
+#[test]
+fn dropped_requests_never_stall_their_stripe() {
+    raidd_rt::block_on(async {
+        let rig = Rig::new(4, false);
+        rig.array.set_stripe_cache(1 << 20, Gather::Plug);
+        let a = rig.array.clone();
+        let mut model = Model::new(a.size_bytes() / 512, 15);
+        // A leader dropped while plugged: the stripe must pass to the next writer.
+        {
+            let buf = pattern_buf(0, 1, 99, model.seed);
+            let mut leader = Box::pin(a.write_buf(0, buf));
+            assert!((&mut leader).now_or_never().is_none(), "plugged, not done");
+        }
+        common::write_pattern(&a, &mut model, 1, 1).await;
+        // A waiter dropped while another request leads: the leader finishes, later writes go.
+        {
+            let b1 = pattern_buf(2, 1, 100, model.seed);
+            let b2 = pattern_buf(3, 1, 101, model.seed);
+            let mut first = Box::pin(a.write_buf(2 * 512, b1));
+            let mut second = Box::pin(a.write_buf(3 * 512, b2));
+            assert!((&mut first).now_or_never().is_none());
+            assert!((&mut second).now_or_never().is_none());
+            drop(second);
+            first.await.unwrap();
+            for s in 2..3 {
+                model.generation[s] = 100;
+            }
+        }
+        common::write_pattern(&a, &mut model, 4, 4).await;
+        // What the dropped writes left is either old or new: overwrite and check everything.
+        common::write_pattern(&a, &mut model, 0, 1).await;
+        common::write_pattern(&a, &mut model, 3, 1).await;
+        verify_all(&a, &model, "after dropped requests").await;
+    });
+}
+
+impl Rig {
+    /// A second array over the same members with slot `lost` missing (reads reconstruct).
+    fn degraded_view(rig: &Rig, lost: usize) -> Array {
+        let a = &rig.array;
+        let slots = (0..a.geometry().members())
+            .map(|i| {
+                (i != lost).then(|| SlotParts {
+                    member: a.member(i).unwrap(),
+                    data_offset: DATA_OFFSET,
+                    recovered: None,
+                })
+            })
+            .collect();
+        Array::new(ArrayParts {
+            name: "view".into(),
+            uuid: [3; 16],
+            geometry: a.geometry().clone(),
+            slots,
+            spares: Vec::new(),
+            read_only: true,
+        })
+        .unwrap()
+    }
+}

@@ -15,8 +15,9 @@ mod meta;
 pub mod pattern;
 
 pub use array::{
-    Added, Array, ArrayParts, ArrayState, ArrayStatus, Gather, LastSync, SlotParts, SlotState,
-    StripeCacheStatus, SyncKind, SyncLimits, SyncProgress, SyncStatus, DEFAULT_CACHE_BYTES,
+    Added, Array, ArrayParts, ArrayState, ArrayStatus, CounterStatus, Gather, LastSync, SlotParts,
+    SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress, SyncStatus,
+    DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use member::{Member, MemberInfo};

@@ -78,6 +78,8 @@ pub struct ArrayJson {
     pub last_sync: Option<raidd_engine::LastSync>,
     /// Members of this array that assembly left out, with the reason.
     pub not_used: Vec<NotUsedJson>,
+    /// I/O counters since the array started (zero offline), with the stripe cache's.
+    pub counters: raidd_engine::CounterStatus,
 }
 
 #[derive(Debug, Serialize)]
@@ -235,6 +237,7 @@ impl Gathered<'_> {
             sync: st.sync.clone(),
             last_sync: st.last_sync.clone(),
             not_used: a.report.iter().filter_map(not_used).collect(),
+            counters: st.counters.clone(),
         }
     }
 
@@ -290,6 +293,20 @@ impl Gathered<'_> {
         b.add("Needs Resync", output::yes_no(st.needs_resync));
         if let Some(e) = st.events {
             b.add("Events", e.to_string());
+        }
+        if let Some(sc) = &st.counters.stripe_cache {
+            b.add(
+                "Stripe Cache",
+                format!(
+                    "{} kept of {}, gather {}; {} batches, {} joined, {} with rows known",
+                    size::human(sc.cached_bytes as u64),
+                    size::human(sc.limit_bytes as u64),
+                    sc.gather,
+                    sc.batches,
+                    sc.gathered,
+                    sc.hits
+                ),
+            );
         }
         let mut text = format!("array {}:\n{}\n", st.name, b.render(15));
         let kids = session::children(self.arrays, index);

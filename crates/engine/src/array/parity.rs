@@ -25,7 +25,8 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::stripe_cache::{
-    Cached, ChunkCover, Gather, Outcome, Part, Segs, Signal, StripeCache, CACHE_MAX_ROWS,
+    Cached, ChunkCover, Gather, Outcome, Part, Segs, Signal, StripeCache, CACHE_MAX_RANGES,
+    CACHE_MAX_ROWS,
 };
 use super::Array;
 use crate::error::{Error, ErrorKind, Result};
@@ -315,7 +316,8 @@ impl Array {
         let sector = self.pg().member_sector(stripe, rows.start);
         let bufs: Vec<(usize, SharedBuf)> = members
             .iter()
-            .map(|&m| (m, SharedBuf::new(AlignedBuf::zeroed(len))))
+            // Each read fills its whole buffer (or fails and the buffer is dropped).
+            .map(|&m| (m, SharedBuf::new(AlignedBuf::for_overwrite(len))))
             .collect();
         let mut batch = Batch::default();
         for (m, b) in &bufs {
@@ -354,21 +356,26 @@ impl Array {
             let (stripe, dd, off) = pg.locate(p.array_sector);
             debug_assert!(off + p.sectors <= chunk, "piece crosses a chunk");
             if plans.last().is_none_or(|(s, _)| *s != stripe) {
-                plans.push((stripe, (0..pg.data_members()).map(|_| None).collect()));
+                plans.push((stripe, ChunkCover::new()));
             }
             let (_, cover) = plans.last_mut().expect("pushed above");
             assert!(
-                cover[dd].is_none(),
+                cover.last().is_none_or(|(d, _)| *d < dd),
                 "chunk {dd} of stripe {stripe} covered twice"
             );
-            cover[dd] = Some(off..off + p.sectors);
+            cover.push((dd, off..off + p.sectors));
         }
         plans
     }
 
     pub(super) async fn parity_write(&self, offset: u64, iov: IoVec) -> Result<()> {
         let req = Arc::new(Req::new(iov));
-        let plans = self.plan_parts(offset, req.len() as u64);
+        let mut plans = self.plan_parts(offset, req.len() as u64);
+        if plans.len() == 1 {
+            // The common small write: no need to join futures.
+            let (stripe, cover) = plans.pop().expect("one plan");
+            return self.write_part(stripe, req, offset, cover).await;
+        }
         let results = futures::future::join_all(
             plans
                 .into_iter()
@@ -456,18 +463,16 @@ impl Array {
         &self,
         stripe: u64,
         parts: &[Part],
-        cached: Option<Cached>,
-    ) -> (Result<()>, Option<Cached>) {
+        mut kept: Vec<Cached>,
+    ) -> (Result<()>, Vec<Cached>) {
         let pg = self.pg();
         let map = pg.stripe_map(stripe);
         let k = pg.data_members();
         let chunk = u64::from(pg.chunk_sectors);
         let mut segs: SmallVec<[Segs; 16]> = (0..k).map(|_| Segs::default()).collect();
         for (i, p) in parts.iter().enumerate() {
-            for (dd, c) in p.cover.iter().enumerate() {
-                if let Some(r) = c {
-                    segs[dd].insert(r.clone(), i);
-                }
+            for (dd, r) in &p.cover {
+                segs[*dd].insert(r.clone(), i);
             }
         }
         let Some(hull) = segs
@@ -475,15 +480,19 @@ impl Array {
             .filter_map(Segs::hull)
             .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
         else {
-            return (Ok(()), cached);
+            return (Ok(()), kept);
         };
-        // Work over the cached rows when they hold the batch; otherwise over the batch's own.
-        let (rows, mut old) = match cached {
-            Some(c) if c.rows.start <= hull.start && hull.end <= c.rows.end => {
+        // Work over kept rows that hold the batch; otherwise over the batch's own.
+        let (rows, mut old) = match kept
+            .iter()
+            .position(|c| c.rows.start <= hull.start && hull.end <= c.rows.end)
+        {
+            Some(i) => {
                 self.cache.cache_hits.fetch_add(1, Ordering::Relaxed);
+                let c = kept.remove(i);
                 (c.rows, c.blocks)
             }
-            _ => (
+            None => (
                 hull.clone(),
                 (0..self.slots.len()).map(|_| None).collect::<Vec<_>>(),
             ),
@@ -493,9 +502,21 @@ impl Array {
         let r = self
             .write_batch(stripe, &map, parts, &segs, (&rows, &hull), keep, &mut old)
             .await;
-        let cached = (keep && r.is_ok()).then(|| Cached { rows, blocks: old });
+        if r.is_err() {
+            // What reached the members is uncertain: keep nothing of this stripe.
+            kept.clear();
+        } else {
+            // Other kept ranges that overlap what the batch wrote are stale now.
+            kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
+            if keep {
+                kept.push(Cached { rows, blocks: old });
+                if kept.len() > CACHE_MAX_RANGES {
+                    kept.remove(0);
+                }
+            }
+        }
         debug_assert!(chunk > 0);
-        (r, cached)
+        (r, kept)
     }
 
     /// The batch's reads, parity and writes, over `rows` (which hold `hull`, the rows the
@@ -648,7 +669,7 @@ impl Array {
                                 Some(d) => d,
                                 None => {
                                     assert!(s.covers(rows), "old data was read or rebuilt");
-                                    AlignedBuf::zeroed(len)
+                                    AlignedBuf::for_overwrite(len) // every row is laid over
                                 }
                             };
                             for (r, part) in list {
@@ -665,9 +686,10 @@ impl Array {
                     .iter()
                     .map(|c| &c.as_ref().expect("every chunk")[..])
                     .collect();
-                let mut p = AlignedBuf::zeroed(len);
+                // Parity generation writes every byte of P and Q.
+                let mut p = AlignedBuf::for_overwrite(len);
                 let q = if raid6 {
-                    let mut q = AlignedBuf::zeroed(len);
+                    let mut q = AlignedBuf::for_overwrite(len);
                     raidd_parity::gen_pq(&data, &mut p, &mut q);
                     Some(q)
                 } else {
@@ -682,7 +704,9 @@ impl Array {
                         Some(crate::iov::Bytes::Copy(b)) => old[m] = Some(b),
                         Some(crate::iov::Bytes::Window(w)) if keep => {
                             copied(w.len());
-                            old[m] = Some(AlignedBuf::from_slice(w.as_slice()));
+                            let mut b = AlignedBuf::for_overwrite(w.len());
+                            b.copy_from_slice(w.as_slice());
+                            old[m] = Some(b);
                         }
                         _ => old[m] = None,
                     }

@@ -44,6 +44,10 @@ const SHARDS: usize = 64;
 /// through, and keeping them would cost a copy of every byte written.
 pub(crate) const CACHE_MAX_ROWS: u64 = 128;
 
+/// Most row ranges kept per stripe (the oldest goes first): small writes to different rows
+/// of one stripe each keep their own.
+pub(crate) const CACHE_MAX_RANGES: usize = 16;
+
 /// Default bytes of cached stripe contents per array.
 pub const DEFAULT_CACHE_BYTES: usize = 16 << 20;
 
@@ -147,8 +151,10 @@ impl Segs {
     }
 }
 
-/// Per data chunk of a stripe, the rows (sectors within the chunk) a write covers.
-pub(crate) type ChunkCover = SmallVec<[Option<Range<u64>>; 16]>;
+/// The data chunks of a stripe a write covers (by index), each with its rows (sectors
+/// within the chunk), in chunk order. Sparse and small: a small write covers one chunk, and
+/// parts are moved between queues.
+pub(crate) type ChunkCover = SmallVec<[(usize, Range<u64>); 2]>;
 
 /// One request's share of one stripe.
 pub(crate) struct Part {
@@ -229,7 +235,8 @@ impl Cached {
 struct Head {
     pending: VecDeque<Part>,
     leader: bool,
-    cached: Option<Cached>,
+    /// Kept row ranges, disjoint, oldest first.
+    cached: Vec<Cached>,
     /// Shard clock at the last use, for least-recently-used eviction.
     used: u64,
 }
@@ -244,7 +251,7 @@ struct Shard {
 /// What a leader takes from a head: the parts and the cached contents.
 pub(crate) struct Taken {
     pub(crate) parts: Vec<Part>,
-    pub(crate) cached: Option<Cached>,
+    pub(crate) cached: Vec<Cached>,
 }
 
 /// Counts stripes with member I/O in flight under [`Gather::Limit`].
@@ -363,15 +370,15 @@ impl StripeCache {
             return false;
         };
         let full = 0..chunk_rows;
-        (0..data_chunks).all(|dd| {
-            let mut segs = Segs::default();
-            for p in &head.pending {
-                if let Some(r) = p.cover.get(dd).cloned().flatten() {
-                    segs.insert(r, 0);
+        let mut segs: SmallVec<[Segs; 16]> = (0..data_chunks).map(|_| Segs::default()).collect();
+        for p in &head.pending {
+            for (dd, r) in &p.cover {
+                if let Some(s) = segs.get_mut(*dd) {
+                    s.insert(r.clone(), 0);
                 }
             }
-            segs.covers(&full)
-        })
+        }
+        segs.iter().all(|s| s.covers(&full))
     }
 
     /// The leader takes every pending part and the cached contents.
@@ -380,15 +387,13 @@ impl StripeCache {
         let Some(head) = sh.heads.get_mut(&stripe) else {
             return Taken {
                 parts: Vec::new(),
-                cached: None,
+                cached: Vec::new(),
             };
         };
         debug_assert!(head.leader, "take without leading stripe {stripe}");
         let parts: Vec<Part> = head.pending.drain(..).collect();
-        let cached = head.cached.take();
-        if let Some(c) = &cached {
-            sh.cached_bytes -= c.bytes();
-        }
+        let cached = std::mem::take(&mut head.cached);
+        sh.cached_bytes -= cached.iter().map(Cached::bytes).sum::<usize>();
         self.batches.fetch_add(1, Ordering::Relaxed);
         if parts.len() > 1 {
             self.gathered_parts
@@ -402,7 +407,7 @@ impl StripeCache {
     pub(crate) fn finish(
         &self,
         stripe: u64,
-        cached: Option<Cached>,
+        mut cached: Vec<Cached>,
         done: Vec<(Part, Result<()>)>,
     ) {
         let budget = self.shard_budget.load(Ordering::Relaxed);
@@ -413,9 +418,11 @@ impl StripeCache {
             let head = sh.heads.get_mut(&stripe).expect("a led stripe has a head");
             head.used = clock;
             let mut add = 0;
-            if let Some(c) = cached.filter(|c| c.bytes() <= budget && c.bytes() > 0) {
-                add = c.bytes();
-                head.cached = Some(c);
+            cached.retain(|c| c.bytes() > 0);
+            let bytes: usize = cached.iter().map(Cached::bytes).sum();
+            if bytes <= budget {
+                add = bytes;
+                head.cached = cached;
             }
             Self::pass_lead(head);
             sh.cached_bytes += add;
@@ -446,7 +453,7 @@ impl StripeCache {
         let idle = sh
             .heads
             .get(&stripe)
-            .is_some_and(|h| h.cached.is_none() && h.pending.is_empty() && !h.leader);
+            .is_some_and(|h| h.cached.is_empty() && h.pending.is_empty() && !h.leader);
         if idle {
             sh.heads.remove(&stripe);
         }
@@ -486,19 +493,19 @@ impl StripeCache {
 
     /// Drops cached contents of idle heads, least recently used first, until the shard is
     /// within its budget. Returns them so they are freed outside the lock.
-    fn evict(sh: &mut Shard, budget: usize) -> Vec<Cached> {
+    fn evict(sh: &mut Shard, budget: usize) -> Vec<Vec<Cached>> {
         let mut out = Vec::new();
         while sh.cached_bytes > budget {
             let victim = sh
                 .heads
                 .iter()
-                .filter(|(_, h)| h.cached.is_some() && !h.leader)
+                .filter(|(_, h)| !h.cached.is_empty() && !h.leader)
                 .min_by_key(|(_, h)| h.used)
                 .map(|(s, _)| *s);
             let Some(s) = victim else { break };
             let head = sh.heads.get_mut(&s).expect("found above");
-            let c = head.cached.take().expect("filtered on cached");
-            sh.cached_bytes -= c.bytes();
+            let c = std::mem::take(&mut head.cached);
+            sh.cached_bytes -= c.iter().map(Cached::bytes).sum::<usize>();
             if head.pending.is_empty() {
                 sh.heads.remove(&s);
             }

@@ -9,7 +9,8 @@ pre-reads per write (the cost gathering saves), full-stripe batches, and shares 
 another request's batch. Medians over rounds.
 
 Usage: bench/stripe_gather.py [--rounds N] [--seconds S] [--members N] [--chunk 64K]
-                              [--policies none,plug,limit:8,limit:64] [--json OUT]
+                              [--policies none,plug,limit:8,limit:64] [--dir /dev/shm]
+                              [--json OUT]
 """
 import argparse
 import json
@@ -69,11 +70,13 @@ def main():
     ap.add_argument("--client-cpus", default="1")
     ap.add_argument("--raidd", default="target/release/raidd")
     ap.add_argument("--jobs", help="comma-separated job names (default: all)")
+    ap.add_argument("--dir", default="/dev/shm",
+                    help="where the member files live (tmpfs by default; a disk for O_DIRECT)")
     ap.add_argument("--json", help="write the raw results here")
     args = ap.parse_args()
     jobs = [j for j in JOBS if not args.jobs or j[0] in args.jobs.split(",")]
     policies = args.policies.split(",")
-    shm = tempfile.mkdtemp(prefix="raidd-gather-", dir="/dev/shm")
+    shm = tempfile.mkdtemp(prefix="raidd-gather-", dir=args.dir)
     try:
         members = [os.path.join(shm, f"m{i}.img") for i in range(args.members)]
         subprocess.run([args.raidd, "create", "--level", "raid5", "--name", "g", "--chunk",

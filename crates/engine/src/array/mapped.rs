@@ -90,12 +90,15 @@ impl Array {
         for p in &pieces {
             let range = Self::piece_range(offset, p);
             let mut any = false;
+            // A member being rebuilt takes the piece when any of it lies below its recovery
+            // point: the part below was copied already and would otherwise never get this
+            // data (the part above is copied again later, with this data, after the write).
             for loc in p
                 .copies
                 .iter()
-                .filter(|l| self.in_sync_at(l.member, l.sector + p.sectors))
+                .filter(|l| self.takes_write_at(l.member, l.sector))
             {
-                any = true;
+                any |= self.in_sync_at(loc.member, loc.sector + p.sectors);
                 let base = self.member_offset(loc.member, loc.sector);
                 let mut at = base;
                 for w in req.take(range.clone()) {

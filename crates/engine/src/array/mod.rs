@@ -465,6 +465,16 @@ impl Array {
         }
     }
 
+    /// Whether a write starting at member-data sector `start` must go to the slot: in sync,
+    /// or recovering with `start` below the recovery point.
+    pub(crate) fn takes_write_at(&self, role: usize, start: u64) -> bool {
+        match self.slot_state(role) {
+            SlotState::InSync => true,
+            SlotState::Recovering => start < self.slots[role].recovered.load(Ordering::Acquire),
+            _ => false,
+        }
+    }
+
     /// Whether a slot takes writes at all (in sync or being rebuilt).
     pub(crate) fn takes_writes(&self, role: usize) -> bool {
         matches!(
@@ -495,6 +505,11 @@ impl Array {
 
     fn member_ref(&self, role: usize) -> Arc<dyn Member> {
         self.member(role).expect("I/O planned to an empty slot")
+    }
+
+    /// Where the slot's data starts on its member, in bytes.
+    pub fn data_offset(&self, role: usize) -> u64 {
+        self.slots[role].data_offset.load(Ordering::Relaxed)
     }
 
     /// Byte offset on the member of member-data sector `sector`.

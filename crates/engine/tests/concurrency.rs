@@ -15,7 +15,7 @@
 //! only on its seed: `RAIDD_CONC_SEED=S` replays the seed a failure names, and
 //! `RAIDD_CONC_SEEDS=N` runs more schedules.
 
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+#![allow(clippy::unwrap_used, clippy::await_holding_refcell_ref)] // test code; the history is borrowed across awaits only once every client has ended
 
 mod common;
 

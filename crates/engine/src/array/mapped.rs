@@ -57,8 +57,7 @@ impl Array {
             let mut failed = HashSet::new();
             for (member, r, iov, layout) in self.issue_reads(batch.into_ios()).await {
                 req.restore(&layout, iov);
-                if let Err(e) = r {
-                    self.fail_slot(member, &e).await;
+                if r.is_err() {
                     failed.insert(member);
                 }
             }
@@ -113,8 +112,7 @@ impl Array {
         }
         let mut failed = HashSet::new();
         for (member, r) in self.issue_writes(batch.into_ios()).await {
-            if let Err(e) = r {
-                self.fail_slot(member, &e).await;
+            if r.is_err() {
                 failed.insert(member);
             }
         }
@@ -156,17 +154,13 @@ impl Array {
                 _ => merged.push((m, off, n)),
             }
         }
-        let results = futures::future::join_all(
-            merged
-                .iter()
-                .map(|&(m, off, n)| async move { (m, self.member_ref(m).discard(off, n).await) }),
-        )
-        .await;
-        for (m, r) in results {
-            if let Err(e) = r {
-                self.fail_slot(m, &e).await;
+        futures::future::join_all(merged.iter().map(|&(m, off, n)| async move {
+            let member = self.member_ref(m);
+            if let Err(e) = member.discard(off, n).await {
+                self.fail_member_io(m, &member, &e).await;
             }
-        }
+        }))
+        .await;
         // A replacement being built must keep matching its slot's member.
         for &(m, off, n) in &merged {
             if let Some((r, at)) = self.replacement_for(m, off, n) {

@@ -570,7 +570,36 @@ impl Array {
     /// before returning (so nothing is acknowledged that relies on the failure being
     /// unrecorded), and fails the array when it can no longer serve.
     pub(crate) async fn fail_slot(&self, role: usize, why: &io::Error) {
-        if !self.mark_faulty(role) {
+        self.fail_slot_with(role, None, why).await
+    }
+
+    /// [`Array::fail_slot`] for an I/O error of `member`: does nothing when the slot holds
+    /// another member by now. An error that arrives late from a member that was failed and
+    /// replaced meanwhile must not fail its replacement (seen: a rebuild that never ran
+    /// because a write to the removed member failed after the new one was added).
+    pub(crate) async fn fail_member_io(
+        &self,
+        role: usize,
+        member: &Arc<dyn Member>,
+        why: &io::Error,
+    ) {
+        self.fail_slot_with(role, Some(member), why).await
+    }
+
+    async fn fail_slot_with(&self, role: usize, member: Option<&Arc<dyn Member>>, why: &io::Error) {
+        let marked = {
+            // Held while marking, so the slot cannot take a new member in between.
+            let current = read_lock(&self.slots[role].member);
+            if let Some(m) = member {
+                if !current.as_ref().is_some_and(|c| same_member(c, m)) {
+                    tracing::debug!(array = %self.name, member = %m.info().name, role,
+                        "error from a member no longer in its slot ignored: {why}");
+                    return;
+                }
+            }
+            self.mark_faulty(role)
+        };
+        if !marked {
             // Someone else failed it; wait until their superblock update is done.
             if let Some(meta) = &self.meta {
                 meta.barrier().await;
@@ -742,20 +771,29 @@ impl Array {
     )> {
         let futs = ios.into_iter().map(|io| async move {
             let (iov, layout) = untag(io.windows);
-            let (r, iov) = self.member_ref(io.member).read(io.offset, iov).await;
+            let member = self.member_ref(io.member);
+            let (r, iov) = member.read(io.offset, iov).await;
+            if let Err(e) = &r {
+                self.fail_member_io(io.member, &member, e).await;
+            }
             (io.member, r, iov, layout)
         });
         futures::future::join_all(futs).await
     }
 
-    /// Issues member reads into scratch windows; returns each I/O's member and result.
+    /// Issues member reads into scratch windows; returns each I/O's member and result. A
+    /// member that fails its I/O is failed here (as in every `issue_*`).
     async fn issue_scratch_reads(
         &self,
         ios: Vec<MemberIo<raidd_rt::BufSliceMut>>,
     ) -> Vec<(usize, io::Result<()>)> {
         let futs = ios.into_iter().map(|io| async move {
             let iov: IoVecMut = io.windows.into_iter().collect();
-            let (r, _iov) = self.member_ref(io.member).read(io.offset, iov).await;
+            let member = self.member_ref(io.member);
+            let (r, _iov) = member.read(io.offset, iov).await;
+            if let Err(e) = &r {
+                self.fail_member_io(io.member, &member, e).await;
+            }
             (io.member, r)
         });
         futures::future::join_all(futs).await
@@ -774,10 +812,12 @@ impl Array {
             .collect();
         let futs = ios.into_iter().map(|io| async move {
             let iov: IoVec = io.windows.into_iter().collect();
-            (
-                io.member,
-                self.member_ref(io.member).write(io.offset, iov).await,
-            )
+            let member = self.member_ref(io.member);
+            let r = member.write(io.offset, iov).await;
+            if let Err(e) = &r {
+                self.fail_member_io(io.member, &member, e).await;
+            }
+            (io.member, r)
         });
         if copies.is_empty() {
             return futures::future::join_all(futs).await;
@@ -884,17 +924,13 @@ impl Array {
         let roles: Vec<usize> = (0..self.slots.len())
             .filter(|&r| self.takes_writes(r))
             .collect();
-        let results = futures::future::join_all(
-            roles
-                .iter()
-                .map(|&r| async move { (r, self.member_ref(r).flush().await) }),
-        )
-        .await;
-        for (r, res) in results {
-            if let Err(e) = res {
-                self.fail_slot(r, &e).await;
+        futures::future::join_all(roles.iter().map(|&r| async move {
+            let member = self.member_ref(r);
+            if let Err(e) = member.flush().await {
+                self.fail_member_io(r, &member, &e).await;
             }
-        }
+        }))
+        .await;
         self.check_alive()
     }
 
@@ -1060,6 +1096,12 @@ impl Array {
             .await?;
         self.close().await
     }
+}
+
+/// Whether two handles are the same member (by address: vtables of one type may differ
+/// between codegen units).
+fn same_member(a: &Arc<dyn Member>, b: &Arc<dyn Member>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 fn read_lock<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -235,8 +235,7 @@ impl Array {
         let mut failed = HashSet::new();
         for (member, r, iov, layout) in self.issue_reads(batch.into_ios()).await {
             req.restore(&layout, iov);
-            if let Err(e) = r {
-                self.fail_slot(member, &e).await;
+            if r.is_err() {
                 failed.insert(member);
             }
         }
@@ -330,8 +329,7 @@ impl Array {
         let mut out: Vec<Option<AlignedBuf>> = (0..self.slots.len()).map(|_| None).collect();
         let mut failed = HashSet::new();
         for (m, r) in self.issue_scratch_reads(batch.into_ios()).await {
-            if let Err(e) = r {
-                self.fail_slot(m, &e).await;
+            if r.is_err() {
                 failed.insert(m);
             }
         }
@@ -754,11 +752,8 @@ impl Array {
             parity.push((m, shared, ok));
         }
         let mut failed = false;
-        for (member, r) in self.issue_writes(batch.into_ios()).await {
-            if let Err(e) = r {
-                self.fail_slot(member, &e).await;
-                failed = true;
-            }
+        for (_, r) in self.issue_writes(batch.into_ios()).await {
+            failed |= r.is_err();
         }
         for (m, shared, ok) in parity {
             old[m] = shared.try_into_inner().ok().filter(|_| ok);

@@ -188,11 +188,8 @@ impl Array {
                 );
             }
             let mut failed = false;
-            for (m, r) in self.issue_scratch_reads(batch.into_ios()).await {
-                if let Err(e) = r {
-                    self.fail_slot(m, &e).await;
-                    failed = true;
-                }
+            for (_, r) in self.issue_scratch_reads(batch.into_ios()).await {
+                failed |= r.is_err();
             }
             if failed {
                 return Err(Error::new(

@@ -268,12 +268,12 @@ impl Drop for Slot<'_> {
     fn drop(&mut self) {
         if let Some(f) = self.0 {
             f.count.fetch_sub(1, Ordering::AcqRel);
-            let w = f
-                .waiters
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pop_front();
-            if let Some(w) = w {
+            // Every waiter is woken, not one: a waiter re-registers on each poll, so the
+            // queue may hold stale wakers of tasks that got a slot meanwhile (or were
+            // dropped), and waking only the front one could spend the release on such a
+            // waker and leave a live waiter asleep with a slot free. The losers re-register.
+            let woken = std::mem::take(&mut *f.waiters.lock().unwrap_or_else(|e| e.into_inner()));
+            for w in woken {
                 w.wake();
             }
         }
@@ -618,6 +618,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A waiter polled twice leaves two wakers queued; the slot it then gets and frees must
+    /// still reach the next live waiter (a release that woke only the queue's front woke the
+    /// stale copy, and the last waiter slept forever: the concurrency test's stall).
+    #[test]
+    fn a_freed_slot_reaches_a_live_waiter_past_stale_wakers() {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::sync::atomic::AtomicBool;
+        use std::task::{Context, Wake, Waker};
+
+        struct Flag(AtomicBool);
+        impl Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let flag = || Arc::new(Flag(AtomicBool::new(false)));
+        let cache = StripeCache::default();
+        cache.configure(0, Gather::Limit(1));
+        let (fb, fc) = (flag(), flag());
+        let (wb, wc) = (Waker::from(fb.clone()), Waker::from(fc.clone()));
+        let a = pin!(cache.slot());
+        let Poll::Ready(slot_a) = a.poll(&mut Context::from_waker(&wb)) else {
+            panic!("the first slot is free");
+        };
+        let mut b = pin!(cache.slot());
+        let mut c = pin!(cache.slot());
+        assert!(b.as_mut().poll(&mut Context::from_waker(&wb)).is_pending());
+        assert!(b.as_mut().poll(&mut Context::from_waker(&wb)).is_pending());
+        assert!(c.as_mut().poll(&mut Context::from_waker(&wc)).is_pending());
+        drop(slot_a);
+        assert!(fb.0.load(Ordering::SeqCst), "b is woken");
+        let Poll::Ready(slot_b) = b.as_mut().poll(&mut Context::from_waker(&wb)) else {
+            panic!("b gets the freed slot");
+        };
+        drop(slot_b);
+        assert!(
+            fc.0.load(Ordering::SeqCst),
+            "c is woken when b frees its slot"
+        );
+        assert!(c.as_mut().poll(&mut Context::from_waker(&wc)).is_ready());
     }
 
     #[test]

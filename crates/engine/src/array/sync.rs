@@ -658,7 +658,7 @@ impl Array {
         }
         let member = self.member_ref(role);
         if let Err(e) = member.flush().await {
-            self.fail_slot(role, &e).await;
+            self.fail_member_io(role, &member, &e).await;
             return Err(Error::io(format!("{}: flushing {name}", self.name), e));
         }
         if self.slots[role]
@@ -848,7 +848,7 @@ impl Array {
                 {
                     Ok(d) => d,
                     Err(e) => {
-                        self.fail_slot(role, &e).await;
+                        self.fail_member_io(role, &old, &e).await;
                         return Err(Error::io(format!("{}: reading {old_name}", self.name), e));
                     }
                 };
@@ -967,7 +967,7 @@ impl Array {
     ) -> Result<()> {
         let member = self.member_ref(role);
         if let Err(e) = write_bytes(&*member, self.member_offset(role, sector), data).await {
-            self.fail_slot(role, &e).await;
+            self.fail_member_io(role, &member, &e).await;
             return Err(Error::io(
                 format!("{}: writing {}", self.name, member.info().name),
                 e,

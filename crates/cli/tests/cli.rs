@@ -828,6 +828,86 @@ fn bench_parity_reports_positive_rates() {
     }
 }
 
+/// `bench io` drives arrays and raw members, in memory and on files, and says how the
+/// writes were served: a RAID5 sequential write of whole stripes is all full-stripe writes,
+/// small random writes are not.
+#[test]
+fn bench_io_drives_arrays_and_raw_members() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "io",
+            "--json",
+            "--seconds",
+            "0.3",
+            "--member-size",
+            "16M",
+        ];
+        a.extend_from_slice(extra);
+        raidd(&a).ok().json()
+    };
+    let raw = run(&["--target", "raw", "--rw", "randread"]);
+    assert_eq!(raw["target"], "raw");
+    assert!(raw["iops"].as_f64().unwrap() > 0.0, "{raw}");
+    assert!(raw["engine"].is_null());
+    let r0 = run(&[
+        "--target",
+        "raid0",
+        "--rw",
+        "read",
+        "--bs",
+        "256K",
+        "--threads",
+        "2",
+    ]);
+    assert!(r0["ops"].as_u64().unwrap() > 0, "{r0}");
+    assert_eq!(
+        r0["copied_bytes_per_io"], 0.0,
+        "RAID0 reads copy nothing: {r0}"
+    );
+    // 3 data chunks of 64K: a 192K request is one whole stripe.
+    let full = run(&[
+        "--target", "raid5", "--rw", "write", "--bs", "192K", "--qd", "4",
+    ]);
+    let e = &full["engine"];
+    assert!(e["full_stripe_writes"].as_u64().unwrap() > 0, "{full}");
+    assert_eq!(e["rmw_writes"], 0, "{full}");
+    assert_eq!(e["rcw_writes"], 0, "{full}");
+    let small = run(&["--target", "raid6", "--rw", "randwrite", "--members", "5"]);
+    let e = &small["engine"];
+    assert!(
+        e["rmw_writes"].as_u64().unwrap() + e["rcw_writes"].as_u64().unwrap() > 0,
+        "{small}"
+    );
+    let dir = scratch();
+    let files = run(&[
+        "--target",
+        "raid1",
+        "--members",
+        "2",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--rw",
+        "randwrite",
+    ]);
+    assert_eq!(files["member_kind"], "file");
+    assert!(files["ops"].as_u64().unwrap() > 0, "{files}");
+    assert!(dir.path().join("raidd-bench-1.img").exists());
+    // Bad arguments are usage errors, not panics.
+    for bad in [
+        &["--target", "raid7"][..],
+        &["--bs", "1000"],
+        &["--qd", "0"],
+        &["--rw", "trim"],
+        &["--gather", "limit:0"],
+        &["--member-size", "4K", "--bs", "4K"],
+    ] {
+        let mut a = vec!["bench", "io", "--seconds", "0.1"];
+        a.extend_from_slice(bad);
+        assert_eq!(raidd(&a).code, 2, "{bad:?}");
+    }
+}
+
 /// Nested arrays (raid0 over two raid1 groups) made with the engine, then reported as a tree
 /// and used through the outermost array.
 #[test]

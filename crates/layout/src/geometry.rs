@@ -4,7 +4,7 @@
 //! in its own module (`linear`, `raid0`, `raid10`, `stripe`).
 
 use crate::level::{Level, ParityLayout, Raid0Layout, Raid10Layout};
-use crate::map::{Piece, Reverse};
+use crate::map::{Piece, Pieces, Reverse};
 use crate::raid0::Zone;
 use crate::raid10::Raid10Shape;
 
@@ -305,7 +305,7 @@ impl Geometry {
     /// only (the one data location); parity is the engine's business via [`ParityGeometry`].
     /// For parity levels every piece lies within one chunk (one stripe, one data member).
     /// Panics if the range is outside the array (callers validate first).
-    pub fn pieces(&self, sector: u64, count: u64) -> Vec<Piece> {
+    pub fn pieces(&self, sector: u64, count: u64) -> Pieces {
         let end = sector.checked_add(count);
         assert!(
             end.is_some_and(|end| end <= self.array_sectors()),
@@ -313,12 +313,12 @@ impl Geometry {
             self.array_sectors()
         );
         if count == 0 {
-            return Vec::new();
+            return Pieces::new();
         }
         let pieces = match self {
             Geometry::Linear(g) => g.pieces(sector, count),
             Geometry::Raid0(g) => g.pieces(sector, count),
-            Geometry::Raid1(g) => vec![g.piece(sector, count)],
+            Geometry::Raid1(g) => smallvec::smallvec![g.piece(sector, count)],
             Geometry::Raid10(g) => g.pieces(sector, count),
             Geometry::Parity(g) => g.pieces(sector, count),
         };

@@ -22,7 +22,7 @@ pub use geometry::{
     Raid1Geometry, MAX_MEMBERS, MAX_MEMBER_SECTORS, MIN_CHUNK_SECTORS,
 };
 pub use level::{Level, ParityLayout, Raid0Layout, Raid10Layout};
-pub use map::{Loc, Piece, Reverse};
+pub use map::{Loc, Piece, Pieces, Reverse};
 pub use runs::{coalesce, Run, Seg};
 pub use stripe::{StripeMap, StripeRole};
 

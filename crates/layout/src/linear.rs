@@ -2,7 +2,7 @@
 
 use crate::geometry::{check_member_size, check_members, LayoutError, LinearGeometry};
 use crate::level::Level;
-use crate::map::{Loc, Piece, Reverse};
+use crate::map::{Loc, Piece, Pieces, Reverse};
 
 impl LinearGeometry {
     pub(crate) fn new(
@@ -45,11 +45,11 @@ impl LinearGeometry {
         self.starts.partition_point(|&start| start <= sector) - 1
     }
 
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Vec<Piece> {
+    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
         let end = sector + count;
         let first = self.member_of(sector);
         let last = self.member_of(end - 1);
-        let mut pieces = Vec::with_capacity(last - first + 1);
+        let mut pieces = Pieces::with_capacity(last - first + 1);
         let mut at = sector;
         for member in first..=last {
             let piece_end = end.min(self.starts[member + 1]);

@@ -9,6 +9,10 @@ pub struct Loc {
     pub sector: u64,
 }
 
+/// The pieces of one request: held inline up to two (a request within a chunk, or across
+/// one chunk boundary), so mapping a small request allocates nothing.
+pub type Pieces = SmallVec<[Piece; 2]>;
+
 /// A run of array sectors that is contiguous on every member that holds a copy of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Piece {
@@ -74,7 +78,7 @@ impl Piece {
 /// on every copy: layouts map chunk by chunk, but adjacent chunks are often adjacent on every
 /// member too (one-zone RAID0 over one member, RAID10 with near == members), and fewer pieces
 /// mean fewer member requests.
-pub(crate) fn push_merged(pieces: &mut Vec<Piece>, piece: Piece) {
+pub(crate) fn push_merged(pieces: &mut Pieces, piece: Piece) {
     debug_assert!(piece.sectors > 0, "pieces are never empty");
     if let Some(last) = pieces.last_mut() {
         debug_assert_eq!(last.end(), piece.array_sector, "pieces come in array order");

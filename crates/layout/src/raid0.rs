@@ -10,7 +10,7 @@ use crate::geometry::{
     check_chunk, check_member_size, check_members, chunk_span, LayoutError, Raid0Geometry,
 };
 use crate::level::{Level, Raid0Layout};
-use crate::map::{push_merged, Loc, Piece, Reverse};
+use crate::map::{push_merged, Loc, Piece, Pieces, Reverse};
 
 /// One md strip zone.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,10 +129,10 @@ impl Raid0Geometry {
         loc
     }
 
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Vec<Piece> {
+    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
         let chunk = u64::from(self.chunk_sectors);
         let end = sector + count;
-        let mut pieces = Vec::with_capacity(chunk_span(sector, count, chunk));
+        let mut pieces = Pieces::with_capacity(chunk_span(sector, count, chunk));
         let mut zone_index = self.zone_of(sector);
         let mut at = sector;
         while at < end {

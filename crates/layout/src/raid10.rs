@@ -13,7 +13,7 @@ use crate::geometry::{
     check_chunk, check_member_size, check_members, chunk_span, LayoutError, Raid10Geometry,
 };
 use crate::level::{Level, Raid10Layout};
-use crate::map::{push_merged, Loc, Piece, Reverse};
+use crate::map::{push_merged, Loc, Piece, Pieces, Reverse};
 
 /// Sizes md derives from the component size (`calc_sectors`), and the far-set shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,10 +203,10 @@ impl Raid10Geometry {
         copies
     }
 
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Vec<Piece> {
+    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
         let chunk = u64::from(self.chunk_sectors);
         let end = sector + count;
-        let mut pieces = Vec::with_capacity(chunk_span(sector, count, chunk));
+        let mut pieces = Pieces::with_capacity(chunk_span(sector, count, chunk));
         let mut at = sector;
         while at < end {
             let offset = at & (chunk - 1);

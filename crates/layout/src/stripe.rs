@@ -11,7 +11,7 @@ use crate::geometry::{
     check_chunk, check_member_size, check_members, chunk_span, LayoutError, ParityGeometry,
 };
 use crate::level::{Level, ParityLayout};
-use crate::map::{Loc, Piece, Reverse};
+use crate::map::{Loc, Piece, Pieces, Reverse};
 
 /// One stripe of a parity array: a chunk from every member at member sector
 /// `stripe * chunk_sectors`.
@@ -301,10 +301,10 @@ impl ParityGeometry {
 
     /// Data pieces, one per chunk touched (never merged across chunks, so every piece lies
     /// in one stripe on one data member).
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Vec<Piece> {
+    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
         let chunk = u64::from(self.chunk_sectors);
         let end = sector + count;
-        let mut pieces = Vec::with_capacity(chunk_span(sector, count, chunk));
+        let mut pieces = Pieces::with_capacity(chunk_span(sector, count, chunk));
         let mut at = sector;
         while at < end {
             let (stripe, dd, offset) = self.locate(at);

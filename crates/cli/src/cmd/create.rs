@@ -62,7 +62,7 @@ pub struct CreateArgs {
 /// mdadm's default bitmap chunk for internal bitmaps.
 const DEFAULT_BITMAP_CHUNK: u64 = 64 << 20;
 
-fn parse_level(s: &str) -> Result<Level, String> {
+pub(crate) fn parse_level(s: &str) -> Result<Level, String> {
     Level::parse(s).ok_or_else(|| {
         format!(
             "unknown RAID level {s:?} (use linear, raid0, raid1, raid4, raid5, raid6 or raid10)"

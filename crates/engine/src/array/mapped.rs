@@ -3,9 +3,8 @@
 //! another copy when a member fails; writes go to every in-sync copy.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 
-use raidd_layout::{Piece, SECTOR_SIZE};
+use raidd_layout::{Piece, Pieces, SECTOR_SIZE};
 use raidd_rt::{IoVec, IoVecMut};
 
 use super::Array;
@@ -13,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{Batch, Req, ReqMut};
 
 impl Array {
-    fn pieces_of(&self, offset: u64, len: u64) -> Vec<Piece> {
+    fn pieces_of(&self, offset: u64, len: u64) -> Pieces {
         self.geometry
             .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
     }
@@ -33,7 +32,7 @@ impl Array {
             if pending.is_empty() {
                 return (Ok(()), req.into_iov());
             }
-            let rot = self.rr.fetch_add(1, Ordering::Relaxed);
+            let rot = self.rotation();
             let mut batch = Batch::default();
             let mut chosen = Vec::with_capacity(pending.len());
             for &i in &pending {

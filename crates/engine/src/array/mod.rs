@@ -6,6 +6,7 @@
 //! shutdown).
 
 mod bitmap;
+mod counters;
 mod gate;
 mod mapped;
 mod parity;
@@ -16,7 +17,7 @@ mod sync;
 
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::future::LocalBoxFuture;
@@ -28,6 +29,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{untag, MemberIo, Tagged};
 use crate::member::{Member, MemberInfo};
 use crate::meta::Metadata;
+use counters::Counters;
 use gate::Gate;
 pub use stripe_cache::{Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 use stripe_lock::StripeLocks;
@@ -117,24 +119,6 @@ pub struct ArrayParts {
     pub read_only: bool,
 }
 
-/// Operation counters (visible in status; the fast-path claims are checked against them).
-#[derive(Debug, Default)]
-struct Counters {
-    reads: AtomicU64,
-    writes: AtomicU64,
-    read_bytes: AtomicU64,
-    written_bytes: AtomicU64,
-    degraded_reads: AtomicU64,
-    full_stripe_writes: AtomicU64,
-    rmw_writes: AtomicU64,
-    rcw_writes: AtomicU64,
-    reconstruct_writes: AtomicU64,
-    /// Bytes the engine copied between buffers (data it could not hand to a member or a
-    /// client in place): reconstructed reads, partial chunks merged with old data, rows
-    /// kept by the stripe cache.
-    copied_bytes: AtomicU64,
-}
-
 pub struct Array {
     name: String,
     uuid: [u8; 16],
@@ -157,8 +141,6 @@ pub struct Array {
     /// Serialises changes of membership (add, remove, the start and end of a replace): each
     /// looks at the slots, writes superblocks, then changes the slots.
     membership: futures::lock::Mutex<()>,
-    /// Rotates mirror reads over the copies.
-    rr: AtomicUsize,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
     /// The array was not shut down cleanly and no resync has finished since.
@@ -414,7 +396,6 @@ impl Array {
             detached: Mutex::new(Vec::new()),
             spares_list: Mutex::new(parts.spares),
             membership: futures::lock::Mutex::new(()),
-            rr: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             resync_pending: AtomicBool::new(unclean),
             intent,
@@ -781,6 +762,43 @@ impl Array {
         futures::future::join_all(futs).await
     }
 
+    /// Reads one member extent straight into the caller's windows (the fast path of a read
+    /// that the layout does not split). A member that fails is failed here.
+    pub(super) async fn read_extent(
+        &self,
+        role: usize,
+        sector: u64,
+        iov: IoVecMut,
+    ) -> (io::Result<()>, IoVecMut) {
+        let member = self.member_ref(role);
+        let (r, iov) = member.read(self.member_offset(role, sector), iov).await;
+        if let Err(e) = &r {
+            self.fail_member_io(role, &member, e).await;
+        }
+        (r, iov)
+    }
+
+    /// A copy of `p` that can be read now: data levels rotate over the in-sync copies;
+    /// parity levels have one, the data member's.
+    fn readable_copy(&self, p: &raidd_layout::Piece) -> Option<raidd_layout::Loc> {
+        let n = p.copies.len();
+        let rot = if n > 1 { self.rotation() } else { 0 };
+        (0..n)
+            .map(|k| p.copies[(rot + k) % n])
+            .find(|l| self.in_sync_at(l.member, l.sector + p.sectors))
+    }
+
+    /// Where a read starts among the copies: rotating per thread, so mirrors share reads
+    /// without a counter that every core writes.
+    pub(super) fn rotation(&self) -> usize {
+        thread_local!(static NEXT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+        NEXT.with(|n| {
+            let r = n.get();
+            n.set(r.wrapping_add(1));
+            r
+        })
+    }
+
     /// Issues member reads into scratch windows; returns each I/O's member and result. A
     /// member that fails its I/O is failed here (as in every `issue_*`).
     async fn issue_scratch_reads(
@@ -882,8 +900,25 @@ impl Array {
         if len == 0 {
             return (Ok(()), iov);
         }
-        self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        self.counters.read_bytes.fetch_add(len, Ordering::Relaxed);
+        self.counters.add(|s| &s.reads, 1);
+        self.counters.add(|s| &s.read_bytes, len);
+        // One extent on one readable copy (every small read, and any read within a chunk):
+        // the caller's windows go to that member as they are, with nothing to plan. Reads
+        // bypass the stripe cache (it is write-through), so parity levels take this path too.
+        let iov = match self
+            .geometry
+            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
+            .as_slice()
+        {
+            [p] => match self.readable_copy(p) {
+                Some(loc) => match self.read_extent(loc.member, loc.sector, iov).await {
+                    (Ok(()), iov) => return (Ok(()), iov),
+                    (Err(_), iov) => iov, // that member is failed now: plan without it
+                },
+                None => iov,
+            },
+            _ => iov,
+        };
         match self.geometry.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_read(offset, iov).await,
             _ => self.mapped_read(offset, iov).await,
@@ -899,10 +934,8 @@ impl Array {
             return Ok(());
         }
         self.ensure_dirty().await?;
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .written_bytes
-            .fetch_add(len, Ordering::Relaxed);
+        self.counters.add(|s| &s.writes, 1);
+        self.counters.add(|s| &s.written_bytes, len);
         let _pass = self.enter_gate(offset, len).await;
         let _intent = self.note_intent(offset, len).await?;
         match self.geometry.level() {
@@ -1056,16 +1089,16 @@ impl Array {
                 .map(|(dirty, chunks)| BitmapStatus { dirty, chunks }),
             last_sync: self.last_sync(),
             counters: CounterStatus {
-                reads: ld(&c.reads),
-                writes: ld(&c.writes),
-                read_bytes: ld(&c.read_bytes),
-                written_bytes: ld(&c.written_bytes),
-                degraded_reads: ld(&c.degraded_reads),
-                full_stripe_writes: ld(&c.full_stripe_writes),
-                rmw_writes: ld(&c.rmw_writes),
-                rcw_writes: ld(&c.rcw_writes),
-                reconstruct_writes: ld(&c.reconstruct_writes),
-                copied_bytes: ld(&c.copied_bytes),
+                reads: c.sum(|s| &s.reads),
+                writes: c.sum(|s| &s.writes),
+                read_bytes: c.sum(|s| &s.read_bytes),
+                written_bytes: c.sum(|s| &s.written_bytes),
+                degraded_reads: c.sum(|s| &s.degraded_reads),
+                full_stripe_writes: c.sum(|s| &s.full_stripe_writes),
+                rmw_writes: c.sum(|s| &s.rmw_writes),
+                rcw_writes: c.sum(|s| &s.rcw_writes),
+                reconstruct_writes: c.sum(|s| &s.reconstruct_writes),
+                copied_bytes: c.sum(|s| &s.copied_bytes),
                 stripe_cache: self.geometry.level().has_parity().then(|| {
                     let sc = &self.cache;
                     StripeCacheStatus {

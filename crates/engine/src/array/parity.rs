@@ -248,7 +248,7 @@ impl Array {
         // Reconstructions of different stripes run concurrently (each locks its stripe).
         let rebuilt = futures::future::join_all(slow.iter().map(|&i| {
             let p = &pieces[i];
-            self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
+            self.counters.add(|s| &s.degraded_reads, 1);
             let (stripe, dd, off) = self.pg().locate(p.array_sector);
             self.reconstruct_chunk(stripe, dd, off..off + p.sectors)
         }))
@@ -257,9 +257,7 @@ impl Array {
             match data {
                 Ok(data) => {
                     let start = (pieces[i].array_sector * SECTOR_SIZE - offset) as usize;
-                    self.counters
-                        .copied_bytes
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    self.counters.add(|s| &s.copied_bytes, data.len() as u64);
                     req.fill(start..start + data.len(), &data);
                 }
                 Err(e) => return (Err(e), req.into_iov()),
@@ -582,9 +580,7 @@ impl Array {
         }
         self.count_strategy(strategy);
         let copied = |n: usize| {
-            self.counters
-                .copied_bytes
-                .fetch_add(n as u64, Ordering::Relaxed);
+            self.counters.add(|s| &s.copied_bytes, n as u64);
         };
         let bytes = |dd: usize, r: &Range<u64>, part: usize| -> crate::iov::Bytes {
             let p = &parts[part];
@@ -766,14 +762,15 @@ impl Array {
     }
 
     fn count_strategy(&self, s: Strategy) {
-        let c = &self.counters;
-        let counter = match s {
-            Strategy::FullStripe => &c.full_stripe_writes,
-            Strategy::ReconstructWrite | Strategy::DataOnly => &c.rcw_writes,
-            Strategy::ReadModifyWrite => &c.rmw_writes,
-            Strategy::Rebuild => &c.reconstruct_writes,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.counters.add(
+            |c| match s {
+                Strategy::FullStripe => &c.full_stripe_writes,
+                Strategy::ReconstructWrite | Strategy::DataOnly => &c.rcw_writes,
+                Strategy::ReadModifyWrite => &c.rmw_writes,
+                Strategy::Rebuild => &c.reconstruct_writes,
+            },
+            1,
+        );
     }
 }
 

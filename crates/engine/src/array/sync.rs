@@ -277,7 +277,7 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 impl Array {
     /// Reads and writes from clients so far (a pass yields to them above its minimum speed).
     fn foreground_ops(&self) -> u64 {
-        self.counters.reads.load(Ordering::Relaxed) + self.counters.writes.load(Ordering::Relaxed)
+        self.counters.sum(|s| &s.reads) + self.counters.sum(|s| &s.writes)
     }
 
     pub(super) fn begin_sync(

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use raidd_layout::{coalesce, Geometry, Level, Loc, Piece, Reverse, StripeRole};
+use raidd_layout::{coalesce, Geometry, Level, Loc, Piece, Pieces, Reverse, StripeRole};
 
 /// Copies every array sector has.
 pub fn copies_per_sector(g: &Geometry) -> usize {
@@ -168,7 +168,7 @@ pub fn check_stripe_maps(g: &Geometry) {
 
 /// `pieces` of a range: in array order, contiguous, covering it exactly, and contiguous on
 /// every copy (checked sector by sector against one-sector mappings, sampled every `step`).
-pub fn check_pieces(g: &Geometry, sector: u64, count: u64, step: u64) -> Vec<Piece> {
+pub fn check_pieces(g: &Geometry, sector: u64, count: u64, step: u64) -> Pieces {
     let pieces = g.pieces(sector, count);
     let mut at = sector;
     for piece in &pieces {

@@ -1,30 +1,12 @@
 //! `raidd bench parity`: XOR (RAID5 P) and P+Q (RAID6) throughput next to single-core
 //! memcpy, for every parity implementation this CPU has.
 
-use clap::{Args, Subcommand};
 use raidd_parity::bench;
 use serde::Serialize;
 
 use crate::exit::CliResult;
 use crate::output;
 use crate::size;
-
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub what: BenchWhat,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum BenchWhat {
-    /// Parity throughput next to single-core memcpy: 4 and 8 data blocks of 64 KiB (a
-    /// stripe in L2) and 4 MiB of data per stripe (L3 or memory).
-    Parity {
-        /// Seconds per row (spread over several alternating rounds; the median is shown).
-        #[arg(long, default_value = "0.5", value_parser = size::parse_seconds, value_name = "S")]
-        seconds: f64,
-    },
-}
 
 /// The configurations measured: (data blocks, block bytes).
 pub const CONFIGS: [(usize, usize); 4] =
@@ -53,8 +35,7 @@ pub fn split_name(name: &str) -> (String, String) {
     }
 }
 
-pub fn run(args: BenchArgs, json: bool) -> CliResult {
-    let BenchWhat::Parity { seconds } = args.what;
+pub fn run(seconds: f64, json: bool) -> CliResult {
     let mut rows = Vec::new();
     for (data_blocks, block_bytes) in CONFIGS {
         for r in bench::run(data_blocks, block_bytes, seconds) {

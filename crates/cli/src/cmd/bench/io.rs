@@ -1,0 +1,737 @@
+//! `raidd bench io`: an in-process load generator. It drives an array, or the same members
+//! directly (`--target raw`), with the same requests from the same code, so the cost of the
+//! RAID layer shows as a plain ratio, free of any client or network. Each thread runs its
+//! own executor (and io_uring) with `--qd` requests in flight, as the server's workers do.
+//!
+//! The raw target spreads requests over the members as a RAID0 whose chunk is one request
+//! would: consecutive blocks go round the members, so a sequential load streams every
+//! member at once and a random one spreads evenly. That is the members' aggregate, measured
+//! by the same tool.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use raidd_engine::create::{create, CreateSpec};
+use raidd_engine::member::{FileMember, MemMember, OpenOptions};
+use raidd_engine::{Array, Gather, Member};
+use raidd_layout::Level;
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+use serde::Serialize;
+
+use crate::cmd::create::parse_level;
+use crate::exit::{CliError, CliResult};
+use crate::output;
+use crate::size;
+
+#[derive(Args, Debug)]
+pub struct IoArgs {
+    /// What to drive: a RAID level (raid0, raid5, ...) over the members, or `raw` for the
+    /// members themselves.
+    #[arg(long, default_value = "raid0", value_parser = parse_target)]
+    pub target: Target,
+    /// Number of members.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub members: u16,
+    /// Members are files in DIR (raidd-bench-N.img: filled with data once, kept and reused
+    /// by later runs of the same size; O_DIRECT where the filesystem allows) instead of
+    /// memory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Size of each member.
+    #[arg(long, default_value = "256M", value_parser = size::parse_sector_multiple, value_name = "SIZE")]
+    pub member_size: u64,
+    /// Chunk size of striped levels.
+    #[arg(long, default_value = "64K", value_parser = size::parse_chunk, value_name = "SIZE")]
+    pub chunk: u64,
+    /// read, write (sequential), randread or randwrite.
+    #[arg(long, default_value = "randread", value_parser = parse_rw)]
+    pub rw: Rw,
+    /// Bytes per request.
+    #[arg(long, default_value = "4K", value_parser = size::parse_sector_multiple, value_name = "SIZE")]
+    pub bs: u64,
+    /// Requests in flight per thread.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub qd: u32,
+    /// Threads, each with its own executor and ring.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: u16,
+    /// Seconds measured (after a ramp of a fifth of that, at most 0.5 s, not counted).
+    #[arg(long, default_value = "3", value_parser = size::parse_seconds, value_name = "S")]
+    pub seconds: f64,
+    /// RAID4/5/6 stripe cache size (0: keep no rows).
+    #[arg(long, default_value = "16M", value_parser = size::parse_size, value_name = "SIZE")]
+    pub stripe_cache: u64,
+    /// RAID4/5/6 gathering: none, plug, limit or limit:N.
+    #[arg(long, default_value = "plug", value_parser = parse_gather)]
+    pub gather: Gather,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Raw,
+    Array(Level),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Raw => f.write_str("raw"),
+            Target::Array(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    if s == "raw" {
+        return Ok(Target::Raw);
+    }
+    parse_level(s).map(Target::Array)
+}
+
+/// The request pattern, with fio's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+}
+
+impl Rw {
+    fn writes(self) -> bool {
+        matches!(self, Rw::Write | Rw::RandWrite)
+    }
+
+    fn random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+        }
+    }
+}
+
+fn parse_rw(s: &str) -> Result<Rw, String> {
+    match s {
+        "read" => Ok(Rw::Read),
+        "write" => Ok(Rw::Write),
+        "randread" => Ok(Rw::RandRead),
+        "randwrite" => Ok(Rw::RandWrite),
+        _ => Err(format!(
+            "unknown pattern {s:?}: use read, write, randread or randwrite"
+        )),
+    }
+}
+
+fn parse_gather(s: &str) -> Result<Gather, String> {
+    s.parse()
+}
+
+/// Where one thread's requests go: sequentially through the thread's share of the device
+/// (wrapping at its end), or uniformly at random over all of it; whole blocks either way.
+#[derive(Debug)]
+pub struct Offsets {
+    random: bool,
+    bs: u64,
+    first: u64,
+    blocks: u64,
+    next: u64,
+    rng: u64,
+}
+
+impl Offsets {
+    /// `None` when the device holds fewer blocks than there are threads.
+    pub fn new(rw: Rw, bs: u64, size: u64, thread: u64, threads: u64) -> Option<Offsets> {
+        let total = size / bs;
+        let share = total / threads;
+        if share == 0 {
+            return None;
+        }
+        let (first, blocks) = if rw.random() {
+            (0, total)
+        } else {
+            (thread * share, share)
+        };
+        Some(Offsets {
+            random: rw.random(),
+            bs,
+            first,
+            blocks,
+            next: 0,
+            // Distinct, non-zero xorshift seeds per thread.
+            rng: 0x9e37_79b9_7f4a_7c15 ^ (thread + 1).wrapping_mul(0x2545_f491_4f6c_dd1d),
+        })
+    }
+
+    pub fn next_offset(&mut self) -> u64 {
+        let b = if self.random {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            self.rng % self.blocks
+        } else {
+            let b = self.next;
+            self.next = (self.next + 1) % self.blocks;
+            b
+        };
+        (self.first + b) * self.bs
+    }
+}
+
+/// The raw target's addressing: block `offset / bs` lives on member `block % members`, at
+/// that member's block `block / members`.
+pub fn raw_place(offset: u64, bs: u64, members: usize) -> (usize, u64) {
+    let block = offset / bs;
+    let n = members as u64;
+    ((block % n) as usize, block / n * bs)
+}
+
+/// What the load runs against.
+enum Device {
+    Raw {
+        members: Vec<Arc<dyn Member>>,
+        bs: u64,
+    },
+    Array(Arc<Array>),
+}
+
+impl Device {
+    fn size(&self) -> u64 {
+        match self {
+            Device::Raw { members, bs } => {
+                let smallest = members
+                    .iter()
+                    .map(|m| m.info().size_bytes)
+                    .min()
+                    .unwrap_or(0);
+                smallest / bs * bs * members.len() as u64
+            }
+            Device::Array(a) => a.size_bytes(),
+        }
+    }
+
+    async fn read(&self, offset: u64, iov: IoVecMut) -> Result<(), String> {
+        match self {
+            Device::Raw { members, bs } => {
+                let (m, at) = raw_place(offset, *bs, members.len());
+                let (r, _iov) = members[m].read(at, iov).await;
+                r.map_err(|e| format!("{}: read at {at}: {e}", members[m].info().name))
+            }
+            Device::Array(a) => {
+                let (r, _iov) = a.read(offset, iov).await;
+                r.map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    async fn write(&self, offset: u64, iov: IoVec) -> Result<(), String> {
+        match self {
+            Device::Raw { members, bs } => {
+                let (m, at) = raw_place(offset, *bs, members.len());
+                members[m]
+                    .write(at, iov)
+                    .await
+                    .map_err(|e| format!("{}: write at {at}: {e}", members[m].info().name))
+            }
+            Device::Array(a) => a.write(offset, iov).await.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The phases of a run, which the main thread moves through while the load runs; reading
+/// a flag that rarely changes costs the load less than a clock read per request.
+const RAMP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// What every thread's requests share: requests that complete in the measured phase are
+/// counted; none starts after the stop.
+#[derive(Clone)]
+struct Window {
+    rw: Rw,
+    bs: u64,
+    phase: Arc<AtomicU8>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    /// Requests completed inside the measured window.
+    counted: u64,
+    /// Every request completed (the CPU time is divided by these).
+    all: u64,
+}
+
+/// One request slot of a thread: issues back to back until the window ends, reusing one
+/// buffer (no allocation per request on the generator's side).
+async fn slot(
+    dev: Arc<Device>,
+    offsets: Rc<RefCell<Offsets>>,
+    w: Window,
+    seed: u64,
+) -> Result<Tally, String> {
+    let len = w.bs as usize;
+    let mut data = AlignedBuf::for_overwrite(len);
+    // Non-zero data, different per slot, so nothing can shortcut zero blocks.
+    let mut x = seed | 1;
+    for chunk in data.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+    let buf = SharedBuf::new(data);
+    let mut tally = Tally::default();
+    while w.phase.load(Ordering::Relaxed) != STOP {
+        let offset = offsets.borrow_mut().next_offset();
+        if w.rw.writes() {
+            let mut iov = IoVec::new();
+            iov.push(
+                buf.slice(0..len)
+                    .expect("the previous request returned the buffer"),
+            );
+            dev.write(offset, iov).await?;
+        } else {
+            let mut iov = IoVecMut::new();
+            iov.push(
+                buf.slice_mut(0..len)
+                    .expect("the previous request returned the buffer"),
+            );
+            dev.read(offset, iov).await?;
+        }
+        tally.all += 1;
+        if w.phase.load(Ordering::Relaxed) == MEASURE {
+            tally.counted += 1;
+        }
+    }
+    Ok(tally)
+}
+
+async fn thread_load(
+    dev: Arc<Device>,
+    w: Window,
+    qd: u32,
+    thread: u64,
+    threads: u64,
+) -> Result<Tally, String> {
+    let offsets = Offsets::new(w.rw, w.bs, dev.size(), thread, threads)
+        .ok_or_else(|| "the device is too small for this many threads".to_string())?;
+    let offsets = Rc::new(RefCell::new(offsets));
+    let slots: Vec<_> = (0..u64::from(qd))
+        .map(|i| {
+            raidd_rt::spawn_local(slot(
+                dev.clone(),
+                offsets.clone(),
+                w.clone(),
+                (thread << 32) + i + 1,
+            ))
+        })
+        .collect();
+    let mut total = Tally::default();
+    for s in slots {
+        let t = s.await?;
+        total.counted += t.counted;
+        total.all += t.all;
+    }
+    Ok(total)
+}
+
+/// Member files in `dir`, created and filled with data when missing or of another size
+/// (written under a temporary name, so a file of the right name is always complete).
+fn member_files(dir: &Path, n: usize, size: u64) -> CliResult<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::io(format_args!("cannot create {}", dir.display()), &e))?;
+    let mut paths = Vec::new();
+    for i in 0..n {
+        let path = dir.join(format!("raidd-bench-{i}.img"));
+        let ok = std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == size);
+        if !ok {
+            eprintln!("bench: filling {} ({})", path.display(), size::short(size));
+            fill_file(&path, size, i as u64)?;
+        }
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+fn fill_file(path: &Path, size: u64, seed: u64) -> CliResult {
+    use std::io::Write;
+    let tmp = path.with_extension("filling");
+    let fail = |e: &std::io::Error| CliError::io(format_args!("cannot fill {}", tmp.display()), e);
+    let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&e))?;
+    let mut block = vec![0u8; 1 << 20];
+    let mut x = 0x5eed_0000 + seed;
+    let mut left = size;
+    while left > 0 {
+        fill_block(&mut block, &mut x);
+        let n = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..n]).map_err(|e| fail(&e))?;
+        left -= n as u64;
+    }
+    f.sync_all().map_err(|e| fail(&e))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| CliError::io(format_args!("cannot rename {}", tmp.display()), &e))
+}
+
+/// Pseudo-random member contents (an LCG: cheap, never all zero).
+fn fill_block(block: &mut [u8], x: &mut u64) {
+    for w in block.chunks_exact_mut(8) {
+        *x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+fn open_members(args: &IoArgs) -> CliResult<(Vec<Arc<dyn Member>>, bool)> {
+    let n = usize::from(args.members);
+    let Some(dir) = &args.dir else {
+        let m = (0..n)
+            .map(|i| {
+                let m = MemMember::new(format!("mem{i}"), args.member_size);
+                // Written once, as the files are: every page is mapped before the clock
+                // starts, so no run pays page faults that another does not.
+                let mut block = vec![0u8; 1 << 20];
+                let mut x = 0x5eed_0000 + i as u64;
+                let mut at = 0;
+                while at < args.member_size {
+                    fill_block(&mut block, &mut x);
+                    let n = (args.member_size - at).min(block.len() as u64) as usize;
+                    m.write_sync(at, &block[..n]);
+                    at += n as u64;
+                }
+                Arc::new(m) as Arc<dyn Member>
+            })
+            .collect();
+        return Ok((m, false));
+    };
+    let mut members = Vec::new();
+    let mut direct = true;
+    for path in member_files(dir, n, args.member_size)? {
+        let opts = OpenOptions {
+            write: true,
+            direct: None,
+            exclusive: true,
+        };
+        let m = FileMember::open(&path, opts)?;
+        direct &= m.is_direct();
+        members.push(Arc::new(m) as Arc<dyn Member>);
+    }
+    Ok((members, direct))
+}
+
+/// CPU seconds (user + system) this process has used, from `/proc/self/stat`.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // USER_HZ, the unit of these fields, is 100 on Linux whatever the kernel tick.
+    cpu_ticks(&stat).map(|t| t as f64 / 100.0)
+}
+
+/// utime + stime from a `/proc/PID/stat` line (fields 14 and 15, counted after the
+/// command name, which may hold spaces and parentheses).
+pub fn cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Counters of the array that say how requests were served, as totals over the run.
+#[derive(Debug, Default, Serialize)]
+pub struct EngineCounts {
+    pub copied_bytes: u64,
+    pub full_stripe_writes: u64,
+    pub rmw_writes: u64,
+    pub rcw_writes: u64,
+}
+
+/// `raidd bench io --json`.
+#[derive(Debug, Serialize)]
+pub struct IoReport {
+    pub target: String,
+    pub members: u16,
+    /// `memory` or `file`.
+    pub member_kind: &'static str,
+    /// File members opened with O_DIRECT.
+    pub direct: bool,
+    pub member_size: u64,
+    pub chunk: u64,
+    pub rw: Rw,
+    pub bs: u64,
+    pub qd: u32,
+    pub threads: u16,
+    pub gather: String,
+    pub stripe_cache: u64,
+    pub seconds: f64,
+    pub ops: u64,
+    pub iops: f64,
+    pub bytes_per_sec: f64,
+    pub mib_per_s: f64,
+    /// Process CPU (user + system) per completed request, microseconds.
+    pub cpu_us_per_io: Option<f64>,
+    /// Array targets: copies per request the layout forced (bytes).
+    pub copied_bytes_per_io: Option<f64>,
+    pub engine: Option<EngineCounts>,
+}
+
+pub fn run(args: IoArgs, json: bool) -> CliResult {
+    if args.bs > 64 << 20 {
+        return Err(CliError::usage("--bs is at most 64M"));
+    }
+    if args.member_size < args.bs * 4 {
+        return Err(CliError::usage(
+            "--member-size must hold at least four requests of --bs",
+        ));
+    }
+    let (members, direct) = open_members(&args)?;
+    let member_kind = if args.dir.is_some() { "file" } else { "memory" };
+    let dev = match args.target {
+        Target::Raw => Device::Raw {
+            members,
+            bs: args.bs,
+        },
+        Target::Array(level) => {
+            let spec = CreateSpec {
+                name: "bench".into(),
+                homehost: crate::members::hostname(),
+                level,
+                layout: None,
+                chunk_sectors: Some((args.chunk / size::SECTOR) as u32),
+                members: members.into_iter().map(Some).collect(),
+                size_sectors: None,
+                assume_clean: true,
+                force: true,
+                bitmap_chunk: None,
+            };
+            let array = raidd_rt::block_on(create(spec))?.array;
+            array.set_stripe_cache(args.stripe_cache as usize, args.gather);
+            Device::Array(array)
+        }
+    };
+    if dev.size() / args.bs < u64::from(args.threads) {
+        return Err(CliError::usage(
+            "the device holds fewer requests of --bs than there are threads",
+        ));
+    }
+    let dev = Arc::new(dev);
+    let before = engine_counts(&dev);
+    let ramp = Duration::from_secs_f64((args.seconds / 5.0).min(0.5));
+    let w = Window {
+        rw: args.rw,
+        bs: args.bs,
+        phase: Arc::new(AtomicU8::new(RAMP)),
+    };
+    let cpu0 = cpu_seconds();
+    let threads: Vec<_> = (0..u64::from(args.threads))
+        .map(|t| {
+            let dev = dev.clone();
+            let w = w.clone();
+            let qd = args.qd;
+            let n = u64::from(args.threads);
+            std::thread::Builder::new()
+                .name(format!("raidd-bench-{t}"))
+                .spawn(move || raidd_rt::block_on(thread_load(dev, w, qd, t, n)))
+                .map_err(|e| CliError::io("cannot start a load thread", &e))
+        })
+        .collect::<CliResult<_>>()?;
+    std::thread::sleep(ramp);
+    w.phase.store(MEASURE, Ordering::Relaxed);
+    let measure = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    w.phase.store(STOP, Ordering::Relaxed);
+    let measured = measure.elapsed().as_secs_f64();
+    let mut total = Tally::default();
+    let mut failure = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(t)) => {
+                total.counted += t.counted;
+                total.all += t.all;
+            }
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => failure = Some("a load thread panicked".to_string()),
+        }
+    }
+    let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
+    let after = engine_counts(&dev);
+    if let Device::Array(a) = &*dev {
+        raidd_rt::block_on({
+            let a = a.clone();
+            async move { a.close().await }
+        })?;
+    }
+    if let Some(e) = failure {
+        return Err(CliError::new(
+            crate::exit::Exit::Failure,
+            format!("bench: {e}"),
+        ));
+    }
+    let iops = total.counted as f64 / measured;
+    let per_io = |x: f64| (total.all > 0).then(|| x / total.all as f64);
+    let engine = before.zip(after).map(|(b, a)| EngineCounts {
+        copied_bytes: a.copied_bytes - b.copied_bytes,
+        full_stripe_writes: a.full_stripe_writes - b.full_stripe_writes,
+        rmw_writes: a.rmw_writes - b.rmw_writes,
+        rcw_writes: a.rcw_writes - b.rcw_writes,
+    });
+    let report = IoReport {
+        target: args.target.to_string(),
+        members: args.members,
+        member_kind,
+        direct,
+        member_size: args.member_size,
+        chunk: args.chunk,
+        rw: args.rw,
+        bs: args.bs,
+        qd: args.qd,
+        threads: args.threads,
+        gather: args.gather.to_string(),
+        stripe_cache: args.stripe_cache,
+        seconds: args.seconds,
+        ops: total.counted,
+        iops,
+        bytes_per_sec: iops * args.bs as f64,
+        mib_per_s: iops * args.bs as f64 / f64::from(1 << 20),
+        cpu_us_per_io: cpu.and_then(|c| per_io(c * 1e6)),
+        copied_bytes_per_io: engine.as_ref().and_then(|e| per_io(e.copied_bytes as f64)),
+        engine,
+    };
+    if json {
+        return output::emit_json(&report);
+    }
+    output::emit(&text_report(&report))
+}
+
+fn engine_counts(dev: &Device) -> Option<EngineCounts> {
+    let Device::Array(a) = dev else { return None };
+    let a = a.clone();
+    let c = raidd_rt::block_on(async move { a.status().await }).counters;
+    Some(EngineCounts {
+        copied_bytes: c.copied_bytes,
+        full_stripe_writes: c.full_stripe_writes,
+        rmw_writes: c.rmw_writes,
+        rcw_writes: c.rcw_writes,
+    })
+}
+
+fn text_report(r: &IoReport) -> String {
+    let mut s = format!(
+        "{} over {} {} members{}, {} {} QD{} x {} thread{}, {} s\n",
+        r.target,
+        r.members,
+        r.member_kind,
+        if r.member_kind == "file" && !r.direct {
+            " (buffered)"
+        } else {
+            ""
+        },
+        r.rw.name(),
+        size::short(r.bs),
+        r.qd,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        r.seconds
+    );
+    s.push_str(&format!("  IOPS {:.0}   {:.1} MiB/s", r.iops, r.mib_per_s));
+    if let Some(c) = r.cpu_us_per_io {
+        s.push_str(&format!("   CPU {c:.2} us/IO"));
+    }
+    if let Some(c) = r.copied_bytes_per_io {
+        s.push_str(&format!("   copied {c:.0} B/IO"));
+    }
+    s.push('\n');
+    if let Some(e) = &r.engine {
+        if e.full_stripe_writes + e.rmw_writes + e.rcw_writes > 0 {
+            s.push_str(&format!(
+                "  stripe writes: {} full, {} read-modify-write, {} reconstruct-write\n",
+                e.full_stripe_writes, e.rmw_writes, e.rcw_writes
+            ));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_offsets_stream_through_each_threads_share() {
+        let size = 10 * 4096;
+        let mut a = Offsets::new(Rw::Read, 4096, size, 0, 2).unwrap();
+        let mut b = Offsets::new(Rw::Read, 4096, size, 1, 2).unwrap();
+        let got_a: Vec<u64> = (0..7).map(|_| a.next_offset() / 4096).collect();
+        let got_b: Vec<u64> = (0..6).map(|_| b.next_offset() / 4096).collect();
+        assert_eq!(got_a, [0, 1, 2, 3, 4, 0, 1]);
+        assert_eq!(got_b, [5, 6, 7, 8, 9, 5]);
+        assert!(Offsets::new(Rw::Read, 4096, 4096, 0, 2).is_none());
+    }
+
+    #[test]
+    fn random_offsets_are_aligned_in_range_and_spread() {
+        let blocks = 64u64;
+        let mut o = Offsets::new(Rw::RandWrite, 8192, blocks * 8192, 0, 1).unwrap();
+        let mut seen = vec![0u32; blocks as usize];
+        for _ in 0..64_000 {
+            let off = o.next_offset();
+            assert_eq!(off % 8192, 0);
+            assert!(off < blocks * 8192);
+            seen[(off / 8192) as usize] += 1;
+        }
+        // Uniform: each block near 1000 hits.
+        assert!(seen.iter().all(|&n| (800..1200).contains(&n)), "{seen:?}");
+        let mut other = Offsets::new(Rw::RandWrite, 8192, blocks * 8192, 1, 2).unwrap();
+        let mut o = Offsets::new(Rw::RandWrite, 8192, blocks * 8192, 0, 2).unwrap();
+        let same = (0..100)
+            .filter(|_| o.next_offset() == other.next_offset())
+            .count();
+        assert!(same < 10, "threads draw different sequences");
+    }
+
+    #[test]
+    fn raw_placement_goes_round_the_members() {
+        let bs = 4096;
+        let placed: Vec<(usize, u64)> = (0..8).map(|b| raw_place(b * bs, bs, 3)).collect();
+        assert_eq!(
+            placed,
+            [
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (0, 4096),
+                (1, 4096),
+                (2, 4096),
+                (0, 8192),
+                (1, 8192)
+            ]
+        );
+    }
+
+    #[test]
+    fn cpu_ticks_parse_past_odd_command_names() {
+        let line = "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 30 0 0 20 0 1 0";
+        assert_eq!(cpu_ticks(line), Some(280));
+        assert_eq!(cpu_ticks("garbage"), None);
+        assert_eq!(cpu_ticks("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn targets_and_patterns_parse() {
+        assert_eq!(parse_target("raw"), Ok(Target::Raw));
+        assert_eq!(parse_target("raid5"), Ok(Target::Array(Level::Raid5)));
+        assert!(parse_target("raid7").is_err());
+        for rw in [Rw::Read, Rw::Write, Rw::RandRead, Rw::RandWrite] {
+            assert_eq!(parse_rw(rw.name()), Ok(rw));
+        }
+        assert!(parse_rw("trim").is_err());
+    }
+}

@@ -1,0 +1,37 @@
+//! `raidd bench`: measurements that need no server: parity kernels, and the engine's I/O
+//! path driven in-process against its own members.
+
+use clap::{Args, Subcommand};
+
+use crate::exit::CliResult;
+use crate::size;
+
+pub mod io;
+pub mod parity;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchWhat {
+    /// Parity throughput next to single-core memcpy: 4 and 8 data blocks of 64 KiB (a
+    /// stripe in L2) and 4 MiB of data per stripe (L3 or memory).
+    Parity {
+        /// Seconds per row (spread over several alternating rounds; the median is shown).
+        #[arg(long, default_value = "0.5", value_parser = size::parse_seconds, value_name = "S")]
+        seconds: f64,
+    },
+    /// Drives an array, or its members directly, with an in-process load (no network, no
+    /// client): the RAID layer's cost and scaling, as IOPS, bandwidth and CPU per I/O.
+    Io(io::IoArgs),
+}
+
+pub fn run(args: BenchArgs, json: bool) -> CliResult {
+    match args.what {
+        BenchWhat::Parity { seconds } => parity::run(seconds, json),
+        BenchWhat::Io(a) => io::run(a, json),
+    }
+}

@@ -485,6 +485,7 @@ impl Array {
         {
             Some(i) => {
                 self.cache.cache_hits.fetch_add(1, Ordering::Relaxed);
+                self.cache.governor.hit();
                 let c = kept.remove(i);
                 (c.rows, c.blocks)
             }
@@ -493,8 +494,13 @@ impl Array {
                 (0..self.slots.len()).map(|_| None).collect::<Vec<_>>(),
             ),
         };
-        // Small rows are kept for the next write; big writes stream through uncopied.
-        let keep = rows.end - rows.start <= CACHE_MAX_ROWS && self.cache.cache_bytes() > 0;
+        // Small rows of a partial stripe are kept for the next write, while keeping pays;
+        // big writes and whole stripes stream through uncopied.
+        let whole = segs.iter().all(|s| s.covers(&(0..chunk)));
+        let keep = !whole
+            && rows.end - rows.start <= CACHE_MAX_ROWS
+            && self.cache.cache_bytes() > 0
+            && self.cache.governor.keeping();
         let r = self
             .write_batch(stripe, &map, parts, &segs, (&rows, &hull), keep, &mut old)
             .await;
@@ -505,13 +511,13 @@ impl Array {
             // Other kept ranges that overlap what the batch wrote are stale now.
             kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
             if keep {
+                self.cache.governor.kept();
                 kept.push(Cached { rows, blocks: old });
                 if kept.len() > CACHE_MAX_RANGES {
                     kept.remove(0);
                 }
             }
         }
-        debug_assert!(chunk > 0);
         (r, kept)
     }
 

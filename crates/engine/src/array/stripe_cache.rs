@@ -280,6 +280,53 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Keeps of rows judged at a time by [`KeepGovernor`].
+const KEEP_WINDOW: u64 = 1024;
+/// Batches that keep nothing after a window that did not pay.
+const KEEP_PAUSE: u64 = 16 * KEEP_WINDOW;
+
+/// Whether keeping rows is paying. A kept row costs a copy and memory, and pays only when a
+/// later write to the same rows skips its pre-reads: writes spread wide (random over a big
+/// array) almost never come back while the rows are kept, and then keeping costs about 30%
+/// of small-write throughput for nothing. Each window of kept batches is judged by its
+/// hits; after one with fewer than 1 in 16, keeping pauses for a while and then tries again.
+/// Only a heuristic: keeping or not is correct either way, so races merely blur a window.
+#[derive(Default)]
+pub(crate) struct KeepGovernor {
+    kept: AtomicU64,
+    hits: AtomicU64,
+    pause: AtomicU64,
+}
+
+impl KeepGovernor {
+    /// Whether this batch should keep its rows.
+    pub(crate) fn keeping(&self) -> bool {
+        let p = self.pause.load(Ordering::Relaxed);
+        if p > 0 {
+            self.pause.store(p - 1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// A batch kept its rows.
+    pub(crate) fn kept(&self) {
+        let n = self.kept.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= KEEP_WINDOW {
+            self.kept.store(0, Ordering::Relaxed);
+            let hits = self.hits.swap(0, Ordering::Relaxed);
+            if hits * 16 < n {
+                self.pause.store(KEEP_PAUSE, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A batch found its rows kept.
+    pub(crate) fn hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 pub(crate) struct StripeCache {
     shards: Box<[Mutex<Shard>]>,
     /// Bytes of cached contents allowed per shard.
@@ -290,6 +337,7 @@ pub(crate) struct StripeCache {
     pub(crate) batches: AtomicU64,
     pub(crate) gathered_parts: AtomicU64,
     pub(crate) cache_hits: AtomicU64,
+    pub(crate) governor: KeepGovernor,
 }
 
 impl Default for StripeCache {
@@ -303,6 +351,7 @@ impl Default for StripeCache {
             batches: AtomicU64::new(0),
             gathered_parts: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
+            governor: KeepGovernor::default(),
         };
         c.configure(DEFAULT_CACHE_BYTES, Gather::Plug);
         c
@@ -661,6 +710,27 @@ mod tests {
             "c is woken when b frees its slot"
         );
         assert!(c.as_mut().poll(&mut Context::from_waker(&wc)).is_ready());
+    }
+
+    #[test]
+    fn keeping_pauses_when_it_does_not_pay_and_tries_again() {
+        let g = KeepGovernor::default();
+        // Paying: one hit in eight keeps.
+        for i in 0..4 * KEEP_WINDOW {
+            assert!(g.keeping());
+            g.kept();
+            if i % 8 == 0 {
+                g.hit();
+            }
+        }
+        // Not paying: a window without hits pauses keeping.
+        for _ in 0..KEEP_WINDOW {
+            assert!(g.keeping());
+            g.kept();
+        }
+        let paused = (0..KEEP_PAUSE).filter(|_| !g.keeping()).count() as u64;
+        assert_eq!(paused, KEEP_PAUSE);
+        assert!(g.keeping(), "keeping is tried again after the pause");
     }
 
     #[test]

@@ -865,6 +865,8 @@ fn bench_io_drives_arrays_and_raw_members() {
         r0["copied_bytes_per_io"], 0.0,
         "RAID0 reads copy nothing: {r0}"
     );
+    assert!(r0["read_state_bytes"].as_u64().unwrap() > 0, "{r0}");
+    assert!(raw["read_state_bytes"].is_null());
     // 3 data chunks of 64K: a 192K request is one whole stripe.
     let full = run(&[
         "--target", "raid5", "--rw", "write", "--bs", "192K", "--qd", "4",

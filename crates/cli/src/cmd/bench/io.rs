@@ -472,7 +472,10 @@ pub struct IoReport {
     pub gather: String,
     pub stripe_cache: u64,
     pub seconds: f64,
+    /// Requests completed in the measured window.
     pub ops: u64,
+    /// Every request completed, the ramp included.
+    pub ops_total: u64,
     pub iops: f64,
     pub bytes_per_sec: f64,
     pub mib_per_s: f64,
@@ -481,6 +484,14 @@ pub struct IoReport {
     /// Array targets: copies per request the layout forced (bytes).
     pub copied_bytes_per_io: Option<f64>,
     pub engine: Option<EngineCounts>,
+    /// Array targets: the state one request in flight holds in the engine (the futures of
+    /// `Array::read` and `Array::write`, before any member I/O of their own), bytes.
+    pub read_state_bytes: Option<usize>,
+    pub write_state_bytes: Option<usize>,
+}
+
+fn future_bytes<F: std::future::Future>(_: &F) -> usize {
+    std::mem::size_of::<F>()
 }
 
 pub fn run(args: IoArgs, json: bool) -> CliResult {
@@ -583,6 +594,15 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         rmw_writes: a.rmw_writes - b.rmw_writes,
         rcw_writes: a.rcw_writes - b.rcw_writes,
     });
+    let (read_state_bytes, write_state_bytes) = match &*dev {
+        Device::Array(a) => {
+            // Built, never polled: only their size is wanted.
+            let r = a.read(0, IoVecMut::new());
+            let w = a.write(0, IoVec::new());
+            (Some(future_bytes(&r)), Some(future_bytes(&w)))
+        }
+        Device::Raw { .. } => (None, None),
+    };
     let report = IoReport {
         target: args.target.to_string(),
         members: args.members,
@@ -598,12 +618,15 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         stripe_cache: args.stripe_cache,
         seconds: args.seconds,
         ops: total.counted,
+        ops_total: total.all,
         iops,
         bytes_per_sec: iops * args.bs as f64,
         mib_per_s: iops * args.bs as f64 / f64::from(1 << 20),
         cpu_us_per_io: cpu.and_then(|c| per_io(c * 1e6)),
         copied_bytes_per_io: engine.as_ref().and_then(|e| per_io(e.copied_bytes as f64)),
         engine,
+        read_state_bytes,
+        write_state_bytes,
     };
     if json {
         return output::emit_json(&report);
@@ -649,6 +672,11 @@ fn text_report(r: &IoReport) -> String {
         s.push_str(&format!("   copied {c:.0} B/IO"));
     }
     s.push('\n');
+    if let (Some(rb), Some(wb)) = (r.read_state_bytes, r.write_state_bytes) {
+        s.push_str(&format!(
+            "  engine state per request in flight: read {rb} B, write {wb} B\n"
+        ));
+    }
     if let Some(e) = &r.engine {
         if e.full_stripe_writes + e.rmw_writes + e.rcw_writes > 0 {
             s.push_str(&format!(

@@ -82,8 +82,24 @@ impl Array {
     }
 
     pub(super) async fn mapped_write(&self, offset: u64, iov: IoVec) -> Result<()> {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let pieces = self.pieces_of(offset, len);
+        // One extent with one copy (linear and RAID0 writes within a chunk): straight to
+        // the member with the caller's windows. A slot being replaced takes the general
+        // path, which also writes the replacement.
+        if let [p] = pieces.as_slice() {
+            if let [loc] = p.copies.as_slice() {
+                if self.in_sync_at(loc.member, loc.sector + p.sectors)
+                    && !self.is_replacing(loc.member)
+                {
+                    return match self.write_extent(loc.member, loc.sector, iov).await {
+                        Ok(()) => Ok(()),
+                        Err(_) => Err(self.lost_piece(p)), // the only copy failed
+                    };
+                }
+            }
+        }
         let req = Req::new(iov);
-        let pieces = self.pieces_of(offset, req.len() as u64);
         let mut batch = Batch::default();
         for p in &pieces {
             let range = Self::piece_range(offset, p);

@@ -788,6 +788,27 @@ impl Array {
             .find(|l| self.in_sync_at(l.member, l.sector + p.sectors))
     }
 
+    /// Writes one member extent straight from the caller's windows (the fast path of a
+    /// write that the layout does not split). A member that fails is failed here.
+    pub(super) async fn write_extent(
+        &self,
+        role: usize,
+        sector: u64,
+        iov: IoVec,
+    ) -> io::Result<()> {
+        let member = self.member_ref(role);
+        let r = member.write(self.member_offset(role, sector), iov).await;
+        if let Err(e) = &r {
+            self.fail_member_io(role, &member, e).await;
+        }
+        r
+    }
+
+    /// Whether a replacement is being built for the slot (its writes go to both).
+    pub(super) fn is_replacing(&self, role: usize) -> bool {
+        self.slots[role].replacing.load(Ordering::Acquire)
+    }
+
     /// Where a read starts among the copies: rotating per thread, so mirrors share reads
     /// without a counter that every core writes.
     pub(super) fn rotation(&self) -> usize {

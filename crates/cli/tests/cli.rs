@@ -903,6 +903,7 @@ fn bench_io_drives_arrays_and_raw_members() {
         &["--rw", "trim"],
         &["--gather", "limit:0"],
         &["--member-size", "4K", "--bs", "4K"],
+        &["--member-size", "1P"],
     ] {
         let mut a = vec!["bench", "io", "--seconds", "0.1"];
         a.extend_from_slice(bad);

@@ -367,20 +367,25 @@ fn member_files(dir: &Path, n: usize, size: u64) -> CliResult<Vec<PathBuf>> {
 fn fill_file(path: &Path, size: u64, seed: u64) -> CliResult {
     use std::io::Write;
     let tmp = path.with_extension("filling");
-    let fail = |e: &std::io::Error| CliError::io(format_args!("cannot fill {}", tmp.display()), e);
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail(&e))?;
-    let mut block = vec![0u8; 1 << 20];
-    let mut x = 0x5eed_0000 + seed;
-    let mut left = size;
-    while left > 0 {
-        fill_block(&mut block, &mut x);
-        let n = left.min(block.len() as u64) as usize;
-        f.write_all(&block[..n]).map_err(|e| fail(&e))?;
-        left -= n as u64;
-    }
-    f.sync_all().map_err(|e| fail(&e))?;
-    std::fs::rename(&tmp, path)
-        .map_err(|e| CliError::io(format_args!("cannot rename {}", tmp.display()), &e))
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        let mut block = vec![0u8; 1 << 20];
+        let mut x = 0x5eed_0000 + seed;
+        let mut left = size;
+        while left > 0 {
+            fill_block(&mut block, &mut x);
+            let n = left.min(block.len() as u64) as usize;
+            f.write_all(&block[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        // A half-written file (a full disk, most likely) is not left behind.
+        let _ = std::fs::remove_file(&tmp);
+        CliError::io(format_args!("cannot fill {}", tmp.display()), &e)
+    })
 }
 
 /// Pseudo-random member contents (an LCG: cheap, never all zero).
@@ -426,6 +431,19 @@ fn open_members(args: &IoArgs) -> CliResult<(Vec<Arc<dyn Member>>, bool)> {
         members.push(Arc::new(m) as Arc<dyn Member>);
     }
     Ok((members, direct))
+}
+
+/// Bytes of memory available for new allocations (`MemAvailable` in `/proc/meminfo`).
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_available(&text)
+}
+
+/// `MemAvailable` from the text of `/proc/meminfo`, in bytes.
+pub fn meminfo_available(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// CPU seconds (user + system) this process has used, from `/proc/self/stat`.
@@ -502,6 +520,23 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         return Err(CliError::usage(
             "--member-size must hold at least four requests of --bs",
         ));
+    }
+    if args.dir.is_none() {
+        // Memory members are allocated up front: refuse what would not fit rather than
+        // let the allocation abort the process.
+        let want = u64::from(args.members).saturating_mul(args.member_size);
+        if let Some(avail) = mem_available() {
+            if want > avail / 10 * 9 {
+                return Err(CliError::usage(format!(
+                    "{} members of {} need {} of memory; {} is available (use --dir for file \
+                     members, or a smaller --member-size)",
+                    args.members,
+                    size::short(args.member_size),
+                    size::short(want),
+                    size::short(avail)
+                )));
+            }
+        }
     }
     let (members, direct) = open_members(&args)?;
     let member_kind = if args.dir.is_some() { "file" } else { "memory" };
@@ -750,6 +785,14 @@ mod tests {
         assert_eq!(cpu_ticks(line), Some(280));
         assert_eq!(cpu_ticks("garbage"), None);
         assert_eq!(cpu_ticks("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn meminfo_gives_available_bytes() {
+        let text = "MemTotal:       24558044 kB\nMemFree:  100 kB\nMemAvailable:   20000 kB\n";
+        assert_eq!(meminfo_available(text), Some(20000 * 1024));
+        assert_eq!(meminfo_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(meminfo_available("MemAvailable: lots\n"), None);
     }
 
     #[test]

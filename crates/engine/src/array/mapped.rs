@@ -69,6 +69,34 @@ impl Array {
         (Err(self.lost_error()), req.into_iov())
     }
 
+    /// Writes a piece to each of its copies from the caller's windows; it stands if a copy
+    /// that is still in sync took it.
+    async fn write_copies(&self, p: &Piece, iov: IoVec) -> Result<()> {
+        if let [loc] = p.copies.as_slice() {
+            return match self.write_extent(loc.member, loc.sector, iov).await {
+                Ok(()) => Ok(()),
+                Err(_) => Err(self.lost_piece(p)), // the only copy failed
+            };
+        }
+        let results = futures::future::join_all(
+            p.copies
+                .iter()
+                .map(|l| self.write_extent(l.member, l.sector, iov.iter().cloned().collect())),
+        )
+        .await;
+        drop(iov);
+        let landed = p
+            .copies
+            .iter()
+            .zip(&results)
+            .any(|(l, r)| r.is_ok() && self.in_sync_at(l.member, l.sector + p.sectors));
+        if landed {
+            Ok(())
+        } else {
+            Err(self.lost_piece(p))
+        }
+    }
+
     fn lost_piece(&self, p: &Piece) -> Error {
         Error::new(
             ErrorKind::Io,
@@ -84,19 +112,15 @@ impl Array {
     pub(super) async fn mapped_write(&self, offset: u64, iov: IoVec) -> Result<()> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let pieces = self.pieces_of(offset, len);
-        // One extent with one copy (linear and RAID0 writes within a chunk): straight to
-        // the member with the caller's windows. A slot being replaced takes the general
-        // path, which also writes the replacement.
+        // One extent whose copies are all in sync (every write within a chunk of a healthy
+        // array): straight to each copy's member with the caller's windows, no batch. A
+        // slot being rebuilt or replaced takes the general path, which handles both.
         if let [p] = pieces.as_slice() {
-            if let [loc] = p.copies.as_slice() {
-                if self.in_sync_at(loc.member, loc.sector + p.sectors)
-                    && !self.is_replacing(loc.member)
-                {
-                    return match self.write_extent(loc.member, loc.sector, iov).await {
-                        Ok(()) => Ok(()),
-                        Err(_) => Err(self.lost_piece(p)), // the only copy failed
-                    };
-                }
+            let direct = p.copies.iter().all(|l| {
+                self.in_sync_at(l.member, l.sector + p.sectors) && !self.is_replacing(l.member)
+            });
+            if direct {
+                return self.write_copies(p, iov).await;
             }
         }
         let req = Req::new(iov);

@@ -32,16 +32,11 @@ impl Array {
             if pending.is_empty() {
                 return (Ok(()), req.into_iov());
             }
-            let rot = self.rotation();
             let mut batch = Batch::default();
             let mut chosen = Vec::with_capacity(pending.len());
             for &i in &pending {
                 let p = &pieces[i];
-                let n = p.copies.len();
-                let Some(loc) = (0..n)
-                    .map(|k| p.copies[(rot + k) % n])
-                    .find(|l| self.in_sync_at(l.member, l.sector + p.sectors))
-                else {
+                let Some(loc) = self.readable_copy(p) else {
                     let e = self.lost_piece(p);
                     return (Err(e), req.into_iov());
                 };

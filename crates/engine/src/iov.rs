@@ -256,17 +256,23 @@ impl std::ops::Deref for Bytes {
     }
 }
 
-/// Member I/O parts waiting to be issued: `(member, byte offset on the member, window)`.
+/// Member I/O parts waiting to be issued: `(member, byte offset on the member, window)`;
+/// inline up to a stripe's worth, so a small request's batch allocates nothing.
 #[derive(Debug)]
 pub(crate) struct Batch<W> {
-    items: Vec<(usize, u64, W)>,
+    items: SmallVec<[(usize, u64, W); 8]>,
 }
 
 impl<W> Default for Batch<W> {
     fn default() -> Self {
-        Batch { items: Vec::new() }
+        Batch {
+            items: SmallVec::new(),
+        }
     }
 }
+
+/// The coalesced member I/Os of a batch (inline up to six).
+pub(crate) type MemberIos<W> = SmallVec<[MemberIo<W>; 6]>;
 
 /// A coalesced member I/O.
 #[derive(Debug)]
@@ -302,9 +308,9 @@ impl<W: Window> Batch<W> {
 
     /// Joins parts contiguous on the same member into one I/O of at most IOV_MAX windows.
     /// Overlapping parts on one member are an engine bug and panic.
-    pub(crate) fn into_ios(mut self) -> Vec<MemberIo<W>> {
+    pub(crate) fn into_ios(mut self) -> MemberIos<W> {
         self.items.sort_by_key(|(m, off, _)| (*m, *off));
-        let mut out: Vec<MemberIo<W>> = Vec::new();
+        let mut out: MemberIos<W> = SmallVec::new();
         for (member, offset, w) in self.items {
             let n = w.len() as u64;
             if let Some(last) = out.last_mut() {

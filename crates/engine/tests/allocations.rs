@@ -107,8 +107,8 @@ fn allocations_per_request_on_the_hot_paths() {
             // these as the write paths lose theirs).
             (Level::Raid0, 4, 1.0),
             (Level::Raid1, 2, 4.0),
-            (Level::Raid5, 4, 30.0),
-            (Level::Raid6, 5, 32.0),
+            (Level::Raid5, 4, 22.1),
+            (Level::Raid6, 5, 24.1),
         ] {
             let a = array(level, n).await;
             let (r, w) = per_request(&a).await;

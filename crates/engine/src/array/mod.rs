@@ -26,7 +26,7 @@ use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::iov::{untag, MemberIo, Tagged};
+use crate::iov::{untag, MemberIos, Tagged};
 use crate::member::{Member, MemberInfo};
 use crate::meta::Metadata;
 use counters::Counters;
@@ -743,7 +743,7 @@ impl Array {
     /// layout to restore them by.
     async fn issue_reads(
         &self,
-        ios: Vec<MemberIo<Tagged>>,
+        ios: MemberIos<Tagged>,
     ) -> Vec<(
         usize,
         io::Result<()>,
@@ -824,7 +824,7 @@ impl Array {
     /// member that fails its I/O is failed here (as in every `issue_*`).
     async fn issue_scratch_reads(
         &self,
-        ios: Vec<MemberIo<raidd_rt::BufSliceMut>>,
+        ios: MemberIos<raidd_rt::BufSliceMut>,
     ) -> Vec<(usize, io::Result<()>)> {
         let futs = ios.into_iter().map(|io| async move {
             let iov: IoVecMut = io.windows.into_iter().collect();
@@ -839,7 +839,7 @@ impl Array {
     }
 
     /// Issues member writes concurrently; returns each I/O's member and result.
-    async fn issue_writes(&self, ios: Vec<MemberIo<BufSlice>>) -> Vec<(usize, io::Result<()>)> {
+    async fn issue_writes(&self, ios: MemberIos<BufSlice>) -> Vec<(usize, io::Result<()>)> {
         // A slot being replaced: what lands below the replacement's copy point goes there too.
         let copies: Vec<_> = ios
             .iter()

@@ -25,7 +25,7 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::stripe_cache::{
-    Cached, ChunkCover, Gather, Outcome, Part, Segs, Signal, StripeCache, CACHE_MAX_RANGES,
+    Blocks, Cached, ChunkCover, Gather, Outcome, Part, Segs, Signal, StripeCache, CACHE_MAX_RANGES,
     CACHE_MAX_ROWS,
 };
 use super::Array;
@@ -308,7 +308,7 @@ impl Array {
         stripe: u64,
         rows: &Range<u64>,
         members: &[usize],
-    ) -> Result<Vec<Option<AlignedBuf>>> {
+    ) -> Result<Blocks> {
         let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
         let sector = self.pg().member_sector(stripe, rows.start);
         let bufs: Vec<(usize, SharedBuf)> = members
@@ -324,7 +324,7 @@ impl Array {
                 b.slice_mut(0..len).expect("fresh"),
             );
         }
-        let mut out: Vec<Option<AlignedBuf>> = (0..self.slots.len()).map(|_| None).collect();
+        let mut out: Blocks = (0..self.slots.len()).map(|_| None).collect();
         let mut failed = HashSet::new();
         for (m, r) in self.issue_scratch_reads(batch.into_ios()).await {
             if r.is_err() {
@@ -341,10 +341,10 @@ impl Array {
     }
 
     /// Each stripe a write touches, with the rows it writes in each data chunk.
-    fn plan_parts(&self, offset: u64, len: u64) -> Vec<(u64, ChunkCover)> {
+    fn plan_parts(&self, offset: u64, len: u64) -> SmallVec<[(u64, ChunkCover); 2]> {
         let pg = self.pg();
         let chunk = u64::from(pg.chunk_sectors);
-        let mut plans: Vec<(u64, ChunkCover)> = Vec::new();
+        let mut plans: SmallVec<[(u64, ChunkCover); 2]> = SmallVec::new();
         for p in self
             .geometry
             .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
@@ -491,7 +491,7 @@ impl Array {
             }
             None => (
                 hull.clone(),
-                (0..self.slots.len()).map(|_| None).collect::<Vec<_>>(),
+                (0..self.slots.len()).map(|_| None).collect::<Blocks>(),
             ),
         };
         // Small rows of a partial stripe are kept for the next write, while keeping pays;
@@ -646,8 +646,7 @@ impl Array {
             }
             Strategy::FullStripe | Strategy::ReconstructWrite | Strategy::Rebuild => {
                 if strategy == Strategy::Rebuild {
-                    let mut blocks: Vec<Option<AlignedBuf>> =
-                        old.iter_mut().map(Option::take).collect();
+                    let mut blocks: Blocks = old.iter_mut().map(Option::take).collect();
                     // A member that is neither current nor known is what the rebuild recovers.
                     rebuild_blocks(map, &mut blocks, len)?;
                     for (o, b) in old.iter_mut().zip(blocks) {
@@ -657,7 +656,8 @@ impl Array {
                 // Every data chunk's new contents over the rows, in parity order: borrowed
                 // from a request where one part writes the whole chunk, else old + new.
                 let k = segs.len();
-                let mut chunks: Vec<Option<crate::iov::Bytes>> = (0..k).map(|_| None).collect();
+                let mut chunks: SmallVec<[Option<crate::iov::Bytes>; 8]> =
+                    (0..k).map(|_| None).collect();
                 for (dd, s) in segs.iter().enumerate() {
                     let m = map.data[dd];
                     let b = match s.0.as_slice() {
@@ -682,7 +682,7 @@ impl Array {
                     };
                     chunks[q_index(map, dd)] = Some(b);
                 }
-                let data: Vec<&[u8]> = chunks
+                let data: SmallVec<[&[u8]; 8]> = chunks
                     .iter()
                     .map(|c| &c.as_ref().expect("every chunk")[..])
                     .collect();

@@ -219,10 +219,13 @@ impl Signal {
     }
 }
 
+/// One buffer or none per member of a stripe (inline for arrays of up to 8 members).
+pub(crate) type Blocks = SmallVec<[Option<AlignedBuf>; 8]>;
+
 /// Up-to-date contents of rows `rows` of a stripe: per member, `Some` where known.
 pub(crate) struct Cached {
     pub(crate) rows: Range<u64>,
-    pub(crate) blocks: Vec<Option<AlignedBuf>>,
+    pub(crate) blocks: Blocks,
 }
 
 impl Cached {

@@ -134,7 +134,9 @@ pub fn kib_text(bytes: u64) -> String {
 
 /// Short form for progress lines: `12.5 MiB`, `3.00 GiB`.
 pub fn short(bytes: u64) -> String {
-    if bytes >= GIB {
+    if bytes >= TIB {
+        format!("{} TiB", two_decimals(bytes, TIB))
+    } else if bytes >= GIB {
         format!("{} GiB", two_decimals(bytes, GIB))
     } else if bytes >= MIB {
         format!("{} MiB", two_decimals(bytes, MIB))
@@ -191,6 +193,15 @@ mod tests {
         for bad in ["2K", "96K", "0", "1000", "4T", "x"] {
             assert!(parse_chunk(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn short_sizes_pick_the_largest_unit() {
+        assert_eq!(short(512), "512 B");
+        assert_eq!(short(64 << 10), "64.00 KiB");
+        assert_eq!(short(3 << 29), "1.50 GiB");
+        assert_eq!(short(4 << 50), "4096.00 TiB");
+        assert_eq!(short(u64::MAX), "16777215.99 TiB"); // truncated, never rounded up
     }
 
     #[test]

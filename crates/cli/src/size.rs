@@ -228,6 +228,6 @@ mod tests {
         assert_eq!(short(1536), "1.50 KiB");
         assert_eq!(short(100), "100 B");
         assert_eq!(short(5 << 20), "5.00 MiB");
-        assert_eq!(short(u64::MAX), "17179869183.99 GiB");
+        assert_eq!(short(u64::MAX), "16777215.99 TiB");
     }
 }

@@ -23,8 +23,13 @@ impl Array {
         start..start + (p.sectors * SECTOR_SIZE) as usize
     }
 
-    pub(super) async fn mapped_read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
-        let pieces = self.pieces_of(offset, iov.iter().map(|w| w.len() as u64).sum());
+    /// Reads `iov` at `offset`, whose `pieces` the caller mapped.
+    pub(super) async fn mapped_read(
+        &self,
+        offset: u64,
+        iov: IoVecMut,
+        pieces: &[Piece],
+    ) -> (Result<()>, IoVecMut) {
         let mut req = ReqMut::new(iov);
         let mut pending: Vec<usize> = (0..pieces.len()).collect();
         // Each failed attempt fails at least one member, so this ends.

@@ -752,30 +752,37 @@ impl Array {
     )> {
         let futs = ios.into_iter().map(|io| async move {
             let (iov, layout) = untag(io.windows);
-            let member = self.member_ref(io.member);
-            let (r, iov) = member.read(io.offset, iov).await;
-            if let Err(e) = &r {
-                self.fail_member_io(io.member, &member, e).await;
-            }
+            let (r, iov) = self.read_member(io.member, io.offset, iov).await;
             (io.member, r, iov, layout)
         });
         futures::future::join_all(futs).await
     }
 
-    /// Reads one member extent straight into the caller's windows (the fast path of a read
-    /// that the layout does not split). A member that fails is failed here.
-    pub(super) async fn read_extent(
+    /// Reads slot `role`'s member at byte `offset` into `iov`. Every member read goes
+    /// through here (and every write through [`Array::write_member`]): a member that fails
+    /// is failed by identity, so a late error cannot fail a replacement.
+    async fn read_member(
         &self,
         role: usize,
-        sector: u64,
+        offset: u64,
         iov: IoVecMut,
     ) -> (io::Result<()>, IoVecMut) {
         let member = self.member_ref(role);
-        let (r, iov) = member.read(self.member_offset(role, sector), iov).await;
+        let (r, iov) = member.read(offset, iov).await;
         if let Err(e) = &r {
             self.fail_member_io(role, &member, e).await;
         }
         (r, iov)
+    }
+
+    /// Writes `iov` to slot `role`'s member at byte `offset` (see [`Array::read_member`]).
+    async fn write_member(&self, role: usize, offset: u64, iov: IoVec) -> io::Result<()> {
+        let member = self.member_ref(role);
+        let r = member.write(offset, iov).await;
+        if let Err(e) = &r {
+            self.fail_member_io(role, &member, e).await;
+        }
+        r
     }
 
     /// A copy of `p` that can be read now: data levels rotate over the in-sync copies;
@@ -789,19 +796,15 @@ impl Array {
     }
 
     /// Writes one member extent straight from the caller's windows (the fast path of a
-    /// write that the layout does not split). A member that fails is failed here.
+    /// write that the layout does not split).
     pub(super) async fn write_extent(
         &self,
         role: usize,
         sector: u64,
         iov: IoVec,
     ) -> io::Result<()> {
-        let member = self.member_ref(role);
-        let r = member.write(self.member_offset(role, sector), iov).await;
-        if let Err(e) = &r {
-            self.fail_member_io(role, &member, e).await;
-        }
-        r
+        self.write_member(role, self.member_offset(role, sector), iov)
+            .await
     }
 
     /// Whether a replacement is being built for the slot (its writes go to both).
@@ -828,11 +831,7 @@ impl Array {
     ) -> Vec<(usize, io::Result<()>)> {
         let futs = ios.into_iter().map(|io| async move {
             let iov: IoVecMut = io.windows.into_iter().collect();
-            let member = self.member_ref(io.member);
-            let (r, _iov) = member.read(io.offset, iov).await;
-            if let Err(e) = &r {
-                self.fail_member_io(io.member, &member, e).await;
-            }
+            let (r, _iov) = self.read_member(io.member, io.offset, iov).await;
             (io.member, r)
         });
         futures::future::join_all(futs).await
@@ -851,12 +850,10 @@ impl Array {
             .collect();
         let futs = ios.into_iter().map(|io| async move {
             let iov: IoVec = io.windows.into_iter().collect();
-            let member = self.member_ref(io.member);
-            let r = member.write(io.offset, iov).await;
-            if let Err(e) = &r {
-                self.fail_member_io(io.member, &member, e).await;
-            }
-            (io.member, r)
+            (
+                io.member,
+                self.write_member(io.member, io.offset, iov).await,
+            )
         });
         if copies.is_empty() {
             return futures::future::join_all(futs).await;
@@ -926,23 +923,27 @@ impl Array {
         // One extent on one readable copy (every small read, and any read within a chunk):
         // the caller's windows go to that member as they are, with nothing to plan. Reads
         // bypass the stripe cache (it is write-through), so parity levels take this path too.
-        let iov = match self
+        let pieces = self
             .geometry
-            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
-            .as_slice()
-        {
+            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        let iov = match pieces.as_slice() {
             [p] => match self.readable_copy(p) {
-                Some(loc) => match self.read_extent(loc.member, loc.sector, iov).await {
-                    (Ok(()), iov) => return (Ok(()), iov),
-                    (Err(_), iov) => iov, // that member is failed now: plan without it
-                },
+                Some(loc) => {
+                    let at = self.member_offset(loc.member, loc.sector);
+                    match self.read_member(loc.member, at, iov).await {
+                        (Ok(()), iov) => return (Ok(()), iov),
+                        (Err(_), iov) => iov, // that member is failed now: plan without it
+                    }
+                }
                 None => iov,
             },
             _ => iov,
         };
         match self.geometry.level() {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_read(offset, iov).await,
-            _ => self.mapped_read(offset, iov).await,
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                self.parity_read(offset, iov, &pieces).await
+            }
+            _ => self.mapped_read(offset, iov, &pieces).await,
         }
     }
 

@@ -209,11 +209,13 @@ impl Array {
         pg.member_sector(stripe, 0) + u64::from(pg.chunk_sectors)
     }
 
-    pub(super) async fn parity_read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
-        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        let pieces = self
-            .geometry
-            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE);
+    /// Reads `iov` at `offset`, whose `pieces` the caller mapped.
+    pub(super) async fn parity_read(
+        &self,
+        offset: u64,
+        iov: IoVecMut,
+        pieces: &[raidd_layout::Piece],
+    ) -> (Result<()>, IoVecMut) {
         let mut req = ReqMut::new(iov);
         let mut slow = Vec::new();
         let mut batch = Batch::default();
@@ -485,7 +487,6 @@ impl Array {
         {
             Some(i) => {
                 self.cache.cache_hits.fetch_add(1, Ordering::Relaxed);
-                self.cache.governor.hit();
                 let c = kept.remove(i);
                 (c.rows, c.blocks)
             }
@@ -511,7 +512,9 @@ impl Array {
             // Other kept ranges that overlap what the batch wrote are stale now.
             kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
             if keep {
-                self.cache.governor.kept();
+                self.cache
+                    .governor
+                    .kept(self.cache.cache_hits.load(Ordering::Relaxed));
                 kept.push(Cached { rows, blocks: old });
                 if kept.len() > CACHE_MAX_RANGES {
                     kept.remove(0);

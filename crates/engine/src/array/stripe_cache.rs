@@ -294,10 +294,12 @@ const KEEP_PAUSE: u64 = 16 * KEEP_WINDOW;
 /// of small-write throughput for nothing. Each window of kept batches is judged by its
 /// hits; after one with fewer than 1 in 16, keeping pauses for a while and then tries again.
 /// Only a heuristic: keeping or not is correct either way, so races merely blur a window.
+/// A window's hits are read off the cache's hit counter (no count of its own).
 #[derive(Default)]
 pub(crate) struct KeepGovernor {
     kept: AtomicU64,
-    hits: AtomicU64,
+    /// The cache's hit counter when the current window began.
+    hits_at_start: AtomicU64,
     pause: AtomicU64,
 }
 
@@ -312,21 +314,16 @@ impl KeepGovernor {
         true
     }
 
-    /// A batch kept its rows.
-    pub(crate) fn kept(&self) {
+    /// A batch kept its rows; `hits` is the cache's hit counter now.
+    pub(crate) fn kept(&self, hits: u64) {
         let n = self.kept.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= KEEP_WINDOW {
             self.kept.store(0, Ordering::Relaxed);
-            let hits = self.hits.swap(0, Ordering::Relaxed);
-            if hits * 16 < n {
+            let start = self.hits_at_start.swap(hits, Ordering::Relaxed);
+            if hits.saturating_sub(start) * 16 < n {
                 self.pause.store(KEEP_PAUSE, Ordering::Relaxed);
             }
         }
-    }
-
-    /// A batch found its rows kept.
-    pub(crate) fn hit(&self) {
-        self.hits.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -718,18 +715,19 @@ mod tests {
     #[test]
     fn keeping_pauses_when_it_does_not_pay_and_tries_again() {
         let g = KeepGovernor::default();
+        let mut hits = 0;
         // Paying: one hit in eight keeps.
         for i in 0..4 * KEEP_WINDOW {
             assert!(g.keeping());
-            g.kept();
+            g.kept(hits);
             if i % 8 == 0 {
-                g.hit();
+                hits += 1;
             }
         }
         // Not paying: a window without hits pauses keeping.
         for _ in 0..KEEP_WINDOW {
             assert!(g.keeping());
-            g.kept();
+            g.kept(hits);
         }
         let paused = (0..KEEP_PAUSE).filter(|_| !g.keeping()).count() as u64;
         assert_eq!(paused, KEEP_PAUSE);

@@ -950,7 +950,10 @@ impl Array {
         let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
         let mut iov = IoVecMut::new();
         iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
-        let (r, iov) = self.mapped_read(run.array_sector * SECTOR_SIZE, iov).await;
+        let pieces = self.geometry.pieces(run.array_sector, run.sectors);
+        let (r, iov) = self
+            .mapped_read(run.array_sector * SECTOR_SIZE, iov, &pieces)
+            .await;
         drop(iov);
         r?;
         let data = buf.try_into_inner().expect("read released the buffer");

@@ -272,6 +272,13 @@ struct Tally {
     all: u64,
 }
 
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, t: Tally) {
+        self.counted += t.counted;
+        self.all += t.all;
+    }
+}
+
 /// One request slot of a thread: issues back to back until the window ends, reusing one
 /// buffer (no allocation per request on the generator's side).
 async fn slot(
@@ -340,8 +347,7 @@ async fn thread_load(
     let mut total = Tally::default();
     for s in slots {
         let t = s.await?;
-        total.counted += t.counted;
-        total.all += t.all;
+        total += t;
     }
     Ok(total)
 }
@@ -599,10 +605,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
     let mut failure = None;
     for t in threads {
         match t.join() {
-            Ok(Ok(t)) => {
-                total.counted += t.counted;
-                total.all += t.all;
-            }
+            Ok(Ok(t)) => total += t,
             Ok(Err(e)) => failure = Some(e),
             Err(_) => failure = Some("a load thread panicked".to_string()),
         }

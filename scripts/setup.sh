@@ -15,16 +15,25 @@ ls /usr/lib/*/qemu/block-iscsi.so >/dev/null 2>&1 || raidd_need_apt+=(qemu-block
 # nbdsh runs on the system Python with Debian's nbd module.
 /usr/bin/python3 -c 'import nbd' >/dev/null 2>&1 || raidd_need_apt+=(python3-libnbd)
 if [ ${#raidd_need_apt[@]} -gt 0 ]; then
-    # The qemu packages go in as one set: a qemu-utils of another version (a backport) is
-    # otherwise removed by apt to make room for Debian's qemu-block-extra, and qemu-img
-    # vanishes.
-    case " ${raidd_need_apt[*]} " in
-    *" qemu-"*) raidd_need_apt+=(qemu-utils qemu-block-extra qemu-system-x86) ;;
-    esac
-    echo "setup: installing ${raidd_need_apt[*]} with apt-get" >&2
+    # The qemu packages go in as one set, from the release itself. A qemu-utils of another
+    # version (this machine image carries 10.0 from bookworm-backports) cannot sit beside
+    # the release's qemu-block-extra: asked for both, apt refuses; asked for
+    # qemu-block-extra alone, it removes qemu-utils and qemu-img vanishes.
+    raidd_apt=() raidd_qemu=""
+    for pkg in "${raidd_need_apt[@]}"; do
+        case "$pkg" in qemu-*) raidd_qemu=1 ;; *) raidd_apt+=("$pkg") ;; esac
+    done
+    raidd_flags=()
+    if [ -n "$raidd_qemu" ]; then
+        raidd_rel=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+        [ -n "$raidd_rel" ] || { echo "setup: /etc/os-release names no release" >&2; exit 1; }
+        raidd_apt+=("qemu-utils/$raidd_rel" "qemu-block-extra/$raidd_rel" "qemu-system-x86/$raidd_rel")
+        raidd_flags+=(--allow-downgrades)
+    fi
+    echo "setup: installing ${raidd_apt[*]} with apt-get" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${raidd_need_apt[@]}" curl ca-certificates >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${raidd_flags[@]}" "${raidd_apt[@]}" curl ca-certificates >/dev/null
     for tool in qemu-img nbdinfo nbdkit fio iscsi-test-cu mdadm; do
         command -v "$tool" >/dev/null 2>&1 || { echo "setup: $tool is still missing after apt-get" >&2; exit 1; }
     done

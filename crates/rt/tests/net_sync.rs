@@ -28,6 +28,10 @@ fn vectored_sends_arrive_as_the_exact_concatenation() {
     cases::vectored_sends_arrive_as_the_exact_concatenation();
 }
 #[test]
+fn a_direct_send_takes_what_fits_and_the_rest_follows_in_order() {
+    cases::a_direct_send_takes_what_fits_and_the_rest_follows_in_order();
+}
+#[test]
 fn a_peer_that_closes_gives_eof_and_send_errors_not_sigpipe() {
     force_sync();
     cases::a_peer_that_closes_gives_eof_and_send_errors_not_sigpipe();

@@ -59,25 +59,37 @@ impl Link {
 
     /// Sends the parts in order.
     pub async fn send(&self, parts: Vec<Part>) -> io::Result<()> {
+        self.send_from(parts, 0).await
+    }
+
+    /// Sends the parts in order after their first `sent` bytes, which [`Link::try_send`]
+    /// sent (always 0 on TLS).
+    pub async fn send_from(&self, parts: Vec<Part>, sent: usize) -> io::Result<()> {
         match &self.tls {
             None => {
-                let (r, _) = self.sock.write_all_vectored(parts).await;
+                let (r, _) = self.sock.write_all_vectored_from(parts, sent).await;
                 r
             }
             Some(tls) => {
+                debug_assert_eq!(sent, 0, "nothing goes out directly on TLS");
                 {
                     let mut c = tls.borrow_mut();
                     for p in &parts {
-                        let bytes = match p {
-                            Part::Bytes(v) => v.as_slice(),
-                            Part::Slice(s) => s.as_slice(),
-                        };
-                        c.writer().write_all(bytes)?;
+                        c.writer().write_all(p.bytes())?;
                     }
                 }
                 self.flush_tls().await
             }
         }
+    }
+
+    /// Sends what the socket takes now, without waiting: the bytes sent. 0 on TLS, whose
+    /// records go out whole through [`Link::send`].
+    pub fn try_send(&self, parts: &[Part]) -> io::Result<usize> {
+        if self.tls.is_some() {
+            return Ok(0);
+        }
+        self.sock.try_send_vectored(parts)
     }
 
     /// Upgrades to TLS as the server. `input` may already hold the first bytes of the

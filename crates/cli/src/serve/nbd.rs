@@ -34,6 +34,9 @@ const BYTES_IN_FLIGHT: u64 = 64 << 20;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Zeroes are written in pieces of this size.
 const ZERO_PIECE: usize = 1 << 20;
+/// Read replies at least this large are sent by their own task when the send queue is idle
+/// (`OutQueue::push_large`); smaller ones gather into the writer's batches.
+const DIRECT_SEND_MIN: usize = 128 << 10;
 
 /// Transmission flags for an export.
 pub fn export_flags(read_only: bool, rotational: bool) -> u16 {
@@ -414,7 +417,12 @@ async fn read(conn: &Conn, req: &Request) {
     } else {
         reply::simple(&mut h, req.cookie, 0);
     }
-    conn.queue([Part::Bytes(h), Part::Slice(data)]);
+    let parts = vec![Part::Bytes(h), Part::Slice(data)];
+    if len >= DIRECT_SEND_MIN {
+        conn.out.push_large(&conn.link, parts);
+    } else {
+        conn.queue(parts);
+    }
 }
 
 /// One read-only window over the first `len` bytes of `buf`.

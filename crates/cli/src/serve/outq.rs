@@ -1,6 +1,11 @@
 //! A connection's send queue: request tasks queue the PDUs or replies they finish with, in
 //! any order, and one writer sends everything queued with a single gathered `sendmsg` per
 //! batch. Shared by the NBD and iSCSI connections.
+//!
+//! A large reply that finds the queue idle is sent by its own task instead
+//! ([`OutQueue::push_large`]): its data leaves while still in the CPU's cache, and the client
+//! takes it while this thread reads the next request's data, instead of a whole batch after
+//! the last of its reads.
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -13,6 +18,10 @@ use super::link::Link;
 #[derive(Debug, Default)]
 pub struct OutQueue {
     parts: RefCell<Vec<Part>>,
+    /// Bytes at the front of `parts` a direct send already sent.
+    head_sent: Cell<usize>,
+    /// The writer holds parts it has not finished sending, so nothing may go out directly.
+    sending: Cell<bool>,
     writer: RefCell<Option<Waker>>,
     /// Nothing more will be queued; the writer ends once the queue is empty.
     closing: Cell<bool>,
@@ -25,6 +34,27 @@ impl OutQueue {
     pub fn push(&self, parts: impl IntoIterator<Item = Part>) {
         self.parts.borrow_mut().extend(parts);
         self.wake();
+    }
+
+    /// Queues parts like [`OutQueue::push`], but when nothing is queued or being sent,
+    /// what the socket takes at once goes right away. One system call per call: for large
+    /// replies, so small ones still gather into batches.
+    pub fn push_large(&self, link: &Link, parts: Vec<Part>) {
+        if self.sending.get()
+            || self.closing.get()
+            || self.broken.get()
+            || !self.parts.borrow().is_empty()
+        {
+            return self.push(parts);
+        }
+        let total: usize = parts.iter().map(|p| p.bytes().len()).sum();
+        // A failed send is left to the writer: it meets the same error and ends the
+        // connection the usual way.
+        let sent = link.try_send(&parts).unwrap_or(0);
+        if sent < total {
+            self.head_sent.set(sent);
+            self.push(parts);
+        }
     }
 
     fn wake(&self) {
@@ -66,7 +96,11 @@ impl OutQueue {
             })
             .await;
             let Some(parts) = parts else { return };
-            if let Err(e) = link.send(parts).await {
+            self.sending.set(true);
+            let sent = self.head_sent.replace(0);
+            let r = link.send_from(parts, sent).await;
+            self.sending.set(false);
+            if let Err(e) = r {
                 tracing::debug!("sending failed: {e}");
                 self.broken.set(true);
                 let _ = link.sock.shutdown(std::net::Shutdown::Both);

@@ -212,6 +212,45 @@ pub fn vectored_sends_arrive_as_the_exact_concatenation() {
     }
 }
 
+pub fn a_direct_send_takes_what_fits_and_the_rest_follows_in_order() {
+    let listener = TcpListener::bind(loopback()).unwrap();
+    let addr = listener.local_addr();
+    // More than any socket buffer takes at once: the direct send stops short.
+    let big = SharedBuf::new(AlignedBuf::from_slice(&pattern(48 << 20, 9)));
+    let head = pattern(28, 1);
+    let mut expect = head.clone();
+    expect.extend_from_slice(big.slice(0..48 << 20).unwrap().as_slice());
+    let total = expect.len();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        // Nothing is read until the sender has seen the socket full.
+        go_rx.recv().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        got
+    });
+    block_on(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let parts = vec![
+            Part::Bytes(head),
+            Part::Slice(big.slice(0..48 << 20).unwrap()),
+        ];
+        let sent = stream.try_send_vectored(&parts).unwrap();
+        assert!(sent > 0 && sent < total, "direct send took {sent} of {total}");
+        // The socket is full now: another direct send takes nothing and does not block.
+        assert_eq!(stream.try_send_vectored(&parts[1..]).unwrap(), 0);
+        go_tx.send(()).unwrap();
+        let (r, back) = stream.write_all_vectored_from(parts, sent).await;
+        r.unwrap();
+        assert_eq!(back.len(), 2, "parts are handed back");
+        stream.shutdown(Shutdown::Both).unwrap();
+    });
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), total);
+    assert!(got == expect, "bytes differ");
+}
+
 pub fn a_peer_that_closes_gives_eof_and_send_errors_not_sigpipe() {
     let listener = TcpListener::bind(loopback()).unwrap();
     let addr = listener.local_addr();

@@ -237,7 +237,10 @@ pub fn a_direct_send_takes_what_fits_and_the_rest_follows_in_order() {
             Part::Slice(big.slice(0..48 << 20).unwrap()),
         ];
         let sent = stream.try_send_vectored(&parts).unwrap();
-        assert!(sent > 0 && sent < total, "direct send took {sent} of {total}");
+        assert!(
+            sent > 0 && sent < total,
+            "direct send took {sent} of {total}"
+        );
         // The socket is full now: another direct send takes nothing and does not block.
         assert_eq!(stream.try_send_vectored(&parts[1..]).unwrap(), 0);
         go_tx.send(()).unwrap();

@@ -193,8 +193,8 @@ impl Conn {
     }
 
     fn succeed(&self, cookie: u64) {
-        let mut h = Vec::with_capacity(20);
-        reply::success(&mut h, self.structured, cookie);
+        let mut h = Vec::with_capacity(16);
+        reply::success(&mut h, cookie);
         self.queue_header(h);
     }
 

@@ -19,6 +19,8 @@ use crate::driver::{cqe_result, Op, OpKind};
 use crate::executor::driver;
 use crate::fs::IOV_MAX;
 
+use smallvec::SmallVec;
+
 /// An owned buffer a socket can receive into: its bytes stay at one address while the
 /// kernel holds them, whatever happens to the future.
 pub trait IoBufMut: 'static {
@@ -268,10 +270,15 @@ impl Stream {
     /// [`Stream::write_all_vectored`]: the bytes sent (0 when the socket is full). The
     /// caller keeps the parts and sends the rest later.
     pub fn try_send_vectored(&self, parts: &[Part]) -> io::Result<usize> {
+        self.send_ready(parts, 0)
+    }
+
+    /// Sends chunks of `parts` after their first `sent` bytes while the socket takes them
+    /// without waiting: how far the parts are sent now.
+    fn send_ready<T: SendBytes>(&self, parts: &[T], mut sent: usize) -> io::Result<usize> {
         let total: usize = parts.iter().map(|p| p.bytes().len()).sum();
-        let mut sent = 0;
         while sent < total {
-            match self.send_now(&iovecs(parts.iter().map(Part::bytes), sent, SEND_CHUNK))? {
+            match self.send_now(&iovecs(parts, sent, SEND_CHUNK))? {
                 0 => break,
                 n => sent += n,
             }
@@ -308,27 +315,26 @@ impl Stream {
         let total: usize = parts.iter().map(|p| p.bytes().len()).sum();
         let mut sent = sent.min(total);
         let mut parts = parts;
-        while sent < total {
-            // The next chunk: iovecs for what is left, starting inside the part where the
-            // last send stopped.
-            let vecs = iovecs(parts.iter().map(Owned::bytes), sent, SEND_CHUNK);
-            // First a send that cannot block: while the socket has room (the common case)
+        loop {
+            // First sends that cannot block: while the socket has room (the common case)
             // that is one system call per chunk instead of a submission and a wait for its
             // completion. Only a chunk that finds the socket full goes through the ring,
             // which waits for room.
-            match self.send_now(&vecs) {
-                Ok(0) => {}
-                Ok(n) => {
-                    sent += n;
-                    continue;
-                }
+            sent = match self.send_ready(&parts, sent) {
+                Ok(s) => s,
                 Err(e) => return (Err(e), parts),
+            };
+            if sent >= total {
+                break;
             }
+            // The next chunk: iovecs for what is left, starting inside the part where the
+            // last send stopped.
+            let vecs = iovecs(&parts, sent, SEND_CHUNK);
             // SAFETY: msghdr is plain data; all-zero is a valid empty header.
             let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
             msg.msg_iovlen = vecs.len();
             // The ring's copy of the header and iovecs: boxed, so their addresses hold
-            // while the op is in flight.
+            // while the op is in flight (the synchronous sends keep theirs on the stack).
             let vecs = vecs.into_boxed_slice();
             msg.msg_iov = vecs.as_ptr().cast_mut();
             let kind = OpKind::SendMsg {
@@ -390,15 +396,32 @@ impl Stream {
 /// run at 1.1 of it.
 const SEND_CHUNK: usize = 15 * 64 * 1024;
 
+/// What a send's iovecs point into.
+trait SendBytes {
+    fn bytes(&self) -> &[u8];
+}
+
+impl SendBytes for Part {
+    fn bytes(&self) -> &[u8] {
+        Part::bytes(self)
+    }
+}
+
+impl SendBytes for Owned {
+    fn bytes(&self) -> &[u8] {
+        Owned::bytes(self)
+    }
+}
+
 /// iovecs for at most `limit` bytes of `parts`, after the first `skip` (and at most
-/// [`IOV_MAX`] of them).
-fn iovecs<'a>(
-    parts: impl Iterator<Item = &'a [u8]>,
+/// [`IOV_MAX`] of them). A reply's few parts fit inline, so a send allocates nothing.
+fn iovecs<T: SendBytes>(
+    parts: &[T],
     mut skip: usize,
     mut limit: usize,
-) -> Vec<libc::iovec> {
-    let mut vecs: Vec<libc::iovec> = Vec::new();
-    for b in parts {
+) -> SmallVec<[libc::iovec; 8]> {
+    let mut vecs = SmallVec::new();
+    for b in parts.iter().map(T::bytes) {
         if skip >= b.len() {
             skip -= b.len();
             continue;

@@ -173,14 +173,14 @@ pub(crate) fn untag(windows: SmallVec<[Tagged; 4]>) -> (IoVecMut, SmallVec<[(usi
 /// The read-only windows of a write request, addressed by request byte offset.
 #[derive(Debug, Default)]
 pub(crate) struct Req {
-    /// (request offset, window), sorted, contiguous.
-    frags: Vec<(usize, BufSlice)>,
+    /// (request offset, window), sorted, contiguous; inline for the usual one or two.
+    frags: SmallVec<[(usize, BufSlice); 2]>,
     len: usize,
 }
 
 impl Req {
     pub(crate) fn new(iov: IoVec) -> Req {
-        let mut frags = Vec::with_capacity(iov.len());
+        let mut frags = SmallVec::with_capacity(iov.len());
         let mut pos = 0;
         for w in iov {
             let n = w.len();

@@ -106,9 +106,9 @@ fn allocations_per_request_on_the_hot_paths() {
             // Today's counts: a change that adds allocations per request fails here (lower
             // these as the write paths lose theirs).
             (Level::Raid0, 4, 1.0),
-            (Level::Raid1, 2, 4.0),
-            (Level::Raid5, 4, 22.1),
-            (Level::Raid6, 5, 24.1),
+            (Level::Raid1, 2, 2.0),
+            (Level::Raid5, 4, 9.1),
+            (Level::Raid6, 5, 11.1),
         ] {
             let a = array(level, n).await;
             let (r, w) = per_request(&a).await;

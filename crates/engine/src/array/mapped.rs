@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use raidd_layout::{Piece, Pieces, SECTOR_SIZE};
 use raidd_rt::{IoVec, IoVecMut};
+use smallvec::SmallVec;
 
 use super::Array;
 use crate::error::{Error, ErrorKind, Result};
@@ -54,7 +55,7 @@ impl Array {
                 }
             }
             let mut failed = HashSet::new();
-            for (member, r, iov, layout) in self.issue_reads(batch.into_ios()).await {
+            for (member, r, (iov, layout)) in self.issue_reads(batch.into_ios()).await {
                 req.restore(&layout, iov);
                 if r.is_err() {
                     failed.insert(member);
@@ -78,13 +79,12 @@ impl Array {
                 Err(_) => Err(self.lost_piece(p)), // the only copy failed
             };
         }
-        let results = futures::future::join_all(
-            p.copies
-                .iter()
-                .map(|l| self.write_extent(l.member, l.sector, iov.iter().cloned().collect())),
-        )
-        .await;
-        drop(iov);
+        let at: SmallVec<[(usize, u64); 4]> = p
+            .copies
+            .iter()
+            .map(|l| (l.member, self.member_offset(l.member, l.sector)))
+            .collect();
+        let results = self.write_same(&at, iov).await;
         let landed = p
             .copies
             .iter()

@@ -9,6 +9,7 @@ mod bitmap;
 mod counters;
 mod gate;
 mod mapped;
+mod member_io;
 mod parity;
 mod scrub;
 mod stripe_cache;
@@ -22,11 +23,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use futures::future::LocalBoxFuture;
 use raidd_layout::{Geometry, Level, SECTOR_SIZE};
-use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, SharedBuf};
+use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::iov::{untag, MemberIos, Tagged};
 use crate::member::{Member, MemberInfo};
 use crate::meta::Metadata;
 use counters::Counters;
@@ -739,52 +739,6 @@ impl Array {
         self.check_alive()
     }
 
-    /// Issues member reads concurrently; returns each I/O's member, result, windows and the
-    /// layout to restore them by.
-    async fn issue_reads(
-        &self,
-        ios: MemberIos<Tagged>,
-    ) -> Vec<(
-        usize,
-        io::Result<()>,
-        IoVecMut,
-        smallvec::SmallVec<[(usize, usize); 4]>,
-    )> {
-        let futs = ios.into_iter().map(|io| async move {
-            let (iov, layout) = untag(io.windows);
-            let (r, iov) = self.read_member(io.member, io.offset, iov).await;
-            (io.member, r, iov, layout)
-        });
-        futures::future::join_all(futs).await
-    }
-
-    /// Reads slot `role`'s member at byte `offset` into `iov`. Every member read goes
-    /// through here (and every write through [`Array::write_member`]): a member that fails
-    /// is failed by identity, so a late error cannot fail a replacement.
-    async fn read_member(
-        &self,
-        role: usize,
-        offset: u64,
-        iov: IoVecMut,
-    ) -> (io::Result<()>, IoVecMut) {
-        let member = self.member_ref(role);
-        let (r, iov) = member.read(offset, iov).await;
-        if let Err(e) = &r {
-            self.fail_member_io(role, &member, e).await;
-        }
-        (r, iov)
-    }
-
-    /// Writes `iov` to slot `role`'s member at byte `offset` (see [`Array::read_member`]).
-    async fn write_member(&self, role: usize, offset: u64, iov: IoVec) -> io::Result<()> {
-        let member = self.member_ref(role);
-        let r = member.write(offset, iov).await;
-        if let Err(e) = &r {
-            self.fail_member_io(role, &member, e).await;
-        }
-        r
-    }
-
     /// A copy of `p` that can be read now: data levels rotate over the in-sync copies;
     /// parity levels have one, the data member's.
     fn readable_copy(&self, p: &raidd_layout::Piece) -> Option<raidd_layout::Loc> {
@@ -821,92 +775,6 @@ impl Array {
             n.set(r.wrapping_add(1));
             r
         })
-    }
-
-    /// Issues member reads into scratch windows; returns each I/O's member and result. A
-    /// member that fails its I/O is failed here (as in every `issue_*`).
-    async fn issue_scratch_reads(
-        &self,
-        ios: MemberIos<raidd_rt::BufSliceMut>,
-    ) -> Vec<(usize, io::Result<()>)> {
-        let futs = ios.into_iter().map(|io| async move {
-            let iov: IoVecMut = io.windows.into_iter().collect();
-            let (r, _iov) = self.read_member(io.member, io.offset, iov).await;
-            (io.member, r)
-        });
-        futures::future::join_all(futs).await
-    }
-
-    /// Issues member writes concurrently; returns each I/O's member and result.
-    async fn issue_writes(&self, ios: MemberIos<BufSlice>) -> Vec<(usize, io::Result<()>)> {
-        // A slot being replaced: what lands below the replacement's copy point goes there too.
-        let copies: Vec<_> = ios
-            .iter()
-            .filter_map(|io| {
-                let (m, at) = self.replacement_for(io.member, io.offset, io.len)?;
-                let iov: IoVec = io.windows.iter().cloned().collect();
-                Some((io.member, m, at, iov))
-            })
-            .collect();
-        let futs = ios.into_iter().map(|io| async move {
-            let iov: IoVec = io.windows.into_iter().collect();
-            (
-                io.member,
-                self.write_member(io.member, io.offset, iov).await,
-            )
-        });
-        if copies.is_empty() {
-            return futures::future::join_all(futs).await;
-        }
-        let extra = copies
-            .into_iter()
-            .map(|(role, m, at, iov)| async move { (role, m.write(at, iov).await) });
-        let (results, extra) = futures::future::join(
-            futures::future::join_all(futs),
-            futures::future::join_all(extra),
-        )
-        .await;
-        for (role, r) in extra {
-            if let Err(e) = r {
-                self.abort_replacement(role, &e);
-            }
-        }
-        results
-    }
-
-    /// The replacement member of `role` and the byte offset on it that corresponds to a
-    /// write of `len` bytes at byte `offset` of the slot's member, when the replacement
-    /// is current there.
-    fn replacement_for(
-        &self,
-        role: usize,
-        offset: u64,
-        len: u64,
-    ) -> Option<(Arc<dyn Member>, u64)> {
-        let slot = &self.slots[role];
-        if !slot.replacing.load(Ordering::Acquire) {
-            return None;
-        }
-        let rel = offset - slot.data_offset.load(Ordering::Relaxed);
-        if (rel + len).div_ceil(SECTOR_SIZE) > slot.replaced.load(Ordering::Acquire) {
-            return None;
-        }
-        let (m, off) = read_lock(&slot.replacement).clone()?;
-        Some((m, off + rel))
-    }
-
-    /// Gives up a replacement whose member failed a write: the slot keeps its member.
-    pub(super) fn abort_replacement(&self, role: usize, why: &io::Error) {
-        let slot = &self.slots[role];
-        slot.replacing.store(false, Ordering::Release);
-        let gone = slot
-            .replacement
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some((m, _)) = gone {
-            tracing::error!(array = %self.name, member = %m.info().name, role, "replacement failed, replace abandoned: {why}");
-        }
     }
 
     /// Reads `iov`'s total length at `offset`. The windows come back whatever the outcome.

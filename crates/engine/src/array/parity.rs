@@ -25,8 +25,8 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::stripe_cache::{
-    Blocks, Cached, ChunkCover, Gather, Outcome, Part, Segs, Signal, StripeCache, CACHE_MAX_RANGES,
-    CACHE_MAX_ROWS,
+    Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal, StripeCache,
+    CACHE_MAX_RANGES, CACHE_MAX_ROWS,
 };
 use super::Array;
 use crate::error::{Error, ErrorKind, Result};
@@ -235,7 +235,7 @@ impl Array {
             }
         }
         let mut failed = HashSet::new();
-        for (member, r, iov, layout) in self.issue_reads(batch.into_ios()).await {
+        for (member, r, (iov, layout)) in self.issue_reads(batch.into_ios()).await {
             req.restore(&layout, iov);
             if r.is_err() {
                 failed.insert(member);
@@ -313,7 +313,7 @@ impl Array {
     ) -> Result<Blocks> {
         let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
         let sector = self.pg().member_sector(stripe, rows.start);
-        let bufs: Vec<(usize, SharedBuf)> = members
+        let bufs: SmallVec<[(usize, SharedBuf); 6]> = members
             .iter()
             // Each read fills its whole buffer (or fails and the buffer is dropped).
             .map(|&m| (m, SharedBuf::new(AlignedBuf::for_overwrite(len))))
@@ -327,14 +327,9 @@ impl Array {
             );
         }
         let mut out: Blocks = (0..self.slots.len()).map(|_| None).collect();
-        let mut failed = HashSet::new();
-        for (m, r) in self.issue_scratch_reads(batch.into_ios()).await {
-            if r.is_err() {
-                failed.insert(m);
-            }
-        }
+        let results = self.issue_scratch_reads(batch.into_ios()).await;
         for (m, b) in bufs {
-            if !failed.contains(&m) {
+            if !results.iter().any(|(f, r)| *f == m && r.is_err()) {
                 out[m] = Some(b.try_into_inner().expect("scratch released"));
             }
         }
@@ -441,18 +436,7 @@ impl Array {
         let (r, cached) = self.run_batch(stripe, parts, taken.cached).await;
         let parts = leading.parts.take().expect("set above");
         leading.done = true;
-        let done = parts
-            .into_iter()
-            .map(|p| {
-                // Every part of the batch shares its outcome (the whole message, once per part).
-                let r = match &r {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(Error::new(e.kind(), e.to_string())),
-                };
-                (p, r)
-            })
-            .collect();
-        self.cache.finish(stripe, cached, done);
+        self.cache.finish(stripe, cached, parts, r);
     }
 
     /// Writes a batch of parts to one stripe. Returns the outcome and the stripe contents
@@ -605,7 +589,6 @@ impl Array {
             ((r.start - rows.start) * SECTOR_SIZE) as usize
                 ..((r.end - rows.start) * SECTOR_SIZE) as usize
         };
-        let raid6 = map.q.is_some();
         // Whether the new P and Q are right (read-modify-write on a parity block whose old
         // contents were neither read nor known computes garbage, which is not written and
         // must not be kept either).
@@ -685,18 +668,30 @@ impl Array {
                     };
                     chunks[q_index(map, dd)] = Some(b);
                 }
+                // Over kept rows wider than the batch, parity changes only where the batch
+                // writes: start from the kept parity and generate the hull's rows alone (a 4K
+                // write into 64K of kept rows generated all 64K: half of its time).
+                let parity_known = old[map.p].is_some() && map.q.is_none_or(|q| old[q].is_some());
+                let span = if parity_known { at(hull) } else { 0..len };
                 let data: SmallVec<[&[u8]; 8]> = chunks
                     .iter()
-                    .map(|c| &c.as_ref().expect("every chunk")[..])
+                    .map(|c| &c.as_ref().expect("every chunk")[span.clone()])
                     .collect();
-                // Parity generation writes every byte of P and Q.
-                let mut p = AlignedBuf::for_overwrite(len);
-                let q = if raid6 {
-                    let mut q = AlignedBuf::for_overwrite(len);
-                    raidd_parity::gen_pq(&data, &mut p, &mut q);
+                // Generation writes every byte of P and Q over the span; outside it they are
+                // the kept contents, still right.
+                let mut p = match old[map.p].take() {
+                    Some(b) if parity_known => b,
+                    _ => AlignedBuf::for_overwrite(len),
+                };
+                let q = if let Some(qm) = map.q {
+                    let mut q = match old[qm].take() {
+                        Some(b) if parity_known => b,
+                        _ => AlignedBuf::for_overwrite(len),
+                    };
+                    raidd_parity::gen_pq(&data, &mut p[span.clone()], &mut q[span]);
                     Some(q)
                 } else {
-                    raidd_parity::xor_gen(&mut p, &data);
+                    raidd_parity::xor_gen(&mut p[span], &data);
                     None
                 };
                 drop(data);
@@ -805,7 +800,7 @@ struct Leading<'a> {
     cache: &'a StripeCache,
     stripe: u64,
     own: &'a Signal,
-    parts: Option<Vec<Part>>,
+    parts: Option<Parts>,
     done: bool,
 }
 

@@ -26,6 +26,7 @@
 //! in bytes, so the next write to those rows needs no pre-read at all.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -156,6 +157,9 @@ impl Segs {
 /// parts are moved between queues.
 pub(crate) type ChunkCover = SmallVec<[(usize, Range<u64>); 2]>;
 
+/// The parts of a batch (inline for two: most batches are one small write).
+pub(crate) type Parts = SmallVec<[Part; 2]>;
+
 /// One request's share of one stripe.
 pub(crate) struct Part {
     /// The request's data, shared by its parts (on any thread).
@@ -236,7 +240,7 @@ impl Cached {
 
 #[derive(Default)]
 struct Head {
-    pending: VecDeque<Part>,
+    pending: Parts,
     leader: bool,
     /// Kept row ranges, disjoint, oldest first.
     cached: Vec<Cached>,
@@ -244,16 +248,37 @@ struct Head {
     used: u64,
 }
 
+/// Hashes a stripe number: one multiplication (SipHash, the default, cost more than the
+/// rest of an attach). Stripe numbers are not chosen by an adversary who could profit from
+/// collisions: a client can only slow its own writes.
+#[derive(Default)]
+struct StripeHasher(u64);
+
+impl Hasher for StripeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing; hashbrown takes its control bits from the top.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 #[derive(Default)]
 struct Shard {
-    heads: HashMap<u64, Head>,
+    heads: HashMap<u64, Head, BuildHasherDefault<StripeHasher>>,
     clock: u64,
     cached_bytes: usize,
 }
 
 /// What a leader takes from a head: the parts and the cached contents.
 pub(crate) struct Taken {
-    pub(crate) parts: Vec<Part>,
+    pub(crate) parts: Parts,
     pub(crate) cached: Vec<Cached>,
 }
 
@@ -405,7 +430,7 @@ impl StripeCache {
         let clock = sh.clock;
         let head = sh.heads.entry(stripe).or_default();
         head.used = clock;
-        head.pending.push_back(part);
+        head.pending.push(part);
         let lead = !head.leader;
         head.leader = true;
         (signal, lead)
@@ -419,6 +444,10 @@ impl StripeCache {
             return false;
         };
         let full = 0..chunk_rows;
+        if let [p] = head.pending.as_slice() {
+            // One part (the common case): it covers every chunk itself or not at all.
+            return p.cover.len() == data_chunks && p.cover.iter().all(|(_, r)| *r == full);
+        }
         let mut segs: SmallVec<[Segs; 16]> = (0..data_chunks).map(|_| Segs::default()).collect();
         for p in &head.pending {
             for (dd, r) in &p.cover {
@@ -435,12 +464,12 @@ impl StripeCache {
         let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
         let Some(head) = sh.heads.get_mut(&stripe) else {
             return Taken {
-                parts: Vec::new(),
+                parts: Parts::new(),
                 cached: Vec::new(),
             };
         };
         debug_assert!(head.leader, "take without leading stripe {stripe}");
-        let parts: Vec<Part> = head.pending.drain(..).collect();
+        let parts = std::mem::take(&mut head.pending);
         let cached = std::mem::take(&mut head.cached);
         sh.cached_bytes -= cached.iter().map(Cached::bytes).sum::<usize>();
         self.batches.fetch_add(1, Ordering::Relaxed);
@@ -452,12 +481,13 @@ impl StripeCache {
     }
 
     /// The leader is done with its batch: keeps `cached` (within the budget), hands the
-    /// stripe to the oldest part still waiting, and posts each part's outcome.
+    /// stripe to the oldest part still waiting, and posts the batch's outcome to each part.
     pub(crate) fn finish(
         &self,
         stripe: u64,
         mut cached: Vec<Cached>,
-        done: Vec<(Part, Result<()>)>,
+        parts: Parts,
+        mut r: Result<()>,
     ) {
         let budget = self.shard_budget.load(Ordering::Relaxed);
         let evicted = {
@@ -480,7 +510,14 @@ impl StripeCache {
             evicted
         };
         drop(evicted); // buffers go back to the pool outside the lock
-        for (part, r) in done {
+        let mut parts = parts.into_iter().peekable();
+        while let Some(part) = parts.next() {
+            // Every part gets the outcome (an error's whole message, once per part).
+            let r = match (&r, parts.peek()) {
+                (Err(e), Some(_)) => Err(crate::error::Error::new(e.kind(), e.to_string())),
+                (_, None) => std::mem::replace(&mut r, Ok(())),
+                (Ok(()), _) => Ok(()),
+            };
             part.signal.post(Outcome::Done(r));
         }
     }
@@ -510,7 +547,7 @@ impl StripeCache {
 
     /// A leader gives up (its future was dropped): its own part is abandoned, parts it had
     /// taken are told they failed, and the lead passes on.
-    pub(crate) fn resign(&self, stripe: u64, own: &Signal, taken: Vec<Part>) {
+    pub(crate) fn resign(&self, stripe: u64, own: &Signal, taken: Parts) {
         own.0.lock().unwrap_or_else(|e| e.into_inner()).abandoned = true;
         {
             let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
@@ -536,7 +573,7 @@ impl StripeCache {
             matches!(st.outcome, Some(Outcome::Lead))
         };
         if had_lead {
-            self.resign(stripe, signal, Vec::new());
+            self.resign(stripe, signal, Parts::new());
         }
     }
 

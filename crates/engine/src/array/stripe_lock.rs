@@ -4,6 +4,7 @@
 //! memory stays bounded whatever the array size.
 
 use futures::lock::{Mutex, MutexGuard};
+use smallvec::SmallVec;
 
 const SLOTS: usize = 4096;
 
@@ -14,7 +15,7 @@ pub(crate) struct StripeLocks {
 
 /// Held locks; released on drop.
 pub(crate) struct StripeGuard<'a> {
-    _guards: Vec<MutexGuard<'a, ()>>,
+    _guards: SmallVec<[MutexGuard<'a, ()>; 2]>,
 }
 
 impl Default for StripeLocks {
@@ -30,6 +31,12 @@ impl StripeLocks {
     /// requests can never wait for each other in a cycle.
     pub(crate) async fn lock(&self, first: u64, last: u64) -> StripeGuard<'_> {
         assert!(first <= last, "inverted stripe range {first}..={last}");
+        if first == last {
+            // One stripe (every small write): one slot, nothing to sort.
+            let mut guards = SmallVec::new();
+            guards.push(self.slots[(first % SLOTS as u64) as usize].lock().await);
+            return StripeGuard { _guards: guards };
+        }
         let mut idx: Vec<usize> = if last - first + 1 >= SLOTS as u64 {
             (0..SLOTS).collect()
         } else {
@@ -39,7 +46,7 @@ impl StripeLocks {
         };
         idx.sort_unstable();
         idx.dedup();
-        let mut guards = Vec::with_capacity(idx.len());
+        let mut guards = SmallVec::with_capacity(idx.len());
         for i in idx {
             guards.push(self.slots[i].lock().await);
         }

@@ -28,17 +28,71 @@ pub(super) struct Shard {
     pub(super) copied_bytes: AtomicU64,
 }
 
-#[derive(Debug)]
-pub(super) struct Counters {
-    shards: Box<[Shard]>,
+/// A value alone on its cache lines (two: the adjacent-line prefetcher pairs them), so
+/// that writes to it do not slow down readers of its neighbours.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(super) struct Padded<T>(pub(super) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
-impl Default for Counters {
-    fn default() -> Counters {
-        Counters {
-            shards: (0..=OWNED).map(|_| Shard::default()).collect(),
+/// One `T` per thread (the first [`OWNED`] threads each own one; later threads share the
+/// last), each alone on its cache lines.
+#[derive(Debug)]
+pub(super) struct PerThread<T> {
+    shards: Box<[T]>,
+}
+
+impl<T: Default> Default for PerThread<T> {
+    fn default() -> PerThread<T> {
+        PerThread {
+            shards: (0..=OWNED).map(|_| T::default()).collect(),
         }
     }
+}
+
+impl<T> PerThread<T> {
+    /// This thread's shard, and whether the thread owns it (is its only writer).
+    pub(super) fn mine(&self) -> (&T, bool) {
+        let i = thread_index();
+        if i < OWNED {
+            (&self.shards[i], true)
+        } else {
+            (&self.shards[OWNED], false)
+        }
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.shards.iter()
+    }
+}
+
+/// Adds `n` to a counter of a shard: a plain load and store by its owner (no update can be
+/// lost in between), an atomic add on the shared shard.
+pub(super) fn bump(c: &AtomicU64, n: u64, owned: bool) {
+    if owned {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    } else {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// A counter summed over every shard.
+pub(super) fn sum<T>(shards: &PerThread<T>, field: impl Fn(&T) -> &AtomicU64) -> u64 {
+    shards
+        .iter()
+        .map(|s| field(s).load(Ordering::Relaxed))
+        .sum()
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    shards: PerThread<Shard>,
 }
 
 /// This thread's shard index: threads are numbered in the order they first count.
@@ -51,22 +105,13 @@ fn thread_index() -> usize {
 impl Counters {
     /// Adds `n` to a counter of this thread's shard.
     pub(super) fn add(&self, field: impl Fn(&Shard) -> &AtomicU64, n: u64) {
-        let i = thread_index();
-        if i < OWNED {
-            // This thread is the shard's only writer: no update can be lost in between.
-            let c = field(&self.shards[i]);
-            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-        } else {
-            field(&self.shards[OWNED]).fetch_add(n, Ordering::Relaxed);
-        }
+        let (shard, owned) = self.shards.mine();
+        bump(field(shard), n, owned);
     }
 
     /// A counter summed over every shard.
     pub(super) fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
-        self.shards
-            .iter()
-            .map(|s| field(s).load(Ordering::Relaxed))
-            .sum()
+        sum(&self.shards, field)
     }
 }
 
@@ -102,5 +147,9 @@ mod tests {
     fn shards_do_not_share_cache_lines() {
         assert!(std::mem::align_of::<Shard>() >= 128);
         assert!(std::mem::size_of::<Shard>().is_multiple_of(128));
+        let p: PerThread<Padded<AtomicU64>> = PerThread::default();
+        let addrs: Vec<usize> = p.iter().map(|s| s as *const _ as usize).collect();
+        assert!(addrs.windows(2).all(|w| w[1] - w[0] >= 128));
+        assert_eq!(addrs.len(), OWNED + 1);
     }
 }

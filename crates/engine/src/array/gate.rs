@@ -20,7 +20,10 @@ use smallvec::SmallVec;
 pub(crate) const REGION_SHIFT: u32 = 11;
 const BUCKETS: usize = 1024;
 
+/// One per cache line: every write updates its bucket's `pending`, and buckets of
+/// neighbouring regions sharing a line made writes on different threads contend.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct Bucket {
     /// Writes in flight in this bucket.
     pending: AtomicU32,

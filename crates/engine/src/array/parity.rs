@@ -16,7 +16,6 @@
 
 use std::collections::HashSet;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use raidd_layout::{ParityGeometry, StripeMap, StripeRole, SECTOR_SIZE};
@@ -470,7 +469,7 @@ impl Array {
             .position(|c| c.rows.start <= hull.start && hull.end <= c.rows.end)
         {
             Some(i) => {
-                self.cache.cache_hits.fetch_add(1, Ordering::Relaxed);
+                self.cache.hit();
                 let c = kept.remove(i);
                 (c.rows, c.blocks)
             }
@@ -485,7 +484,7 @@ impl Array {
         let keep = !whole
             && rows.end - rows.start <= CACHE_MAX_ROWS
             && self.cache.cache_bytes() > 0
-            && self.cache.governor.keeping();
+            && self.cache.keeping();
         let r = self
             .write_batch(stripe, &map, parts, &segs, (&rows, &hull), keep, &mut old)
             .await;
@@ -496,9 +495,7 @@ impl Array {
             // Other kept ranges that overlap what the batch wrote are stale now.
             kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
             if keep {
-                self.cache
-                    .governor
-                    .kept(self.cache.cache_hits.load(Ordering::Relaxed));
+                self.cache.kept();
                 kept.push(Cached { rows, blocks: old });
                 if kept.len() > CACHE_MAX_RANGES {
                     kept.remove(0);

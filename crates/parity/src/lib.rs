@@ -27,8 +27,8 @@ pub use select::IMPL_ENV;
 
 /// Which code path computes parity.
 ///
-/// `Avx512` exists for the API and the `RAIDD_PARITY_IMPL` override, but this build has no
-/// AVX-512 kernels, so it is never [available](Impl::available) (forcing it falls back).
+/// [`Impl::best`] picks the fastest the CPU runs (`Avx512` needs AVX-512F and BW);
+/// `RAIDD_PARITY_IMPL` forces another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Impl {
     Scalar,

@@ -36,8 +36,7 @@ impl Impl {
         ALL.into_iter().filter(|imp| imp.is_available()).collect()
     }
 
-    /// Whether this CPU (and this build) can run `self`. `Avx512` is never available: this
-    /// build has no AVX-512 kernels (they could not be run where they were written).
+    /// Whether this CPU (and this build) can run `self` (`Avx512` needs AVX-512F and BW).
     pub fn is_available(self) -> bool {
         kernels::table(self).is_some()
     }
@@ -131,12 +130,14 @@ mod tests {
     fn available_matches_cpu_features() {
         let available = Impl::available();
         assert_eq!(available.first(), Some(&Impl::Scalar));
-        assert!(!available.contains(&Impl::Avx512));
         assert!(available.contains(&Impl::best()));
         #[cfg(target_arch = "x86_64")]
         {
+            let avx512 = std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw");
             let avx2 = std::arch::is_x86_feature_detected!("avx2");
             let ssse3 = std::arch::is_x86_feature_detected!("ssse3");
+            assert_eq!(available.contains(&Impl::Avx512), avx512);
             assert_eq!(available.contains(&Impl::Avx2), avx2);
             assert_eq!(available.contains(&Impl::Ssse3), ssse3);
         }

@@ -78,11 +78,19 @@ fn impossible_losses_panic() {
 
 #[test]
 fn unavailable_impls_do_not_construct() {
-    assert!(
-        Parity::new(Impl::Avx512).is_none(),
-        "this build has no AVX-512 kernels"
-    );
-    for imp in Impl::available() {
-        assert_eq!(Parity::new(imp).map(|p| p.imp()), Some(imp));
+    let available = Impl::available();
+    for imp in [Impl::Scalar, Impl::Ssse3, Impl::Avx2, Impl::Avx512] {
+        let built = Parity::new(imp).map(|p| p.imp());
+        if available.contains(&imp) {
+            assert_eq!(built, Some(imp));
+        } else {
+            assert!(built.is_none(), "{imp} constructed on a CPU without it");
+        }
     }
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        available.contains(&Impl::Avx512),
+        std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512f")
+    );
 }

@@ -2,7 +2,7 @@
 //! generation by Horner's rule, multiply-accumulate by a constant), once per implementation.
 //!
 //! The loops are written once, generically over a vector of bytes ([`vector::ByteVec`]), and
-//! instantiated for a 64-bit word (the portable scalar path), SSSE3 and AVX2. Each
+//! instantiated for a 64-bit word (the portable scalar path), SSSE3, AVX2 and AVX-512. Each
 //! implementation is exposed as a [`KernelTable`] of safe function pointers; a table whose code
 //! needs a CPU feature is handed out only after run-time detection found that feature, which is
 //! what makes calling through it sound.
@@ -37,8 +37,13 @@ pub(crate) fn table(imp: Impl) -> Option<&'static KernelTable> {
         Impl::Ssse3 if std::arch::is_x86_feature_detected!("ssse3") => Some(&x86::SSSE3),
         #[cfg(target_arch = "x86_64")]
         Impl::Avx2 if std::arch::is_x86_feature_detected!("avx2") => Some(&x86::AVX2),
-        // No AVX-512 kernels are built: the development machine cannot run them, and untested
-        // SIMD code must not become the default on servers that can (see `Impl::Avx512`).
+        #[cfg(target_arch = "x86_64")]
+        Impl::Avx512
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw") =>
+        {
+            Some(&x86::AVX512)
+        }
         _ => None,
     }
 }

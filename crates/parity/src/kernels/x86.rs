@@ -1,4 +1,4 @@
-//! SSSE3 and AVX2 vectors, and the kernel tables instantiated from them.
+//! SSSE3, AVX2 and AVX-512 (BW) vectors, and the kernel tables instantiated from them.
 //!
 //! Every operation is a one- to four-instruction wrapper around an intrinsic. The wrappers carry
 //! no `#[target_feature]` themselves; they are `#[inline(always)]` into the entry points below,
@@ -139,6 +139,73 @@ impl NibbleMul for Avx {
     }
 }
 
+/// 64 bytes in an AVX-512 register. Byte shuffles and byte masks need AVX-512BW.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx512(__m512i);
+
+impl ByteVec for Avx512 {
+    const BYTES: usize = 64;
+
+    #[inline(always)]
+    unsafe fn load(src: *const u8) -> Self {
+        // SAFETY: the caller guarantees 64 readable bytes and AVX-512F; loadu needs no
+        // alignment.
+        Avx512(unsafe { _mm512_loadu_si512(src.cast()) })
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, dst: *mut u8) {
+        // SAFETY: the caller guarantees 64 writable bytes; storeu needs no alignment. AVX-512F
+        // is there because `self` exists (see `vector`).
+        unsafe { _mm512_storeu_si512(dst.cast(), self.0) }
+    }
+
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        // SAFETY: an `Avx512` exists only where AVX-512F and BW were detected.
+        Avx512(unsafe { _mm512_xor_si512(self.0, other.0) })
+    }
+
+    #[inline(always)]
+    fn mul2(self) -> Self {
+        // SAFETY: an `Avx512` exists only where AVX-512F and BW were detected.
+        unsafe {
+            // The top bit of each byte, as a mask: those bytes overflow and take the
+            // polynomial.
+            let overflow = _mm512_movepi8_mask(self.0);
+            let doubled = _mm512_add_epi8(self.0, self.0);
+            Avx512(_mm512_xor_si512(
+                doubled,
+                _mm512_maskz_mov_epi8(overflow, _mm512_set1_epi8(0x1d)),
+            ))
+        }
+    }
+}
+
+impl NibbleMul for Avx512 {
+    #[inline(always)]
+    unsafe fn table(entries: &[u8; 16]) -> Self {
+        // SAFETY: `entries` is 16 readable bytes; AVX-512F by the caller's contract. vpshufb
+        // looks up within each 128-bit lane, so every lane gets the same table.
+        Avx512(unsafe { _mm512_broadcast_i32x4(_mm_loadu_si128(entries.as_ptr().cast())) })
+    }
+
+    #[inline(always)]
+    fn nibble_mul(self, lo: Self, hi: Self) -> Self {
+        // SAFETY: an `Avx512` exists only where AVX-512F and BW were detected.
+        unsafe {
+            let low_nibbles = _mm512_set1_epi8(0x0f);
+            let lo_idx = _mm512_and_si512(self.0, low_nibbles);
+            // There is no 8-bit shift: shift 16-bit lanes and mask off what crossed bytes.
+            let hi_idx = _mm512_and_si512(_mm512_srli_epi16::<4>(self.0), low_nibbles);
+            Avx512(_mm512_xor_si512(
+                _mm512_shuffle_epi8(lo.0, lo_idx),
+                _mm512_shuffle_epi8(hi.0, hi_idx),
+            ))
+        }
+    }
+}
+
 /// Instantiates the generic loops for one vector type inside `#[target_feature]` functions and
 /// wraps them in safe functions for a [`KernelTable`].
 macro_rules! kernel_table {
@@ -185,3 +252,4 @@ macro_rules! kernel_table {
 
 kernel_table!(SSSE3, Sse, "ssse3");
 kernel_table!(AVX2, Avx, "avx2");
+kernel_table!(AVX512, Avx512, "avx512f,avx512bw");

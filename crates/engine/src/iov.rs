@@ -160,7 +160,7 @@ impl Window for Tagged {
 }
 
 /// Splits tagged windows into what a member read takes and the layout to restore them by.
-pub(crate) fn untag(windows: SmallVec<[Tagged; 4]>) -> (IoVecMut, SmallVec<[(usize, usize); 4]>) {
+pub(crate) fn untag(windows: Windows<Tagged>) -> (IoVecMut, SmallVec<[(usize, usize); 4]>) {
     let mut iov = IoVecMut::new();
     let mut layout = SmallVec::new();
     for t in windows {
@@ -271,8 +271,13 @@ impl<W> Default for Batch<W> {
     }
 }
 
-/// The coalesced member I/Os of a batch (inline up to six).
-pub(crate) type MemberIos<W> = SmallVec<[MemberIo<W>; 6]>;
+/// The coalesced member I/Os of a batch, inline up to four: a small write's reads or writes.
+/// They are passed by value into the futures that issue them, which hold them while they
+/// wait, so the inline sizes here are part of every request's state in flight.
+pub(crate) type MemberIos<W> = SmallVec<[MemberIo<W>; 4]>;
+
+/// The windows of one member I/O, inline up to two (a small request has one).
+pub(crate) type Windows<W> = SmallVec<[W; 2]>;
 
 /// A coalesced member I/O.
 #[derive(Debug)]
@@ -280,7 +285,7 @@ pub(crate) struct MemberIo<W> {
     pub(crate) member: usize,
     pub(crate) offset: u64,
     pub(crate) len: u64,
-    pub(crate) windows: SmallVec<[W; 4]>,
+    pub(crate) windows: Windows<W>,
 }
 
 pub(crate) trait Window {

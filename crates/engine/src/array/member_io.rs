@@ -2,7 +2,7 @@
 //! a batch of them issued together.
 //!
 //! A batch is joined in place ([`join_inline`]): the members already box their futures, so
-//! the futures and their results sit inline for up to six member I/Os and nothing is
+//! the futures and their results sit inline for up to four member I/Os and nothing is
 //! allocated or moved per I/O. (`futures::join_all` boxed an array of wrapper futures and
 //! collected the results into a `Vec`: a fifth of a RAID5 small write's instructions.)
 //! A member whose I/O fails is failed by identity (see [`Array::fail_member_io`]) once the
@@ -24,8 +24,16 @@ use super::{read_lock, Array};
 use crate::iov::{untag, MemberIos, Tagged};
 use crate::member::Member;
 
-/// Results of a batch of member I/Os, in the batch's order (inline up to six).
-pub(crate) type Results<T> = SmallVec<[T; 6]>;
+/// Member I/Os of a batch held inline: a small write's two to three reads or writes (more
+/// spill to the heap, for requests big enough not to notice). Everything here is held
+/// across an await, so it is part of every request's state in flight.
+const INLINE: usize = 4;
+
+/// Results of a batch of member I/Os, in the batch's order.
+pub(crate) type Results<T> = SmallVec<[T; INLINE]>;
+
+/// Futures of a batch.
+pub(crate) type Futures<F> = SmallVec<[F; INLINE]>;
 
 /// Where a read's windows go back in the request (see `iov::untag`).
 type Layout = SmallVec<[(usize, usize); 4]>;
@@ -36,22 +44,25 @@ pub(crate) type ReadBack = (IoVecMut, Layout);
 /// A write's copy to a slot's replacement: (slot, replacement, byte offset, windows).
 type ReplacementCopy = (usize, Arc<dyn Member>, u64, IoVec);
 
+/// One future of a join and, once it is ready, its output in the same place.
+enum Joined<F: Future> {
+    Running(F),
+    Done(F::Output),
+}
+
 /// Runs every future to completion concurrently; their outputs in order.
-pub(crate) async fn join_inline<F>(futs: SmallVec<[F; 6]>) -> Results<F::Output>
+pub(crate) async fn join_inline<F>(futs: Futures<F>) -> Results<F::Output>
 where
     F: Future + Unpin,
 {
-    let mut pending: SmallVec<[Option<F>; 6]> = futs.into_iter().map(Some).collect();
-    let mut done: SmallVec<[Option<F::Output>; 6]> = pending.iter().map(|_| None).collect();
+    let mut slots: SmallVec<[Joined<F>; INLINE]> = futs.into_iter().map(Joined::Running).collect();
     std::future::poll_fn(|cx| {
         let mut all = true;
-        for (f, out) in pending.iter_mut().zip(done.iter_mut()) {
-            let Some(fut) = f else { continue };
+        for slot in slots.iter_mut() {
+            let Joined::Running(fut) = slot else { continue };
             match Pin::new(fut).poll(cx) {
-                Poll::Ready(v) => {
-                    *out = Some(v);
-                    *f = None; // release what the future holds (windows) at once
-                }
+                // Dropping the future at once releases what it holds (windows).
+                Poll::Ready(v) => *slot = Joined::Done(v),
                 Poll::Pending => all = false,
             }
         }
@@ -62,14 +73,18 @@ where
         }
     })
     .await;
-    done.into_iter()
-        .map(|o| o.expect("every future completed"))
+    slots
+        .into_iter()
+        .map(|s| match s {
+            Joined::Done(v) => v,
+            Joined::Running(_) => unreachable!("every future completed"),
+        })
         .collect()
 }
 
 impl Array {
     /// The member in `role`'s slot for each I/O of a batch.
-    fn members_of<W>(&self, ios: &MemberIos<W>) -> SmallVec<[Arc<dyn Member>; 6]> {
+    fn members_of<W>(&self, ios: &MemberIos<W>) -> SmallVec<[Arc<dyn Member>; INLINE]> {
         ios.iter().map(|io| self.member_ref(io.member)).collect()
     }
 
@@ -93,8 +108,8 @@ impl Array {
         ios: MemberIos<Tagged>,
     ) -> Results<(usize, io::Result<()>, ReadBack)> {
         let members = self.members_of(&ios);
-        let mut backs: SmallVec<[(usize, Layout); 6]> = SmallVec::new();
-        let futs: SmallVec<[_; 6]> = ios
+        let mut backs: SmallVec<[(usize, Layout); INLINE]> = SmallVec::new();
+        let futs: Futures<_> = ios
             .into_iter()
             .zip(&members)
             .map(|(io, m)| {
@@ -125,8 +140,8 @@ impl Array {
         ios: MemberIos<BufSliceMut>,
     ) -> Results<(usize, io::Result<()>)> {
         let members = self.members_of(&ios);
-        let roles: SmallVec<[usize; 6]> = ios.iter().map(|io| io.member).collect();
-        let futs: SmallVec<[LocalBoxFuture<'_, _>; 6]> = ios
+        let roles: SmallVec<[usize; INLINE]> = ios.iter().map(|io| io.member).collect();
+        let futs: Futures<LocalBoxFuture<'_, _>> = ios
             .into_iter()
             .zip(&members)
             .map(|(io, m)| m.read(io.offset, io.windows.into_iter().collect()))
@@ -155,8 +170,8 @@ impl Array {
             }
         }
         let members = self.members_of(&ios);
-        let roles: SmallVec<[usize; 6]> = ios.iter().map(|io| io.member).collect();
-        let futs: SmallVec<[LocalBoxFuture<'_, _>; 6]> = ios
+        let roles: SmallVec<[usize; INLINE]> = ios.iter().map(|io| io.member).collect();
+        let futs: Futures<LocalBoxFuture<'_, _>> = ios
             .into_iter()
             .zip(&members)
             .map(|(io, m)| m.write(io.offset, io.windows.into_iter().collect()))
@@ -164,17 +179,23 @@ impl Array {
         let results: Results<(usize, io::Result<()>)> = if copies.is_empty() {
             roles.iter().copied().zip(join_inline(futs).await).collect()
         } else {
-            let extra: SmallVec<[LocalBoxFuture<'_, _>; 6]> = copies
-                .iter_mut()
-                .map(|(_, m, at, iov)| m.write(*at, std::mem::take(iov)))
-                .collect();
-            let (results, extra) =
-                futures::future::join(join_inline(futs), join_inline(extra)).await;
-            for ((role, ..), r) in copies.iter().zip(extra) {
-                if let Err(e) = r {
-                    self.abort_replacement(*role, &e);
+            // Rare (a `raidd replace` in progress): boxed, so that its second join does not
+            // enlarge every write's state in flight.
+            let results = Box::pin(async {
+                let extra: Futures<LocalBoxFuture<'_, _>> = copies
+                    .iter_mut()
+                    .map(|(_, m, at, iov)| m.write(*at, std::mem::take(iov)))
+                    .collect();
+                let (results, extra) =
+                    futures::future::join(join_inline(futs), join_inline(extra)).await;
+                for ((role, ..), r) in copies.iter().zip(extra) {
+                    if let Err(e) = r {
+                        self.abort_replacement(*role, &e);
+                    }
                 }
-            }
+                results
+            })
+            .await;
             roles.iter().copied().zip(results).collect()
         };
         self.fail_failed(&members, results.iter().map(|(role, r)| (*role, r)))
@@ -189,9 +210,9 @@ impl Array {
         at: &[(usize, u64)],
         iov: IoVec,
     ) -> Results<io::Result<()>> {
-        let members: SmallVec<[Arc<dyn Member>; 6]> =
+        let members: SmallVec<[Arc<dyn Member>; INLINE]> =
             at.iter().map(|&(role, _)| self.member_ref(role)).collect();
-        let futs: SmallVec<[LocalBoxFuture<'_, _>; 6]> = at
+        let futs: Futures<LocalBoxFuture<'_, _>> = at
             .iter()
             .zip(&members)
             .map(|(&(_, off), m)| m.write(off, iov.iter().cloned().collect()))
@@ -299,8 +320,8 @@ mod tests {
     #[test]
     fn join_inline_returns_outputs_in_order_and_polls_none_after_completion() {
         let polls: Vec<Rc<Cell<u32>>> = (0..8).map(|_| Rc::new(Cell::new(0))).collect();
-        // Eight futures (beyond the inline six), finishing in a different order than given.
-        let futs: SmallVec<[After; 6]> = (0..8u32)
+        // Eight futures (beyond the inline four), finishing in a different order than given.
+        let futs: Futures<After> = (0..8u32)
             .map(|i| After {
                 left: (7 - i) % 3,
                 polls: polls[i as usize].clone(),
@@ -317,7 +338,7 @@ mod tests {
                 "future {i} polled once per pending turn, then never"
             );
         }
-        let none: SmallVec<[After; 6]> = SmallVec::new();
+        let none: Futures<After> = SmallVec::new();
         assert!(raidd_rt::block_on(join_inline(none)).is_empty());
     }
 }

@@ -14,7 +14,7 @@ to the server); with one process per server for the whole run, a run's ratio was
 the luck of those two draws (0.86 to 1.16 in back-to-back runs). Medians over rounds of
 fresh processes sample both speeds for both servers.
 
-Usage: bench/nbd_vs_nbdkit.py [--rounds N] [--seconds S] [--size BYTES] [--json OUT]
+Usage: bench/nbd_vs_nbdkit.py [--rounds N (9)] [--seconds S] [--size BYTES] [--json OUT]
                               [--jobs 4k-randread-qd1,1m-read-qd8,...]
 """
 import argparse
@@ -65,7 +65,7 @@ def fio(uri, job, seconds, size, cpus):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--size", default=str(1 << 30))
     ap.add_argument("--server-cpus", default="0")

@@ -21,13 +21,12 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from benchlib import cpu_seconds, free_port, wait_port
+from benchlib import cpu_seconds, free_port, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -131,7 +130,8 @@ def main():
                          "cpu_us_per_io": cpu * 1e6 / max(ios, 1)})
                     print(f"round {r + 1} {job[0]:<18} {s:<6} {iops:>10.0f} IOPS "
                           f"{bw / 1e6:>8.1f} MB/s lat {lat:>7.1f} us", file=sys.stderr)
-            stop(procs)
+            for p in procs:
+                stop(p)
             procs.clear()
         print(f"\n{'job':<18} {'raidd IOPS':>11} {'nbdkit IOPS':>12} {'ratio':>6} "
               f"{'raidd MB/s':>10} {'nbdkit MB/s':>11} {'raidd cpu/io':>12} {'nbdkit cpu/io':>13}")
@@ -147,19 +147,9 @@ def main():
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
     finally:
-        stop(procs)
+        for p in procs:
+            stop(p)
         shutil.rmtree(shm, ignore_errors=True)
-
-
-def stop(procs):
-    """Ends the servers this script started (by their Popen handles)."""
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 if __name__ == "__main__":

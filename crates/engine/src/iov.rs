@@ -160,8 +160,10 @@ impl Window for Tagged {
 }
 
 /// Splits tagged windows into what a member read takes and the layout to restore them by.
-pub(crate) fn untag(windows: Windows<Tagged>) -> (IoVecMut, SmallVec<[(usize, usize); 4]>) {
-    let mut iov = IoVecMut::new();
+pub(crate) fn untag(
+    windows: Windows<Tagged>,
+) -> (Windows<BufSliceMut>, SmallVec<[(usize, usize); 4]>) {
+    let mut iov = Windows::new();
     let mut layout = SmallVec::new();
     for t in windows {
         layout.push((t.req_off, t.window.len()));

@@ -183,8 +183,7 @@ fn a_limit_on_stripes_in_flight_gathers_too() {
 fn known_rows_spare_the_next_writes_their_reads() {
     for raid6 in [false, true] {
         raidd_rt::block_on(async move {
-            let rig = Rig::new(if raid6 { 6 } else { 4 }, raid6);
-            rig.array.set_stripe_cache(1 << 20, Gather::None);
+            let rig = Rig::keeping_rows(raid6);
             let a = &rig.array;
             let mut model = Model::new(a.size_bytes() / 512, 14);
             let parity = if raid6 { 2 } else { 1 };
@@ -225,8 +224,7 @@ fn known_rows_spare_the_next_writes_their_reads() {
 fn a_narrow_write_inside_kept_rows_keeps_the_parity_around_it() {
     for raid6 in [false, true] {
         raidd_rt::block_on(async move {
-            let rig = Rig::new(if raid6 { 6 } else { 4 }, raid6);
-            rig.array.set_stripe_cache(1 << 20, Gather::None);
+            let rig = Rig::keeping_rows(raid6);
             let a = &rig.array;
             let mut model = Model::new(a.size_bytes() / 512, 16);
             // Rows 0..4 of chunk 0 (kept), row 2 of chunk 1, row 0 of chunk 2, rows 1..3 of
@@ -285,6 +283,14 @@ fn dropped_requests_never_stall_their_stripe() {
 }
 
 impl Rig {
+    /// A RAID5 over 4 or a RAID6 over 6 that keeps rows and does not plug (each write is a
+    /// batch of its own).
+    fn keeping_rows(raid6: bool) -> Rig {
+        let rig = Rig::new(if raid6 { 6 } else { 4 }, raid6);
+        rig.array.set_stripe_cache(1 << 20, Gather::None);
+        rig
+    }
+
     /// Reads everything back through a view without each member in turn.
     async fn verify_every_single_loss(&self, model: &Model, raid6: bool) {
         for lost in 0..self.array.geometry().members() {

@@ -21,7 +21,7 @@ use raidd_rt::{BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::{read_lock, Array};
-use crate::iov::{untag, MemberIos, Tagged};
+use crate::iov::{untag, MemberIo, MemberIos, Tagged, Windows};
 use crate::member::Member;
 
 /// Member I/Os of a batch held inline: a small write's two to three reads or writes (more
@@ -82,23 +82,73 @@ where
         .collect()
 }
 
-impl Array {
-    /// The member in `role`'s slot for each I/O of a batch.
-    fn members_of<W>(&self, ios: &MemberIos<W>) -> SmallVec<[Arc<dyn Member>; INLINE]> {
-        ios.iter().map(|io| self.member_ref(io.member)).collect()
-    }
+/// Starts one member I/O: the member's own (boxed) future for an offset and windows.
+type Start<W, T> = for<'m> fn(&'m dyn Member, u64, Windows<W>) -> LocalBoxFuture<'m, T>;
 
-    /// Fails the members of a batch whose I/O failed.
-    async fn fail_failed<'a>(
+type ReadFuture<'m> = LocalBoxFuture<'m, (io::Result<()>, IoVecMut)>;
+
+fn read_at(m: &dyn Member, offset: u64, w: Windows<BufSliceMut>) -> ReadFuture<'_> {
+    m.read(offset, w.into_iter().collect())
+}
+
+fn write_at(
+    m: &dyn Member,
+    offset: u64,
+    w: Windows<BufSlice>,
+) -> LocalBoxFuture<'_, io::Result<()>> {
+    m.write(offset, w.into_iter().collect())
+}
+
+fn read_error((r, _): &(io::Result<()>, IoVecMut)) -> Option<&io::Error> {
+    r.as_ref().err()
+}
+
+fn result_error(r: &io::Result<()>) -> Option<&io::Error> {
+    r.as_ref().err()
+}
+
+fn same<T>(t: T) -> T {
+    t
+}
+
+/// A scratch read's result without its windows (the caller holds the buffers).
+fn result_only((r, _iov): (io::Result<()>, IoVecMut)) -> io::Result<()> {
+    r
+}
+
+impl Array {
+    /// Issues every member I/O of `ios` at once (draining it) and joins them in place; keeps
+    /// of each output what `keep` returns, fails the members whose I/O failed (`error`
+    /// finds the error in what was kept); each slot with its kept output, in order. Every
+    /// batch of member I/O goes through here. What is held while members are failed is only
+    /// what was kept, and the batch is borrowed, not taken (an async fn keeps its arguments
+    /// for its whole life): both are part of every request's state in flight.
+    async fn join_member_ios<W, T, U>(
         &self,
-        members: &[Arc<dyn Member>],
-        outcomes: impl Iterator<Item = (usize, &'a io::Result<()>)>,
-    ) {
-        for ((role, r), member) in outcomes.zip(members) {
-            if let Err(e) = r {
-                self.fail_member_io(role, member, e).await;
+        ios: &mut MemberIos<W>,
+        start: Start<W, T>,
+        keep: fn(T) -> U,
+        error: fn(&U) -> Option<&io::Error>,
+    ) -> Results<(usize, U)> {
+        let roles: SmallVec<[usize; INLINE]> = ios.iter().map(|io| io.member).collect();
+        let members: SmallVec<[Arc<dyn Member>; INLINE]> =
+            roles.iter().map(|&role| self.member_ref(role)).collect();
+        let futs: Futures<_> = members
+            .iter()
+            .zip(ios.drain(..))
+            .map(|(m, io)| start(&**m, io.offset, io.windows))
+            .collect();
+        let outputs: Results<(usize, U)> = roles
+            .into_iter()
+            .zip(join_inline(futs).await)
+            .map(|(role, out)| (role, keep(out)))
+            .collect();
+        for ((role, out), member) in outputs.iter().zip(&members) {
+            if let Some(e) = error(out) {
+                self.fail_member_io(*role, member, e).await;
             }
         }
+        outputs
     }
 
     /// Reads into the request's windows; returns each I/O's member, result, windows and the
@@ -107,61 +157,42 @@ impl Array {
         &self,
         ios: MemberIos<Tagged>,
     ) -> Results<(usize, io::Result<()>, ReadBack)> {
-        let members = self.members_of(&ios);
-        let mut backs: SmallVec<[(usize, Layout); INLINE]> = SmallVec::new();
-        let futs: Futures<_> = ios
+        let mut layouts: SmallVec<[Layout; INLINE]> = SmallVec::new();
+        let mut plain: MemberIos<BufSliceMut> = ios
             .into_iter()
-            .zip(&members)
-            .map(|(io, m)| {
-                let (iov, layout) = untag(io.windows);
-                backs.push((io.member, layout));
-                m.read(io.offset, iov)
+            .map(|io| {
+                let (windows, layout) = untag(io.windows);
+                layouts.push(layout);
+                MemberIo {
+                    member: io.member,
+                    offset: io.offset,
+                    len: io.len,
+                    windows,
+                }
             })
             .collect();
-        let results = join_inline(futs).await;
-        self.fail_failed(
-            &members,
-            backs
-                .iter()
-                .zip(&results)
-                .map(|((role, _), (r, _))| (*role, r)),
-        )
-        .await;
-        backs
+        self.join_member_ios(&mut plain, read_at, same, read_error)
+            .await
             .into_iter()
-            .zip(results)
-            .map(|((role, layout), (r, iov))| (role, r, (iov, layout)))
+            .zip(layouts)
+            .map(|((role, (r, iov)), layout)| (role, r, (iov, layout)))
             .collect()
     }
 
     /// Reads into scratch windows; returns each I/O's member and result.
     pub(super) async fn issue_scratch_reads(
         &self,
-        ios: MemberIos<BufSliceMut>,
+        mut ios: MemberIos<BufSliceMut>,
     ) -> Results<(usize, io::Result<()>)> {
-        let members = self.members_of(&ios);
-        let roles: SmallVec<[usize; INLINE]> = ios.iter().map(|io| io.member).collect();
-        let futs: Futures<LocalBoxFuture<'_, _>> = ios
-            .into_iter()
-            .zip(&members)
-            .map(|(io, m)| m.read(io.offset, io.windows.into_iter().collect()))
-            .collect();
-        let results: Results<(usize, io::Result<()>)> = join_inline(futs)
+        self.join_member_ios(&mut ios, read_at, result_only, result_error)
             .await
-            .into_iter()
-            .zip(&roles)
-            .map(|((r, _iov), &role)| (role, r))
-            .collect();
-        self.fail_failed(&members, results.iter().map(|(role, r)| (*role, r)))
-            .await;
-        results
     }
 
     /// Writes a batch; returns each I/O's member and result. A slot being replaced gets what
     /// lands below its replacement's copy point on the replacement too.
     pub(super) async fn issue_writes(
         &self,
-        ios: MemberIos<BufSlice>,
+        mut ios: MemberIos<BufSlice>,
     ) -> Results<(usize, io::Result<()>)> {
         let mut copies: SmallVec<[ReplacementCopy; 2]> = SmallVec::new();
         for io in &ios {
@@ -169,38 +200,31 @@ impl Array {
                 copies.push((io.member, m, at, io.windows.iter().cloned().collect()));
             }
         }
-        let members = self.members_of(&ios);
-        let roles: SmallVec<[usize; INLINE]> = ios.iter().map(|io| io.member).collect();
-        let futs: Futures<LocalBoxFuture<'_, _>> = ios
-            .into_iter()
-            .zip(&members)
-            .map(|(io, m)| m.write(io.offset, io.windows.into_iter().collect()))
-            .collect();
-        let results: Results<(usize, io::Result<()>)> = if copies.is_empty() {
-            roles.iter().copied().zip(join_inline(futs).await).collect()
-        } else {
-            // Rare (a `raidd replace` in progress): boxed, so that its second join does not
-            // enlarge every write's state in flight.
-            let results = Box::pin(async {
-                let extra: Futures<LocalBoxFuture<'_, _>> = copies
-                    .iter_mut()
-                    .map(|(_, m, at, iov)| m.write(*at, std::mem::take(iov)))
-                    .collect();
-                let (results, extra) =
-                    futures::future::join(join_inline(futs), join_inline(extra)).await;
-                for ((role, ..), r) in copies.iter().zip(extra) {
-                    if let Err(e) = r {
-                        self.abort_replacement(*role, &e);
-                    }
+        if copies.is_empty() {
+            return self
+                .join_member_ios(&mut ios, write_at, same, result_error)
+                .await;
+        }
+        // Rare (a `raidd replace` in progress): boxed, so that its second join does not
+        // enlarge every write's state in flight.
+        Box::pin(async {
+            let extra: Futures<LocalBoxFuture<'_, _>> = copies
+                .iter_mut()
+                .map(|(_, m, at, iov)| m.write(*at, std::mem::take(iov)))
+                .collect();
+            let (results, extra) = futures::future::join(
+                self.join_member_ios(&mut ios, write_at, same, result_error),
+                join_inline(extra),
+            )
+            .await;
+            for ((role, ..), r) in copies.iter().zip(extra) {
+                if let Err(e) = r {
+                    self.abort_replacement(*role, &e);
                 }
-                results
-            })
-            .await;
-            roles.iter().copied().zip(results).collect()
-        };
-        self.fail_failed(&members, results.iter().map(|(role, r)| (*role, r)))
-            .await;
-        results
+            }
+            results
+        })
+        .await
     }
 
     /// Writes the same windows to each `(slot, byte offset)` at once (the copies of a
@@ -210,18 +234,22 @@ impl Array {
         at: &[(usize, u64)],
         iov: IoVec,
     ) -> Results<io::Result<()>> {
-        let members: SmallVec<[Arc<dyn Member>; INLINE]> =
-            at.iter().map(|&(role, _)| self.member_ref(role)).collect();
-        let futs: Futures<LocalBoxFuture<'_, _>> = at
+        let len = raidd_rt::buf::iov_len(&iov) as u64;
+        let mut ios: MemberIos<BufSlice> = at
             .iter()
-            .zip(&members)
-            .map(|(&(_, off), m)| m.write(off, iov.iter().cloned().collect()))
+            .map(|&(member, offset)| MemberIo {
+                member,
+                offset,
+                len,
+                windows: iov.iter().cloned().collect(),
+            })
             .collect();
         drop(iov);
-        let results = join_inline(futs).await;
-        self.fail_failed(&members, at.iter().map(|&(role, _)| role).zip(&results))
-            .await;
-        results
+        self.join_member_ios(&mut ios, write_at, same, result_error)
+            .await
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect()
     }
 
     /// Reads slot `role`'s member at byte `offset` into `iov` (a single I/O; batches go

@@ -676,15 +676,13 @@ impl Array {
                     .collect();
                 // Generation writes every byte of P and Q over the span; outside it they are
                 // the kept contents, still right.
-                let mut p = match old[map.p].take() {
+                let mut parity_buf = |m: usize| match old[m].take() {
                     Some(b) if parity_known => b,
                     _ => AlignedBuf::for_overwrite(len),
                 };
+                let mut p = parity_buf(map.p);
                 let q = if let Some(qm) = map.q {
-                    let mut q = match old[qm].take() {
-                        Some(b) if parity_known => b,
-                        _ => AlignedBuf::for_overwrite(len),
-                    };
+                    let mut q = parity_buf(qm);
                     raidd_parity::gen_pq(&data, &mut p[span.clone()], &mut q[span]);
                     Some(q)
                 } else {

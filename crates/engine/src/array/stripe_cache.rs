@@ -467,13 +467,7 @@ impl StripeCache {
 
     /// The leader is done with its batch: keeps `cached` (within the budget), hands the
     /// stripe to the oldest part still waiting, and posts the batch's outcome to each part.
-    pub(crate) fn finish(
-        &self,
-        stripe: u64,
-        mut cached: Vec<Cached>,
-        parts: Parts,
-        mut r: Result<()>,
-    ) {
+    pub(crate) fn finish(&self, stripe: u64, mut cached: Vec<Cached>, parts: Parts, r: Result<()>) {
         let budget = self.shard_budget.load(Ordering::Relaxed);
         let evicted = {
             let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
@@ -495,13 +489,11 @@ impl StripeCache {
             evicted
         };
         drop(evicted); // buffers go back to the pool outside the lock
-        let mut parts = parts.into_iter().peekable();
-        while let Some(part) = parts.next() {
+        for part in parts {
             // Every part gets the outcome (an error's whole message, once per part).
-            let r = match (&r, parts.peek()) {
-                (Err(e), Some(_)) => Err(crate::error::Error::new(e.kind(), e.to_string())),
-                (_, None) => std::mem::replace(&mut r, Ok(())),
-                (Ok(()), _) => Ok(()),
+            let r = match &r {
+                Ok(()) => Ok(()),
+                Err(e) => Err(crate::error::Error::new(e.kind(), e.to_string())),
             };
             part.signal.post(Outcome::Done(r));
         }

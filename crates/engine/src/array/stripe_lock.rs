@@ -31,13 +31,8 @@ impl StripeLocks {
     /// requests can never wait for each other in a cycle.
     pub(crate) async fn lock(&self, first: u64, last: u64) -> StripeGuard<'_> {
         assert!(first <= last, "inverted stripe range {first}..={last}");
-        if first == last {
-            // One stripe (every small write): one slot, nothing to sort.
-            let mut guards = SmallVec::new();
-            guards.push(self.slots[(first % SLOTS as u64) as usize].lock().await);
-            return StripeGuard { _guards: guards };
-        }
-        let mut idx: Vec<usize> = if last - first + 1 >= SLOTS as u64 {
+        // Inline for one or two stripes (every small write): nothing allocated.
+        let mut idx: SmallVec<[usize; 2]> = if last - first + 1 >= SLOTS as u64 {
             (0..SLOTS).collect()
         } else {
             (first..=last)

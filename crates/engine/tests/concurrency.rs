@@ -150,10 +150,13 @@ async fn client(array: Arc<Array>, h: Rc<RefCell<History>>, seed: u64, c: u64, w
     let sectors = array.size_bytes() / 512;
     let mut rng = Rng(seed.wrapping_mul(977).wrapping_add(c));
     // A small hot region shared by every client, so writes really overlap, and some
-    // requests over several stripes.
+    // requests over several stripes (some over several whole ones).
     let hot = 192.min(sectors);
     for _ in 0..OPS {
-        let len = if rng.below(4) == 0 {
+        let len = if rng.below(8) == 0 {
+            // Up to several whole stripes: runs of stripes led together.
+            1 + rng.below(320)
+        } else if rng.below(4) == 0 {
             1 + rng.below(96)
         } else {
             1 + rng.below(12)

@@ -324,3 +324,108 @@ impl Rig {
         .unwrap()
     }
 }
+
+/// Array sectors per stripe: a chunk per data member.
+fn stripe_sectors(rig: &Rig) -> u64 {
+    let g = rig.array.geometry();
+    let parity = if g.level() == Level::Raid6 { 2 } else { 1 };
+    u64::from(CHUNK) * (g.members() - parity) as u64
+}
+
+#[test]
+fn whole_stripes_of_one_request_go_out_as_one_write_per_member() {
+    for raid6 in [false, true] {
+        raidd_rt::block_on(async move {
+            let rig = Rig::new(if raid6 { 6 } else { 4 }, raid6);
+            let a = &rig.array;
+            let n = a.geometry().members() as u64;
+            let ss = stripe_sectors(&rig);
+            let mut model = Model::new(a.size_bytes() / 512, 16);
+            // Four whole stripes: one run, one vectored write per member.
+            let (r0, w0) = (rig.reads(), rig.writes());
+            common::write_pattern(a, &mut model, 2 * ss, 4 * ss).await;
+            assert_eq!(
+                rig.reads() - r0,
+                0,
+                "raid6={raid6}: whole stripes read nothing"
+            );
+            assert_eq!(rig.writes() - w0, n, "raid6={raid6}: one write per member");
+            let c = a.status().await.counters;
+            assert_eq!(c.full_stripe_writes, 4, "raid6={raid6}: {c:?}");
+            // Half a stripe, five whole ones, half a stripe: the partial ends are batches of
+            // their own (each one write per member it touches), the middle is one run.
+            let w0 = rig.writes();
+            common::write_pattern(a, &mut model, 10 * ss + ss / 2, 6 * ss).await;
+            let ends = 2 * (n / 2 + if raid6 { 2 } else { 1 });
+            assert!(
+                rig.writes() - w0 <= n + ends,
+                "raid6={raid6}: {} member writes",
+                rig.writes() - w0
+            );
+            verify_all(a, &model, "runs").await;
+            rig.verify_every_single_loss(&model, raid6).await;
+        });
+    }
+}
+
+#[test]
+fn a_stripe_led_by_another_request_splits_the_run_around_it() {
+    raidd_rt::block_on(async {
+        let rig = Rig::keeping_rows(false);
+        let a = rig.array.clone();
+        let ss = stripe_sectors(&rig);
+        let mut model = Model::new(a.size_bytes() / 512, 17);
+        // A small write leads stripe 2 (its member I/O yields), then a write of stripes 0..6
+        // arrives: stripes 0..2 and 3..6 are runs, stripe 2 joins the small write's head.
+        let g = model.next;
+        model.next += 2;
+        let small = pattern_buf(2 * ss + 1, 2, g, model.seed);
+        let big = pattern_buf(0, 6 * ss, g + 1, model.seed);
+        let w0 = rig.writes();
+        let mut first = Box::pin(a.write_buf((2 * ss + 1) * 512, small));
+        assert!(
+            (&mut first).now_or_never().is_none(),
+            "waits on its member I/O"
+        );
+        let second = a.write_buf(0, big);
+        let (r1, r2) = futures::future::join(first, second).await;
+        r1.unwrap();
+        r2.unwrap();
+        // The small write (data and parity), the two runs (a write per member each) and
+        // stripe 2's second batch (a write per member); stripe by stripe it would be 26.
+        assert_eq!(rig.writes() - w0, 2 + 4 + 4 + 4);
+        // The big write arrived last, so it wins everywhere.
+        for s in 0..6 * ss {
+            model.generation[s as usize] = g + 1;
+        }
+        verify_all(&a, &model, "split run").await;
+        rig.verify_every_single_loss(&model, false).await;
+    });
+}
+
+#[test]
+fn a_dropped_run_never_stalls_its_stripes() {
+    raidd_rt::block_on(async {
+        let rig = Rig::new(4, false);
+        let a = rig.array.clone();
+        let ss = stripe_sectors(&rig);
+        let mut model = Model::new(a.size_bytes() / 512, 18);
+        for polls in 0..4 {
+            let buf = pattern_buf(0, 4 * ss, 200 + polls, model.seed);
+            let mut run = Box::pin(a.write_buf(0, buf));
+            for _ in 0..=polls {
+                if (&mut run).now_or_never().is_some() {
+                    break;
+                }
+            }
+            drop(run);
+            // Every stripe of the run takes writes again; what the dropped run left is
+            // overwritten.
+            for s in 0..4 {
+                common::write_pattern(&a, &mut model, s * ss + 1, 1).await;
+            }
+            common::write_pattern(&a, &mut model, 0, 4 * ss).await;
+            verify_all(&a, &model, &format!("after a run dropped at poll {polls}")).await;
+        }
+    });
+}

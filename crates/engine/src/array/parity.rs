@@ -11,16 +11,19 @@
 //! the cache already knows: a full-stripe write (no reads), reconstruct-write (read the
 //! untouched data), read-modify-write (read old data and parity), or, when a missing member's
 //! old data is needed, reconstruct the stripe first. Data goes to the members straight from
-//! the clients' buffers (joined per member, so a long sequential write becomes one vectored
-//! write per member); parity from scratch buffers, which the cache then keeps.
+//! the clients' buffers, parity from scratch buffers, which the cache then keeps. Member
+//! writes are joined per member, within a batch and across the consecutive whole stripes
+//! of one request, which it leads together: a long sequential write becomes one vectored
+//! write per member.
 
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+use futures::future::LocalBoxFuture;
 use raidd_layout::{ParityGeometry, StripeMap, StripeRole, SECTOR_SIZE};
 use raidd_parity::Lost;
-use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::stripe_cache::{
@@ -364,64 +367,122 @@ impl Array {
         let req = Arc::new(Req::new(iov));
         let mut plans = self.plan_parts(offset, req.len() as u64);
         if plans.len() == 1 {
-            // The common small write: no need to join futures.
+            // The common small write: one share, no futures to join.
             let (stripe, cover) = plans.pop().expect("one plan");
-            return self.write_part(stripe, req, offset, cover).await;
+            return self.follow(self.attach(stripe, req, offset, cover)).await;
         }
-        let results = futures::future::join_all(
-            plans
-                .into_iter()
-                .map(|(stripe, cover)| self.write_part(stripe, req.clone(), offset, cover)),
-        )
-        .await;
-        results.into_iter().collect()
+        // Boxed: its tables would otherwise be part of every small write's state.
+        Box::pin(self.write_stripes(req, offset, plans)).await
     }
 
-    /// Writes one request's share of one stripe through the stripe cache: leads the stripe
-    /// when it is idle (or when the lead is handed over), otherwise waits for the leader of
-    /// the batch that takes it.
-    async fn write_part(
+    fn attach(&self, stripe: u64, req: Arc<Req>, offset: u64, cover: ChunkCover) -> Share<'_> {
+        Share {
+            cache: &self.cache,
+            stripe,
+            signal: self.cache.attach(stripe, req, offset, cover),
+            armed: true,
+        }
+    }
+
+    /// A write over several stripes. Consecutive whole stripes that this request finds idle
+    /// are led together as one run, so their member writes join per member: a long
+    /// sequential write becomes one vectored write per member, not one per member and
+    /// stripe (seed 002: I/O split into small units). Every other share goes its own way.
+    async fn write_stripes(
         &self,
-        stripe: u64,
         req: Arc<Req>,
         offset: u64,
-        cover: ChunkCover,
+        plans: SmallVec<[(u64, ChunkCover); 2]>,
     ) -> Result<()> {
-        let (signal, mut lead) = self.cache.attach(stripe, req, offset, cover);
-        let mut waiting = Waiting {
-            cache: &self.cache,
-            stripe,
-            signal: &signal,
-            armed: true,
+        let pg = self.pg();
+        let whole_rows = 0..u64::from(pg.chunk_sectors);
+        let whole = |c: &ChunkCover| {
+            c.len() == pg.data_members() && c.iter().all(|(_, r)| *r == whole_rows)
         };
-        loop {
-            if lead {
-                self.lead(stripe, &signal).await;
+        // Every share is attached (and guarded) before anything waits.
+        let shares: Vec<(Share<'_>, bool)> = plans
+            .into_iter()
+            .map(|(stripe, cover)| {
+                let w = whole(&cover);
+                (self.attach(stripe, req.clone(), offset, cover), w)
+            })
+            .collect();
+        drop(req);
+        let mut shares = shares.into_iter().peekable();
+        let mut futs: Vec<LocalBoxFuture<'_, Result<()>>> = Vec::new();
+        while let Some((share, whole)) = shares.next() {
+            let mut run: SmallVec<[Share<'_>; 4]> = smallvec::smallvec![share];
+            if whole && run[0].signal.holds_lead() {
+                while let Some((next, true)) = shares.peek() {
+                    if !next.signal.holds_lead() {
+                        break;
+                    }
+                    let (next, _) = shares.next().expect("peeked");
+                    debug_assert_eq!(next.stripe, run[run.len() - 1].stripe + 1);
+                    run.push(next);
+                }
             }
-            match signal.wait().await {
+            if run.len() == 1 {
+                futs.push(Box::pin(self.follow(run.pop().expect("one share"))));
+            } else {
+                futs.push(Box::pin(self.lead_run(run)));
+            }
+        }
+        futures::future::join_all(futs).await.into_iter().collect()
+    }
+
+    /// Waits for a share's batch to be written, leading the stripe whenever it is handed
+    /// this share.
+    async fn follow(&self, mut share: Share<'_>) -> Result<()> {
+        loop {
+            match share.signal.wait().await {
                 Outcome::Done(r) => {
-                    waiting.armed = false;
+                    share.armed = false;
                     return r;
                 }
-                Outcome::Lead => lead = true,
+                Outcome::Lead => self.lead(&[(share.stripe, &share.signal)]).await,
             }
         }
     }
 
-    /// Runs one batch on a stripe this request leads, then hands the stripe on.
-    async fn lead(&self, stripe: u64, own: &Signal) {
+    /// Leads consecutive stripes whose leads these shares hold, as one batch of member I/O.
+    async fn lead_run(&self, run: SmallVec<[Share<'_>; 4]>) -> Result<()> {
+        let held: SmallVec<[(u64, &Signal); 4]> = run
+            .iter()
+            .map(|s| {
+                let lead = s.signal.take_lead();
+                assert!(lead, "stripe {} led by another", s.stripe);
+                (s.stripe, &*s.signal)
+            })
+            .collect();
+        self.lead(&held).await;
+        drop(held);
+        // Each share's outcome is posted; collect them in order.
+        let mut out = Ok(());
+        for share in run {
+            let r = self.follow(share).await;
+            if out.is_ok() {
+                out = r;
+            }
+        }
+        out
+    }
+
+    /// Runs one batch on each of the consecutive stripes these signals lead, then hands each
+    /// stripe on.
+    async fn lead(&self, held: &[(u64, &Signal)]) {
         let mut leading = Leading {
             cache: &self.cache,
-            stripe,
-            own,
-            parts: None,
+            held,
+            parts: SmallVec::new(),
             done: false,
         };
         let pg = self.pg();
+        let (data, chunk) = (pg.data_members(), u64::from(pg.chunk_sectors));
         if self.cache.gather() == Gather::Plug
-            && !self
-                .cache
-                .pending_full(stripe, pg.data_members(), u64::from(pg.chunk_sectors))
+            && !held
+                .iter()
+                .all(|(s, _)| self.cache.pending_full(*s, data, chunk))
         {
             // A partial stripe: let the requests already arriving join before starting.
             raidd_rt::unplugged().await;
@@ -429,42 +490,107 @@ impl Array {
         let _slot = self.cache.slot().await;
         // Degraded reads reconstruct under the same per-stripe lock, so they never see a
         // stripe half written.
-        let _lock = self.locks.lock(stripe, stripe).await;
-        let taken = self.cache.take(stripe);
-        let parts = leading.parts.insert(taken.parts);
-        let (r, cached) = self.run_batch(stripe, parts, taken.cached).await;
-        let parts = leading.parts.take().expect("set above");
+        let (first, last) = (held[0].0, held[held.len() - 1].0);
+        debug_assert_eq!(
+            last - first + 1,
+            held.len() as u64,
+            "a run of consecutive stripes"
+        );
+        let _lock = self.locks.lock(first, last).await;
+        let mut kept: SmallVec<[Vec<Cached>; 1]> = SmallVec::new();
+        for (stripe, _) in held {
+            let taken = self.cache.take(*stripe);
+            leading.parts.push(taken.parts);
+            kept.push(taken.cached);
+        }
+        let r = match (&leading.parts[..], &mut kept[..]) {
+            ([parts], [kept]) => self.run_batch(held[0].0, parts, kept).await,
+            // Boxed: a run's tables would otherwise be part of every small write's state.
+            (parts, kept) => Box::pin(self.run_batches(held, parts, kept)).await,
+        };
+        let parts = std::mem::take(&mut leading.parts);
         leading.done = true;
-        self.cache.finish(stripe, cached, parts, r);
+        for (((stripe, _), parts), kept) in held.iter().zip(parts).zip(kept) {
+            self.cache.finish(*stripe, kept, parts, &r);
+        }
     }
 
-    /// Writes a batch of parts to one stripe. Returns the outcome and the stripe contents
-    /// worth keeping.
-    async fn run_batch(
+    /// Writes one stripe's batch. On return `kept` holds its contents worth keeping.
+    async fn run_batch(&self, stripe: u64, parts: &[Part], kept: &mut Vec<Cached>) -> Result<()> {
+        let Some(mut open) = self.open_batch(stripe, parts, kept) else {
+            return Ok(());
+        };
+        let mut writes = Batch::default();
+        let mut r = self.stage_batch(&mut open, parts, &mut writes).await;
+        if r.is_ok() {
+            r = self.issue_batch(writes).await;
+        }
+        self.settle_batch(open, r.is_ok(), kept);
+        r
+    }
+
+    /// Writes the batches of consecutive stripes (`parts[i]` on `held[i]`) as one: reads
+    /// and parity stripe by stripe, then every member write at once, joined per member
+    /// across the stripes. On return `kept[i]` holds stripe i's contents worth keeping.
+    async fn run_batches(
         &self,
-        stripe: u64,
-        parts: &[Part],
-        mut kept: Vec<Cached>,
-    ) -> (Result<()>, Vec<Cached>) {
+        held: &[(u64, &Signal)],
+        parts: &[Parts],
+        kept: &mut [Vec<Cached>],
+    ) -> Result<()> {
+        let mut open: SmallVec<[(usize, OpenBatch); 4]> = SmallVec::new();
+        for (i, (stripe, _)) in held.iter().enumerate() {
+            if let Some(o) = self.open_batch(*stripe, &parts[i], &mut kept[i]) {
+                open.push((i, o));
+            }
+        }
+        let mut writes = Batch::default();
+        let mut r = Ok(());
+        for (i, o) in &mut open {
+            r = self.stage_batch(o, &parts[*i], &mut writes).await;
+            if r.is_err() {
+                break;
+            }
+        }
+        if r.is_ok() {
+            r = self.issue_batch(writes).await;
+        }
+        for (i, o) in open {
+            self.settle_batch(o, r.is_ok(), &mut kept[i]);
+        }
+        r
+    }
+
+    /// Issues a batch's member writes. A member that fails is failed; the batch still
+    /// succeeds while the array lives (each stripe lost at most what its parity covers).
+    async fn issue_batch(&self, writes: Batch<BufSlice>) -> Result<()> {
+        let mut failed = false;
+        for (_, r) in self.issue_writes(writes.into_ios()).await {
+            failed |= r.is_err();
+        }
+        if failed {
+            self.check_alive()?;
+        }
+        Ok(())
+    }
+
+    /// A stripe's batch as it starts: what its parts write, and the rows it works over (kept
+    /// rows that hold the batch, or its own). `None` for a batch with nothing to write.
+    fn open_batch(&self, stripe: u64, parts: &[Part], kept: &mut Vec<Cached>) -> Option<OpenBatch> {
         let pg = self.pg();
-        let map = pg.stripe_map(stripe);
         let k = pg.data_members();
         let chunk = u64::from(pg.chunk_sectors);
-        let mut segs: SmallVec<[Segs; 16]> = (0..k).map(|_| Segs::default()).collect();
+        let mut segs: SmallVec<[Segs; 8]> = (0..k).map(|_| Segs::default()).collect();
         for (i, p) in parts.iter().enumerate() {
             for (dd, r) in &p.cover {
                 segs[*dd].insert(r.clone(), i);
             }
         }
-        let Some(hull) = segs
+        let hull = segs
             .iter()
             .filter_map(Segs::hull)
-            .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
-        else {
-            return (Ok(()), kept);
-        };
-        // Work over kept rows that hold the batch; otherwise over the batch's own.
-        let (rows, mut old) = match kept
+            .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))?;
+        let (rows, old) = match kept
             .iter()
             .position(|c| c.rows.start <= hull.start && hull.end <= c.rows.end)
         {
@@ -485,42 +611,57 @@ impl Array {
             && rows.end - rows.start <= CACHE_MAX_ROWS
             && self.cache.cache_bytes() > 0
             && self.cache.keeping();
-        let r = self
-            .write_batch(stripe, &map, parts, &segs, (&rows, &hull), keep, &mut old)
-            .await;
-        if r.is_err() {
-            // What reached the members is uncertain: keep nothing of this stripe.
-            kept.clear();
-        } else {
-            // Other kept ranges that overlap what the batch wrote are stale now.
-            kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
-            if keep {
-                self.cache.kept();
-                kept.push(Cached { rows, blocks: old });
-                if kept.len() > CACHE_MAX_RANGES {
-                    kept.remove(0);
-                }
-            }
-        }
-        (r, kept)
+        Some(OpenBatch {
+            stripe,
+            map: pg.stripe_map(stripe),
+            segs,
+            rows,
+            hull,
+            keep,
+            old,
+            parity: SmallVec::new(),
+        })
     }
 
-    /// The batch's reads, parity and writes, over `rows` (which hold `hull`, the rows the
-    /// parts write). With `keep`, on success `old` holds every member's new contents over
-    /// `rows` where they are known.
-    #[allow(clippy::too_many_arguments)]
-    async fn write_batch(
+    /// After the batch's writes: the parity buffers come back, and the stripe's kept rows
+    /// are brought up to date (`ok`: the batch succeeded).
+    fn settle_batch(&self, mut o: OpenBatch, ok: bool, kept: &mut Vec<Cached>) {
+        for (m, shared, valid) in o.parity.drain(..) {
+            o.old[m] = shared.try_into_inner().ok().filter(|_| valid);
+        }
+        if !ok {
+            // What reached the members is uncertain: keep nothing of this stripe.
+            kept.clear();
+            return;
+        }
+        // Other kept ranges that overlap what the batch wrote are stale now.
+        let rows = o.rows;
+        kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
+        if o.keep {
+            self.cache.kept();
+            kept.push(Cached {
+                rows,
+                blocks: o.old,
+            });
+            if kept.len() > CACHE_MAX_RANGES {
+                kept.remove(0);
+            }
+        }
+    }
+
+    /// The batch's reads and parity over `o.rows` (which hold `o.hull`, the rows the parts
+    /// write); its member writes go into `writes`. With `o.keep`, once settled `o.old`
+    /// holds every member's new contents over the rows where they are known.
+    async fn stage_batch(
         &self,
-        stripe: u64,
-        map: &StripeMap,
+        o: &mut OpenBatch,
         parts: &[Part],
-        segs: &[Segs],
-        (rows, hull): (&Range<u64>, &Range<u64>),
-        keep: bool,
-        old: &mut [Option<AlignedBuf>],
+        writes: &mut Batch<BufSlice>,
     ) -> Result<()> {
         let pg = self.pg();
         let chunk = u64::from(pg.chunk_sectors);
+        let (stripe, map, segs, keep) = (o.stripe, &o.map, &o.segs, o.keep);
+        let (rows, hull, old) = (&o.rows, &o.hull, &mut o.old);
         let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
         let cover: SmallVec<[Cover; 16]> = segs
             .iter()
@@ -710,7 +851,6 @@ impl Array {
         };
         // Data from the clients' buffers (zero copy), parity from scratch over the rows the
         // batch changed.
-        let mut batch = Batch::default();
         for (dd, s) in segs.iter().enumerate() {
             let m = map.data[dd];
             if !self.in_sync_at(m, end) {
@@ -724,13 +864,12 @@ impl Array {
                 let mut at = self.member_offset(m, pg.member_sector(stripe, r.start));
                 for win in p.req.take(start..start + n) {
                     let wn = win.len() as u64;
-                    batch.push(m, at, win);
+                    writes.push(m, at, win);
                     at += wn;
                 }
             }
         }
         let sector = pg.member_sector(stripe, hull.start);
-        let mut parity: SmallVec<[(usize, SharedBuf, bool); 2]> = SmallVec::new();
         for ((member, buf), ok) in [(Some(map.p), p), (map.q, q)].into_iter().zip(valid) {
             let (Some(m), Some(buf)) = (member, buf) else {
                 continue;
@@ -738,24 +877,13 @@ impl Array {
             let shared = SharedBuf::new(buf);
             if self.in_sync_at(m, end) {
                 debug_assert!(ok, "writing parity computed from unknown old parity");
-                batch.push(
+                writes.push(
                     m,
                     self.member_offset(m, sector),
                     shared.slice(at(hull)).expect("fresh"),
                 );
             }
-            parity.push((m, shared, ok));
-        }
-        let mut failed = false;
-        for (_, r) in self.issue_writes(batch.into_ios()).await {
-            failed |= r.is_err();
-        }
-        for (m, shared, ok) in parity {
-            old[m] = shared.try_into_inner().ok().filter(|_| ok);
-        }
-        if failed {
-            // Each stripe lost at most what its parity covers, or the array failed.
-            self.check_alive()?;
+            o.parity.push((m, shared, ok));
         }
         Ok(())
     }
@@ -773,37 +901,54 @@ impl Array {
     }
 }
 
-/// A part's wait for its batch; if the future is dropped, the stripe must not wait for it.
-struct Waiting<'a> {
+/// A request's share of one stripe, attached to its head. If its future is dropped the
+/// stripe must not wait for it (nor stay led by it).
+struct Share<'a> {
     cache: &'a StripeCache,
     stripe: u64,
-    signal: &'a Signal,
+    signal: Arc<Signal>,
     armed: bool,
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Share<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.cache.abandon(self.stripe, self.signal);
+            self.cache.abandon(self.stripe, &self.signal);
         }
     }
 }
 
-/// A leader's hold on its stripe; if its future is dropped the lead passes on and the parts
-/// it took are told they failed.
-struct Leading<'a> {
-    cache: &'a StripeCache,
+/// A stripe's batch between its start and its settling.
+struct OpenBatch {
     stripe: u64,
-    own: &'a Signal,
-    parts: Option<Parts>,
+    map: StripeMap,
+    segs: SmallVec<[Segs; 8]>,
+    rows: Range<u64>,
+    hull: Range<u64>,
+    keep: bool,
+    old: Blocks,
+    /// Parity written: member, buffer, and whether it is right (may be kept).
+    parity: SmallVec<[(usize, SharedBuf, bool); 2]>,
+}
+
+/// A leader's hold on its stripes; if its future is dropped each lead passes on and the
+/// parts it took are told they failed.
+struct Leading<'a, 'b> {
+    cache: &'a StripeCache,
+    held: &'b [(u64, &'a Signal)],
+    /// The parts taken so far, per held stripe in order.
+    parts: SmallVec<[Parts; 1]>,
     done: bool,
 }
 
-impl Drop for Leading<'_> {
+impl Drop for Leading<'_, '_> {
     fn drop(&mut self) {
         if !self.done {
-            let parts = self.parts.take().unwrap_or_default();
-            self.cache.resign(self.stripe, self.own, parts);
+            let mut parts = std::mem::take(&mut self.parts).into_iter();
+            for (stripe, own) in self.held {
+                self.cache
+                    .resign(*stripe, own, parts.next().unwrap_or_default());
+            }
         }
     }
 }

@@ -205,6 +205,23 @@ impl Signal {
         }
     }
 
+    /// Whether the lead was posted here and not yet taken.
+    pub(crate) fn holds_lead(&self) -> bool {
+        let st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(st.outcome, Some(Outcome::Lead))
+    }
+
+    /// Takes the lead posted here without waiting; false if there is none.
+    pub(crate) fn take_lead(&self) -> bool {
+        let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(st.outcome, Some(Outcome::Lead)) {
+            st.outcome = None;
+            true
+        } else {
+            false
+        }
+    }
+
     fn abandoned(&self) -> bool {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).abandoned
     }
@@ -394,31 +411,34 @@ impl StripeCache {
         &self.shards[(stripe % SHARDS as u64) as usize]
     }
 
-    /// Attaches a part to its stripe. Returns its mailbox and whether the caller leads now
-    /// (the stripe was idle).
+    /// Attaches a part to its stripe. Returns its mailbox, which already holds
+    /// [`Outcome::Lead`] when the stripe was idle (the caller leads now).
     pub(crate) fn attach(
         &self,
         stripe: u64,
         req: Arc<Req>,
         offset: u64,
         cover: ChunkCover,
-    ) -> (Arc<Signal>, bool) {
-        let signal = Arc::new(Signal::default());
-        let part = Part {
-            req,
-            offset,
-            cover,
-            signal: signal.clone(),
-        };
+    ) -> Arc<Signal> {
+        let mut signal = Arc::new(Signal::default());
         let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
         sh.clock += 1;
         let clock = sh.clock;
         let head = sh.heads.entry(stripe).or_default();
         head.used = clock;
-        head.pending.push(part);
-        let lead = !head.leader;
-        head.leader = true;
-        (signal, lead)
+        if !head.leader {
+            head.leader = true;
+            // Not shared yet: no other reference can see it.
+            let st = Arc::get_mut(&mut signal).expect("fresh signal");
+            st.0.get_mut().unwrap_or_else(|e| e.into_inner()).outcome = Some(Outcome::Lead);
+        }
+        head.pending.push(Part {
+            req,
+            offset,
+            cover,
+            signal: signal.clone(),
+        });
+        signal
     }
 
     /// Whether the parts pending on `stripe` cover every data chunk over `chunk_rows` (a
@@ -467,7 +487,13 @@ impl StripeCache {
 
     /// The leader is done with its batch: keeps `cached` (within the budget), hands the
     /// stripe to the oldest part still waiting, and posts the batch's outcome to each part.
-    pub(crate) fn finish(&self, stripe: u64, mut cached: Vec<Cached>, parts: Parts, r: Result<()>) {
+    pub(crate) fn finish(
+        &self,
+        stripe: u64,
+        mut cached: Vec<Cached>,
+        parts: Parts,
+        r: &Result<()>,
+    ) {
         let budget = self.shard_budget.load(Ordering::Relaxed);
         let evicted = {
             let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
@@ -491,7 +517,7 @@ impl StripeCache {
         drop(evicted); // buffers go back to the pool outside the lock
         for part in parts {
             // Every part gets the outcome (an error's whole message, once per part).
-            let r = match &r {
+            let r = match r {
                 Ok(()) => Ok(()),
                 Err(e) => Err(crate::error::Error::new(e.kind(), e.to_string())),
             };

@@ -523,7 +523,14 @@ impl Array {
         let mut writes = Batch::default();
         let mut r = self.stage_batch(&mut open, parts, &mut writes).await;
         if r.is_ok() {
-            r = self.issue_batch(writes).await;
+            // Not through `issue_batch`: one future less to move on every small write.
+            let mut failed = false;
+            for (_, res) in self.issue_writes(writes.into_ios()).await {
+                failed |= res.is_err();
+            }
+            if failed {
+                r = self.check_alive();
+            }
         }
         self.settle_batch(open, r.is_ok(), kept);
         r

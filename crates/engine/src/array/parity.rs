@@ -523,14 +523,8 @@ impl Array {
         let mut writes = Batch::default();
         let mut r = self.stage_batch(&mut open, parts, &mut writes).await;
         if r.is_ok() {
-            // Not through `issue_batch`: one future less to move on every small write.
-            let mut failed = false;
-            for (_, res) in self.issue_writes(writes.into_ios()).await {
-                failed |= res.is_err();
-            }
-            if failed {
-                r = self.check_alive();
-            }
+            // Awaited here, not in a helper future: one future less moved per small write.
+            r = self.written(&self.issue_writes(writes.into_ios()).await);
         }
         self.settle_batch(open, r.is_ok(), kept);
         r
@@ -560,7 +554,7 @@ impl Array {
             }
         }
         if r.is_ok() {
-            r = self.issue_batch(writes).await;
+            r = self.written(&self.issue_writes(writes.into_ios()).await);
         }
         for (i, o) in open {
             self.settle_batch(o, r.is_ok(), &mut kept[i]);
@@ -568,17 +562,15 @@ impl Array {
         r
     }
 
-    /// Issues a batch's member writes. A member that fails is failed; the batch still
-    /// succeeds while the array lives (each stripe lost at most what its parity covers).
-    async fn issue_batch(&self, writes: Batch<BufSlice>) -> Result<()> {
-        let mut failed = false;
-        for (_, r) in self.issue_writes(writes.into_ios()).await {
-            failed |= r.is_err();
+    /// A batch's outcome from its member writes' results: a member that failed was failed,
+    /// and the batch still succeeds while the array lives (each stripe lost at most what its
+    /// parity covers).
+    fn written(&self, results: &[(usize, std::io::Result<()>)]) -> Result<()> {
+        if results.iter().any(|(_, r)| r.is_err()) {
+            self.check_alive()
+        } else {
+            Ok(())
         }
-        if failed {
-            self.check_alive()?;
-        }
-        Ok(())
     }
 
     /// A stripe's batch as it starts: what its parts write, and the rows it works over (kept

@@ -8,8 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::future::LocalBoxFuture;
-use raidd_engine::member::{FileMember, OpenOptions};
+use raidd_engine::member::{FileMember, MemberFuture, OpenOptions};
 use raidd_engine::{Member, MemberInfo};
 use raidd_rt::{IoVec, IoVecMut};
 
@@ -131,19 +130,19 @@ impl Member for Limited {
         &self.info
     }
 
-    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         self.inner.read(offset, iov)
     }
 
-    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         self.inner.write(offset, iov)
     }
 
-    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
         self.inner.flush()
     }
 
-    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         self.inner.discard(offset, len)
     }
 }

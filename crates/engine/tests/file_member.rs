@@ -1,5 +1,5 @@
 //! FileMember on different filesystems: tmpfs members run inline, others through io_uring;
-//! both move the same bytes.
+//! both move the same bytes, with futures from the per-thread pool.
 #![allow(clippy::unwrap_used)]
 
 use raidd_engine::member::{FileMember, OpenOptions};
@@ -16,12 +16,16 @@ fn round_trip(dir: &std::path::Path) -> bool {
         let src = SharedBuf::new(AlignedBuf::from_slice(&data));
         let mut iov = IoVec::new();
         iov.push(src.slice(0..1 << 20).unwrap());
-        m.write(65536, iov).await.unwrap();
+        let w = m.write(65536, iov);
+        assert!(w.is_pooled(), "a file member's write fits the future pool");
+        w.await.unwrap();
         m.flush().await.unwrap();
         let dst = SharedBuf::new(AlignedBuf::zeroed(1 << 20));
         let mut iov = IoVecMut::new();
         iov.push(dst.slice_mut(0..1 << 20).unwrap());
-        let (r, iov) = m.read(65536, iov).await;
+        let r = m.read(65536, iov);
+        assert!(r.is_pooled(), "a file member's read fits the future pool");
+        let (r, iov) = r.await;
         r.unwrap();
         drop(iov);
         assert!(dst.with(|b| b == &data[..]), "bytes differ");

@@ -15,6 +15,7 @@ mod driver;
 mod executor;
 pub mod fs;
 pub mod net;
+mod pooled;
 pub mod signal;
 mod slab;
 pub mod time;
@@ -24,3 +25,4 @@ pub use driver::Backend;
 pub use executor::{
     backend, block_on, set_poll, shutdown, spawn_local, unplugged, yield_now, JoinHandle,
 };
+pub use pooled::{PooledFuture, BLOCK_ALIGN};

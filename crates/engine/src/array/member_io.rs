@@ -15,14 +15,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
-use futures::future::LocalBoxFuture;
 use raidd_layout::SECTOR_SIZE;
 use raidd_rt::{BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::{read_lock, Array};
 use crate::iov::{untag, MemberIo, MemberIos, Tagged, Windows};
-use crate::member::Member;
+use crate::member::{Member, MemberFuture};
 
 /// Member I/Os of a batch held inline: a small write's two to three reads or writes (more
 /// spill to the heap, for requests big enough not to notice). Everything here is held
@@ -83,19 +82,15 @@ where
 }
 
 /// Starts one member I/O: the member's own (boxed) future for an offset and windows.
-type Start<W, T> = for<'m> fn(&'m dyn Member, u64, Windows<W>) -> LocalBoxFuture<'m, T>;
+type Start<W, T> = for<'m> fn(&'m dyn Member, u64, Windows<W>) -> MemberFuture<'m, T>;
 
-type ReadFuture<'m> = LocalBoxFuture<'m, (io::Result<()>, IoVecMut)>;
+type ReadFuture<'m> = MemberFuture<'m, (io::Result<()>, IoVecMut)>;
 
 fn read_at(m: &dyn Member, offset: u64, w: Windows<BufSliceMut>) -> ReadFuture<'_> {
     m.read(offset, w.into_iter().collect())
 }
 
-fn write_at(
-    m: &dyn Member,
-    offset: u64,
-    w: Windows<BufSlice>,
-) -> LocalBoxFuture<'_, io::Result<()>> {
+fn write_at(m: &dyn Member, offset: u64, w: Windows<BufSlice>) -> MemberFuture<'_, io::Result<()>> {
     m.write(offset, w.into_iter().collect())
 }
 
@@ -208,7 +203,7 @@ impl Array {
         // Rare (a `raidd replace` in progress): boxed, so that its second join does not
         // enlarge every write's state in flight.
         Box::pin(async {
-            let extra: Futures<LocalBoxFuture<'_, _>> = copies
+            let extra: Futures<MemberFuture<'_, _>> = copies
                 .iter_mut()
                 .map(|(_, m, at, iov)| m.write(*at, std::mem::take(iov)))
                 .collect();

@@ -27,7 +27,7 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::member::{Member, MemberInfo};
+use crate::member::{Member, MemberFuture, MemberInfo};
 use crate::meta::Metadata;
 use counters::{Counters, Padded};
 use gate::Gate;
@@ -1063,22 +1063,22 @@ impl Member for Array {
         &self.info
     }
 
-    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
-        Box::pin(async move {
+    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
+        MemberFuture::new(async move {
             let (r, iov) = Array::read(self, offset, iov).await;
             (r.map_err(to_io), iov)
         })
     }
 
-    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
-        Box::pin(async move { Array::write(self, offset, iov).await.map_err(to_io) })
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(async move { Array::write(self, offset, iov).await.map_err(to_io) })
     }
 
-    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
-        Box::pin(async move { Array::flush(self).await.map_err(to_io) })
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(async move { Array::flush(self).await.map_err(to_io) })
     }
 
-    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
-        Box::pin(async move { Array::discard(self, offset, len).await.map_err(to_io) })
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(async move { Array::discard(self, offset, len).await.map_err(to_io) })
     }
 }

@@ -8,10 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
-use super::{Member, MemberInfo};
+use super::{Member, MemberFuture, MemberInfo};
 
 /// What to inject. Probabilities are in parts per million per operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -196,14 +195,10 @@ impl Member for FaultMember {
         self.inner.info()
     }
 
-    fn read(
-        &self,
-        offset: u64,
-        mut iov: IoVecMut,
-    ) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+    fn read(&self, offset: u64, mut iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Read, len);
-        Box::pin(async move {
+        MemberFuture::new(async move {
             pause(&v).await;
             if let Some(e) = v.error {
                 return (Err(e), iov);
@@ -238,10 +233,10 @@ impl Member for FaultMember {
         })
     }
 
-    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Write, len);
-        Box::pin(async move {
+        MemberFuture::new(async move {
             pause(&v).await;
             if let Some(e) = v.error {
                 return Err(e);
@@ -250,9 +245,9 @@ impl Member for FaultMember {
         })
     }
 
-    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
-        Box::pin(async move {
+        MemberFuture::new(async move {
             pause(&v).await;
             if let Some(e) = v.error {
                 return Err(e);
@@ -261,9 +256,9 @@ impl Member for FaultMember {
         })
     }
 
-    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
-        Box::pin(async move {
+        MemberFuture::new(async move {
             pause(&v).await;
             if let Some(e) = v.error {
                 return Err(e);

@@ -8,10 +8,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use futures::future::LocalBoxFuture;
 use raidd_rt::{fs::File, IoVec, IoVecMut};
 
-use super::{assert_request, Member, MemberInfo};
+use super::{assert_request, Member, MemberFuture, MemberInfo};
 use crate::error::{Error, Result};
 
 /// How to open a member file.
@@ -257,25 +256,25 @@ impl Member for FileMember {
         &self.info
     }
 
-    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
-        Box::pin(self.file.readv_exact_at(iov, offset))
+        MemberFuture::new(self.file.readv_exact_at(iov, offset))
     }
 
-    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
-        Box::pin(async move { self.file.writev_all_at(iov, offset).await.0 })
+        MemberFuture::new(async move { self.file.writev_all_at(iov, offset).await.0 })
     }
 
-    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
-        Box::pin(async move { self.file.sync(true).await })
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(async move { self.file.sync(true).await })
     }
 
-    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         assert_request(&self.info, offset, len);
-        Box::pin(async move {
+        MemberFuture::new(async move {
             let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
             match self.file.fallocate(mode, offset, len).await {
                 // Discard is advisory: a device that cannot do it keeps the old data.

@@ -5,10 +5,9 @@ use std::fmt;
 use std::io;
 use std::sync::{Mutex, MutexGuard};
 
-use futures::future::LocalBoxFuture;
 use raidd_rt::{IoVec, IoVecMut};
 
-use super::{assert_request, Member, MemberInfo};
+use super::{assert_request, Member, MemberFuture, MemberInfo};
 
 /// Bytes per lock shard.
 const SHARD_BYTES: u64 = 1 << 20;
@@ -90,11 +89,7 @@ impl Member for MemMember {
         &self.info
     }
 
-    fn read(
-        &self,
-        offset: u64,
-        mut iov: IoVecMut,
-    ) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)> {
+    fn read(&self, offset: u64, mut iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
         let mut pos = offset;
@@ -103,10 +98,10 @@ impl Member for MemMember {
             self.read_sync(pos, out);
             pos += out.len() as u64;
         }
-        Box::pin(std::future::ready((Ok(()), iov)))
+        MemberFuture::new(std::future::ready((Ok(()), iov)))
     }
 
-    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
         let mut pos = offset;
@@ -114,16 +109,16 @@ impl Member for MemMember {
             self.write_sync(pos, w.as_slice());
             pos += w.len() as u64;
         }
-        Box::pin(std::future::ready(Ok(())))
+        MemberFuture::new(std::future::ready(Ok(())))
     }
 
-    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>> {
-        Box::pin(std::future::ready(Ok(())))
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(std::future::ready(Ok(())))
     }
 
-    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>> {
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         assert_request(&self.info, offset, len);
         self.for_each_piece(offset, len, |_, bytes| bytes.fill(0));
-        Box::pin(std::future::ready(Ok(())))
+        MemberFuture::new(std::future::ready(Ok(())))
     }
 }

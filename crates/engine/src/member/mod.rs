@@ -9,7 +9,6 @@ mod memory;
 use std::fmt;
 use std::io;
 
-use futures::future::LocalBoxFuture;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 pub use fault::{FaultControl, FaultMember, FaultPlan};
@@ -56,18 +55,22 @@ pub struct MemberInfo {
 /// [`MemberInfo::size_bytes`]; callers (the arrays) guarantee this and implementations may
 /// assert it. The windows of an I/O are released when the returned future completes; if it
 /// is dropped early they are released when the device is done with them.
+/// A member operation in flight: boxed (the trait is used as an object), its block from the
+/// thread's pool ([`raidd_rt::PooledFuture`]), so a request's member I/O allocates nothing.
+pub type MemberFuture<'a, T> = raidd_rt::PooledFuture<'a, T>;
+
 pub trait Member: Send + Sync + fmt::Debug {
     fn info(&self) -> &MemberInfo;
     /// Fills the windows of `iov`, in order, from `offset`, and hands the windows back (possibly
     /// split further, always covering the same bytes in the same order) so that a failed read
     /// can be retried elsewhere into the same client buffer.
-    fn read(&self, offset: u64, iov: IoVecMut) -> LocalBoxFuture<'_, (io::Result<()>, IoVecMut)>;
+    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)>;
     /// Writes the windows of `iov`, in order, at `offset`.
-    fn write(&self, offset: u64, iov: IoVec) -> LocalBoxFuture<'_, io::Result<()>>;
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>>;
     /// Makes every completed write durable.
-    fn flush(&self) -> LocalBoxFuture<'_, io::Result<()>>;
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>>;
     /// Tells the device the range is unused; later reads return zeros or the old data.
-    fn discard(&self, offset: u64, len: u64) -> LocalBoxFuture<'_, io::Result<()>>;
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>>;
 }
 
 /// Checks a member request against the member's contract (caller bugs panic here, in every

@@ -1,9 +1,9 @@
 //! Heap allocations per request on the hot paths, counted by a global allocator that counts
-//! per thread. Member futures come from the thread's pool (`raidd_rt::PooledFuture`), so a
-//! read, and a linear, RAID0 or mirrored write, allocate nothing once warm; the parity write
-//! path still allocates per request (its shared request, its stripe share's mailbox and the
-//! shared headers of its scratch and parity buffers): counts are printed and bounded so that
-//! a change that adds allocations per request shows up here.
+//! per thread. Once warm, a request takes everything from per-thread pools: member futures
+//! (`raidd_rt::PooledFuture`), buffers and shared-buffer headers (`raidd_rt::buf`), and a
+//! parity write's shared request and stripe mailboxes (`array/recycle.rs`). Parity writes
+//! still allocate now and then (about 6 times in 100 writes, not traced yet): counts are
+//! printed and bounded so that a change that adds allocations per request shows up here.
 
 #![allow(clippy::unwrap_used)] // test code
 
@@ -107,8 +107,8 @@ fn allocations_per_request_on_the_hot_paths() {
             // these as the write paths lose theirs).
             (Level::Raid0, 4, 0.0),
             (Level::Raid1, 2, 0.0),
-            (Level::Raid5, 4, 5.1),
-            (Level::Raid6, 5, 6.1),
+            (Level::Raid5, 4, 0.1),
+            (Level::Raid6, 5, 0.1),
         ] {
             let a = array(level, n).await;
             let (r, w) = per_request(&a).await;

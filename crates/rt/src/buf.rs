@@ -60,6 +60,15 @@ impl AlignedBuf {
         (AlignedBuf { ptr, len, cap }, false)
     }
 
+    /// An empty placeholder that owns no memory (left in a recycled shared-buffer header).
+    fn detached() -> AlignedBuf {
+        AlignedBuf {
+            ptr: NonNull::dangling(),
+            len: 0,
+            cap: 0,
+        }
+    }
+
     /// A zeroed buffer of `len` bytes.
     pub fn zeroed(len: usize) -> AlignedBuf {
         let (mut b, reused) = AlignedBuf::take(len);
@@ -118,6 +127,9 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.cap == 0 {
+            return; // a placeholder (`detached`): nothing was allocated
+        }
         if pool::give(self.ptr, self.cap) {
             return;
         }
@@ -326,14 +338,35 @@ pub struct SharedBuf {
     inner: Arc<Inner>,
 }
 
+/// Shared-buffer headers emptied by `try_into_inner`, per thread: a parity write makes a
+/// shared buffer for every scratch and parity block, and reusing their headers saves an
+/// allocation each (the buffers themselves come from the buffer pool).
+const KEPT_HEADERS: usize = 256;
+
+thread_local! {
+    static FREE_HEADERS: std::cell::RefCell<Vec<Arc<Inner>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl SharedBuf {
     pub fn new(buf: AlignedBuf) -> SharedBuf {
-        SharedBuf {
-            inner: Arc::new(Inner {
+        let reused = FREE_HEADERS
+            .try_with(|f| f.borrow_mut().pop())
+            .ok()
+            .flatten();
+        let inner = match reused {
+            Some(mut inner) => {
+                let i = Arc::get_mut(&mut inner).expect("a recycled header is not shared");
+                debug_assert_eq!(i.buf.capacity(), 0, "a recycled header holds no buffer");
+                i.buf = buf;
+                inner
+            }
+            None => Arc::new(Inner {
                 buf,
                 borrows: Mutex::new(SmallVec::new()),
             }),
-        }
+        };
+        SharedBuf { inner }
     }
 
     pub fn len(&self) -> usize {
@@ -364,14 +397,26 @@ impl SharedBuf {
     }
 
     /// Takes the buffer back once every window and every other handle is gone.
-    pub fn try_into_inner(self) -> Result<AlignedBuf, SharedBuf> {
-        match Arc::try_unwrap(self.inner) {
-            Ok(inner) => {
-                debug_assert!(inner.borrows.lock().map(|b| b.is_empty()).unwrap_or(true));
-                Ok(inner.buf)
-            }
-            Err(inner) => Err(SharedBuf { inner }),
+    /// The emptied header is kept for this thread's next `SharedBuf::new`.
+    pub fn try_into_inner(mut self) -> Result<AlignedBuf, SharedBuf> {
+        let Some(inner) = Arc::get_mut(&mut self.inner) else {
+            return Err(self);
+        };
+        let borrows = inner.borrows.get_mut();
+        debug_assert!(borrows.as_ref().map(|b| b.is_empty()).unwrap_or(true));
+        let reusable = borrows.is_ok_and(|b| b.is_empty());
+        let buf = std::mem::replace(&mut inner.buf, AlignedBuf::detached());
+        if reusable {
+            let header = self.inner;
+            // At thread exit (no list any more) the header is simply freed.
+            let _ = FREE_HEADERS.try_with(move |f| {
+                let mut f = f.borrow_mut();
+                if f.len() < KEPT_HEADERS {
+                    f.push(header);
+                }
+            });
         }
+        Ok(buf)
     }
 
     /// Runs `f` over the whole buffer, read-only. Panics if an exclusive window is lent out
@@ -619,6 +664,37 @@ mod tests {
         let back = s2.try_into_inner().unwrap();
         assert_eq!(back[0], 1);
         assert_eq!(back[1023], 2);
+    }
+
+    #[test]
+    fn a_header_given_back_is_reused_clean() {
+        let a = SharedBuf::new(AlignedBuf::from_slice(&[5u8; 300]));
+        let header = Arc::as_ptr(&a.inner);
+        let w = a.slice(0..300).unwrap();
+        assert!(a.slice_mut(0..1).is_err(), "a shared window is lent");
+        drop(w);
+        let back = a.try_into_inner().unwrap();
+        assert_eq!((back.len(), back[299]), (300, 5));
+        // The next shared buffer on this thread takes the same header, with no window lent
+        // and its own bytes.
+        let b = SharedBuf::new(AlignedBuf::from_slice(&[9u8; 200]));
+        assert_eq!(Arc::as_ptr(&b.inner), header);
+        assert_eq!(b.len(), 200);
+        let mut m = b
+            .slice_mut(0..200)
+            .expect("nothing lent on a reused header");
+        m.as_mut_slice()[0] = 1;
+        assert!(
+            b.slice(0..1).is_err(),
+            "borrows are checked on a reused header"
+        );
+        drop(m);
+        b.with(|x| assert_eq!((x[0], x[199]), (1, 9)));
+        // A buffer still shared does not give its header back.
+        let c = b.clone();
+        let b = b.try_into_inner().unwrap_err();
+        drop(c);
+        assert_eq!(b.try_into_inner().unwrap().len(), 200);
     }
 
     #[test]

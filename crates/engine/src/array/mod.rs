@@ -11,6 +11,7 @@ mod gate;
 mod mapped;
 mod member_io;
 mod parity;
+mod recycle;
 mod scrub;
 mod stripe_cache;
 mod stripe_lock;

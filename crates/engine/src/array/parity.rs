@@ -30,7 +30,7 @@ use super::stripe_cache::{
     Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal, StripeCache,
     CACHE_MAX_RANGES, CACHE_MAX_ROWS,
 };
-use super::Array;
+use super::{recycle, Array};
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{Batch, Req, ReqMut};
 
@@ -364,7 +364,7 @@ impl Array {
     }
 
     pub(super) async fn parity_write(&self, offset: u64, iov: IoVec) -> Result<()> {
-        let req = Arc::new(Req::new(iov));
+        let req = recycle::req(iov);
         let mut plans = self.plan_parts(offset, req.len() as u64);
         if plans.len() == 1 {
             // The common small write: one share, no futures to join.
@@ -379,7 +379,7 @@ impl Array {
         Share {
             cache: &self.cache,
             stripe,
-            signal: self.cache.attach(stripe, req, offset, cover),
+            signal: Some(self.cache.attach(stripe, req, offset, cover)),
             armed: true,
         }
     }
@@ -412,9 +412,9 @@ impl Array {
         let mut futs: Vec<LocalBoxFuture<'_, Result<()>>> = Vec::new();
         while let Some((share, whole)) = shares.next() {
             let mut run: SmallVec<[Share<'_>; 4]> = smallvec::smallvec![share];
-            if whole && run[0].signal.holds_lead() {
+            if whole && run[0].signal().holds_lead() {
                 while let Some((next, true)) = shares.peek() {
-                    if !next.signal.holds_lead() {
+                    if !next.signal().holds_lead() {
                         break;
                     }
                     let (next, _) = shares.next().expect("peeked");
@@ -435,12 +435,12 @@ impl Array {
     /// this share.
     async fn follow(&self, mut share: Share<'_>) -> Result<()> {
         loop {
-            match share.signal.wait().await {
+            match share.signal().wait().await {
                 Outcome::Done(r) => {
                     share.armed = false;
                     return r;
                 }
-                Outcome::Lead => self.lead(&[(share.stripe, &share.signal)]).await,
+                Outcome::Lead => self.lead(&[(share.stripe, share.signal())]).await,
             }
         }
     }
@@ -450,9 +450,9 @@ impl Array {
         let held: SmallVec<[(u64, &Signal); 4]> = run
             .iter()
             .map(|s| {
-                let lead = s.signal.take_lead();
+                let lead = s.signal().take_lead();
                 assert!(lead, "stripe {} led by another", s.stripe);
-                (s.stripe, &*s.signal)
+                (s.stripe, s.signal())
             })
             .collect();
         self.lead(&held).await;
@@ -905,14 +905,25 @@ impl Array {
 struct Share<'a> {
     cache: &'a StripeCache,
     stripe: u64,
-    signal: Arc<Signal>,
+    /// Always set; taken only when the share is dropped.
+    signal: Option<Arc<Signal>>,
     armed: bool,
+}
+
+impl Share<'_> {
+    fn signal(&self) -> &Signal {
+        self.signal
+            .as_deref()
+            .expect("a share's mailbox lives as long as the share")
+    }
 }
 
 impl Drop for Share<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.cache.abandon(self.stripe, &self.signal);
+            self.cache.abandon(self.stripe, self.signal());
+        } else if let Some(s) = self.signal.take() {
+            recycle::give_signal(s);
         }
     }
 }

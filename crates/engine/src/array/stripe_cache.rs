@@ -420,7 +420,7 @@ impl StripeCache {
         offset: u64,
         cover: ChunkCover,
     ) -> Arc<Signal> {
-        let mut signal = Arc::new(Signal::default());
+        let mut signal = super::recycle::signal();
         let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
         sh.clock += 1;
         let clock = sh.clock;
@@ -515,13 +515,15 @@ impl StripeCache {
             evicted
         };
         drop(evicted); // buffers go back to the pool outside the lock
-        for part in parts {
+        for Part { req, signal, .. } in parts {
             // Every part gets the outcome (an error's whole message, once per part).
             let r = match r {
                 Ok(()) => Ok(()),
                 Err(e) => Err(crate::error::Error::new(e.kind(), e.to_string())),
             };
-            part.signal.post(Outcome::Done(r));
+            signal.post(Outcome::Done(r));
+            super::recycle::give_signal(signal);
+            super::recycle::give_req(req);
         }
     }
 

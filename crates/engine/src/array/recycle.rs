@@ -1,0 +1,100 @@
+//! Reused `Arc` headers for the per-request objects of a parity write: its shared request
+//! ([`Req`]) and its stripe shares' mailboxes ([`Signal`]). A small write would otherwise
+//! allocate both. A header is reused only once its last handle is back (`Arc::get_mut`
+//! proves it unique), emptied at once (a request's client windows must not stay borrowed),
+//! and kept in a bounded free list of the thread that gave it back.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::thread::LocalKey;
+
+use raidd_rt::IoVec;
+
+use super::stripe_cache::Signal;
+use crate::iov::Req;
+
+/// Headers kept per kind and thread.
+const KEPT: usize = 256;
+
+type FreeList<T> = RefCell<Vec<Arc<T>>>;
+
+thread_local! {
+    static REQS: FreeList<Req> = const { RefCell::new(Vec::new()) };
+    static SIGNALS: FreeList<Signal> = const { RefCell::new(Vec::new()) };
+}
+
+fn take<T>(list: &'static LocalKey<FreeList<T>>, value: T) -> Arc<T> {
+    match list.try_with(|l| l.borrow_mut().pop()).ok().flatten() {
+        Some(mut a) => {
+            *Arc::get_mut(&mut a).expect("a kept header is unshared") = value;
+            a
+        }
+        None => Arc::new(value),
+    }
+}
+
+fn give<T>(list: &'static LocalKey<FreeList<T>>, mut a: Arc<T>, empty: impl FnOnce() -> T) {
+    if let Some(v) = Arc::get_mut(&mut a) {
+        *v = empty(); // what it held goes now, not when the header is reused
+                      // At thread exit (no list any more) the header is simply freed.
+        let _ = list.try_with(move |l| {
+            let mut l = l.borrow_mut();
+            if l.len() < KEPT {
+                l.push(a);
+            }
+        });
+    }
+}
+
+/// A shared request over the client's windows.
+pub(crate) fn req(iov: IoVec) -> Arc<Req> {
+    take(&REQS, Req::new(iov))
+}
+
+/// Gives a request handle back; its header is kept if this was the last handle.
+pub(crate) fn give_req(req: Arc<Req>) {
+    give(&REQS, req, || Req::new(IoVec::new()));
+}
+
+/// A fresh mailbox.
+pub(crate) fn signal() -> Arc<Signal> {
+    take(&SIGNALS, Signal::default())
+}
+
+/// Gives a mailbox handle back; its header is kept if this was the last handle.
+pub(crate) fn give_signal(signal: Arc<Signal>) {
+    give(&SIGNALS, signal, Signal::default);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidd_rt::{AlignedBuf, SharedBuf};
+
+    #[test]
+    fn a_header_is_reused_only_when_its_last_handle_is_back_and_lets_go_of_the_client() {
+        let client = SharedBuf::new(AlignedBuf::zeroed(4096));
+        let mut iov = IoVec::new();
+        iov.push(client.slice(0..4096).unwrap());
+        let r = req(iov);
+        let other = r.clone();
+        let at = Arc::as_ptr(&r);
+        give_req(r); // not the last handle: not kept
+        let fresh = req(IoVec::new());
+        assert_ne!(Arc::as_ptr(&fresh), at);
+        give_req(other); // the last: kept, and the client's window is released now
+        assert!(
+            client.slice_mut(0..4096).is_ok(),
+            "the request let go of the window"
+        );
+        let again = req(IoVec::new());
+        assert_eq!(Arc::as_ptr(&again), at);
+        assert_eq!(again.len(), 0);
+        drop((fresh, again));
+
+        let s = signal();
+        let at = Arc::as_ptr(&s);
+        give_signal(s);
+        assert_eq!(Arc::as_ptr(&signal()), at);
+    }
+}

@@ -16,6 +16,7 @@ mod executor;
 pub mod fs;
 pub mod net;
 mod pooled;
+pub mod recycle;
 pub mod signal;
 mod slab;
 pub mod time;

@@ -27,8 +27,8 @@ use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::stripe_cache::{
-    Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal, StripeCache,
-    CACHE_MAX_RANGES, CACHE_MAX_ROWS,
+    covers_stripe, Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal,
+    StripeCache, CACHE_MAX_RANGES, CACHE_MAX_ROWS,
 };
 use super::{recycle, Array};
 use crate::error::{Error, ErrorKind, Result};
@@ -395,15 +395,12 @@ impl Array {
         plans: SmallVec<[(u64, ChunkCover); 2]>,
     ) -> Result<()> {
         let pg = self.pg();
-        let whole_rows = 0..u64::from(pg.chunk_sectors);
-        let whole = |c: &ChunkCover| {
-            c.len() == pg.data_members() && c.iter().all(|(_, r)| *r == whole_rows)
-        };
+        let (data, chunk) = (pg.data_members(), u64::from(pg.chunk_sectors));
         // Every share is attached (and guarded) before anything waits.
         let shares: Vec<(Share<'_>, bool)> = plans
             .into_iter()
             .map(|(stripe, cover)| {
-                let w = whole(&cover);
+                let w = covers_stripe(&cover, data, chunk);
                 (self.attach(stripe, req.clone(), offset, cover), w)
             })
             .collect();

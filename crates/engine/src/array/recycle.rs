@@ -1,49 +1,20 @@
 //! Reused `Arc` headers for the per-request objects of a parity write: its shared request
-//! ([`Req`]) and its stripe shares' mailboxes ([`Signal`]). A small write would otherwise
-//! allocate both. A header is reused only once its last handle is back (`Arc::get_mut`
-//! proves it unique), emptied at once (a request's client windows must not stay borrowed),
-//! and kept in a bounded free list of the thread that gave it back.
+//! ([`Req`]) and its stripe shares' mailboxes ([`Signal`]), which a small write would
+//! otherwise allocate each time (`raidd_rt::recycle`: reused only once the last handle is
+//! back, emptied at once, so a request's client windows are not held).
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::thread::LocalKey;
 
+use raidd_rt::recycle::{give, take, FreeList};
 use raidd_rt::IoVec;
 
 use super::stripe_cache::Signal;
 use crate::iov::Req;
 
-/// Headers kept per kind and thread.
-const KEPT: usize = 256;
-
-type FreeList<T> = RefCell<Vec<Arc<T>>>;
-
 thread_local! {
     static REQS: FreeList<Req> = const { RefCell::new(Vec::new()) };
     static SIGNALS: FreeList<Signal> = const { RefCell::new(Vec::new()) };
-}
-
-fn take<T>(list: &'static LocalKey<FreeList<T>>, value: T) -> Arc<T> {
-    match list.try_with(|l| l.borrow_mut().pop()).ok().flatten() {
-        Some(mut a) => {
-            *Arc::get_mut(&mut a).expect("a kept header is unshared") = value;
-            a
-        }
-        None => Arc::new(value),
-    }
-}
-
-fn give<T>(list: &'static LocalKey<FreeList<T>>, mut a: Arc<T>, empty: impl FnOnce() -> T) {
-    if let Some(v) = Arc::get_mut(&mut a) {
-        *v = empty(); // what it held goes now, not when the header is reused
-                      // At thread exit (no list any more) the header is simply freed.
-        let _ = list.try_with(move |l| {
-            let mut l = l.borrow_mut();
-            if l.len() < KEPT {
-                l.push(a);
-            }
-        });
-    }
 }
 
 /// A shared request over the client's windows.

@@ -158,6 +158,11 @@ impl Segs {
 /// parts are moved between queues.
 pub(crate) type ChunkCover = SmallVec<[(usize, Range<u64>); 2]>;
 
+/// Whether one part's cover writes every data chunk over all its `chunk_rows`.
+pub(crate) fn covers_stripe(cover: &ChunkCover, data_chunks: usize, chunk_rows: u64) -> bool {
+    cover.len() == data_chunks && cover.iter().all(|(_, r)| *r == (0..chunk_rows))
+}
+
 /// The parts of a batch (inline for two: most batches are one small write).
 pub(crate) type Parts = SmallVec<[Part; 2]>;
 
@@ -451,7 +456,7 @@ impl StripeCache {
         let full = 0..chunk_rows;
         if let [p] = head.pending.as_slice() {
             // One part (the common case): it covers every chunk itself or not at all.
-            return p.cover.len() == data_chunks && p.cover.iter().all(|(_, r)| *r == full);
+            return covers_stripe(&p.cover, data_chunks, chunk_rows);
         }
         let mut segs: SmallVec<[Segs; 16]> = (0..data_chunks).map(|_| Segs::default()).collect();
         for p in &head.pending {

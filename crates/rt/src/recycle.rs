@@ -1,0 +1,84 @@
+//! Per-thread free lists of `Arc` headers, for objects made and dropped once per request
+//! (shared-buffer headers here; a parity write's request and mailboxes in the engine): the
+//! next request reuses a header instead of allocating one. A header goes back only when
+//! `Arc::get_mut` proves its last handle is back, and is emptied at once, so what it held
+//! (buffers, client windows, wakers) goes then, not when it is reused. Lists are bounded.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::thread::LocalKey;
+
+/// Headers kept per list and thread.
+pub const KEPT: usize = 256;
+
+/// A thread's free list of emptied headers: declare one per type with
+/// `thread_local! { static L: FreeList<T> = const { RefCell::new(Vec::new()) }; }`.
+pub type FreeList<T> = RefCell<Vec<Arc<T>>>;
+
+/// An emptied header from `list`, unshared, if it has one.
+pub fn pop<T>(list: &'static LocalKey<FreeList<T>>) -> Option<Arc<T>> {
+    list.try_with(|l| l.borrow_mut().pop()).ok().flatten()
+}
+
+/// Keeps an emptied, unshared header in `list` (freed instead when the list is full or the
+/// thread is exiting).
+pub fn keep<T>(list: &'static LocalKey<FreeList<T>>, a: Arc<T>) {
+    debug_assert_eq!(Arc::strong_count(&a), 1, "a kept header is unshared");
+    let _ = list.try_with(move |l| {
+        let mut l = l.borrow_mut();
+        if l.len() < KEPT {
+            l.push(a);
+        }
+    });
+}
+
+/// An `Arc` holding `value`, on a header from `list` when it has one.
+pub fn take<T>(list: &'static LocalKey<FreeList<T>>, value: T) -> Arc<T> {
+    match pop(list) {
+        Some(mut a) => {
+            *Arc::get_mut(&mut a).expect("a kept header is unshared") = value;
+            a
+        }
+        None => Arc::new(value),
+    }
+}
+
+/// Gives a handle back: if it is the last, its value is replaced by `empty()` now and the
+/// header kept in `list`.
+pub fn give<T>(list: &'static LocalKey<FreeList<T>>, mut a: Arc<T>, empty: impl FnOnce() -> T) {
+    if let Some(v) = Arc::get_mut(&mut a) {
+        *v = empty();
+        keep(list, a);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    thread_local! {
+        static LIST: FreeList<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+
+    #[test]
+    fn only_the_last_handle_brings_its_header_back_emptied_and_lists_are_bounded() {
+        let a = take(&LIST, vec![1, 2, 3]);
+        let at = Arc::as_ptr(&a);
+        let b = a.clone();
+        give(&LIST, a, Vec::new); // not the last handle
+        assert_eq!(LIST.with(|l| l.borrow().len()), 0);
+        give(&LIST, b, Vec::new);
+        LIST.with(|l| {
+            let l = l.borrow();
+            assert_eq!(l.len(), 1);
+            assert!(l[0].is_empty(), "emptied when given back");
+        });
+        let c = take(&LIST, vec![9]);
+        assert_eq!((Arc::as_ptr(&c), c[0]), (at, 9));
+        let many: Vec<_> = (0..KEPT + 5).map(|_| take(&LIST, Vec::new())).collect();
+        for a in many {
+            give(&LIST, a, Vec::new);
+        }
+        assert_eq!(LIST.with(|l| l.borrow().len()), KEPT);
+    }
+}

@@ -6,6 +6,8 @@
 //! into the driver's slab as an orphan and are freed only when the kernel is done with them.
 //! SQEs are not submitted one by one: they queue until the executor runs out of ready tasks
 //! and parks, so a burst of member I/Os from many tasks costs one `io_uring_enter`.
+//! Positioned file reads and writes wait in a plug ([`crate::merge`]) until then, and
+//! contiguous ones leave as one vectored operation whose completion is split among them.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -20,7 +22,9 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 use io_uring::{opcode, squeue, types, IoUring};
+use smallvec::SmallVec;
 
+use crate::merge::{Extent, Plug};
 use crate::slab::{Key, Slab};
 
 /// user_data of the eventfd read that lets other threads wake a sleeping driver. A slab key
@@ -100,6 +104,57 @@ pub(crate) enum OpKind {
 }
 
 impl OpKind {
+    /// Where a positioned file read or write goes; None for every other operation (streams
+    /// and sockets included), which the plug never holds.
+    fn extent(self) -> Option<Extent> {
+        let (fd, write, offset, len, iovs) = match self {
+            OpKind::Read {
+                fd, len, offset, ..
+            } => (fd, false, offset, u64::from(len), 1),
+            OpKind::Write {
+                fd, len, offset, ..
+            } => (fd, true, offset, u64::from(len), 1),
+            OpKind::Readv {
+                fd,
+                iov,
+                count,
+                offset,
+            } => (fd, false, offset, iov_bytes(iov, count), count as usize),
+            OpKind::Writev {
+                fd,
+                iov,
+                count,
+                offset,
+            } => (fd, true, offset, iov_bytes(iov, count), count as usize),
+            _ => return None,
+        };
+        (offset != STREAM_OFFSET && len > 0).then_some(Extent {
+            fd,
+            write,
+            offset,
+            len,
+            iovs,
+        })
+    }
+
+    /// Appends the operation's buffers, as iovecs, to `out` (only for kinds with an extent).
+    fn push_iovecs(self, out: &mut Vec<libc::iovec>) {
+        match self {
+            OpKind::Read { ptr, len, .. } => out.push(libc::iovec {
+                iov_base: ptr.cast(),
+                iov_len: len as usize,
+            }),
+            OpKind::Write { ptr, len, .. } => out.push(libc::iovec {
+                iov_base: ptr.cast_mut().cast(),
+                iov_len: len as usize,
+            }),
+            OpKind::Readv { iov, count, .. } | OpKind::Writev { iov, count, .. } => {
+                out.extend_from_slice(iovecs(iov, count))
+            }
+            _ => unreachable!("only positioned reads and writes are gathered"),
+        }
+    }
+
     fn sqe(self) -> squeue::Entry {
         match self {
             OpKind::Read {
@@ -283,11 +338,62 @@ impl OpKind {
     }
 }
 
+/// The iovecs an operation points at.
+fn iovecs<'a>(iov: *const libc::iovec, count: u32) -> &'a [libc::iovec] {
+    if count == 0 {
+        return &[];
+    }
+    // SAFETY: an OpKind's iovec array is owned by the Op that carries it (or by its orphan
+    // in the slab), which lives until the operation's completion, and the driver reads it
+    // only before that.
+    unsafe { std::slice::from_raw_parts(iov, count as usize) }
+}
+
+fn iov_bytes(iov: *const libc::iovec, count: u32) -> u64 {
+    iovecs(iov, count).iter().map(|v| v.iov_len as u64).sum()
+}
+
 enum Slot {
     Waiting(Option<Waker>),
     Done(i32),
     /// The future was dropped; keep its resources until the kernel completes the op.
     Orphan(#[allow(dead_code)] Box<dyn Any>),
+    /// One vectored operation carrying several queued ones (their slots stay `Waiting` or
+    /// `Orphan` until this one completes).
+    Gathered(Box<Gathered>),
+}
+
+/// A gathered operation's own resources: the iovec array the kernel reads, and the parts
+/// it completes, in file order.
+#[derive(Default)]
+struct Gathered {
+    iovs: Vec<libc::iovec>,
+    parts: SmallVec<[(Key, OpKind); 8]>,
+    len: u64,
+}
+
+/// Gathered operations whose storage is kept for reuse.
+const GATHERED_KEPT: usize = 32;
+
+/// What a thread's driver did with positioned file reads and writes (see [`crate::io_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Positioned reads and writes started through the ring.
+    pub file_ops: u64,
+    /// Vectored operations the kernel got in place of two or more of them.
+    pub gathered: u64,
+    /// Operations that went out inside a gathered one.
+    pub gathered_parts: u64,
+    /// Gathered operations that failed or came back short, whose parts were then issued one
+    /// by one so that each gets its own result.
+    pub split_again: u64,
+}
+
+impl IoStats {
+    /// Operations the kernel got for the file reads and writes started.
+    pub fn kernel_ops(&self) -> u64 {
+        self.file_ops - self.gathered_parts + self.gathered
+    }
 }
 
 /// Which backend this thread's driver uses.
@@ -311,6 +417,13 @@ pub(crate) struct Driver {
     eventfd_armed: Cell<bool>,
     /// Timeouts of the synchronous backend (io_uring keeps its own): deadline and op key.
     sync_timers: RefCell<Vec<(std::time::Instant, Key)>>,
+    /// Positioned reads and writes queued for the next enter, and whether to queue them.
+    plug: RefCell<Plug<(Key, OpKind)>>,
+    gather: Cell<bool>,
+    /// The boxes themselves are what is reused: a slot holds one.
+    #[allow(clippy::vec_box)]
+    gathered_free: RefCell<Vec<Box<Gathered>>>,
+    stats: Cell<IoStats>,
 }
 
 impl fmt::Debug for Driver {
@@ -341,6 +454,13 @@ fn uring_allowed() -> bool {
             }
         }
     })
+}
+
+/// Whether this process gathers contiguous file I/O (`RAIDD_NO_GATHER=1` turns it off, to
+/// compare).
+fn gather_default() -> bool {
+    static GATHER: OnceLock<bool> = OnceLock::new();
+    *GATHER.get_or_init(|| std::env::var_os("RAIDD_NO_GATHER").is_none_or(|v| v == "0"))
 }
 
 /// A ring for this thread. Only this thread submits, and completions are needed only when
@@ -379,7 +499,114 @@ impl Driver {
             eventfd_buf: Box::new(Cell::new(0)),
             eventfd_armed: Cell::new(false),
             sync_timers: RefCell::new(Vec::new()),
+            plug: RefCell::new(Plug::default()),
+            gather: Cell::new(gather_default()),
+            gathered_free: RefCell::new(Vec::new()),
+            stats: Cell::new(IoStats::default()),
         })
+    }
+
+    /// Turns gathering of contiguous file I/O on or off for this thread.
+    pub(crate) fn set_gather(&self, on: bool) {
+        self.flush_plug();
+        self.gather.set(on);
+    }
+
+    pub(crate) fn stats(&self) -> IoStats {
+        self.stats.get()
+    }
+
+    fn count(&self, f: impl FnOnce(&mut IoStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    /// Entries waiting for the next enter: pushed, or held in the plug.
+    fn queued(&self) -> usize {
+        self.unsubmitted.get() as usize + self.plug.borrow().len()
+    }
+
+    /// Queues a positioned read or write in the plug, or pushes any other operation.
+    fn start(&self, key: Key, kind: OpKind) {
+        if let Some(e) = kind.extent() {
+            self.count(|s| s.file_ops += 1);
+            if self.gather.get() {
+                self.plug.borrow_mut().add(e, (key, kind));
+                return;
+            }
+        }
+        self.push(&kind.sqe().user_data(key.to_u64()));
+    }
+
+    /// Pushes what the plug holds: a run of one operation as itself, a longer run as one
+    /// vectored operation over all its parts' buffers.
+    fn flush_plug(&self) {
+        if self.plug.borrow().is_empty() {
+            return;
+        }
+        let mut runs = self.plug.borrow_mut().take();
+        for run in runs.drain(..) {
+            if let [(key, kind)] = run.parts[..] {
+                self.push(&kind.sqe().user_data(key.to_u64()));
+                continue;
+            }
+            let mut g = self.gathered_free.borrow_mut().pop().unwrap_or_default();
+            for &(_, kind) in &run.parts {
+                kind.push_iovecs(&mut g.iovs);
+            }
+            debug_assert_eq!(g.iovs.len(), run.iovs);
+            g.len = run.end - run.start;
+            let (iov, count) = (g.iovs.as_ptr(), g.iovs.len() as u32);
+            let kind = if run.write {
+                OpKind::Writev {
+                    fd: run.fd,
+                    iov,
+                    count,
+                    offset: run.start,
+                }
+            } else {
+                OpKind::Readv {
+                    fd: run.fd,
+                    iov,
+                    count,
+                    offset: run.start,
+                }
+            };
+            let parts = run.parts.len() as u64;
+            g.parts.extend(run.parts);
+            // The iovec array is the Vec's heap block, which stays put when the box moves.
+            let key = self.ops.borrow_mut().insert(Slot::Gathered(g));
+            self.push(&kind.sqe().user_data(key.to_u64()));
+            self.count(|s| {
+                s.gathered += 1;
+                s.gathered_parts += parts;
+            });
+        }
+        self.plug.borrow_mut().give_back(runs);
+    }
+
+    /// Completes a gathered operation's parts: each with its own length when the whole
+    /// came back, otherwise by issuing them again one by one, so that an error or a short
+    /// transfer reaches exactly the parts it concerns.
+    fn complete_gathered(&self, mut g: Box<Gathered>, res: i32) {
+        if u64::try_from(res).is_ok_and(|n| n == g.len) {
+            for &(key, kind) in &g.parts {
+                let len = kind.extent().map_or(0, |e| e.len);
+                self.complete(key.to_u64(), i32::try_from(len).unwrap_or(i32::MAX));
+            }
+        } else {
+            self.count(|s| s.split_again += 1);
+            for &(key, kind) in &g.parts {
+                self.push(&kind.sqe().user_data(key.to_u64()));
+            }
+        }
+        g.iovs.clear();
+        g.parts.clear();
+        let mut free = self.gathered_free.borrow_mut();
+        if free.len() < GATHERED_KEPT {
+            free.push(g);
+        }
     }
 
     pub(crate) fn backend(&self) -> Backend {
@@ -421,6 +648,7 @@ impl Driver {
         let Some(ring) = self.ring.as_ref() else {
             return;
         };
+        self.flush_plug();
         loop {
             let r = ring.borrow().submit_and_wait(want);
             match r {
@@ -469,6 +697,7 @@ impl Driver {
             return false;
         };
         let start = std::time::Instant::now();
+        self.flush_plug();
         loop {
             let n = self.unsubmitted.get();
             // SAFETY: a plain io_uring_enter on our own ring with no argument structure;
@@ -506,13 +735,13 @@ impl Driver {
             if !self.poll.get().is_zero() && self.poll_for(self.poll.get()) {
                 return;
             }
-        } else if self.unsubmitted.get() == 0 || self.deferred_rounds.get() < MAX_DEFERRED_ROUNDS {
+        } else if self.queued() == 0 || self.deferred_rounds.get() < MAX_DEFERRED_ROUNDS {
             // Between rounds of ready tasks, queued entries wait a little so they go out
             // with the next ones (a request's next receive with its reply's send) in one
             // enter; nothing queued means no enter at all (with deferred task work,
             // completions only arrive in a waiting enter anyway). A bounded number of
             // rounds keeps tasks that yield in a loop from holding submissions back.
-            if self.unsubmitted.get() > 0 {
+            if self.queued() > 0 {
                 self.deferred_rounds.set(self.deferred_rounds.get() + 1);
             }
             self.reap();
@@ -533,6 +762,7 @@ impl Driver {
             self.park_sync(false);
             return;
         };
+        self.flush_plug();
         let to_submit = self.unsubmitted.get();
         loop {
             // SAFETY: no argument struct is passed (null, size 0).
@@ -640,6 +870,14 @@ impl Driver {
         let Some(slot) = ops.get_mut(key) else {
             panic!("completion for unknown op {key:?}");
         };
+        if let Slot::Gathered(_) = slot {
+            let Some(Slot::Gathered(g)) = ops.remove(key) else {
+                unreachable!("the slot was just seen gathered");
+            };
+            drop(ops);
+            self.complete_gathered(g, res);
+            return;
+        }
         match std::mem::replace(slot, Slot::Done(res)) {
             Slot::Waiting(waker) => {
                 drop(ops);
@@ -653,6 +891,7 @@ impl Driver {
                 drop(resources);
             }
             Slot::Done(_) => panic!("op {key:?} completed twice"),
+            Slot::Gathered(_) => unreachable!("gathered slots are handled above"),
         }
     }
 }
@@ -714,7 +953,7 @@ impl<T: 'static> Op<T> {
         let inline = inline && !matches!(kind, OpKind::Timeout { .. });
         let state = if driver.ring.is_some() && !inline {
             let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));
-            driver.push(&kind.sqe().user_data(key.to_u64()));
+            driver.start(key, kind);
             OpState::InFlight(key)
         } else if let OpKind::Timeout { duration, .. } = kind {
             let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));
@@ -759,7 +998,9 @@ impl<T: 'static> Future for Op<T> {
                         }
                         return Poll::Pending;
                     }
-                    Slot::Orphan(_) => unreachable!("a live op cannot be orphaned"),
+                    Slot::Orphan(_) | Slot::Gathered(_) => {
+                        unreachable!("a live op's slot is its own")
+                    }
                 }
             }
         };
@@ -800,7 +1041,7 @@ impl<T: 'static> Drop for Op<T> {
                     .user_data(CANCEL_TOKEN);
                 self.driver.push(&cancel);
             }
-            Slot::Orphan(_) => unreachable!("op orphaned twice"),
+            Slot::Orphan(_) | Slot::Gathered(_) => unreachable!("op orphaned twice"),
         }
     }
 }

@@ -373,6 +373,18 @@ pub fn set_poll(window: std::time::Duration) {
     driver().set_poll(window);
 }
 
+/// Whether this thread's positioned file reads and writes that meet end to end are
+/// gathered into one vectored operation each time the thread enters the kernel (on by
+/// default; `RAIDD_NO_GATHER=1` turns it off for the whole process).
+pub fn set_gather(on: bool) {
+    driver().set_gather(on);
+}
+
+/// What this thread's driver did with positioned file reads and writes so far.
+pub fn io_stats() -> crate::IoStats {
+    driver().stats()
+}
+
 /// Waits until this thread's executor has nothing else to run and no finished I/O to take
 /// in: the moment a plugged queue is unplugged. Work that benefits from company (a partial
 /// RAID5 stripe write that later requests may complete) waits here so the requests that

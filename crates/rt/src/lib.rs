@@ -14,6 +14,7 @@ pub mod buf;
 mod driver;
 mod executor;
 pub mod fs;
+mod merge;
 pub mod net;
 mod pooled;
 pub mod recycle;
@@ -22,8 +23,9 @@ mod slab;
 pub mod time;
 
 pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
-pub use driver::Backend;
+pub use driver::{Backend, IoStats};
 pub use executor::{
-    backend, block_on, set_poll, shutdown, spawn_local, unplugged, yield_now, JoinHandle,
+    backend, block_on, io_stats, set_gather, set_poll, shutdown, spawn_local, unplugged, yield_now,
+    JoinHandle,
 };
 pub use pooled::{PooledFuture, BLOCK_ALIGN};

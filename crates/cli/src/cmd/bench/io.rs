@@ -270,12 +270,18 @@ struct Tally {
     counted: u64,
     /// Every request completed (the CPU time is divided by these).
     all: u64,
+    /// File members: positioned reads and writes the thread started, and the operations
+    /// the kernel got for them once contiguous ones were gathered.
+    file_ops: u64,
+    kernel_ops: u64,
 }
 
 impl std::ops::AddAssign for Tally {
     fn add_assign(&mut self, t: Tally) {
         self.counted += t.counted;
         self.all += t.all;
+        self.file_ops += t.file_ops;
+        self.kernel_ops += t.kernel_ops;
     }
 }
 
@@ -344,11 +350,15 @@ async fn thread_load(
             ))
         })
         .collect();
+    let io0 = raidd_rt::io_stats();
     let mut total = Tally::default();
     for s in slots {
         let t = s.await?;
         total += t;
     }
+    let io = raidd_rt::io_stats();
+    total.file_ops = io.file_ops - io0.file_ops;
+    total.kernel_ops = io.kernel_ops() - io0.kernel_ops();
     Ok(total)
 }
 
@@ -507,6 +517,10 @@ pub struct IoReport {
     pub cpu_us_per_io: Option<f64>,
     /// Array targets: copies per request the layout forced (bytes).
     pub copied_bytes_per_io: Option<f64>,
+    /// File members: member reads and writes per request, and the operations the kernel
+    /// got for them per request once contiguous ones were gathered.
+    pub member_ios_per_io: Option<f64>,
+    pub kernel_ios_per_io: Option<f64>,
     pub engine: Option<EngineCounts>,
     /// Array targets: the state one request in flight holds in the engine (the futures of
     /// `Array::read` and `Array::write`, before any member I/O of their own), bytes.
@@ -662,6 +676,12 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         mib_per_s: iops * args.bs as f64 / f64::from(1 << 20),
         cpu_us_per_io: cpu.and_then(|c| per_io(c * 1e6)),
         copied_bytes_per_io: engine.as_ref().and_then(|e| per_io(e.copied_bytes as f64)),
+        member_ios_per_io: (total.file_ops > 0)
+            .then(|| per_io(total.file_ops as f64))
+            .flatten(),
+        kernel_ios_per_io: (total.file_ops > 0)
+            .then(|| per_io(total.kernel_ops as f64))
+            .flatten(),
         engine,
         read_state_bytes,
         write_state_bytes,
@@ -710,6 +730,12 @@ fn text_report(r: &IoReport) -> String {
         s.push_str(&format!("   copied {c:.0} B/IO"));
     }
     s.push('\n');
+    if let (Some(m), Some(k)) = (r.member_ios_per_io, r.kernel_ios_per_io) {
+        s.push_str(&format!(
+            "  member I/Os per request {m:.2}, kernel operations per request {k:.2} \
+             (contiguous ones gathered)\n"
+        ));
+    }
     if let (Some(rb), Some(wb)) = (r.read_state_bytes, r.write_state_bytes) {
         s.push_str(&format!(
             "  engine state per request in flight: read {rb} B, write {wb} B\n"

@@ -405,7 +405,16 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             .name(format!("raidd-worker-{i}"))
             .spawn(move || {
                 raidd_rt::set_poll(poll);
-                raidd_rt::block_on(worker(rx, shared, stop))
+                raidd_rt::block_on(worker(rx, shared, stop));
+                let io = raidd_rt::io_stats();
+                tracing::info!(
+                    "worker {i}: {} member reads and writes went to the kernel as {} \
+                     operations ({} gathered ones carried {})",
+                    io.file_ops,
+                    io.kernel_ops(),
+                    io.gathered,
+                    io.gathered_parts
+                );
             })
             .map_err(|e| CliError::io("cannot start a worker thread", &e))?;
         workers.push(handle);

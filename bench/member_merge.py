@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Adjacent requests merging at the members: raidd with and without gathering, over NBD.
+
+raidd serves an array over file members on a real filesystem (O_DIRECT, default /var/tmp:
+tmpfs members run as plain system calls and never reach the ring, so nothing merges there).
+fio's nbd engine runs each job against a fresh `raidd serve` started with gathering on
+(the default) and with `RAIDD_NO_GATHER=1`, in alternating order per round; both servers
+are pinned to the same CPU and fio to another. The script prints, per job, the median IOPS
+of each, their ratio (gathering / not), and the server's CPU time per request.
+
+A client's sequential small requests reach a member as separate reads or writes (RAID0
+with 64 KiB chunks sends 16 consecutive 4 KiB requests to one member, end to end); with
+gathering, those queued together leave as one vectored operation. Random jobs are the
+control: nothing meets there, so they show the cost of looking.
+
+Usage: bench/member_merge.py [--rounds N (5)] [--seconds S (4)] [--level raid0]
+                             [--members 4] [--dir /var/tmp] [--jobs 4k-seqwrite-qd32,...]
+                             [--json OUT]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from benchlib import cpu_seconds, free_port, stop, wait_port
+
+JOBS = [
+    # name, rw, bs, iodepth
+    ("4k-seqwrite-qd32", "write", "4k", 32),
+    ("4k-seqread-qd32", "read", "4k", 32),
+    ("16k-seqwrite-qd16", "write", "16k", 16),
+    ("4k-randwrite-qd32", "randwrite", "4k", 32),
+    ("4k-randread-qd32", "randread", "4k", 32),
+]
+MODES = ["gather", "no-gather"]
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+
+
+def fio(uri, job, seconds, size, cpus):
+    name, rw, bs, qd = job
+    cmd = ["taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
+           "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
+           f"--size={size}", "--time_based", f"--runtime={seconds}", "--ramp_time=1",
+           "--randrepeat=0", "--norandommap"]
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         env={**os.environ, "PATH": "/usr/bin:/bin"})
+    if out.returncode != 0:
+        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
+    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    side = j["read"] if "read" in rw else j["write"]
+    return side["iops"], side["total_ios"]
+
+
+def worker_ops(log_path):
+    """Member reads and writes, and kernel operations, from the worker's exit line."""
+    pat = re.compile(r"(\d+) member reads and writes went to the kernel as (\d+) operations")
+    member = kernel = 0
+    with open(log_path) as f:
+        for line in f:
+            m = pat.search(line)
+            if m:
+                member += int(m.group(1))
+                kernel += int(m.group(2))
+    return member, kernel
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--level", default="raid0")
+    ap.add_argument("--members", type=int, default=4)
+    ap.add_argument("--member-size", default="1G")
+    ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument("--server-cpus", default="0")
+    ap.add_argument("--client-cpus", default="1")
+    ap.add_argument("--raidd", default="target/release/raidd")
+    ap.add_argument("--jobs", help="comma-separated job names (default: all)")
+    ap.add_argument("--json", help="write the raw results here")
+    args = ap.parse_args()
+    jobs = [j for j in JOBS if not args.jobs or j[0] in args.jobs.split(",")]
+    if not jobs:
+        sys.exit(f"no such job; jobs: {', '.join(j[0] for j in JOBS)}")
+
+    work = tempfile.mkdtemp(prefix="raidd-merge-", dir=args.dir)
+    proc = None
+    try:
+        members = [os.path.join(work, f"m{i}.img") for i in range(args.members)]
+        # Written through once: O_DIRECT writes into holes or unwritten extents pay the
+        # filesystem's allocation, which would swamp what is measured.
+        for m in members:
+            subprocess.run(["dd", "if=/dev/zero", f"of={m}", "bs=1M", "oflag=direct",
+                            f"count={parse_size(args.member_size) >> 20}", "status=none"],
+                           check=True)
+        subprocess.run([args.raidd, "create", "--level", args.level, "--name", "bench",
+                        "--force", *members], check=True, stdout=subprocess.DEVNULL)
+        conf = os.path.join(work, "raidd.toml")
+        sock = os.path.join(work, "raidd.sock")
+        quoted = ", ".join(f'"{m}"' for m in members)
+        # fio covers the first half of the array: both directions stay inside written data.
+        size = "1g"
+
+        results = {m: {j[0]: [] for j in jobs} for m in MODES}
+        for r in range(args.rounds):
+            order = MODES if r % 2 == 0 else MODES[::-1]
+            for job in jobs:
+                for mode in order:
+                    port = free_port()
+                    with open(conf, "w") as f:
+                        f.write(f'control_socket = "{sock}"\nthreads = 1\n'
+                                f'[nbd]\nlisten = "127.0.0.1:{port}"\n'
+                                f'[[array]]\nname = "bench"\nmembers = [{quoted}]\n')
+                    env = {**os.environ, "RAIDD_NO_GATHER": "1" if mode == "no-gather" else "0"}
+                    log_path = os.path.join(work, "serve.log")
+                    log = open(log_path, "w")
+                    proc = subprocess.Popen(
+                        ["taskset", "-c", args.server_cpus, args.raidd, "serve", "-v",
+                         "--config", conf], stderr=log, env=env)
+                    wait_port(port, proc, "raidd")
+                    c0 = cpu_seconds(proc.pid)
+                    iops, ios = fio(f"nbd://127.0.0.1:{port}/bench", job, args.seconds, size,
+                                    args.client_cpus)
+                    cpu = cpu_seconds(proc.pid) - c0
+                    stop(proc)
+                    proc = None
+                    log.close()
+                    member, kernel = worker_ops(log_path)
+                    results[mode][job[0]].append(
+                        {"iops": iops, "cpu_us_per_io": cpu * 1e6 / max(ios, 1),
+                         "kernel_per_member_io": kernel / max(member, 1)})
+                    print(f"round {r + 1} {job[0]:<18} {mode:<9} {iops:>9.0f} IOPS "
+                          f"cpu {cpu * 1e6 / max(ios, 1):5.2f} us/io, "
+                          f"{member} member I/Os as {kernel} kernel operations", file=sys.stderr)
+
+        print(f"\n{args.level} over {args.members} file members in {args.dir}, fio nbd, "
+              f"medians of {args.rounds} rounds")
+        print(f"{'job':<18} {'gather IOPS':>12} {'no-gather IOPS':>15} {'ratio':>6} "
+              f"{'gather cpu/io':>14} {'no-gather cpu/io':>17} {'kernel ops/member I/O':>22}")
+        for job in jobs:
+            n = job[0]
+            med = {m: {k: statistics.median(x[k] for x in results[m][n])
+                       for k in ("iops", "cpu_us_per_io", "kernel_per_member_io")}
+                   for m in MODES}
+            g, o = med["gather"], med["no-gather"]
+            print(f"{n:<18} {g['iops']:>12.0f} {o['iops']:>15.0f} "
+                  f"{g['iops'] / o['iops']:>6.2f} {g['cpu_us_per_io']:>12.2f}us "
+                  f"{o['cpu_us_per_io']:>15.2f}us {g['kernel_per_member_io']:>22.2f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    finally:
+        if proc is not None:
+            stop(proc)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

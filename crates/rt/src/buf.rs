@@ -51,6 +51,9 @@ impl AlignedBuf {
         if let Some(ptr) = pool::take(cap) {
             return (AlignedBuf { ptr, len, cap }, true);
         }
+        if let Some((ptr, reused)) = pool::from_arena(cap) {
+            return (AlignedBuf { ptr, len, cap }, reused);
+        }
         let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
         // SAFETY: layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
@@ -138,8 +141,13 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// Size classes of pooled buffers (4 KiB to 64 MiB).
+pub(crate) const POOL_CLASSES: usize = pool::CLASSES;
+
 /// Per-thread free lists of buffers by power-of-two capacity, bounded in bytes. Every pooled
 /// buffer was zero-initialised when first allocated, so its bytes are always initialised.
+/// Blocks of the registered arena (`crate::arena`) are pooled the same way and go back to
+/// the arena, not to the heap, when the pool is full.
 mod pool {
     use std::alloc::{self, Layout};
     use std::cell::RefCell;
@@ -150,7 +158,7 @@ mod pool {
     const MIN_SHIFT: u32 = ALIGN.trailing_zeros();
     /// Largest pooled buffer: 64 MiB (a maximal request plus room).
     const MAX_SHIFT: u32 = 26;
-    const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
+    pub(super) const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
     /// Most bytes one thread keeps for reuse.
     const MAX_POOLED: usize = 128 << 20;
 
@@ -215,10 +223,23 @@ mod pool {
         .unwrap_or(false)
     }
 
+    /// A block of the registered arena, if the process has one with room; and whether the
+    /// block held data before.
+    pub(super) fn from_arena(cap: usize) -> Option<(NonNull<u8>, bool)> {
+        crate::arena::get()?.alloc(class(cap)?, cap)
+    }
+
     /// # Safety
-    /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` and not be used
-    /// afterwards.
+    /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` (from the heap or
+    /// from the arena) and not be used afterwards.
     pub(super) unsafe fn free(ptr: NonNull<u8>, cap: usize) {
+        if let Some(a) = crate::arena::get() {
+            if a.contains(ptr.as_ptr(), cap) {
+                let c = class(cap).expect("arena blocks have a pool class");
+                a.free(c, ptr);
+                return;
+            }
+        }
         let layout = Layout::from_size_align(cap, ALIGN).expect("layout was valid at alloc");
         // SAFETY: per this function's contract.
         unsafe { alloc::dealloc(ptr.as_ptr(), layout) }

@@ -21,9 +21,10 @@ use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, types, IoUring, Probe};
 use smallvec::SmallVec;
 
+use crate::arena::Arena;
 use crate::merge::{Extent, Plug};
 use crate::slab::{Key, Slab};
 
@@ -153,6 +154,61 @@ impl OpKind {
             }
             _ => unreachable!("only positioned reads and writes are gathered"),
         }
+    }
+
+    /// The operation as a fixed-buffer one when every byte it transfers lies in the
+    /// registered arena (and, for vectored ones, the kernel has vectored fixed operations).
+    fn fixed_sqe(self, f: Fixed) -> Option<squeue::Entry> {
+        self.extent()?;
+        let all_in = |iov, count| {
+            f.vectored
+                && iovecs(iov, count)
+                    .iter()
+                    .all(|v| f.arena.contains(v.iov_base.cast(), v.iov_len))
+        };
+        Some(match self {
+            OpKind::Read {
+                fd,
+                ptr,
+                len,
+                offset,
+            } if f.arena.contains(ptr, len as usize) => {
+                opcode::ReadFixed::new(types::Fd(fd), ptr, len, FIXED_INDEX)
+                    .offset(offset)
+                    .build()
+            }
+            OpKind::Write {
+                fd,
+                ptr,
+                len,
+                offset,
+            } if f.arena.contains(ptr, len as usize) => {
+                opcode::WriteFixed::new(types::Fd(fd), ptr, len, FIXED_INDEX)
+                    .offset(offset)
+                    .build()
+            }
+            OpKind::Readv {
+                fd,
+                iov,
+                count,
+                offset,
+            } if all_in(iov, count) => {
+                opcode::ReadvFixed::new(types::Fd(fd), iov, count, FIXED_INDEX)
+                    .offset(offset)
+                    .build()
+            }
+            OpKind::Writev {
+                fd,
+                iov,
+                count,
+                offset,
+            } if all_in(iov, count) => {
+                opcode::WritevFixed::new(types::Fd(fd), iov, count, FIXED_INDEX)
+                    .offset(offset)
+                    .build()
+            }
+            _ => return None,
+        })
     }
 
     fn sqe(self) -> squeue::Entry {
@@ -372,6 +428,37 @@ struct Gathered {
     len: u64,
 }
 
+/// The index the registered arena has among a ring's fixed buffers.
+const FIXED_INDEX: u16 = 0;
+
+/// A ring's registration of the arena.
+#[derive(Clone, Copy)]
+struct Fixed {
+    arena: &'static Arena,
+    /// The kernel has vectored fixed reads and writes (6.15 and later).
+    vectored: bool,
+}
+
+/// Registers the process's arena with `ring`, if there is one; logs once when the kernel
+/// refuses (the locked-memory limit, for one), after which I/O simply is not fixed.
+fn register_arena(ring: &IoUring) -> Option<Fixed> {
+    let arena = crate::arena::get()?;
+    // SAFETY: the arena is mapped for the rest of the process's life and never unmapped, so
+    // the memory stays valid for as long as the ring may use it.
+    if let Err(e) = unsafe { ring.submitter().register_buffers(&[arena.iovec()]) } {
+        static WARNED: OnceLock<()> = OnceLock::new();
+        WARNED.get_or_init(|| {
+            tracing::warn!("cannot register buffer memory with io_uring ({e}); I/O is not fixed")
+        });
+        return None;
+    }
+    let mut probe = Probe::new();
+    let vectored = ring.submitter().register_probe(&mut probe).is_ok()
+        && probe.is_supported(opcode::ReadvFixed::CODE)
+        && probe.is_supported(opcode::WritevFixed::CODE);
+    Some(Fixed { arena, vectored })
+}
+
 /// Gathered operations whose storage is kept for reuse.
 const GATHERED_KEPT: usize = 32;
 
@@ -387,6 +474,9 @@ pub struct IoStats {
     /// Gathered operations that failed or came back short, whose parts were then issued one
     /// by one so that each gets its own result.
     pub split_again: u64,
+    /// Operations that went to the kernel as fixed-buffer ones (see
+    /// [`crate::register_arena`]).
+    pub fixed: u64,
 }
 
 impl IoStats {
@@ -420,6 +510,8 @@ pub(crate) struct Driver {
     /// Positioned reads and writes queued for the next enter, and whether to queue them.
     plug: RefCell<Plug<(Key, OpKind)>>,
     gather: Cell<bool>,
+    /// The arena, when this ring registered it.
+    fixed: Option<Fixed>,
     /// The boxes themselves are what is reused: a slot holds one.
     #[allow(clippy::vec_box)]
     gathered_free: RefCell<Vec<Box<Gathered>>>,
@@ -485,10 +577,12 @@ impl Driver {
         // SAFETY: efd is a fresh descriptor that we own.
         let eventfd = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let ring = if uring_allowed() {
-            Some(RefCell::new(new_ring()?))
+            Some(new_ring()?)
         } else {
             None
         };
+        let fixed = ring.as_ref().and_then(register_arena);
+        let ring = ring.map(RefCell::new);
         Ok(Driver {
             ring,
             ops: RefCell::new(Slab::default()),
@@ -501,6 +595,7 @@ impl Driver {
             sync_timers: RefCell::new(Vec::new()),
             plug: RefCell::new(Plug::default()),
             gather: Cell::new(gather_default()),
+            fixed,
             gathered_free: RefCell::new(Vec::new()),
             stats: Cell::new(IoStats::default()),
         })
@@ -536,7 +631,17 @@ impl Driver {
                 return;
             }
         }
-        self.push(&kind.sqe().user_data(key.to_u64()));
+        self.push_op(key, kind);
+    }
+
+    /// Pushes `kind` for `key`, as a fixed-buffer operation where its memory allows.
+    fn push_op(&self, key: Key, kind: OpKind) {
+        let fixed = self.fixed.and_then(|f| kind.fixed_sqe(f));
+        if fixed.is_some() {
+            self.count(|s| s.fixed += 1);
+        }
+        let entry = fixed.unwrap_or_else(|| kind.sqe());
+        self.push(&entry.user_data(key.to_u64()));
     }
 
     /// Pushes what the plug holds: a run of one operation as itself, a longer run as one
@@ -548,7 +653,7 @@ impl Driver {
         let mut runs = self.plug.borrow_mut().take();
         for run in runs.drain(..) {
             if let [(key, kind)] = run.parts[..] {
-                self.push(&kind.sqe().user_data(key.to_u64()));
+                self.push_op(key, kind);
                 continue;
             }
             let mut g = self.gathered_free.borrow_mut().pop().unwrap_or_default();
@@ -577,7 +682,7 @@ impl Driver {
             g.parts.extend(run.parts);
             // The iovec array is the Vec's heap block, which stays put when the box moves.
             let key = self.ops.borrow_mut().insert(Slot::Gathered(g));
-            self.push(&kind.sqe().user_data(key.to_u64()));
+            self.push_op(key, kind);
             self.count(|s| {
                 s.gathered += 1;
                 s.gathered_parts += parts;
@@ -598,7 +703,7 @@ impl Driver {
         } else {
             self.count(|s| s.split_again += 1);
             for &(key, kind) in &g.parts {
-                self.push(&kind.sqe().user_data(key.to_u64()));
+                self.push_op(key, kind);
             }
         }
         g.iovs.clear();

@@ -10,6 +10,7 @@
 //! });
 //! ```
 
+mod arena;
 pub mod buf;
 mod driver;
 mod executor;
@@ -22,6 +23,7 @@ pub mod signal;
 mod slab;
 pub mod time;
 
+pub use arena::{register_arena, MAX_ARENA};
 pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
 pub use driver::{Backend, IoStats};
 pub use executor::{

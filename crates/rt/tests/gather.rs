@@ -54,6 +54,7 @@ fn delta(a: IoStats, b: IoStats) -> IoStats {
         gathered: b.gathered - a.gathered,
         gathered_parts: b.gathered_parts - a.gathered_parts,
         split_again: b.split_again - a.split_again,
+        fixed: b.fixed - a.fixed,
     }
 }
 

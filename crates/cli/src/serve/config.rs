@@ -12,6 +12,9 @@ use serde::Deserialize;
 pub const DEFAULT_NBD_LISTEN: &str = "127.0.0.1:10809";
 /// The control socket when neither the config nor the command line names one.
 pub const DEFAULT_CONTROL_SOCKET: &str = "/run/raidd/raidd.sock";
+/// Buffer memory registered with io_uring unless the config says otherwise: enough for
+/// every request in flight of a busy server; pinned from the start.
+pub const DEFAULT_REGISTERED_BUFFERS: usize = 64 << 20;
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -21,6 +24,8 @@ struct RawConfig {
     threads: Option<usize>,
     /// Microseconds a worker polls for I/O before it sleeps.
     poll_us: Option<u64>,
+    /// Buffer memory registered with io_uring (a size; "0": none).
+    registered_buffers: Option<String>,
     #[serde(default)]
     nbd: RawNbd,
     #[serde(default, rename = "array")]
@@ -154,6 +159,8 @@ pub struct Config {
     pub threads: usize,
     /// How long an idle worker polls for I/O before it sleeps (zero: sleeps at once).
     pub poll: std::time::Duration,
+    /// Bytes of buffer memory registered with every worker's io_uring (0: none).
+    pub registered_buffers: usize,
     pub nbd: NbdConfig,
     pub arrays: Vec<ArrayConfig>,
     pub exports: Vec<ExportConfig>,
@@ -288,6 +295,18 @@ impl Config {
         if poll_us > MAX_POLL_US {
             return Err(format!("poll_us = {poll_us}: at most {MAX_POLL_US}"));
         }
+        let registered_buffers = match &raw.registered_buffers {
+            None => DEFAULT_REGISTERED_BUFFERS,
+            Some(t) => crate::size::parse_size(t)
+                .ok()
+                .and_then(|b| usize::try_from(b).ok())
+                .filter(|&b| b == 0 || (4096..=raidd_rt::MAX_ARENA).contains(&b))
+                .ok_or_else(|| {
+                    format!(
+                        "registered_buffers = {t:?}: not a size from 4K to 1G (or \"0\" for none)"
+                    )
+                })?,
+        };
         let listen_text = raw.nbd.listen.as_deref().unwrap_or(DEFAULT_NBD_LISTEN);
         let listen: SocketAddr = listen_text.parse().map_err(|_| {
             format!("nbd.listen = {listen_text:?}: not an address:port (e.g. \"127.0.0.1:10809\")")
@@ -451,6 +470,7 @@ impl Config {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET)),
             threads,
             poll: std::time::Duration::from_micros(poll_us),
+            registered_buffers,
             nbd: NbdConfig {
                 listen,
                 max_in_flight,
@@ -681,6 +701,17 @@ mod tests {
     }
 
     #[test]
+    fn registered_buffers_take_a_size_or_zero() {
+        for (text, want) in [("\"0\"", 0), ("\"16M\"", 16 << 20), ("\"1G\"", 1 << 30)] {
+            let c = parse(&format!(
+                "registered_buffers = {text}\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n"
+            ))
+            .expect("valid");
+            assert_eq!(c.registered_buffers, want, "{text}");
+        }
+    }
+
+    #[test]
     fn explicit_exports_and_options() {
         let c = parse(
             r#"
@@ -709,6 +740,7 @@ mod tests {
         .expect("valid");
         assert_eq!(c.control_socket, PathBuf::from("/etc/raidd/run/ctl.sock"));
         assert_eq!(c.threads, 3);
+        assert_eq!(c.registered_buffers, DEFAULT_REGISTERED_BUFFERS);
         assert_eq!(c.poll, std::time::Duration::ZERO);
         assert_eq!(c.nbd.listen.port(), 10900);
         assert_eq!(c.nbd.max_in_flight, 8);
@@ -889,6 +921,9 @@ mod tests {
             ("[nbd]\nlisten = \"localhost\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "not an address"),
             ("threads = 0\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "threads"),
             ("poll_us = 5000\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "poll_us"),
+            ("registered_buffers = \"2G\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "registered_buffers"),
+            ("registered_buffers = \"1K\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "registered_buffers"),
+            ("registered_buffers = \"lots\"\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "registered_buffers"),
             ("[nbd]\nmax_in_flight = 0\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "max_in_flight"),
             ("bogus = 1\n[[array]]\nname = \"a\"\nmembers = [\"x\"]\n", "unknown field"),
             ("[[array]]\nname = \"a\nb\"\nmembers = [\"x\"]\n", ""),

@@ -97,6 +97,12 @@ pub fn run(args: ServeArgs, _json: bool) -> CliResult {
     if let Some(c) = args.control {
         config.control_socket = c;
     }
+    // Before any ring exists, so that every thread's ring registers it.
+    if config.registered_buffers > 0 {
+        if let Err(e) = raidd_rt::register_arena(config.registered_buffers) {
+            tracing::warn!("registered_buffers: {e}; member I/O will not use fixed buffers");
+        }
+    }
     if raidd_rt::backend() != raidd_rt::Backend::IoUring {
         return Err(CliError::new(
             Exit::Unsupported,
@@ -409,11 +415,12 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
                 let io = raidd_rt::io_stats();
                 tracing::info!(
                     "worker {i}: {} member reads and writes went to the kernel as {} \
-                     operations ({} gathered ones carried {})",
+                     operations ({} gathered ones carried {}; {} used registered buffers)",
                     io.file_ops,
                     io.kernel_ops(),
                     io.gathered,
-                    io.gathered_parts
+                    io.gathered_parts,
+                    io.fixed
                 );
             })
             .map_err(|e| CliError::io("cannot start a worker thread", &e))?;

@@ -69,6 +69,11 @@ pub struct IoArgs {
     /// RAID4/5/6 gathering: none, plug, limit or limit:N.
     #[arg(long, default_value = "plug", value_parser = parse_gather)]
     pub gather: Gather,
+    /// Buffer memory registered with every thread's io_uring, as `raidd serve` does by
+    /// default (0: none): file members' reads and writes into it go out as fixed-buffer
+    /// operations.
+    #[arg(long, default_value = "64M", value_parser = size::parse_size, value_name = "SIZE")]
+    pub registered: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -274,6 +279,7 @@ struct Tally {
     /// the kernel got for them once contiguous ones were gathered.
     file_ops: u64,
     kernel_ops: u64,
+    fixed_ops: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -282,6 +288,7 @@ impl std::ops::AddAssign for Tally {
         self.all += t.all;
         self.file_ops += t.file_ops;
         self.kernel_ops += t.kernel_ops;
+        self.fixed_ops += t.fixed_ops;
     }
 }
 
@@ -359,6 +366,7 @@ async fn thread_load(
     let io = raidd_rt::io_stats();
     total.file_ops = io.file_ops - io0.file_ops;
     total.kernel_ops = io.kernel_ops() - io0.kernel_ops();
+    total.fixed_ops = io.fixed - io0.fixed;
     Ok(total)
 }
 
@@ -521,6 +529,8 @@ pub struct IoReport {
     /// got for them per request once contiguous ones were gathered.
     pub member_ios_per_io: Option<f64>,
     pub kernel_ios_per_io: Option<f64>,
+    /// File members: the share of kernel operations that used registered buffers.
+    pub fixed_share: Option<f64>,
     pub engine: Option<EngineCounts>,
     /// Array targets: the state one request in flight holds in the engine (the futures of
     /// `Array::read` and `Array::write`, before any member I/O of their own), bytes.
@@ -557,6 +567,11 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
                 )));
             }
         }
+    }
+    if args.registered > 0 {
+        let bytes = usize::try_from(args.registered).unwrap_or(usize::MAX);
+        raidd_rt::register_arena(bytes)
+            .map_err(|e| CliError::usage(format!("--registered: {e}")))?;
     }
     let (members, direct) = open_members(&args)?;
     let member_kind = if args.dir.is_some() { "file" } else { "memory" };
@@ -682,6 +697,8 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         kernel_ios_per_io: (total.file_ops > 0)
             .then(|| per_io(total.kernel_ops as f64))
             .flatten(),
+        fixed_share: (total.kernel_ops > 0)
+            .then(|| total.fixed_ops as f64 / total.kernel_ops as f64),
         engine,
         read_state_bytes,
         write_state_bytes,
@@ -733,7 +750,11 @@ fn text_report(r: &IoReport) -> String {
     if let (Some(m), Some(k)) = (r.member_ios_per_io, r.kernel_ios_per_io) {
         s.push_str(&format!(
             "  member I/Os per request {m:.2}, kernel operations per request {k:.2} \
-             (contiguous ones gathered)\n"
+             (contiguous ones gathered){}\n",
+            r.fixed_share
+                .filter(|&f| f > 0.0)
+                .map(|f| format!(", {:.0}% fixed-buffer", f * 100.0))
+                .unwrap_or_default()
         ));
     }
     if let (Some(rb), Some(wb)) = (r.read_state_bytes, r.write_state_bytes) {

@@ -1,21 +1,25 @@
 #!/usr/bin/python3
-"""Adjacent requests merging at the members: raidd with and without gathering, over NBD.
+"""How raidd's member I/O reaches the kernel, over NBD: one server setting on and off.
 
 raidd serves an array over file members on a real filesystem (O_DIRECT, default /var/tmp:
-tmpfs members run as plain system calls and never reach the ring, so nothing merges there).
-fio's nbd engine runs each job against a fresh `raidd serve` started with gathering on
-(the default) and with `RAIDD_NO_GATHER=1`, in alternating order per round; both servers
-are pinned to the same CPU and fio to another. The script prints, per job, the median IOPS
-of each, their ratio (gathering / not), and the server's CPU time per request.
+tmpfs members run as plain system calls and never reach the ring). fio's nbd engine runs
+each job against a fresh `raidd serve` with the setting on (the default) and off, in
+alternating order per round; both servers are pinned to the same CPU and fio to another.
+The script prints, per job, the median IOPS of each, their ratio (on / off), the server's
+CPU time per request, and how many kernel operations each member I/O took (from the
+worker's exit line).
 
-A client's sequential small requests reach a member as separate reads or writes (RAID0
-with 64 KiB chunks sends 16 consecutive 4 KiB requests to one member, end to end); with
-gathering, those queued together leave as one vectored operation. Random jobs are the
-control: nothing meets there, so they show the cost of looking.
+--compare gather: adjacent requests gathered at the member (off: RAIDD_NO_GATHER=1). A
+client's sequential small requests reach a member as separate reads or writes (RAID0 with
+64 KiB chunks sends 16 consecutive 4 KiB requests to one member, end to end); gathered,
+those queued together leave as one vectored operation. Random jobs are the control.
 
-Usage: bench/member_merge.py [--rounds N (5)] [--seconds S (4)] [--level raid0]
-                             [--members 4] [--dir /var/tmp] [--jobs 4k-seqwrite-qd32,...]
-                             [--json OUT]
+--compare registered: buffer memory registered with io_uring, so member I/O goes out as
+fixed-buffer operations (off: registered_buffers = "0").
+
+Usage: bench/member_io.py [--compare gather|registered] [--rounds N (5)] [--seconds S (4)]
+                          [--level raid0] [--members 4] [--dir /var/tmp]
+                          [--jobs 4k-seqwrite-qd32,...] [--json OUT]
 """
 import argparse
 import json
@@ -36,8 +40,10 @@ JOBS = [
     ("16k-seqwrite-qd16", "write", "16k", 16),
     ("4k-randwrite-qd32", "randwrite", "4k", 32),
     ("4k-randread-qd32", "randread", "4k", 32),
+    ("1m-write-qd8", "write", "1m", 8),
+    ("1m-read-qd8", "read", "1m", 8),
 ]
-MODES = ["gather", "no-gather"]
+MODES = ["on", "off"]
 
 
 def parse_size(text):
@@ -75,6 +81,7 @@ def worker_ops(log_path):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--compare", choices=["gather", "registered"], default="gather")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--level", default="raid0")
@@ -91,7 +98,7 @@ def main():
     if not jobs:
         sys.exit(f"no such job; jobs: {', '.join(j[0] for j in JOBS)}")
 
-    work = tempfile.mkdtemp(prefix="raidd-merge-", dir=args.dir)
+    work = tempfile.mkdtemp(prefix="raidd-member-io-", dir=args.dir)
     proc = None
     try:
         members = [os.path.join(work, f"m{i}.img") for i in range(args.members)]
@@ -115,11 +122,15 @@ def main():
             for job in jobs:
                 for mode in order:
                     port = free_port()
+                    off = mode == "off"
+                    registered = "0" if off and args.compare == "registered" else "64M"
                     with open(conf, "w") as f:
                         f.write(f'control_socket = "{sock}"\nthreads = 1\n'
+                                f'registered_buffers = "{registered}"\n'
                                 f'[nbd]\nlisten = "127.0.0.1:{port}"\n'
                                 f'[[array]]\nname = "bench"\nmembers = [{quoted}]\n')
-                    env = {**os.environ, "RAIDD_NO_GATHER": "1" if mode == "no-gather" else "0"}
+                    no_gather = off and args.compare == "gather"
+                    env = {**os.environ, "RAIDD_NO_GATHER": "1" if no_gather else "0"}
                     log_path = os.path.join(work, "serve.log")
                     log = open(log_path, "w")
                     proc = subprocess.Popen(
@@ -137,23 +148,23 @@ def main():
                     results[mode][job[0]].append(
                         {"iops": iops, "cpu_us_per_io": cpu * 1e6 / max(ios, 1),
                          "kernel_per_member_io": kernel / max(member, 1)})
-                    print(f"round {r + 1} {job[0]:<18} {mode:<9} {iops:>9.0f} IOPS "
+                    print(f"round {r + 1} {job[0]:<18} {mode:<3} {iops:>9.0f} IOPS "
                           f"cpu {cpu * 1e6 / max(ios, 1):5.2f} us/io, "
                           f"{member} member I/Os as {kernel} kernel operations", file=sys.stderr)
 
         print(f"\n{args.level} over {args.members} file members in {args.dir}, fio nbd, "
-              f"medians of {args.rounds} rounds")
-        print(f"{'job':<18} {'gather IOPS':>12} {'no-gather IOPS':>15} {'ratio':>6} "
-              f"{'gather cpu/io':>14} {'no-gather cpu/io':>17} {'kernel ops/member I/O':>22}")
+              f"{args.compare} on and off, medians of {args.rounds} rounds")
+        print(f"{'job':<18} {'on IOPS':>9} {'off IOPS':>9} {'ratio':>6} "
+              f"{'on cpu/io':>10} {'off cpu/io':>10} {'kernel ops/member I/O (on)':>27}")
         for job in jobs:
             n = job[0]
             med = {m: {k: statistics.median(x[k] for x in results[m][n])
                        for k in ("iops", "cpu_us_per_io", "kernel_per_member_io")}
                    for m in MODES}
-            g, o = med["gather"], med["no-gather"]
-            print(f"{n:<18} {g['iops']:>12.0f} {o['iops']:>15.0f} "
-                  f"{g['iops'] / o['iops']:>6.2f} {g['cpu_us_per_io']:>12.2f}us "
-                  f"{o['cpu_us_per_io']:>15.2f}us {g['kernel_per_member_io']:>22.2f}")
+            g, o = med["on"], med["off"]
+            print(f"{n:<18} {g['iops']:>9.0f} {o['iops']:>9.0f} "
+                  f"{g['iops'] / o['iops']:>6.2f} {g['cpu_us_per_io']:>8.2f}us "
+                  f"{o['cpu_us_per_io']:>8.2f}us {g['kernel_per_member_io']:>27.2f}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)

@@ -15,6 +15,25 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def fio_nbd(uri, job, seconds, size, cpus, ramp=True):
+    """Runs one fio job (name, rw, bs, iodepth) with the nbd engine against `uri`, pinned to
+    `cpus`; returns fio's figures for the job's direction (iops, bw_bytes, total_ios,
+    clat_ns, ...)."""
+    import json
+    import subprocess
+    name, rw, bs, qd = job
+    cmd = ["taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
+           "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
+           f"--size={size}", "--time_based", f"--runtime={seconds}", "--randrepeat=0",
+           "--norandommap"] + (["--ramp_time=1"] if ramp else [])
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         env={**os.environ, "PATH": "/usr/bin:/bin"})
+    if out.returncode != 0:
+        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
+    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    return j["read"] if "read" in rw else j["write"]
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     s = socket.socket()

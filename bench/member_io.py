@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import cpu_seconds, free_port, stop, wait_port
+from benchlib import cpu_seconds, fio_nbd, free_port, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -49,21 +49,6 @@ MODES = ["on", "off"]
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
-
-
-def fio(uri, job, seconds, size, cpus):
-    name, rw, bs, qd = job
-    cmd = ["taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
-           "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
-           f"--size={size}", "--time_based", f"--runtime={seconds}", "--ramp_time=1",
-           "--randrepeat=0", "--norandommap"]
-    out = subprocess.run(cmd, capture_output=True, text=True,
-                         env={**os.environ, "PATH": "/usr/bin:/bin"})
-    if out.returncode != 0:
-        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
-    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
-    side = j["read"] if "read" in rw else j["write"]
-    return side["iops"], side["total_ios"]
 
 
 def worker_ops(log_path):
@@ -138,8 +123,9 @@ def main():
                          "--config", conf], stderr=log, env=env)
                     wait_port(port, proc, "raidd")
                     c0 = cpu_seconds(proc.pid)
-                    iops, ios = fio(f"nbd://127.0.0.1:{port}/bench", job, args.seconds, size,
-                                    args.client_cpus)
+                    side = fio_nbd(f"nbd://127.0.0.1:{port}/bench", job, args.seconds, size,
+                                   args.client_cpus)
+                    iops, ios = side["iops"], side["total_ios"]
                     cpu = cpu_seconds(proc.pid) - c0
                     stop(proc)
                     proc = None

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import cpu_seconds, free_port, stop, wait_port
+from benchlib import cpu_seconds, fio_nbd, free_port, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -44,22 +44,6 @@ JOBS = [
 
 
 
-
-
-def fio(uri, job, seconds, size, cpus):
-    name, rw, bs, qd = job
-    cmd = [
-        "taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
-        "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
-        f"--size={size}", "--time_based", f"--runtime={seconds}", "--ramp_time=1",
-        "--randrepeat=0", "--norandommap",
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
-    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
-    side = j["read"] if "read" in rw else j["write"]
-    return side["iops"], side["bw_bytes"], side["total_ios"], side["clat_ns"]["mean"] / 1000.0
 
 
 def main():
@@ -123,7 +107,9 @@ def main():
                 for s in order:
                     pid, uri = servers[s]
                     c0 = cpu_seconds(pid)
-                    iops, bw, ios, lat = fio(uri, job, args.seconds, args.size, args.client_cpus)
+                    side = fio_nbd(uri, job, args.seconds, args.size, args.client_cpus)
+                    iops, bw, ios = side["iops"], side["bw_bytes"], side["total_ios"]
+                    lat = side["clat_ns"]["mean"] / 1000.0
                     cpu = cpu_seconds(pid) - c0
                     results[s][job[0]].append(
                         {"iops": iops, "bw": bw, "ios": ios, "lat_us": lat,

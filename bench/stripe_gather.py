@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import free_port, stop, wait_port
+from benchlib import fio_nbd, free_port, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -30,20 +30,6 @@ JOBS = [
     ("64k-seqwrite-qd8", "write", "64k", 8),
     ("4k-seqwrite-qd1", "write", "4k", 1),
 ]
-
-
-def fio(uri, job, seconds, size, cpus):
-    name, rw, bs, qd = job
-    cmd = ["taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
-           "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
-           f"--size={size}", "--time_based", f"--runtime={seconds}", "--randrepeat=0",
-           "--norandommap"]
-    out = subprocess.run(cmd, capture_output=True, text=True,
-                         env={**os.environ, "PATH": "/usr/bin:/bin"})
-    if out.returncode != 0:
-        sys.exit(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
-    j = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
-    return j["write"]["iops"], j["write"]["total_ios"]
 
 
 def counters(raidd, sock, name):
@@ -102,8 +88,9 @@ def main():
                     wait_port(port, proc, "raidd")
                     for job in jobs:
                         c0 = counters(args.raidd, sock, "g")
-                        iops, ios = fio(f"nbd://127.0.0.1:{port}/g", job, args.seconds, size,
-                                        args.client_cpus)
+                        side = fio_nbd(f"nbd://127.0.0.1:{port}/g", job, args.seconds, size,
+                                       args.client_cpus, ramp=False)
+                        iops, ios = side["iops"], side["total_ios"]
                         c1 = counters(args.raidd, sock, "g")
                         d = {k: c1[k] - c0[k] for k in ("full_stripe_writes", "rmw_writes",
                                                         "rcw_writes", "reconstruct_writes")}

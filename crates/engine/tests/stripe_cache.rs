@@ -132,6 +132,52 @@ fn plugging_gathers_concurrent_chunk_writes_into_one_full_stripe() {
     });
 }
 
+/// Writes of `sectors` at each start, issued together, into generation `g` of the model.
+async fn writes_together(rig: &Rig, model: &mut Model, pieces: &[(u64, u64)]) {
+    let g = model.next;
+    model.next += 1;
+    let writes = pieces.iter().map(|&(s, n)| {
+        let buf = pattern_buf(s, n, g, model.seed);
+        raidd_rt::spawn_local({
+            let a = rig.array.clone();
+            async move { a.write_buf(s * 512, buf).await }
+        })
+    });
+    for r in futures::future::join_all(writes).await {
+        r.unwrap();
+    }
+    for &(s, n) in pieces {
+        for x in s..s + n {
+            model.generation[x as usize] = g;
+        }
+    }
+}
+
+#[test]
+fn a_full_stripe_gathered_from_pieces_of_chunks_copies_nothing() {
+    for raid6 in [false, true] {
+        raidd_rt::block_on(async move {
+            let rig = Rig::new(if raid6 { 5 } else { 4 }, raid6);
+            rig.array.set_stripe_cache(0, Gather::Plug);
+            let mut model = Model::new(rig.array.size_bytes() / 512, 12);
+            // Stripe 0's three data chunks (8 sectors each) in seven requests whose edges
+            // differ from chunk to chunk: parity is generated over rows 0-2, 2-4, 4-6, 6-8
+            // from different requests' windows.
+            let pieces = [(0, 4), (4, 4), (8, 2), (10, 6), (16, 2), (18, 4), (22, 2)];
+            writes_together(&rig, &mut model, &pieces).await;
+            let c = rig.array.status().await.counters;
+            assert_eq!(c.full_stripe_writes, 1, "raid6={raid6}: {c:?}");
+            assert_eq!(rig.reads(), 0, "raid6={raid6}: nothing read");
+            assert_eq!(
+                c.copied_bytes, 0,
+                "raid6={raid6}: parity from the windows, data written from them"
+            );
+            verify_all(&rig.array, &model, "pieces").await;
+            rig.verify_every_single_loss(&model, raid6).await;
+        });
+    }
+}
+
 #[test]
 fn without_plugging_the_first_write_starts_alone() {
     raidd_rt::block_on(async {

@@ -774,43 +774,48 @@ impl Array {
                     }
                 }
                 // Every data chunk's new contents over the rows, in parity order: borrowed
-                // from a request where one part writes the whole chunk, else old + new.
+                // from a request where one part writes the whole chunk, from several where
+                // parts together write it (a full stripe gathered from small requests), else
+                // old + new.
                 let k = segs.len();
-                let mut chunks: SmallVec<[Option<crate::iov::Bytes>; 8]> =
-                    (0..k).map(|_| None).collect();
+                let mut chunks: SmallVec<[Option<NewChunk>; 8]> = (0..k).map(|_| None).collect();
                 for (dd, s) in segs.iter().enumerate() {
                     let m = map.data[dd];
                     let b = match s.0.as_slice() {
-                        [(r, part)] if r == rows => bytes(dd, r, *part),
-                        list => {
-                            // Several parts together may write the whole chunk: then nothing
-                            // old was read and every byte comes from them.
-                            let mut d = match old[m].take() {
-                                Some(d) => d,
-                                None => {
-                                    assert!(s.covers(rows), "old data was read or rebuilt");
-                                    AlignedBuf::for_overwrite(len) // every row is laid over
+                        [(r, part)] if r == rows => NewChunk::Whole(bytes(dd, r, *part)),
+                        list => match old[m].take() {
+                            Some(mut d) => {
+                                for (r, part) in list {
+                                    let new = bytes(dd, r, *part);
+                                    d[at(r)].copy_from_slice(&new);
+                                    copied(new.len());
                                 }
-                            };
-                            for (r, part) in list {
-                                let new = bytes(dd, r, *part);
-                                d[at(r)].copy_from_slice(&new);
-                                copied(new.len());
+                                NewChunk::Whole(crate::iov::Bytes::Copy(d))
                             }
-                            crate::iov::Bytes::Copy(d)
-                        }
+                            None => {
+                                // Nothing old was read: the parts write every row, and
+                                // parity is generated piece by piece from their windows.
+                                assert!(s.covers(rows), "old data was read or rebuilt");
+                                let mut pieces: SmallVec<[(Range<usize>, crate::iov::Bytes); 4]> =
+                                    list.iter()
+                                        .map(|(r, part)| (at(r), bytes(dd, r, *part)))
+                                        .collect();
+                                pieces.sort_by_key(|(w, _)| w.start);
+                                NewChunk::Pieces(pieces)
+                            }
+                        },
                     };
                     chunks[q_index(map, dd)] = Some(b);
                 }
+                let chunks: SmallVec<[NewChunk; 8]> = chunks
+                    .into_iter()
+                    .map(|c| c.expect("every chunk"))
+                    .collect();
                 // Over kept rows wider than the batch, parity changes only where the batch
                 // writes: start from the kept parity and generate the hull's rows alone (a 4K
                 // write into 64K of kept rows generated all 64K: half of its time).
                 let parity_known = old[map.p].is_some() && map.q.is_none_or(|q| old[q].is_some());
                 let span = if parity_known { at(hull) } else { 0..len };
-                let data: SmallVec<[&[u8]; 8]> = chunks
-                    .iter()
-                    .map(|c| &c.as_ref().expect("every chunk")[span.clone()])
-                    .collect();
                 // Generation writes every byte of P and Q over the span; outside it they are
                 // the kept contents, still right.
                 let mut parity_buf = |m: usize| match old[m].take() {
@@ -818,28 +823,50 @@ impl Array {
                     _ => AlignedBuf::for_overwrite(len),
                 };
                 let mut p = parity_buf(map.p);
-                let q = if let Some(qm) = map.q {
-                    let mut q = parity_buf(qm);
-                    raidd_parity::gen_pq(&data, &mut p[span.clone()], &mut q[span]);
-                    Some(q)
-                } else {
-                    raidd_parity::xor_gen(&mut p[span], &data);
-                    None
-                };
-                drop(data);
+                let mut q = map.q.map(&mut parity_buf);
+                // One generation per stretch that every chunk holds in one piece: the whole
+                // span unless some chunk came in pieces.
+                let mut cuts: SmallVec<[usize; 32]> = smallvec::smallvec![span.start, span.end];
+                for c in &chunks {
+                    if let NewChunk::Pieces(pieces) = c {
+                        cuts.extend(
+                            pieces
+                                .iter()
+                                .map(|(w, _)| w.start)
+                                .filter(|&x| x > span.start && x < span.end),
+                        );
+                    }
+                }
+                cuts.sort_unstable();
+                cuts.dedup();
+                for w in cuts.windows(2) {
+                    let part = w[0]..w[1];
+                    let data: SmallVec<[&[u8]; 8]> =
+                        chunks.iter().map(|c| c.slice(part.clone())).collect();
+                    match q.as_mut() {
+                        Some(q) => {
+                            raidd_parity::gen_pq(&data, &mut p[part.clone()], &mut q[part.clone()])
+                        }
+                        None => raidd_parity::xor_gen(&mut p[part.clone()], &data),
+                    }
+                }
                 // Keep what is now known (copying borrowed chunks only when it will be kept).
+                let mut chunks: SmallVec<[Option<NewChunk>; 8]> =
+                    chunks.into_iter().map(Some).collect();
                 for (dd, c) in segs.iter().enumerate() {
                     let m = map.data[dd];
-                    match chunks[q_index(map, dd)].take() {
-                        Some(crate::iov::Bytes::Copy(b)) => old[m] = Some(b),
-                        Some(crate::iov::Bytes::Window(w)) if keep => {
-                            copied(w.len());
-                            let mut b = AlignedBuf::for_overwrite(w.len());
-                            b.copy_from_slice(w.as_slice());
-                            old[m] = Some(b);
+                    old[m] = match chunks[q_index(map, dd)].take() {
+                        Some(NewChunk::Whole(crate::iov::Bytes::Copy(b))) => Some(b),
+                        Some(chunk) if keep => {
+                            let mut b = AlignedBuf::for_overwrite(len);
+                            for (w, bytes) in chunk.pieces() {
+                                copied(w.len());
+                                b[w].copy_from_slice(bytes);
+                            }
+                            Some(b)
                         }
-                        _ => old[m] = None,
-                    }
+                        _ => None,
+                    };
                     debug_assert!(!c.is_empty() || old[m].is_some());
                 }
                 (Some(p), q)
@@ -956,6 +983,40 @@ impl Drop for Leading<'_, '_> {
                 self.cache
                     .resign(*stripe, own, parts.next().unwrap_or_default());
             }
+        }
+    }
+}
+
+/// A data chunk's new contents over a batch's rows, for parity generation.
+enum NewChunk {
+    /// One run of bytes over all the rows (borrowed from a request, or old + new copied).
+    Whole(crate::iov::Bytes),
+    /// Several parts' windows that together cover the rows, in row order, each with the
+    /// byte range of the rows it covers.
+    Pieces(SmallVec<[(Range<usize>, crate::iov::Bytes); 4]>),
+}
+
+impl NewChunk {
+    /// The bytes of the rows at `range` (of the batch's rows), which lie in one piece.
+    fn slice(&self, range: Range<usize>) -> &[u8] {
+        match self {
+            NewChunk::Whole(b) => &b[range],
+            NewChunk::Pieces(pieces) => {
+                let (w, b) = pieces
+                    .iter()
+                    .find(|(w, _)| w.start <= range.start && range.start < w.end)
+                    .expect("the pieces cover every row");
+                assert!(range.end <= w.end, "a stretch crosses a piece boundary");
+                &b[range.start - w.start..range.end - w.start]
+            }
+        }
+    }
+
+    /// The chunk as (byte range, bytes) pieces, in row order.
+    fn pieces(&self) -> SmallVec<[(Range<usize>, &[u8]); 4]> {
+        match self {
+            NewChunk::Whole(b) => smallvec::smallvec![(0..b.len(), &**b)],
+            NewChunk::Pieces(p) => p.iter().map(|(w, b)| (w.clone(), &**b)).collect(),
         }
     }
 }

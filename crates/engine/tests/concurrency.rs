@@ -13,7 +13,10 @@
 //!
 //! Memory members with seeded yields and the single-threaded executor make a run depend
 //! only on its seed: `RAIDD_CONC_SEED=S` replays the seed a failure names, and
-//! `RAIDD_CONC_SEEDS=N` runs more schedules.
+//! `RAIDD_CONC_SEEDS=N` runs more schedules. The same clients also run over O_DIRECT files
+//! (fault injection around them as around memory), where member I/O goes through io_uring:
+//! contiguous member I/O gathered into one operation and buffers registered with the ring.
+//! The kernel's timing makes those runs unrepeatable, but the model holds them all the same.
 
 #![allow(clippy::unwrap_used, clippy::await_holding_refcell_ref)] // test code; the history is borrowed across awaits only once every client has ended
 
@@ -25,7 +28,7 @@ use std::sync::Arc;
 
 use common::Rng;
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::{FaultMember, FaultPlan, FileMember, MemMember, OpenOptions};
 use raidd_engine::pattern::{self, Problem};
 use raidd_engine::{Added, Array, Gather, Member, SlotState, SyncLimits};
 use raidd_layout::Level;
@@ -192,18 +195,57 @@ struct Outcome {
     events: Vec<String>,
 }
 
+/// Where the members live: memory (seeded, replayable), or files in a directory (through
+/// the ring, O_DIRECT).
+#[derive(Clone)]
+enum Media {
+    Memory,
+    Files(std::path::PathBuf),
+}
+
+/// A member of `MEMBER_BYTES` called `name`; memory members are also returned as such, so
+/// that a run's outcome can hold their contents.
+fn member(media: &Media, name: &str) -> (Arc<dyn Member>, Option<Arc<MemMember>>) {
+    match media {
+        Media::Memory => {
+            let m = Arc::new(MemMember::new(name, MEMBER_BYTES));
+            (m.clone() as Arc<dyn Member>, Some(m))
+        }
+        Media::Files(dir) => {
+            let path = dir.join(format!("{name}.img"));
+            // Written through once: O_DIRECT writes into holes would be the filesystem's
+            // allocation, not what is tested.
+            std::fs::write(&path, vec![0u8; MEMBER_BYTES as usize]).unwrap();
+            let opts = OpenOptions {
+                direct: Some(true),
+                ..OpenOptions::default()
+            };
+            (Arc::new(FileMember::open(&path, opts).unwrap()), None)
+        }
+    }
+}
+
 fn run(seed: u64, level: Level, n: usize, gather: Gather) -> Outcome {
+    run_on(Media::Memory, seed, level, n, gather)
+}
+
+fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Outcome {
     raidd_rt::block_on(async move {
-        let what = format!("seed {seed} {level} n={n} gather {gather} (RAIDD_CONC_SEED={seed})");
-        let raw: Vec<Arc<MemMember>> = (0..n)
-            .map(|i| Arc::new(MemMember::new(format!("m{i}"), MEMBER_BYTES)))
-            .collect();
+        let kind = if matches!(media, Media::Files(_)) {
+            "files"
+        } else {
+            "memory"
+        };
+        let what =
+            format!("seed {seed} {level} n={n} gather {gather} on {kind} (RAIDD_CONC_SEED={seed})");
+        let (members, raw): (Vec<_>, Vec<_>) =
+            (0..n).map(|i| member(&media, &format!("m{i}"))).unzip();
         let plan = |s: u64| FaultPlan {
             seed: s,
             delay_yields: Some((0, 3)),
             ..FaultPlan::default()
         };
-        let faults: Vec<Arc<FaultMember>> = raw
+        let faults: Vec<Arc<FaultMember>> = members
             .iter()
             .enumerate()
             .map(|(i, m)| Arc::new(FaultMember::new(m.clone(), plan(seed ^ i as u64))))
@@ -243,7 +285,7 @@ fn run(seed: u64, level: Level, n: usize, gather: Gather) -> Outcome {
             let events = events.clone();
             let what = what.clone();
             let fresh = Arc::new(FaultMember::new(
-                Arc::new(MemMember::new("fresh", MEMBER_BYTES)),
+                member(&media, "fresh").0,
                 plan(seed ^ 0xf4e5),
             ));
             raidd_rt::spawn_local(async move {
@@ -331,6 +373,7 @@ fn run(seed: u64, level: Level, n: usize, gather: Gather) -> Outcome {
         }
         let members = raw
             .iter()
+            .flatten()
             .map(|m| {
                 let mut v = vec![0u8; (MEMBER_BYTES - (1 << 20)) as usize];
                 m.read_sync(1 << 20, &mut v);
@@ -392,6 +435,38 @@ fn overlapping_clients_with_failures_and_a_rebuild_over_many_seeds() {
             );
         }
     }
+}
+
+#[test]
+fn overlapping_clients_over_files_through_the_ring() {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let dir = tempfile::Builder::new()
+        .prefix("raidd-conc-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    // Registered before this thread's runtime starts, so its ring registers it.
+    raidd_rt::register_arena(16 << 20).unwrap();
+    let before = raidd_rt::io_stats();
+    for seed in 1..=env("RAIDD_CONC_FILE_SEEDS").unwrap_or(3) {
+        for (level, n) in LEVELS {
+            let gather = [Gather::Plug, Gather::None, Gather::Limit(2)][(seed % 3) as usize];
+            let out = run_on(Media::Files(dir.path().to_owned()), seed, level, n, gather);
+            assert!(
+                out.events.iter().any(|e| e.starts_with("rebuilt")),
+                "seed {seed} {level} on files: the schedule must rebuild: {:?}",
+                out.events
+            );
+        }
+    }
+    // The paths the test is for were taken.
+    let io = raidd_rt::io_stats();
+    let (gathered, fixed) = (io.gathered - before.gathered, io.fixed - before.fixed);
+    eprintln!(
+        "files: {} member I/Os, {gathered} gathered operations, {fixed} fixed",
+        io.file_ops - before.file_ops
+    );
+    assert!(gathered > 0, "no member I/O was gathered");
+    assert!(fixed > 0, "no member I/O used the registered buffers");
 }
 
 #[test]

@@ -73,6 +73,10 @@ pub fn register_arena(bytes: usize) -> io::Result<()> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    // A child process (the monitor's event program) never needs these buffers, and the
+    // kernel would otherwise copy every pinned page into it at fork.
+    // SAFETY: advice on the mapping just made; failure only loses the optimisation.
+    unsafe { libc::madvise(p, len, libc::MADV_DONTFORK) };
     let arena = Arena {
         base: p as usize,
         len,

@@ -11,7 +11,8 @@
 //!
 //! [`AlignedBuf`](crate::AlignedBuf) takes its memory from here when the thread's own pool
 //! has none: power-of-two blocks carved from the region, kept by the per-thread pool when
-//! freed and, when that is full, on a free list per size for any thread. When the region is
+//! freed (at most half the region per thread) and otherwise on a free list per size for
+//! any thread. When the region is
 //! used up, buffers come from the heap as before and their I/O is not fixed; nothing fails.
 //! The region is off unless the process asks for it ([`crate::register_arena`]): its pages
 //! are pinned the moment it is registered.
@@ -106,6 +107,11 @@ impl Arena {
             iov_base: self.base as *mut libc::c_void,
             iov_len: self.len,
         }
+    }
+
+    /// The region's size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     /// Whether `len` bytes at `ptr` lie inside the region.

@@ -165,6 +165,8 @@ mod pool {
     struct Pool {
         classes: [Vec<NonNull<u8>>; CLASSES],
         bytes: usize,
+        /// Of `bytes`, those in blocks of the registered arena.
+        arena_bytes: usize,
     }
 
     impl Drop for Pool {
@@ -183,6 +185,7 @@ mod pool {
         static POOL: RefCell<Pool> = RefCell::new(Pool {
             classes: Default::default(),
             bytes: 0,
+            arena_bytes: 0,
         });
     }
 
@@ -202,19 +205,36 @@ mod pool {
             let mut p = p.borrow_mut();
             let ptr = p.classes[c].pop()?;
             p.bytes -= cap;
+            if in_arena(ptr, cap).is_some() {
+                p.arena_bytes -= cap;
+            }
             Some(ptr)
         })
         .ok()
         .flatten()
     }
 
-    /// Keeps the buffer for reuse; false if the pool is full (or gone at thread exit).
+    /// The registered arena, if `cap` bytes at `ptr` are one of its blocks.
+    fn in_arena(ptr: NonNull<u8>, cap: usize) -> Option<&'static crate::arena::Arena> {
+        crate::arena::get().filter(|a| a.contains(ptr.as_ptr(), cap))
+    }
+
+    /// Keeps the buffer for reuse; false if the pool is full (or gone at thread exit). A
+    /// thread keeps at most half the registered arena: beyond that its blocks go back to
+    /// the arena's shared lists, so one busy thread cannot leave the others none.
     pub(super) fn give(ptr: NonNull<u8>, cap: usize) -> bool {
         let Some(c) = class(cap) else { return false };
+        let arena = in_arena(ptr, cap);
         POOL.try_with(|p| {
             let mut p = p.borrow_mut();
             if p.bytes + cap > MAX_POOLED {
                 return false;
+            }
+            if let Some(a) = arena {
+                if p.arena_bytes + cap > a.len() / 2 {
+                    return false;
+                }
+                p.arena_bytes += cap;
             }
             p.bytes += cap;
             p.classes[c].push(ptr);

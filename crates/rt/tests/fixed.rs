@@ -2,32 +2,17 @@
 //! operations, single and vectored, gathered or not; buffers outside it as plain ones.
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::os::unix::fs::OpenOptionsExt;
+mod direct;
+
 use std::sync::Once;
 
-use raidd_rt::fs::File;
+use direct::file;
 use raidd_rt::{block_on, io_stats, spawn_local, AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 /// The arena of this test process: 4 MiB, set before any runtime starts in it.
 fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| raidd_rt::register_arena(4 << 20).unwrap());
-}
-
-fn file() -> (tempfile::TempDir, File) {
-    let d = tempfile::Builder::new()
-        .prefix("raidd-fixed-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc::O_DIRECT)
-        .open(d.path().join("f"))
-        .unwrap();
-    (d, File::from(f))
 }
 
 fn kernel_at_least(major: u32, minor: u32) -> bool {

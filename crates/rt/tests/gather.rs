@@ -1,20 +1,15 @@
 //! Gathering of contiguous positioned file I/O into one vectored operation per enter.
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+mod direct;
+
 use std::future::Future;
-use std::os::unix::fs::OpenOptionsExt;
 use std::pin::pin;
 use std::task::{Context, Poll};
 
+use direct::{dir, open};
 use raidd_rt::fs::File;
 use raidd_rt::{block_on, io_stats, spawn_local, AlignedBuf, IoStats, IoVecMut, SharedBuf};
-
-fn dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("raidd-gather-")
-        .tempdir_in("/var/tmp")
-        .unwrap()
-}
 
 /// A file of `blocks` zeroed 4 KiB blocks in a fresh directory (gone with the guard).
 fn file_of_blocks(blocks: usize) -> (tempfile::TempDir, std::path::PathBuf) {
@@ -28,15 +23,6 @@ fn file_of_blocks(blocks: usize) -> (tempfile::TempDir, std::path::PathBuf) {
 fn assert_split_once(s0: IoStats) {
     let s = delta(s0, io_stats());
     assert_eq!((s.gathered, s.split_again), (1, 1), "{s:?}");
-}
-
-fn open(path: &std::path::Path, write: bool) -> File {
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true).custom_flags(libc::O_DIRECT);
-    if write {
-        o.write(true).create(true).truncate(false);
-    }
-    File::from(o.open(path).unwrap())
 }
 
 /// A 4 KiB block that names its own position: each 8 bytes hold `tag * 2^32 + block`.

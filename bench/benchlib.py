@@ -15,6 +15,15 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def parse_size(s):
+    """Bytes in a size like 4096, 64K, 1G or 256MiB."""
+    import re
+    m = re.fullmatch(r"(\d+)([KMGT]?)i?B?", s.strip(), re.I)
+    if not m:
+        sys.exit(f"bad size {s!r}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
+
+
 def fio_nbd(uri, job, seconds, size, cpus, ramp=True):
     """Runs one fio job (name, rw, bs, iodepth) with the nbd engine against `uri`, pinned to
     `cpus`; returns fio's figures for the job's direction (iops, bw_bytes, total_ios,

@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import Tgt, cpu_seconds, free_port, stop, wait_port
+from benchlib import Tgt, cpu_seconds, free_port, parse_size, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -88,13 +88,6 @@ def fio(fio_bin, url, job, seconds, size, cpus):
     client_us = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] * 1000.0
     return (side["iops"], side["bw_bytes"], side["total_ios"], side["clat_ns"]["mean"] / 1000.0,
             client_us / max(side["total_ios"], 1))
-
-
-def parse_size(s):
-    m = re.fullmatch(r"(\d+)([KMGT]?)i?B?", s.strip(), re.I)
-    if not m:
-        sys.exit(f"bad size {s!r}")
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
 
 
 def main():

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import cpu_seconds, fio_nbd, free_port, stop, wait_port
+from benchlib import cpu_seconds, fio_nbd, free_port, parse_size, stop, wait_port
 
 JOBS = [
     # name, rw, bs, iodepth
@@ -44,11 +44,6 @@ JOBS = [
     ("1m-read-qd8", "read", "1m", 8),
 ]
 MODES = ["on", "off"]
-
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
 
 def worker_ops(log_path):

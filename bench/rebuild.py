@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import free_port
+from benchlib import free_port, parse_size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RAIDD = os.path.join(ROOT, "target", "release", "raidd")
@@ -38,11 +38,6 @@ def run(args, **kw):
     return subprocess.run(args, check=True, capture_output=True, text=True, env=ENV, **kw)
 
 
-
-
-def size_bytes(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
 def fio_json(args):
@@ -117,7 +112,7 @@ def fresh_array(workdir, level, n, size):
     run([RAIDD, "create", "--level", level, "--name", "vol", "--size", size, "--force"] + members)
     spare = os.path.join(workdir, "spare.img")
     with open(spare, "wb") as f:
-        f.truncate(size_bytes(size) + (64 << 20))
+        f.truncate(parse_size(size) + (64 << 20))
     return members, [spare]
 
 
@@ -157,7 +152,7 @@ def main():
             d.cli("fail", "vol", members[1])
             st = d.wait_rebuilt("vol")
             secs = st["last_sync"]["seconds"]
-            used = size_bytes(a.size)
+            used = parse_size(a.size)
             rows["rebuild_idle"].append(used / secs)
             d.stop()
             # 3. Foreground without and during a rebuild at md's default limits.

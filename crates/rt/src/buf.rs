@@ -253,12 +253,10 @@ mod pool {
     /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` (from the heap or
     /// from the arena) and not be used afterwards.
     pub(super) unsafe fn free(ptr: NonNull<u8>, cap: usize) {
-        if let Some(a) = crate::arena::get() {
-            if a.contains(ptr.as_ptr(), cap) {
-                let c = class(cap).expect("arena blocks have a pool class");
-                a.free(c, ptr);
-                return;
-            }
+        if let Some(a) = in_arena(ptr, cap) {
+            let c = class(cap).expect("arena blocks have a pool class");
+            a.free(c, ptr);
+            return;
         }
         let layout = Layout::from_size_align(cap, ALIGN).expect("layout was valid at alloc");
         // SAFETY: per this function's contract.

@@ -105,6 +105,18 @@ pub(crate) enum OpKind {
 }
 
 impl OpKind {
+    /// Whether this is a read or write at a position in a file (not a stream, not a
+    /// socket): what the plug holds and what may use registered buffers.
+    fn positioned(self) -> bool {
+        match self {
+            OpKind::Read { offset, .. }
+            | OpKind::Write { offset, .. }
+            | OpKind::Readv { offset, .. }
+            | OpKind::Writev { offset, .. } => offset != STREAM_OFFSET,
+            _ => false,
+        }
+    }
+
     /// Where a positioned file read or write goes; None for every other operation (streams
     /// and sockets included), which the plug never holds.
     fn extent(self) -> Option<Extent> {
@@ -159,7 +171,9 @@ impl OpKind {
     /// The operation as a fixed-buffer one when every byte it transfers lies in the
     /// registered arena (and, for vectored ones, the kernel has vectored fixed operations).
     fn fixed_sqe(self, f: Fixed) -> Option<squeue::Entry> {
-        self.extent()?;
+        if !self.positioned() {
+            return None;
+        }
         let all_in = |iov, count| {
             f.vectored
                 && iovecs(iov, count)
@@ -424,9 +438,13 @@ enum Slot {
 #[derive(Default)]
 struct Gathered {
     iovs: Vec<libc::iovec>,
-    parts: SmallVec<[(Key, OpKind); 8]>,
+    parts: SmallVec<[Queued; 8]>,
     len: u64,
 }
+
+/// An operation in the plug or in a gathered one: its key, what it is, and its length in
+/// bytes (known from its extent when it was queued).
+type Queued = (Key, OpKind, u64);
 
 /// The index the registered arena has among a ring's fixed buffers.
 const FIXED_INDEX: u16 = 0;
@@ -441,7 +459,7 @@ struct Fixed {
 
 /// Registers the process's arena with `ring`, if there is one; logs once when the kernel
 /// refuses (the locked-memory limit, for one), after which I/O simply is not fixed.
-fn register_arena(ring: &IoUring) -> Option<Fixed> {
+fn register_arena_with(ring: &IoUring) -> Option<Fixed> {
     let arena = crate::arena::get()?;
     // SAFETY: the arena is mapped for the rest of the process's life and never unmapped, so
     // the memory stays valid for as long as the ring may use it.
@@ -508,7 +526,7 @@ pub(crate) struct Driver {
     /// Timeouts of the synchronous backend (io_uring keeps its own): deadline and op key.
     sync_timers: RefCell<Vec<(std::time::Instant, Key)>>,
     /// Positioned reads and writes queued for the next enter, and whether to queue them.
-    plug: RefCell<Plug<(Key, OpKind)>>,
+    plug: RefCell<Plug<Queued>>,
     gather: Cell<bool>,
     /// The arena, when this ring registered it.
     fixed: Option<Fixed>,
@@ -581,7 +599,7 @@ impl Driver {
         } else {
             None
         };
-        let fixed = ring.as_ref().and_then(register_arena);
+        let fixed = ring.as_ref().and_then(register_arena_with);
         let ring = ring.map(RefCell::new);
         Ok(Driver {
             ring,
@@ -627,7 +645,7 @@ impl Driver {
         if let Some(e) = kind.extent() {
             self.count(|s| s.file_ops += 1);
             if self.gather.get() {
-                self.plug.borrow_mut().add(e, (key, kind));
+                self.plug.borrow_mut().add(e, (key, kind, e.len));
                 return;
             }
         }
@@ -652,12 +670,12 @@ impl Driver {
         }
         let mut runs = self.plug.borrow_mut().take();
         for run in runs.drain(..) {
-            if let [(key, kind)] = run.parts[..] {
+            if let [(key, kind, _)] = run.parts[..] {
                 self.push_op(key, kind);
                 continue;
             }
             let mut g = self.gathered_free.borrow_mut().pop().unwrap_or_default();
-            for &(_, kind) in &run.parts {
+            for &(_, kind, _) in &run.parts {
                 kind.push_iovecs(&mut g.iovs);
             }
             debug_assert_eq!(g.iovs.len(), run.iovs);
@@ -696,13 +714,12 @@ impl Driver {
     /// transfer reaches exactly the parts it concerns.
     fn complete_gathered(&self, mut g: Box<Gathered>, res: i32) {
         if u64::try_from(res).is_ok_and(|n| n == g.len) {
-            for &(key, kind) in &g.parts {
-                let len = kind.extent().map_or(0, |e| e.len);
+            for &(key, _, len) in &g.parts {
                 self.complete(key.to_u64(), i32::try_from(len).unwrap_or(i32::MAX));
             }
         } else {
             self.count(|s| s.split_again += 1);
-            for &(key, kind) in &g.parts {
+            for &(key, kind, _) in &g.parts {
                 self.push_op(key, kind);
             }
         }

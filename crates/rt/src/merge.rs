@@ -48,6 +48,18 @@ pub(crate) struct Run<P> {
 }
 
 impl<P> Run<P> {
+    /// What the run covers, as one extent.
+    fn extent(&self) -> Extent {
+        Extent {
+            fd: self.fd,
+            write: self.write,
+            offset: self.start,
+            len: self.end - self.start,
+            iovs: self.iovs,
+        }
+    }
+
+    /// Whether `e` may go out in one operation with this run (were it adjacent).
     fn fits(&self, e: &Extent) -> bool {
         self.fd == e.fd
             && self.write == e.write
@@ -125,17 +137,11 @@ impl<P> Plug<P> {
     /// Joins run `i` with a run among `recent..` that it now meets end to end, if the two
     /// fit in one operation.
     fn join(&mut self, i: usize, recent: usize) {
-        let r = &self.runs[i];
-        let (fd, write, start, end, len, iovs) =
-            (r.fd, r.write, r.start, r.end, r.end - r.start, r.iovs);
+        let e = self.runs[i].extent();
+        let end = e.offset + e.len;
         let Some(j) = (recent..self.runs.len()).find(|&j| {
             let o = &self.runs[j];
-            j != i
-                && o.fd == fd
-                && o.write == write
-                && (o.start == end || o.end == start)
-                && len + (o.end - o.start) <= MAX_BYTES
-                && iovs + o.iovs <= MAX_IOVS
+            j != i && o.fits(&e) && (o.start == end || o.end == e.offset)
         }) else {
             return;
         };
@@ -144,16 +150,12 @@ impl<P> Plug<P> {
         } else {
             (j, i)
         };
-        let later = self.runs[second]
-            .parts
-            .drain(..)
-            .collect::<SmallVec<[P; 4]>>();
-        let (end, iovs) = (self.runs[second].end, self.runs[second].iovs);
+        let later = self.runs.remove(second);
+        let first = if second < first { first - 1 } else { first };
         let run = &mut self.runs[first];
-        run.end = end;
-        run.iovs += iovs;
-        run.parts.extend(later);
-        self.runs.remove(second);
+        run.end = later.end;
+        run.iovs += later.iovs;
+        run.parts.extend(later.parts);
     }
 
     /// Takes every run out, leaving the plug empty.

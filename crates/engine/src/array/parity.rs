@@ -794,23 +794,19 @@ impl Array {
                             }
                             None => {
                                 // Nothing old was read: the parts write every row, and
-                                // parity is generated piece by piece from their windows.
+                                // parity is generated piece by piece from their windows
+                                // (segments are sorted and disjoint, so the pieces are too).
                                 assert!(s.covers(rows), "old data was read or rebuilt");
-                                let mut pieces: SmallVec<[(Range<usize>, crate::iov::Bytes); 4]> =
+                                NewChunk::Pieces(
                                     list.iter()
                                         .map(|(r, part)| (at(r), bytes(dd, r, *part)))
-                                        .collect();
-                                pieces.sort_by_key(|(w, _)| w.start);
-                                NewChunk::Pieces(pieces)
+                                        .collect(),
+                                )
                             }
                         },
                     };
                     chunks[q_index(map, dd)] = Some(b);
                 }
-                let chunks: SmallVec<[NewChunk; 8]> = chunks
-                    .into_iter()
-                    .map(|c| c.expect("every chunk"))
-                    .collect();
                 // Over kept rows wider than the batch, parity changes only where the batch
                 // writes: start from the kept parity and generate the hull's rows alone (a 4K
                 // write into 64K of kept rows generated all 64K: half of its time).
@@ -828,7 +824,7 @@ impl Array {
                 // span unless some chunk came in pieces.
                 let mut cuts: SmallVec<[usize; 32]> = smallvec::smallvec![span.start, span.end];
                 for c in &chunks {
-                    if let NewChunk::Pieces(pieces) = c {
+                    if let Some(NewChunk::Pieces(pieces)) = c {
                         cuts.extend(
                             pieces
                                 .iter()
@@ -841,8 +837,10 @@ impl Array {
                 cuts.dedup();
                 for w in cuts.windows(2) {
                     let part = w[0]..w[1];
-                    let data: SmallVec<[&[u8]; 8]> =
-                        chunks.iter().map(|c| c.slice(part.clone())).collect();
+                    let data: SmallVec<[&[u8]; 8]> = chunks
+                        .iter()
+                        .map(|c| c.as_ref().expect("every chunk").slice(part.clone()))
+                        .collect();
                     match q.as_mut() {
                         Some(q) => {
                             raidd_parity::gen_pq(&data, &mut p[part.clone()], &mut q[part.clone()])
@@ -851,8 +849,6 @@ impl Array {
                     }
                 }
                 // Keep what is now known (copying borrowed chunks only when it will be kept).
-                let mut chunks: SmallVec<[Option<NewChunk>; 8]> =
-                    chunks.into_iter().map(Some).collect();
                 for (dd, c) in segs.iter().enumerate() {
                     let m = map.data[dd];
                     old[m] = match chunks[q_index(map, dd)].take() {

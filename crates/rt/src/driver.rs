@@ -534,6 +534,9 @@ pub(crate) struct Driver {
     #[allow(clippy::vec_box)]
     gathered_free: RefCell<Vec<Box<Gathered>>>,
     stats: Cell<IoStats>,
+    /// With `RAIDD_RING_WAIT=poll`: an eventfd the ring signals when completion work
+    /// arrives, which a sleeping thread waits on in poll(2) instead of in io_uring_enter.
+    wait_fd: Option<OwnedFd>,
 }
 
 impl fmt::Debug for Driver {
@@ -564,6 +567,55 @@ fn uring_allowed() -> bool {
             }
         }
     })
+}
+
+/// How a thread with nothing to run waits for completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingWait {
+    /// In io_uring_enter, asking for one completion: one system call per sleep.
+    Enter,
+    /// In poll(2) on an eventfd registered with the ring (`RAIDD_RING_WAIT=poll`), after a
+    /// non-waiting enter. One more system call per sleep, and the same results; for tools
+    /// that keep a lock across system calls they do not know may block. valgrind 3.19 does
+    /// that with io_uring_enter, so only this way does `raidd serve` run under callgrind.
+    Poll,
+}
+
+/// The wait this process asks for (`RAIDD_RING_WAIT`: `enter`, the default, or `poll`).
+fn ring_wait_default() -> RingWait {
+    static WAIT: OnceLock<RingWait> = OnceLock::new();
+    *WAIT.get_or_init(|| match std::env::var("RAIDD_RING_WAIT") {
+        Ok(v) if v == "poll" => RingWait::Poll,
+        Ok(v) if v == "enter" || v.is_empty() => RingWait::Enter,
+        Ok(v) => {
+            tracing::warn!("RAIDD_RING_WAIT={v:?} is neither \"enter\" nor \"poll\"; using enter");
+            RingWait::Enter
+        }
+        Err(_) => RingWait::Enter,
+    })
+}
+
+/// An eventfd registered with `ring`, for [`RingWait::Poll`]; `None` (after a warning)
+/// where the kernel refuses it, and the thread then waits in io_uring_enter.
+fn register_wait_fd(ring: &IoUring) -> Option<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        tracing::warn!(
+            "RAIDD_RING_WAIT=poll: no eventfd ({}); waiting in io_uring_enter",
+            io::Error::last_os_error()
+        );
+        return None;
+    }
+    // SAFETY: fd is a fresh descriptor that we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    match ring.submitter().register_eventfd(fd.as_raw_fd()) {
+        Ok(()) => Some(fd),
+        Err(e) => {
+            tracing::warn!("RAIDD_RING_WAIT=poll: the ring refused an eventfd ({e}); waiting in io_uring_enter");
+            None
+        }
+    }
 }
 
 /// Whether this process gathers contiguous file I/O (`RAIDD_NO_GATHER=1` turns it off, to
@@ -600,6 +652,10 @@ impl Driver {
             None
         };
         let fixed = ring.as_ref().and_then(register_arena_with);
+        let wait_fd = match (&ring, ring_wait_default()) {
+            (Some(ring), RingWait::Poll) => register_wait_fd(ring),
+            _ => None,
+        };
         let ring = ring.map(RefCell::new);
         Ok(Driver {
             ring,
@@ -616,6 +672,7 @@ impl Driver {
             fixed,
             gathered_free: RefCell::new(Vec::new()),
             stats: Cell::new(IoStats::default()),
+            wait_fd,
         })
     }
 
@@ -771,6 +828,10 @@ impl Driver {
             return;
         };
         self.flush_plug();
+        if let (true, Some(fd)) = (want > 0, &self.wait_fd) {
+            self.wait_in_poll(ring, fd);
+            return;
+        }
         loop {
             let r = ring.borrow().submit_and_wait(want);
             match r {
@@ -791,8 +852,70 @@ impl Driver {
         }
     }
 
+    /// [`RingWait::Poll`]: submits and runs completion work in a non-waiting enter, and
+    /// sleeps in poll(2) until the ring signals `fd` or another thread writes the wake
+    /// eventfd, as long as no completion is there and no wake came.
+    ///
+    /// The wake eventfd is watched here, not read through the ring: the kernel (seen on
+    /// 6.18) signals a registered eventfd from inside another eventfd's wake-up only once,
+    /// so a ring read of the wake eventfd would wake this thread the first time and never
+    /// again. Both eventfds are emptied before the enter, so what arrives after it ends
+    /// the poll at once and nothing is lost; a wake taken from the counter returns, so the
+    /// executor takes in the tasks it woke.
+    fn wait_in_poll(&self, ring: &RefCell<IoUring>, fd: &OwnedFd) {
+        /// io_uring_enter's IORING_ENTER_GETEVENTS.
+        const ENTER_GETEVENTS: u32 = 1;
+        let read_counter = |fd: RawFd| {
+            let mut count = 0u64;
+            // SAFETY: reads 8 bytes into `count`; the fd is ours and non-blocking.
+            unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) == 8 }
+        };
+        loop {
+            read_counter(fd.as_raw_fd());
+            let woken = read_counter(self.eventfd.as_raw_fd());
+            let n = self.unsubmitted.get();
+            // SAFETY: a plain io_uring_enter on our own ring with no argument structure;
+            // the entries it submits were pushed with their memory owned by their ops.
+            let r = unsafe {
+                ring.borrow()
+                    .submitter()
+                    .enter::<libc::sigset_t>(n, 0, ENTER_GETEVENTS, None)
+            };
+            match r {
+                Ok(done) => self.unsubmitted.set(n.saturating_sub(done as u32)),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // Completion queue full: there is something to reap.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return,
+                Err(e) => panic!("io_uring_enter failed: {e}"),
+            }
+            if woken || !ring.borrow_mut().completion().is_empty() {
+                return;
+            }
+            let mut pfds = [fd.as_raw_fd(), self.eventfd.as_raw_fd()].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            // SAFETY: pfds is a valid array of two pollfds for the duration of the call.
+            // EINTR and the rest need no handling: the loop enters again either way.
+            unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
+        }
+    }
+
+    /// How this thread waits for completions: [`RingWait::Poll`] only where asked for and
+    /// the ring took the eventfd.
+    pub(crate) fn ring_wait(&self) -> RingWait {
+        if self.wait_fd.is_some() {
+            RingWait::Poll
+        } else {
+            RingWait::Enter
+        }
+    }
+
+    /// Has the ring read the wake eventfd, so that a wake from another thread completes
+    /// it (with [`RingWait::Poll`], poll(2) watches the eventfd instead).
     fn arm_eventfd(&self) {
-        if self.eventfd_armed.get() || self.ring.is_none() {
+        if self.eventfd_armed.get() || self.ring.is_none() || self.wait_fd.is_some() {
             return;
         }
         let entry = opcode::Read::new(

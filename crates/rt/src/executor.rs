@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::driver::{Backend, Driver};
+use crate::driver::{Backend, Driver, RingWait};
 use crate::slab::{Key, Slab};
 
 type LocalTask = Pin<Box<dyn Future<Output = ()>>>;
@@ -262,6 +262,11 @@ pub(crate) fn driver() -> Rc<Driver> {
 /// Which I/O backend this thread uses.
 pub fn backend() -> Backend {
     with_runtime(|rt| rt.driver.backend())
+}
+
+/// How this thread waits for completions (see [`RingWait`]).
+pub fn ring_wait() -> RingWait {
+    with_runtime(|rt| rt.driver.ring_wait())
 }
 
 /// Runs `future` to completion on this thread, together with every task spawned meanwhile.

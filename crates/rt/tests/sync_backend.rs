@@ -65,3 +65,8 @@ fn unplugged_waits_for_an_idle_thread() {
     force_sync();
     common::unplugged_waits_for_an_idle_thread();
 }
+#[test]
+fn repeated_cross_thread_wakes() {
+    force_sync();
+    common::repeated_cross_thread_wakes();
+}

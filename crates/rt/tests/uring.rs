@@ -49,3 +49,7 @@ fn threads_have_independent_runtimes() {
 fn unplugged_waits_for_an_idle_thread() {
     common::unplugged_waits_for_an_idle_thread();
 }
+#[test]
+fn repeated_cross_thread_wakes() {
+    common::repeated_cross_thread_wakes();
+}

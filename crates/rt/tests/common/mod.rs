@@ -210,6 +210,35 @@ pub fn cross_thread_wake() {
     });
 }
 
+/// Wakes from another thread, one at a time with pauses between them, so that the runtime
+/// is asleep for each one: every wake must arrive, not only the first. A lost wake leaves
+/// the thread asleep for good (no timer of its own could end that sleep), so a watchdog
+/// thread ends the process with a message saying so.
+pub fn repeated_cross_thread_wakes() {
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if watch.recv_timeout(Duration::from_secs(20)).is_err() {
+            eprintln!("repeated_cross_thread_wakes: a wake was lost (asleep for 20 s)");
+            std::process::exit(101);
+        }
+    });
+    block_on(async {
+        let (tx, mut rx) = futures::channel::mpsc::unbounded::<u32>();
+        let t = std::thread::spawn(move || {
+            for i in 0..20 {
+                std::thread::sleep(Duration::from_millis(5));
+                tx.unbounded_send(i).unwrap();
+            }
+        });
+        for i in 0..20 {
+            assert_eq!(futures::StreamExt::next(&mut rx).await, Some(i));
+        }
+        t.join().unwrap();
+    });
+    done.send(()).unwrap();
+    watchdog.join().unwrap();
+}
+
 pub fn threads_have_independent_runtimes() {
     let handles: Vec<_> = (0..4)
         .map(|t| {

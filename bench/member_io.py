@@ -17,7 +17,11 @@ those queued together leave as one vectored operation. Random jobs are the contr
 --compare registered: buffer memory registered with io_uring, so member I/O goes out as
 fixed-buffer operations (off: registered_buffers = "0").
 
-Usage: bench/member_io.py [--compare gather|registered] [--rounds N (5)] [--seconds S (4)]
+--compare binary: this build (--raidd, "on") against another (--base, "off"), same
+settings; for changes with no switch of their own.
+
+Usage: bench/member_io.py [--compare gather|registered|binary] [--base RAIDD]
+                          [--rounds N (5)] [--seconds S (4)]
                           [--level raid0] [--members 4] [--dir /var/tmp]
                           [--jobs 4k-seqwrite-qd32,...] [--json OUT]
 """
@@ -42,6 +46,8 @@ JOBS = [
     ("4k-randread-qd32", "randread", "4k", 32),
     ("1m-write-qd8", "write", "1m", 8),
     ("1m-read-qd8", "read", "1m", 8),
+    ("4k-randread-qd1", "randread", "4k", 1),
+    ("4k-randwrite-qd1", "randwrite", "4k", 1),
 ]
 MODES = ["on", "off"]
 
@@ -61,7 +67,8 @@ def worker_ops(log_path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--compare", choices=["gather", "registered"], default="gather")
+    ap.add_argument("--compare", choices=["gather", "registered", "binary"], default="gather")
+    ap.add_argument("--base", help="--compare binary: the raidd build to compare against")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--level", default="raid0")
@@ -77,6 +84,8 @@ def main():
     jobs = [j for j in JOBS if not args.jobs or j[0] in args.jobs.split(",")]
     if not jobs:
         sys.exit(f"no such job; jobs: {', '.join(j[0] for j in JOBS)}")
+    if (args.compare == "binary") != (args.base is not None):
+        sys.exit("--base goes with --compare binary, and --compare binary needs it")
 
     work = tempfile.mkdtemp(prefix="raidd-member-io-", dir=args.dir)
     proc = None
@@ -113,8 +122,9 @@ def main():
                     env = {**os.environ, "RAIDD_NO_GATHER": "1" if no_gather else "0"}
                     log_path = os.path.join(work, "serve.log")
                     log = open(log_path, "w")
+                    binary = args.base if off and args.compare == "binary" else args.raidd
                     proc = subprocess.Popen(
-                        ["taskset", "-c", args.server_cpus, args.raidd, "serve", "-v",
+                        ["taskset", "-c", args.server_cpus, binary, "serve", "-v",
                          "--config", conf], stderr=log, env=env)
                     wait_port(port, proc, "raidd")
                     c0 = cpu_seconds(proc.pid)

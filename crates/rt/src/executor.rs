@@ -14,9 +14,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::driver::{Backend, Driver, RingWait};
+use crate::pooled::PooledFuture;
 use crate::slab::{Key, Slab};
 
-type LocalTask = Pin<Box<dyn Future<Output = ()>>>;
+/// A task's future, in a block from the thread's pool: spawning a task per request
+/// allocates nothing once the pool is warm.
+type LocalTask = PooledFuture<'static, ()>;
+
+/// Wakers of finished tasks kept for new ones, per runtime.
+const WAKERS_KEPT: usize = 1024;
 
 /// The part of a runtime other threads may touch: the queue of tasks they woke.
 struct Remote {
@@ -95,6 +101,8 @@ pub(crate) struct Runtime {
     in_block_on: Cell<bool>,
     /// Tasks waiting in [`unplugged`] for this thread to run out of work.
     plugged: RefCell<Vec<Rc<Plug>>>,
+    /// Wakers of finished tasks that nothing else holds, for the next tasks.
+    free_wakers: RefCell<Vec<Arc<TaskWaker>>>,
 }
 
 impl fmt::Debug for Runtime {
@@ -125,31 +133,48 @@ impl Runtime {
             driver,
             in_block_on: Cell::new(false),
             plugged: RefCell::new(Vec::new()),
+            free_wakers: RefCell::new(Vec::new()),
         })
     }
 
     fn spawn(&self, future: LocalTask) {
         let mut tasks = self.tasks.borrow_mut();
-        // Insert a placeholder first: the waker needs the key.
-        let key = tasks.insert(TaskSlot {
-            future: None,
-            waker: Arc::new(TaskWaker {
-                key: Key {
-                    index: 0,
-                    generation: 0,
-                },
-                remote: self.remote.clone(),
-                queued: AtomicBool::new(true),
-            }),
+        let key = tasks.next_key();
+        let waker = self.waker_for(key);
+        let inserted = tasks.insert(TaskSlot {
+            future: Some(future),
+            waker,
         });
-        let slot = tasks.get_mut(key).expect("just inserted");
-        slot.future = Some(future);
-        slot.waker = Arc::new(TaskWaker {
+        debug_assert_eq!(inserted, key);
+        self.ready.borrow_mut().push_back(key);
+    }
+
+    /// A waker for the task `key`, queued: a finished task's, when nothing else holds it.
+    fn waker_for(&self, key: Key) -> Arc<TaskWaker> {
+        let reused = self.free_wakers.borrow_mut().pop();
+        if let Some(mut w) = reused {
+            if let Some(tw) = Arc::get_mut(&mut w) {
+                tw.key = key;
+                *tw.queued.get_mut() = true;
+                return w;
+            }
+        }
+        Arc::new(TaskWaker {
             key,
             remote: self.remote.clone(),
             queued: AtomicBool::new(true),
-        });
-        self.ready.borrow_mut().push_back(key);
+        })
+    }
+
+    /// Keeps a finished task's waker for a later task if nothing else holds a clone (a
+    /// clone held elsewhere could still wake whichever task came to own it).
+    fn recycle_waker(&self, waker: Arc<TaskWaker>) {
+        if Arc::strong_count(&waker) == 1 && Arc::weak_count(&waker) == 0 {
+            let mut free = self.free_wakers.borrow_mut();
+            if free.len() < WAKERS_KEPT {
+                free.push(waker);
+            }
+        }
     }
 
     /// Polls one task. The future is taken out of the slab while it runs so that it may
@@ -168,10 +193,16 @@ impl Runtime {
         };
         let waker = Waker::from(waker);
         let mut cx = Context::from_waker(&waker);
-        let done = future.as_mut().poll(&mut cx).is_ready();
+        let done = Pin::new(&mut future).poll(&mut cx).is_ready();
+        drop(waker);
         let mut tasks = self.tasks.borrow_mut();
         if done {
-            tasks.remove(key);
+            let slot = tasks.remove(key);
+            drop(tasks);
+            drop(future);
+            if let Some(slot) = slot {
+                self.recycle_waker(slot.waker);
+            }
         } else if let Some(slot) = tasks.get_mut(key) {
             slot.future = Some(future);
         }
@@ -348,7 +379,7 @@ where
         waiter: None,
     }));
     let st = state.clone();
-    rt.spawn(Box::pin(async move {
+    rt.spawn(PooledFuture::new(async move {
         let out = future.await;
         let waiter = {
             let mut s = st.borrow_mut();
@@ -360,6 +391,13 @@ where
         }
     }));
     JoinHandle { state }
+}
+
+/// Spawns a task on this thread's runtime whose output nobody awaits: unlike
+/// [`spawn_local`], no join state, and the future is moved once, into its pooled block
+/// (a task per request spawns this way).
+pub fn spawn_detached<F: Future<Output = ()> + 'static>(future: F) {
+    with_runtime(|rt| rt.spawn(PooledFuture::new(future)))
 }
 
 /// Spawns a task on this thread's runtime.

@@ -45,15 +45,58 @@ impl AsRawFd for File {
     }
 }
 
-/// Builds the iovec array for a vectored op; the array is heap-allocated so its address is
-/// stable for the kernel while the op owns it.
-fn iovecs<'a>(parts: impl Iterator<Item = (*mut u8, usize)> + 'a) -> Box<[libc::iovec]> {
-    parts
-        .map(|(ptr, len)| libc::iovec {
+/// The iovec array of a vectored op: on the heap, so its address is stable for the kernel
+/// while the op owns it, and from a per-thread list of emptied arrays, so a member read or
+/// write allocates none once the thread is warm.
+struct Iovecs(Vec<libc::iovec>);
+
+/// Emptied arrays kept per thread, and the largest one kept (in iovecs).
+const IOVECS_KEPT: usize = 256;
+const IOVECS_KEPT_CAP: usize = 64;
+
+thread_local! {
+    static FREE_IOVECS: std::cell::RefCell<Vec<Vec<libc::iovec>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Iovecs {
+    fn new(parts: impl Iterator<Item = (*mut u8, usize)>) -> Iovecs {
+        let mut v = FREE_IOVECS
+            .try_with(|l| l.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        debug_assert!(v.is_empty(), "a kept iovec array is empty");
+        v.extend(parts.map(|(ptr, len)| libc::iovec {
             iov_base: ptr.cast(),
             iov_len: len,
-        })
-        .collect()
+        }));
+        Iovecs(v)
+    }
+
+    fn as_ptr(&self) -> *const libc::iovec {
+        self.0.as_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Drop for Iovecs {
+    fn drop(&mut self) {
+        let mut v = std::mem::take(&mut self.0);
+        if v.capacity() == 0 || v.capacity() > IOVECS_KEPT_CAP {
+            return;
+        }
+        v.clear();
+        let _ = FREE_IOVECS.try_with(move |l| {
+            let mut l = l.borrow_mut();
+            if l.len() < IOVECS_KEPT {
+                l.push(v);
+            }
+        });
+    }
 }
 
 fn io_len(len: usize) -> u32 {
@@ -109,7 +152,7 @@ impl File {
     /// One vectored read into the windows of `iov`, at most [`IOV_MAX`] of them.
     pub async fn readv_at(&self, mut iov: IoVecMut, offset: u64) -> (io::Result<usize>, IoVecMut) {
         assert!(iov.len() <= IOV_MAX, "{} iovecs exceed IOV_MAX", iov.len());
-        let vecs = iovecs(iov.iter_mut().map(|s| (s.as_mut_ptr(), s.len())));
+        let vecs = Iovecs::new(iov.iter_mut().map(|s| (s.as_mut_ptr(), s.len())));
         let kind = OpKind::Readv {
             fd: self.as_raw_fd(),
             iov: vecs.as_ptr(),
@@ -127,7 +170,7 @@ impl File {
     /// One vectored write from the windows of `iov`, at most [`IOV_MAX`] of them.
     pub async fn writev_at(&self, iov: IoVec, offset: u64) -> (io::Result<usize>, IoVec) {
         assert!(iov.len() <= IOV_MAX, "{} iovecs exceed IOV_MAX", iov.len());
-        let vecs = iovecs(iov.iter().map(|s| (s.as_ptr().cast_mut(), s.len())));
+        let vecs = Iovecs::new(iov.iter().map(|s| (s.as_ptr().cast_mut(), s.len())));
         let kind = OpKind::Writev {
             fd: self.as_raw_fd(),
             iov: vecs.as_ptr(),

@@ -10,6 +10,7 @@
 //! });
 //! ```
 
+pub mod alloc_count;
 mod arena;
 pub mod buf;
 mod driver;
@@ -27,7 +28,7 @@ pub use arena::{register_arena, MAX_ARENA};
 pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
 pub use driver::{Backend, IoStats, RingWait};
 pub use executor::{
-    backend, block_on, io_stats, ring_wait, set_gather, set_poll, shutdown, spawn_local, unplugged,
-    yield_now, JoinHandle,
+    backend, block_on, io_stats, ring_wait, set_gather, set_poll, shutdown, spawn_detached,
+    spawn_local, unplugged, yield_now, JoinHandle,
 };
 pub use pooled::{PooledFuture, BLOCK_ALIGN};

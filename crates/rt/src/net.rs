@@ -104,15 +104,50 @@ impl IoBuf for &'static [u8] {
 pub enum Part {
     /// Small owned bytes (protocol headers).
     Bytes(Vec<u8>),
+    /// A header of up to [`HEADER_INLINE`] bytes, held inline: a reply header costs no
+    /// allocation (see [`Part::header`]).
+    Header(Header),
     /// A window of a data buffer (read payloads).
     Slice(BufSlice),
 }
 
+/// The most bytes a [`Part::Header`] holds: an NBD structured reply's data chunk header
+/// (28) and an iSCSI basic header segment with its digest (52) fit.
+pub const HEADER_INLINE: usize = 56;
+
+/// Bytes of a [`Part::Header`].
+#[derive(Clone, Copy)]
+pub struct Header {
+    len: u8,
+    bytes: [u8; HEADER_INLINE],
+}
+
+impl fmt::Debug for Header {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Header({} bytes)", self.len)
+    }
+}
+
 impl Part {
+    /// `bytes` as a part: inline when they fit in [`HEADER_INLINE`], otherwise copied into
+    /// a [`Part::Bytes`].
+    pub fn header(bytes: &[u8]) -> Part {
+        if bytes.len() > HEADER_INLINE {
+            return Part::Bytes(bytes.to_vec());
+        }
+        let mut h = Header {
+            len: bytes.len() as u8,
+            bytes: [0; HEADER_INLINE],
+        };
+        h.bytes[..bytes.len()].copy_from_slice(bytes);
+        Part::Header(h)
+    }
+
     /// The bytes this part sends.
     pub fn bytes(&self) -> &[u8] {
         match self {
             Part::Bytes(v) => v,
+            Part::Header(h) => &h.bytes[..usize::from(h.len)],
             Part::Slice(s) => s.as_slice(),
         }
     }
@@ -230,12 +265,10 @@ impl Stream {
 
     /// Sends all of `buf`.
     pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
-        let (res, mut parts) = self.send_parts(vec![Owned::One(Box::new(buf))], 0).await;
-        match parts.pop() {
-            Some(Owned::One(b)) => match b.into_any().downcast::<B>() {
-                Ok(b) => (res, *b),
-                Err(_) => unreachable!("the part handed back is the one sent"),
-            },
+        let one: Box<dyn AnyBuf> = Box::new(buf);
+        let (res, mut parts) = self.send_parts(vec![one], 0).await;
+        match parts.pop().map(|b| b.into_any().downcast::<B>()) {
+            Some(Ok(b)) => (res, *b),
             _ => unreachable!("the part handed back is the one sent"),
         }
     }
@@ -254,16 +287,7 @@ impl Stream {
         parts: Vec<Part>,
         sent: usize,
     ) -> (io::Result<()>, Vec<Part>) {
-        let owned = parts.into_iter().map(Owned::Part).collect();
-        let (res, owned) = self.send_parts(owned, sent).await;
-        let parts = owned
-            .into_iter()
-            .filter_map(|o| match o {
-                Owned::Part(p) => Some(p),
-                Owned::One(_) => None,
-            })
-            .collect();
-        (res, parts)
+        self.send_parts(parts, sent).await
     }
 
     /// Sends what the socket takes now, without waiting, in chunks like
@@ -311,7 +335,13 @@ impl Stream {
         }
     }
 
-    async fn send_parts(&self, parts: Vec<Owned>, sent: usize) -> (io::Result<()>, Vec<Owned>) {
+    /// Sends `parts` after their first `sent` bytes and hands them back (the caller may
+    /// reuse the Vec: a reply batch allocates nothing).
+    async fn send_parts<T: SendBytes + 'static>(
+        &self,
+        parts: Vec<T>,
+        sent: usize,
+    ) -> (io::Result<()>, Vec<T>) {
         let total: usize = parts.iter().map(|p| p.bytes().len()).sum();
         let mut sent = sent.min(total);
         let mut parts = parts;
@@ -407,9 +437,9 @@ impl SendBytes for Part {
     }
 }
 
-impl SendBytes for Owned {
+impl SendBytes for Box<dyn AnyBuf> {
     fn bytes(&self) -> &[u8] {
-        Owned::bytes(self)
+        AnyBuf::bytes(&**self)
     }
 }
 
@@ -440,21 +470,7 @@ fn iovecs<T: SendBytes>(
     vecs
 }
 
-/// What a send holds: caller parts, or one typed buffer for `write_all`.
-enum Owned {
-    Part(Part),
-    One(Box<dyn AnyBuf>),
-}
-
-impl Owned {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Owned::Part(p) => p.bytes(),
-            Owned::One(b) => b.bytes(),
-        }
-    }
-}
-
+/// One typed buffer, for `write_all`, which hands it back as its own type.
 trait AnyBuf {
     fn bytes(&self) -> &[u8];
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;

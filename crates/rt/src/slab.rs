@@ -59,6 +59,25 @@ impl<T> Slab<T> {
         self.len
     }
 
+    /// The key the next `insert` returns.
+    pub fn next_key(&self) -> Key {
+        match self.free {
+            Some(index) => {
+                let Entry::Vacant { generation, .. } = self.entries[index] else {
+                    unreachable!("free list points at an occupied entry");
+                };
+                Key {
+                    index,
+                    generation: generation.wrapping_add(1),
+                }
+            }
+            None => Key {
+                index: self.entries.len(),
+                generation: 0,
+            },
+        }
+    }
+
     pub fn insert(&mut self, value: T) -> Key {
         self.len += 1;
         match self.free {

@@ -59,26 +59,27 @@ impl Link {
 
     /// Sends the parts in order.
     pub async fn send(&self, parts: Vec<Part>) -> io::Result<()> {
-        self.send_from(parts, 0).await
+        self.send_from(parts, 0).await.0
     }
 
     /// Sends the parts in order after their first `sent` bytes, which [`Link::try_send`]
-    /// sent (always 0 on TLS).
-    pub async fn send_from(&self, parts: Vec<Part>, sent: usize) -> io::Result<()> {
+    /// sent (always 0 on TLS), and hands the Vec back for reuse.
+    pub async fn send_from(&self, parts: Vec<Part>, sent: usize) -> (io::Result<()>, Vec<Part>) {
         match &self.tls {
-            None => {
-                let (r, _) = self.sock.write_all_vectored_from(parts, sent).await;
-                r
-            }
+            None => self.sock.write_all_vectored_from(parts, sent).await,
             Some(tls) => {
                 debug_assert_eq!(sent, 0, "nothing goes out directly on TLS");
-                {
+                let written = {
                     let mut c = tls.borrow_mut();
-                    for p in &parts {
-                        c.writer().write_all(p.bytes())?;
-                    }
-                }
-                self.flush_tls().await
+                    parts
+                        .iter()
+                        .try_for_each(|p| c.writer().write_all(p.bytes()))
+                };
+                let r = match written {
+                    Ok(()) => self.flush_tls().await,
+                    Err(e) => Err(e),
+                };
+                (r, parts)
             }
         }
     }

@@ -182,20 +182,18 @@ impl Conn {
         self.out.push(parts);
     }
 
-    fn queue_header(&self, header: Vec<u8>) {
-        self.queue([Part::Bytes(header)]);
+    /// Queues the reply header that `build` writes.
+    fn queue_header(&self, build: impl FnOnce(&mut Vec<u8>)) {
+        self.queue([header_part(build)]);
     }
 
     fn fail(&self, cookie: u64, errno: u32, message: &str) {
-        let mut h = Vec::with_capacity(32);
-        reply::failure(&mut h, self.structured, cookie, errno, message);
-        self.queue_header(h);
+        let structured = self.structured;
+        self.queue_header(|h| reply::failure(h, structured, cookie, errno, message));
     }
 
     fn succeed(&self, cookie: u64) {
-        let mut h = Vec::with_capacity(16);
-        reply::success(&mut h, cookie);
-        self.queue_header(h);
+        self.queue_header(|h| reply::success(h, cookie));
     }
 
     fn wake_reader(&self) {
@@ -325,10 +323,20 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
         conn.in_flight.set(conn.in_flight.get() + 1);
         conn.bytes_in_flight.set(conn.bytes_in_flight.get() + bytes);
         let c = conn.clone();
-        raidd_rt::spawn_local(async move {
-            run_request(&c, req, payload).await;
-            c.finished(bytes);
-        });
+        // A task per request, from the thread's pool. Reads get a task of their own: a
+        // task's block is as large as its largest state, and a read's is a sixth of a
+        // RAID5 write's (about 0.9 KiB against 5.2).
+        if req.command == Command::Read {
+            raidd_rt::spawn_detached(async move {
+                read(&c, &req).await;
+                c.finished(bytes);
+            });
+        } else {
+            raidd_rt::spawn_detached(async move {
+                run_request(&c, req, payload).await;
+                c.finished(bytes);
+            });
+        }
     }
 }
 
@@ -357,9 +365,9 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
         Command::BlockStatus => {
             // No allocation tracking: the whole range is data.
             let len = (conn.limits.size - req.offset).min(u64::from(req.length)) as u32;
-            let mut h = Vec::with_capacity(32);
-            reply::block_status(&mut h, cookie, BASE_ALLOCATION_ID, &[(len, 0)]);
-            return conn.queue_header(h);
+            return conn.queue_header(|h| {
+                reply::block_status(h, cookie, BASE_ALLOCATION_ID, &[(len, 0)]);
+            });
         }
         Command::Disc | Command::Unknown(_) => return conn.fail(cookie, EINVAL, "bad command"),
     };
@@ -411,18 +419,32 @@ async fn read(conn: &Conn, req: &Request) {
         Ok(d) => d,
         Err(e) => return conn.fail(req.cookie, EIO, &format!("internal: {e}")),
     };
-    let mut h = Vec::with_capacity(32);
-    if conn.structured {
-        reply::offset_data(&mut h, req.cookie, true, req.offset, req.length);
-    } else {
-        reply::simple(&mut h, req.cookie, 0);
-    }
-    let parts = vec![Part::Bytes(h), Part::Slice(data)];
+    let h = header_part(|h| {
+        if conn.structured {
+            reply::offset_data(h, req.cookie, true, req.offset, req.length);
+        } else {
+            reply::simple(h, req.cookie, 0);
+        }
+    });
+    let parts = [h, Part::Slice(data)];
     if len >= DIRECT_SEND_MIN {
         conn.out.push_large(&conn.link, parts);
     } else {
         conn.queue(parts);
     }
+}
+
+/// The reply header `build` writes, as an inline part: built in a per-thread scratch Vec,
+/// so a reply header allocates nothing (an error message too long to fit inline is the
+/// exception, and rare).
+fn header_part(build: impl FnOnce(&mut Vec<u8>)) -> Part {
+    thread_local!(static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) });
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        s.clear();
+        build(&mut s);
+        Part::header(&s)
+    })
 }
 
 /// One read-only window over the first `len` bytes of `buf`.

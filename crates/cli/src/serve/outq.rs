@@ -15,9 +15,15 @@ use raidd_rt::net::Part;
 
 use super::link::Link;
 
+/// The largest batch Vec kept for reuse (in parts).
+const SPARE_MAX: usize = 1024;
+
 #[derive(Debug, Default)]
 pub struct OutQueue {
     parts: RefCell<Vec<Part>>,
+    /// The Vec of the last batch sent, emptied: the next batch's, so queueing allocates
+    /// nothing once warm.
+    spare: RefCell<Vec<Part>>,
     /// Bytes at the front of `parts` a direct send already sent.
     head_sent: Cell<usize>,
     /// The writer holds parts it has not finished sending, so nothing may go out directly.
@@ -39,7 +45,7 @@ impl OutQueue {
     /// Queues parts like [`OutQueue::push`], but when nothing is queued or being sent,
     /// what the socket takes at once goes right away. One system call per call: for large
     /// replies, so small ones still gather into batches.
-    pub fn push_large(&self, link: &Link, parts: Vec<Part>) {
+    pub fn push_large<const N: usize>(&self, link: &Link, parts: [Part; N]) {
         if self.sending.get()
             || self.closing.get()
             || self.broken.get()
@@ -86,7 +92,8 @@ impl OutQueue {
             let parts = poll_fn(|cx| {
                 let mut out = self.parts.borrow_mut();
                 if !out.is_empty() {
-                    return Poll::Ready(Some(std::mem::take(&mut *out)));
+                    let spare = std::mem::take(&mut *self.spare.borrow_mut());
+                    return Poll::Ready(Some(std::mem::replace(&mut *out, spare)));
                 }
                 if self.closing.get() {
                     return Poll::Ready(None);
@@ -98,8 +105,12 @@ impl OutQueue {
             let Some(parts) = parts else { return };
             self.sending.set(true);
             let sent = self.head_sent.replace(0);
-            let r = link.send_from(parts, sent).await;
+            let (r, mut sent_parts) = link.send_from(parts, sent).await;
             self.sending.set(false);
+            sent_parts.clear();
+            if sent_parts.capacity() <= SPARE_MAX {
+                *self.spare.borrow_mut() = sent_parts;
+            }
             if let Err(e) = r {
                 tracing::debug!("sending failed: {e}");
                 self.broken.set(true);

@@ -438,13 +438,9 @@ impl SharedBuf {
         let Some(inner) = Arc::get_mut(&mut self.inner) else {
             return Err(self);
         };
-        let borrows = inner.borrows.get_mut();
-        debug_assert!(borrows.as_ref().map(|b| b.is_empty()).unwrap_or(true));
-        let reusable = borrows.is_ok_and(|b| b.is_empty());
         let buf = std::mem::replace(&mut inner.buf, AlignedBuf::detached());
-        if reusable {
-            crate::recycle::keep(&FREE_HEADERS, self.inner);
-        }
+        // Dropping the last handle keeps the emptied header.
+        drop(self);
         Ok(buf)
     }
 
@@ -457,6 +453,44 @@ impl SharedBuf {
             .expect("read the whole buffer while a member writes into it");
         f(window.as_slice())
     }
+}
+
+impl Drop for SharedBuf {
+    fn drop(&mut self) {
+        keep_if_last(&mut self.inner);
+    }
+}
+
+thread_local! {
+    /// What a handle's header is swapped for when its own is kept: a clone of this is a
+    /// reference count, not an allocation.
+    static PLACEHOLDER: Arc<Inner> = Arc::new(Inner {
+        buf: AlignedBuf::detached(),
+        borrows: Mutex::new(SmallVec::new()),
+    });
+}
+
+/// Called as a handle (the buffer or a window) is dropped: when it is the last one, its
+/// buffer goes back to the pool now and its emptied header to this thread's list, for the
+/// next `SharedBuf::new`. A request's payload header is then reused, not allocated.
+fn keep_if_last(inner: &mut Arc<Inner>) {
+    let Some(i) = Arc::get_mut(inner) else {
+        return;
+    };
+    let borrows = i.borrows.get_mut();
+    debug_assert!(
+        borrows.as_ref().map(|b| b.is_empty()).unwrap_or(true),
+        "the last handle leaves no window lent"
+    );
+    if !borrows.is_ok_and(|b| b.is_empty()) {
+        return;
+    }
+    drop(std::mem::replace(&mut i.buf, AlignedBuf::detached()));
+    let Ok(placeholder) = PLACEHOLDER.try_with(Arc::clone) else {
+        return; // the thread is exiting: the header is freed with the handle
+    };
+    let header = std::mem::replace(inner, placeholder);
+    crate::recycle::keep(&FREE_HEADERS, header);
 }
 
 impl fmt::Debug for SharedBuf {
@@ -532,6 +566,7 @@ impl Clone for BufSlice {
 impl Drop for BufSlice {
     fn drop(&mut self) {
         self.inner.release(&self.range, BorrowKind::Shared);
+        keep_if_last(&mut self.inner);
     }
 }
 
@@ -613,6 +648,7 @@ impl BufSliceMut {
 impl Drop for BufSliceMut {
     fn drop(&mut self) {
         self.inner.release(&self.range, BorrowKind::Exclusive);
+        keep_if_last(&mut self.inner);
     }
 }
 
@@ -693,6 +729,34 @@ mod tests {
         let back = s2.try_into_inner().unwrap();
         assert_eq!(back[0], 1);
         assert_eq!(back[1023], 2);
+    }
+
+    #[test]
+    fn the_last_handle_dropped_gives_its_header_back() {
+        // The buffer dropped first, its exclusive window last (a member read finishing
+        // after its request let go), then a read-only window last.
+        let a = SharedBuf::new(AlignedBuf::from_slice(&[1u8; 64]));
+        let header = Arc::as_ptr(&a.inner);
+        let w = a.slice_mut(0..64).unwrap();
+        drop(a);
+        drop(w);
+        let b = SharedBuf::new(AlignedBuf::from_slice(&[2u8; 32]));
+        assert_eq!(Arc::as_ptr(&b.inner), header, "kept when the window went");
+        let r = b.slice(0..32).unwrap();
+        drop(b);
+        assert_eq!(r.as_slice(), &[2u8; 32], "the window still reads its bytes");
+        drop(r);
+        let c = SharedBuf::new(AlignedBuf::from_slice(&[3u8; 16]));
+        assert_eq!(
+            Arc::as_ptr(&c.inner),
+            header,
+            "kept when the read-only window went"
+        );
+        c.with(|x| assert_eq!(x, &[3u8; 16]));
+        // Not the last handle: nothing is kept, the buffer stays.
+        let d = c.slice(0..16).unwrap();
+        drop(c);
+        assert_eq!(d.as_slice(), &[3u8; 16]);
     }
 
     #[test]

@@ -474,3 +474,26 @@ async fn write_zeroes(array: &Array, offset: u64, len: u64) -> raidd_engine::Res
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future a function returns, without calling it.
+    fn future_size<'a, A: 'a, B: 'a, F: std::future::Future + 'a>(_: fn(&'a A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// The state a request in flight holds, besides its buffers: what its task's pooled
+    /// block must fit (docs/BENCHMARKS.md, "Bytes per request in flight"). A read's task
+    /// is its own so that reads do not carry a write's state.
+    #[test]
+    fn a_request_in_flight_holds_a_bounded_state() {
+        let read_state = future_size::<Conn, &Request, _>(read);
+        let any_state = future_size::<Conn, Request, _>(|c, r| run_request(c, r, None));
+        eprintln!("request state: read {read_state} B, any command {any_state} B");
+        assert!(read_state <= 1024, "a read's state grew to {read_state} B");
+        assert!(any_state <= 8192, "a write's state grew to {any_state} B");
+        assert!(read_state * 4 < any_state, "reads would not gain from a task of their own");
+    }
+}

@@ -99,8 +99,12 @@ pub(crate) struct Runtime {
     remote: Arc<Remote>,
     pub(crate) driver: Rc<Driver>,
     in_block_on: Cell<bool>,
-    /// Tasks waiting in [`unplugged`] for this thread to run out of work.
-    plugged: RefCell<Vec<Rc<Plug>>>,
+    /// Wakers of tasks waiting in [`unplugged`] for this thread to run out of work, and
+    /// the Vec the last release emptied (swapped in, so waiting allocates nothing).
+    plugged: RefCell<Vec<Waker>>,
+    plugged_spare: RefCell<Vec<Waker>>,
+    /// Releases so far: a task waiting in [`unplugged`] since an earlier value is released.
+    unplug_epoch: Cell<u64>,
     /// Wakers of finished tasks that nothing else holds, for the next tasks.
     free_wakers: RefCell<Vec<Arc<TaskWaker>>>,
 }
@@ -133,6 +137,8 @@ impl Runtime {
             driver,
             in_block_on: Cell::new(false),
             plugged: RefCell::new(Vec::new()),
+            plugged_spare: RefCell::new(Vec::new()),
+            unplug_epoch: Cell::new(0),
             free_wakers: RefCell::new(Vec::new()),
         })
     }
@@ -245,13 +251,13 @@ impl Runtime {
                 self.driver.poll_nowait();
                 self.drain_remote();
                 if self.ready.borrow().is_empty() {
-                    let plugged = std::mem::take(&mut *self.plugged.borrow_mut());
-                    for plug in plugged {
-                        plug.released.set(true);
-                        if let Some(w) = plug.waker.borrow_mut().take() {
-                            w.wake();
-                        }
+                    let mut wakers = std::mem::take(&mut *self.plugged_spare.borrow_mut());
+                    std::mem::swap(&mut wakers, &mut *self.plugged.borrow_mut());
+                    self.unplug_epoch.set(self.unplug_epoch.get() + 1);
+                    for w in wakers.drain(..) {
+                        w.wake();
                     }
+                    *self.plugged_spare.borrow_mut() = wakers;
                 }
                 continue;
             }
@@ -434,28 +440,31 @@ pub fn io_stats() -> crate::IoStats {
 /// are already arriving can join it, without a timer and without delaying a lone request
 /// by more than one turn of the executor.
 pub async fn unplugged() {
-    let plug = Rc::new(Plug::default());
-    let mut registered = false;
+    // The release epoch the task registered in, and its place in the list of wakers.
+    let mut registered: Option<(u64, usize)> = None;
     std::future::poll_fn(|cx| {
-        if plug.released.get() {
-            return Poll::Ready(());
-        }
-        // The task may be polled with a different waker each time: wake the latest.
-        *plug.waker.borrow_mut() = Some(cx.waker().clone());
-        if !registered {
-            registered = true;
-            with_runtime(|rt| rt.plugged.borrow_mut().push(plug.clone()));
-        }
-        Poll::Pending
+        with_runtime(|rt| {
+            let epoch = rt.unplug_epoch.get();
+            let mut wakers = rt.plugged.borrow_mut();
+            match registered {
+                Some((e, _)) if e != epoch => Poll::Ready(()),
+                Some((_, i)) => {
+                    // Polled again before the release, maybe with another waker: the
+                    // release wakes the latest.
+                    if !wakers[i].will_wake(cx.waker()) {
+                        wakers[i] = cx.waker().clone();
+                    }
+                    Poll::Pending
+                }
+                None => {
+                    registered = Some((epoch, wakers.len()));
+                    wakers.push(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
     })
     .await
-}
-
-/// A task waiting in [`unplugged`].
-#[derive(Default)]
-struct Plug {
-    released: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
 }
 
 /// Yields once to let other ready tasks (and completions) run.

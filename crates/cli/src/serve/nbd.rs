@@ -494,6 +494,9 @@ mod tests {
         eprintln!("request state: read {read_state} B, any command {any_state} B");
         assert!(read_state <= 1024, "a read's state grew to {read_state} B");
         assert!(any_state <= 8192, "a write's state grew to {any_state} B");
-        assert!(read_state * 4 < any_state, "reads would not gain from a task of their own");
+        assert!(
+            read_state * 4 < any_state,
+            "reads would not gain from a task of their own"
+        );
     }
 }

@@ -635,6 +635,9 @@ impl Array {
         kept.retain(|c| c.rows.end <= rows.start || c.rows.start >= rows.end);
         if o.keep {
             self.cache.kept();
+            if kept.capacity() == 0 {
+                *kept = super::recycle::cached_list();
+            }
             kept.push(Cached {
                 rows,
                 blocks: o.old,

@@ -9,12 +9,43 @@ use std::sync::Arc;
 use raidd_rt::recycle::{give, take, FreeList};
 use raidd_rt::IoVec;
 
-use super::stripe_cache::Signal;
+use super::stripe_cache::{Cached, Signal};
 use crate::iov::Req;
 
 thread_local! {
     static REQS: FreeList<Req> = const { RefCell::new(Vec::new()) };
     static SIGNALS: FreeList<Signal> = const { RefCell::new(Vec::new()) };
+    /// Emptied lists of a stripe's kept contents: a stripe newly kept takes one instead of
+    /// allocating, and an evicted stripe's comes back here.
+    static CACHED: RefCell<Vec<Vec<Cached>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Emptied lists kept per thread.
+const CACHED_KEPT: usize = 256;
+
+/// An empty list for a stripe's kept contents, with room, from this thread's list when it
+/// has one.
+pub(crate) fn cached_list() -> Vec<Cached> {
+    CACHED
+        .try_with(|l| l.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Empties a stripe's kept contents (their buffers go back to the pool now) and keeps the
+/// list for the next stripe.
+pub(crate) fn give_cached_list(mut list: Vec<Cached>) {
+    list.clear();
+    if list.capacity() == 0 {
+        return;
+    }
+    let _ = CACHED.try_with(move |l| {
+        let mut l = l.borrow_mut();
+        if l.len() < CACHED_KEPT {
+            l.push(list);
+        }
+    });
 }
 
 /// A shared request over the client's windows.

@@ -500,6 +500,7 @@ impl StripeCache {
         r: &Result<()>,
     ) {
         let budget = self.shard_budget.load(Ordering::Relaxed);
+        let mut not_kept = Vec::new();
         let evicted = {
             let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
             sh.clock += 1;
@@ -509,9 +510,11 @@ impl StripeCache {
             let mut add = 0;
             cached.retain(|c| c.bytes() > 0);
             let bytes: usize = cached.iter().map(Cached::bytes).sum();
-            if bytes <= budget {
+            if bytes <= budget && !cached.is_empty() {
                 add = bytes;
                 head.cached = cached;
+            } else {
+                not_kept = cached;
             }
             Self::pass_lead(head);
             sh.cached_bytes += add;
@@ -519,7 +522,10 @@ impl StripeCache {
             Self::drop_if_idle(&mut sh, stripe);
             evicted
         };
-        drop(evicted); // buffers go back to the pool outside the lock
+        // Buffers go back to the pool outside the lock; the lists, to this thread's.
+        for list in evicted.into_iter().chain([not_kept]) {
+            super::recycle::give_cached_list(list);
+        }
         for Part { req, signal, .. } in parts {
             // Every part gets the outcome (an error's whole message, once per part).
             let r = match r {
@@ -589,8 +595,8 @@ impl StripeCache {
 
     /// Drops cached contents of idle heads, least recently used first, until the shard is
     /// within its budget. Returns them so they are freed outside the lock.
-    fn evict(sh: &mut Shard, budget: usize) -> Vec<Vec<Cached>> {
-        let mut out = Vec::new();
+    fn evict(sh: &mut Shard, budget: usize) -> SmallVec<[Vec<Cached>; 2]> {
+        let mut out = SmallVec::new();
         while sh.cached_bytes > budget {
             let victim = sh
                 .heads

@@ -306,6 +306,45 @@ fn fio_verifies_crc32c_at_depth() {
     d.stop();
 }
 
+/// `RAIDD_RING_WAIT=poll` (how `bench/instructions.py` runs the daemon under callgrind):
+/// threads sleep in poll(2), not in io_uring_enter. Each worker takes several connections
+/// one after another (a wake that reached a worker only once hung its second), and data
+/// written at depth verifies.
+#[test]
+fn the_poll_wait_serves_connection_after_connection() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 4, &["--chunk", "32K"]);
+    let d = Daemon::start_with_env(
+        dir.path(),
+        &config("raid5", &members),
+        &[("RAIDD_RING_WAIT", "poll")],
+    );
+    // Under `timeout`, so that a connection left unanswered fails the test, not hangs it.
+    for i in 0..6 {
+        let uri = d.uri("raid5");
+        let (ok, out, err) = run_tool(tool("timeout").args(["20", "nbdinfo", "--size", &uri]));
+        assert!(ok, "connection {i} got no answer: {out}{err}\n{}", d.log());
+        assert!(out.trim().parse::<u64>().unwrap() > 0);
+    }
+    let out = must(tool("fio").current_dir(dir.path()).args([
+        "--name=verify",
+        "--ioengine=nbd",
+        &format!("--uri={}", d.uri("raid5")),
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=16",
+        "--size=8m",
+        "--verify=crc32c",
+        "--do_verify=1",
+        "--verify_fatal=1",
+        "--output-format=json",
+    ]));
+    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    assert_eq!(j["jobs"][0]["error"], 0, "{out}");
+    assert!(j["jobs"][0]["read"]["io_bytes"].as_u64().unwrap() >= 8 << 20);
+    d.stop();
+}
+
 #[test]
 fn sigterm_under_load_drains_and_leaves_the_array_clean() {
     let dir = scratch();

@@ -27,8 +27,22 @@ impl Daemon {
             .unwrap_or_else(|log| panic!("raidd serve did not start:\n{log}"))
     }
 
+    /// Like `start`, with these environment variables set for the daemon.
+    pub fn start_with_env(dir: &Path, config: &str, env: &[(&str, &str)]) -> Daemon {
+        Daemon::try_start_with_env(dir, config, env)
+            .unwrap_or_else(|log| panic!("raidd serve did not start:\n{log}"))
+    }
+
     /// Like `start`, but returns the log when the daemon exits instead of becoming ready.
     pub fn try_start(dir: &Path, config: &str) -> Result<Daemon, String> {
+        Daemon::try_start_with_env(dir, config, &[])
+    }
+
+    fn try_start_with_env(
+        dir: &Path,
+        config: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Daemon, String> {
         let control = dir.join("raidd.sock");
         let path = dir.join("raidd.toml");
         let text = if config.contains("control_socket") {
@@ -49,6 +63,7 @@ impl Daemon {
             .args(["serve", "-v", "--config"])
             .arg(&path)
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

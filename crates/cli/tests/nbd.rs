@@ -409,6 +409,29 @@ fn control_socket_status_and_detail() {
     assert!(st.contains("[UUUU]") && st.contains("[UU]"), "{st}");
     let j = raidd(&["status", "--json", "--control", &ctl]).ok().json();
     assert_eq!(j["arrays"].as_array().unwrap().len(), 2, "{j}");
+    // The server's own payload copies: a 1 MiB write is received straight into its buffer
+    // but for what came with its header into the 16 KiB receive-ahead buffer.
+    let script = format!(
+        "import nbd\nh = nbd.NBD()\nh.connect_uri({:?})\nh.pwrite(b'w' * (1 << 20), 0)\n\
+         h.pwrite(b's' * 4096, 1 << 20)\nh.shutdown()\nprint('ok')\n",
+        d.uri("raid10")
+    );
+    let (ok, out, err) = run_tool(tool("nbdsh").args(["-c", &script]));
+    assert!(ok && out.contains("ok"), "{out}{err}");
+    let j = raidd(&["status", "--json", "--control", &ctl]).ok().json();
+    let export = &j["arrays"][0]["exports"][0];
+    assert_eq!(export["name"], "raid10", "{j}");
+    let copied = export["copied_bytes"].as_u64().unwrap();
+    assert!(
+        copied <= (16 << 10) + 4096,
+        "{copied} payload bytes copied: {j}"
+    );
+    assert!(
+        j["arrays"][0]["status"]["counters"]["copied_bytes"].is_u64(),
+        "the engine's copies are shown too: {j}"
+    );
+    let st = raidd(&["status", "--control", &ctl]).ok().text();
+    assert!(st.contains("of payload copied"), "{st}");
     let det = raidd(&["detail", "mirror", "--json", "--control", &ctl])
         .ok()
         .json();

@@ -212,6 +212,9 @@ pub struct Input {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// Payload bytes copied out of the receive-ahead buffer so far (the rest of every
+    /// payload is received straight into place): the server's own copies, for `status`.
+    pub copied: u64,
     /// TLS only: received ciphertext (empty on plain connections).
     cipher: Vec<u8>,
 }
@@ -222,6 +225,7 @@ impl Input {
             buf: vec![0u8; INPUT_BUF],
             start: 0,
             end: 0,
+            copied: 0,
             cipher: Vec::new(),
         }
     }
@@ -316,6 +320,7 @@ impl Input {
             let n = self.available().min(len - have);
             out[have..have + n].copy_from_slice(&self.buf[self.start..self.start + n]);
             self.start += n;
+            self.copied += n as u64;
             have += n;
             if have == len {
                 return Ok(out);

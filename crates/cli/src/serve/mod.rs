@@ -64,6 +64,11 @@ pub struct Export {
     pub connections: AtomicUsize,
     /// Requests served (for `status`).
     pub requests: AtomicU64,
+    /// WRITE payload bytes the server copied (out of a connection's receive-ahead buffer,
+    /// when they arrived with their header); all others go from the socket straight into
+    /// the buffer the members are written from (for `status`, beside the engine's own
+    /// `counters.copied_bytes`).
+    pub copied_bytes: AtomicU64,
 }
 
 /// What every worker shares.
@@ -328,6 +333,7 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             read_only: e.read_only || served[e.array].session.root().is_read_only(),
             connections: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
+            copied_bytes: AtomicU64::new(0),
         })
         .collect();
     let offer = raidd_nbd::Offer {
@@ -1098,22 +1104,26 @@ async fn status(ctx: &ControlCtx) -> Response {
             .map(|e| {
                 let conns = e.connections.load(Ordering::Relaxed);
                 let reqs = e.requests.load(Ordering::Relaxed);
+                let copied = e.copied_bytes.load(Ordering::Relaxed);
                 let _ = writeln!(
                     text,
-                    "      export {} ({}): {conns} connection{}, {reqs} requests",
+                    "      export {} ({}): {conns} connection{}, {reqs} requests, {} of \
+                     payload copied",
                     e.name,
                     if e.read_only {
                         "read-only"
                     } else {
                         "read-write"
                     },
-                    if conns == 1 { "" } else { "s" }
+                    if conns == 1 { "" } else { "s" },
+                    size::short(copied)
                 );
                 serde_json::json!({
                     "name": e.name,
                     "read_only": e.read_only,
                     "connections": conns,
                     "requests": reqs,
+                    "copied_bytes": copied,
                 })
             })
             .collect();

@@ -313,8 +313,14 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
         })
         .await;
         let payload = if req.command == Command::Write {
+            let copied = input.copied;
             match input.payload(&conn.link, req.length as usize).await {
-                Ok(buf) => Some(buf),
+                Ok(buf) => {
+                    conn.shared.exports[conn.export]
+                        .copied_bytes
+                        .fetch_add(input.copied - copied, Ordering::Relaxed);
+                    Some(buf)
+                }
                 Err(e) => return format!("reading a write payload failed: {e}"),
             }
         } else {

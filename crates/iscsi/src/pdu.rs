@@ -190,24 +190,53 @@ pub fn pad(len: usize) -> usize {
     (4 - len % 4) % 4
 }
 
-/// What goes around a data segment on the wire: the header with its digest (`head`), and
-/// the padding with the data digest (`tail`). The segment itself goes between them, so a
-/// sender can send it from where it lies.
-pub fn frame(header: &[u8; BHS_LEN], data: &[u8], digests: Digests) -> (Vec<u8>, Vec<u8>) {
-    let mut head = Vec::with_capacity(BHS_LEN + 4);
-    head.extend_from_slice(header);
+/// The bytes around a PDU's data segment: the header (with its digest) before, the
+/// padding (with the data digest) after. Fixed-size arrays, so framing allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    head: [u8; BHS_LEN + 4],
+    head_len: u8,
+    tail: [u8; 7],
+    tail_len: u8,
+}
+
+impl Frame {
+    /// The header segment and its digest, when negotiated.
+    pub fn head(&self) -> &[u8] {
+        &self.head[..usize::from(self.head_len)]
+    }
+
+    /// The data segment's padding and its digest, when negotiated (empty without data).
+    pub fn tail(&self) -> &[u8] {
+        &self.tail[..usize::from(self.tail_len)]
+    }
+}
+
+/// Frames a PDU whose data segment is `data` (sent between [`Frame::head`] and
+/// [`Frame::tail`]).
+pub fn frame(header: &[u8; BHS_LEN], data: &[u8], digests: Digests) -> Frame {
+    let mut f = Frame {
+        head: [0; BHS_LEN + 4],
+        head_len: BHS_LEN as u8,
+        tail: [0; 7],
+        tail_len: 0,
+    };
+    f.head[..BHS_LEN].copy_from_slice(header);
     if digests.header {
-        head.extend_from_slice(&crate::digest::wire(crate::digest::crc32c(&[header])));
+        f.head[BHS_LEN..].copy_from_slice(&crate::digest::wire(crate::digest::crc32c(&[header])));
+        f.head_len += 4;
     }
     let zeros = [0u8; 3];
     let padding = &zeros[..pad(data.len())];
-    let mut tail = padding.to_vec();
+    f.tail_len = padding.len() as u8;
     if digests.data && !data.is_empty() {
-        tail.extend_from_slice(&crate::digest::wire(crate::digest::crc32c(&[
+        let at = padding.len();
+        f.tail[at..at + 4].copy_from_slice(&crate::digest::wire(crate::digest::crc32c(&[
             data, padding,
         ])));
+        f.tail_len += 4;
     }
-    (head, tail)
+    f
 }
 
 /// A SCSI Command PDU's fields (RFC 7143 11.3).
@@ -798,13 +827,15 @@ mod tests {
     #[test]
     fn frames_carry_digests_and_padding() {
         let h = build::data_out(1, 2, 0, 0, true, 5);
-        let (head, tail) = frame(&h, b"hello", Digests::default());
-        assert_eq!((head.len(), tail), (BHS_LEN, vec![0, 0, 0]));
+        let f = frame(&h, b"hello", Digests::default());
+        assert_eq!((f.head(), f.tail()), (&h[..], &[0u8, 0, 0][..]));
         let both = Digests {
             header: true,
             data: true,
         };
-        let (head, tail) = frame(&h, b"hello", both);
+        let f = frame(&h, b"hello", both);
+        let (head, tail) = (f.head(), f.tail());
+        assert_eq!(&head[..BHS_LEN], &h[..]);
         assert_eq!(
             &head[BHS_LEN..],
             &crate::digest::wire(crate::digest::crc32c(&[&h]))
@@ -814,8 +845,9 @@ mod tests {
             &[b"hello", &[0, 0, 0]],
             tail[3..].try_into().unwrap_or_default()
         ));
-        let (_, tail) = frame(&h, b"", both);
-        assert!(tail.is_empty(), "no data, no data digest");
+        let f = frame(&h, b"", both);
+        assert!(f.tail().is_empty(), "no data, no data digest");
+        assert_eq!(f.head().len(), BHS_LEN + 4);
     }
 
     #[test]

@@ -154,25 +154,29 @@ impl Conn {
     /// follows the order PDUs go out.
     pub fn send(&self, status: bool, header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN], data: Data) {
         let h = header(self.take_seq(status));
-        let mut parts = Vec::with_capacity(3);
+        // A PDU's header (and a data segment's padding and digest) go out as inline parts:
+        // queueing a Data-In or a response allocates nothing.
         match data {
-            Data::None => parts.push(Part::Bytes(pdu::frame(&h, &[], self.digests).0)),
+            Data::None => {
+                let f = pdu::frame(&h, &[], self.digests);
+                self.out.push([Part::header(f.head())]);
+            }
             Data::Bytes(b) => {
-                let (mut head, tail) = pdu::frame(&h, &b, self.digests);
-                head.extend_from_slice(&b);
-                head.extend_from_slice(&tail);
-                parts.push(Part::Bytes(head));
+                let f = pdu::frame(&h, &b, self.digests);
+                self.out
+                    .push([Part::Bytes([f.head(), &b, f.tail()].concat())]);
             }
             Data::Slice(s) => {
-                let (head, tail) = pdu::frame(&h, s.as_slice(), self.digests);
-                parts.push(Part::Bytes(head));
-                parts.push(Part::Slice(s));
-                if !tail.is_empty() {
-                    parts.push(Part::Bytes(tail));
+                let f = pdu::frame(&h, s.as_slice(), self.digests);
+                let head = Part::header(f.head());
+                if f.tail().is_empty() {
+                    self.out.push([head, Part::Slice(s)]);
+                } else {
+                    self.out
+                        .push([head, Part::Slice(s), Part::header(f.tail())]);
                 }
             }
         }
-        self.out.push(parts);
     }
 
     /// Rejects a PDU (its header is the Reject's data).
@@ -478,7 +482,7 @@ fn start_command(conn: &Rc<Conn>, c: ScsiCommand, imm: Option<AlignedBuf>) {
     let ctl = task::prepare(conn, &c, imm, first_burst);
     conn.tasks.borrow_mut().insert(c.itt, ctl.clone());
     let conn2 = conn.clone();
-    raidd_rt::spawn_local(async move {
+    raidd_rt::spawn_detached(async move {
         let bytes = task::run(&conn2, &ctl, c).await;
         conn2.finished(ctl.itt, bytes);
     });
@@ -744,7 +748,7 @@ fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced
         }
     }
     let conn2 = conn.clone();
-    raidd_rt::spawn_local(async move {
+    raidd_rt::spawn_detached(async move {
         // The response goes out only once no aborted task can answer any more.
         conn2.wait_tasks(Some(&victims)).await;
         conn2.send(

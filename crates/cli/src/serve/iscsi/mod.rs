@@ -410,10 +410,8 @@ pub async fn read_pdu(
 
 /// Wire bytes for a target PDU: header (+ digest), data, padding (+ digest).
 pub fn encode(header: [u8; BHS_LEN], data: &[u8], digests: Digests) -> Vec<u8> {
-    let (mut v, tail) = pdu::frame(&header, data, digests);
-    v.extend_from_slice(data);
-    v.extend_from_slice(&tail);
-    v
+    let f = pdu::frame(&header, data, digests);
+    [f.head(), data, f.tail()].concat()
 }
 
 /// Serves one initiator connection until it logs out, fails, or the daemon stops.

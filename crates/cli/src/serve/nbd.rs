@@ -178,8 +178,15 @@ impl Conn {
         &self.shared.exports[self.export].array
     }
 
-    fn queue(&self, parts: impl IntoIterator<Item = Part>) {
-        self.out.push(parts);
+    /// Queues a reply for the writer; the connection's only request in flight sends its
+    /// own when the queue is idle (nothing could gather with it, and the writer task's
+    /// wake and turn are saved).
+    fn queue<const N: usize>(&self, parts: [Part; N]) {
+        if self.in_flight.get() == 1 {
+            self.out.push_large(&self.link, parts);
+        } else {
+            self.out.push(parts);
+        }
     }
 
     /// Queues the reply header that `build` writes.

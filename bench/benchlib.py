@@ -24,17 +24,20 @@ def parse_size(s):
     return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
 
 
-def fio_nbd(uri, job, seconds, size, cpus, ramp=True):
+def fio_nbd(uri, job, seconds, size, cpus, ramp=True, ios=None):
     """Runs one fio job (name, rw, bs, iodepth) with the nbd engine against `uri`, pinned to
-    `cpus`; returns fio's figures for the job's direction (iops, bw_bytes, total_ios,
-    clat_ns, ...)."""
+    `cpus` (None: not pinned), for `seconds`, or for `ios` requests (at most one pass over
+    `size`) when given; returns fio's figures for the job's direction (iops, bw_bytes,
+    total_ios, clat_ns, ...)."""
     import json
     import subprocess
     name, rw, bs, qd = job
-    cmd = ["taskset", "-c", cpus, "fio", "--output-format=json", f"--name={name}",
-           "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
-           f"--size={size}", "--time_based", f"--runtime={seconds}", "--randrepeat=0",
-           "--norandommap"] + (["--ramp_time=1"] if ramp else [])
+    run = ([f"--number_ios={ios}"] if ios is not None
+           else ["--time_based", f"--runtime={seconds}"] + (["--ramp_time=1"] if ramp else []))
+    cmd = (["taskset", "-c", cpus] if cpus is not None else []) + [
+        "fio", "--output-format=json", f"--name={name}", "--ioengine=nbd", f"--uri={uri}",
+        f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}", f"--size={size}", "--randrepeat=0",
+        "--norandommap"] + run
     out = subprocess.run(cmd, capture_output=True, text=True,
                          env={**os.environ, "PATH": "/usr/bin:/bin"})
     if out.returncode != 0:

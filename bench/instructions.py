@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import free_port, stop, wait_port
+from benchlib import fio_nbd, free_port, stop, wait_port
 
 MEMBERS = 4
 MEMBER_SIZE = 64 << 20
@@ -76,12 +76,10 @@ class NbdTarget:
                 f.truncate(MEMBERS * MEMBER_SIZE)
             self.size = MEMBERS * MEMBER_SIZE
             return
-        level = {"raid0": "raid0", "raid5": "raid5", "raid1": "raid1",
-                 "raid10": "raid10", "raid6": "raid6"}.get(target)
-        if level is None:
+        if target not in ("raid0", "raid1", "raid5", "raid6", "raid10"):
             sys.exit(f"unknown target {target!r} for --path nbd")
         members = [os.path.join(self.dir, f"d{i}.img") for i in range(MEMBERS)]
-        run = subprocess.run([raidd, "create", "--level", level, "--name", "cg", "--size",
+        run = subprocess.run([raidd, "create", "--level", target, "--name", "cg", "--size",
                               f"{MEMBER_SIZE >> 20}M", *members], capture_output=True, text=True)
         if run.returncode != 0:
             sys.exit(f"raidd create failed:\n{run.stderr[-2000:]}")
@@ -112,15 +110,8 @@ def count_nbd(t, rw, requests, tmp):
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RAIDD_RING_WAIT": "poll"})
     try:
         wait_port(port, server, f"{t.target} under callgrind", timeout=180)
-        fio = subprocess.run(
-            ["fio", "--output-format=json", "--name=cg", "--ioengine=nbd", f"--uri={t.uri(port)}",
-             f"--rw={rw}", "--bs=4k", "--iodepth=1", f"--size={t.size}",
-             f"--number_ios={requests}", "--randrepeat=0", "--norandommap"],
-            capture_output=True, text=True, env={**os.environ, "PATH": "/usr/bin:/bin"})
-        if fio.returncode != 0:
-            sys.exit(f"fio failed against {t.target}:\n{fio.stderr[-2000:]}")
-        j = json.loads(fio.stdout[fio.stdout.index("{"):])["jobs"][0]
-        done = j["read"]["total_ios"] + j["write"]["total_ios"]
+        done = fio_nbd(t.uri(port), ("cg", rw, "4k", 1), None, t.size, None,
+                       ios=requests)["total_ios"]
     finally:
         stop(server)
         log.close()

@@ -276,31 +276,42 @@ print("ok")
     d.stop();
 }
 
+/// fio's nbd engine writes random blocks to `uri` with crc32c in each, then reads them back
+/// and verifies (fatal on a mismatch); `shape` sets block sizes, depth and size. Insists
+/// the job reports no error; returns its figures.
+fn fio_verify(dir: &Path, uri: &str, shape: &[&str]) -> serde_json::Value {
+    // fio writes its verify state into its working directory: keep that in the scratch dir.
+    let out = must(
+        tool("fio")
+            .current_dir(dir)
+            .args(["--name=verify", "--ioengine=nbd", &format!("--uri={uri}")])
+            .args(["--rw=randwrite", "--verify=crc32c", "--do_verify=1"])
+            .args(["--verify_fatal=1", "--output-format=json"])
+            .args(shape),
+    );
+    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    assert_eq!(j["jobs"][0]["error"], 0, "{out}");
+    j["jobs"][0].clone()
+}
+
 #[test]
 fn fio_verifies_crc32c_at_depth() {
     let dir = scratch();
     let members = create(dir.path(), "raid5", 4, &["--chunk", "32K"]);
     let d = Daemon::start(dir.path(), &config("raid5", &members));
-    // fio writes its verify state into its working directory: keep that in the scratch dir.
-    let out = must(tool("fio").current_dir(dir.path()).args([
-        "--name=verify",
-        "--ioengine=nbd",
-        &format!("--uri={}", d.uri("raid5")),
-        "--rw=randwrite",
-        "--bs=4k,64k",
-        "--bsrange=4k-64k",
-        "--iodepth=32",
-        "--size=48m",
-        "--verify=crc32c",
-        "--do_verify=1",
-        "--verify_fatal=1",
-        "--output-format=json",
-    ]));
-    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
-    assert_eq!(j["jobs"][0]["error"], 0, "{out}");
-    assert!(j["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() >= 48 << 20);
+    let j = fio_verify(
+        dir.path(),
+        &d.uri("raid5"),
+        &[
+            "--bs=4k,64k",
+            "--bsrange=4k-64k",
+            "--iodepth=32",
+            "--size=48m",
+        ],
+    );
+    assert!(j["write"]["io_bytes"].as_u64().unwrap() >= 48 << 20);
     assert!(
-        j["jobs"][0]["read"]["io_bytes"].as_u64().unwrap() > 0,
+        j["read"]["io_bytes"].as_u64().unwrap() > 0,
         "verify read nothing"
     );
     d.stop();
@@ -326,22 +337,12 @@ fn the_poll_wait_serves_connection_after_connection() {
         assert!(ok, "connection {i} got no answer: {out}{err}\n{}", d.log());
         assert!(out.trim().parse::<u64>().unwrap() > 0);
     }
-    let out = must(tool("fio").current_dir(dir.path()).args([
-        "--name=verify",
-        "--ioengine=nbd",
-        &format!("--uri={}", d.uri("raid5")),
-        "--rw=randwrite",
-        "--bs=4k",
-        "--iodepth=16",
-        "--size=8m",
-        "--verify=crc32c",
-        "--do_verify=1",
-        "--verify_fatal=1",
-        "--output-format=json",
-    ]));
-    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
-    assert_eq!(j["jobs"][0]["error"], 0, "{out}");
-    assert!(j["jobs"][0]["read"]["io_bytes"].as_u64().unwrap() >= 8 << 20);
+    let j = fio_verify(
+        dir.path(),
+        &d.uri("raid5"),
+        &["--bs=4k", "--iodepth=16", "--size=8m"],
+    );
+    assert!(j["read"]["io_bytes"].as_u64().unwrap() >= 8 << 20);
     d.stop();
 }
 

@@ -618,6 +618,13 @@ fn register_wait_fd(ring: &IoUring) -> Option<OwnedFd> {
     }
 }
 
+/// Empties a non-blocking eventfd; whether it had been signalled.
+fn take_eventfd(fd: RawFd) -> bool {
+    let mut count = 0u64;
+    // SAFETY: reads 8 bytes into `count`; the caller's eventfd is non-blocking.
+    unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) == 8 }
+}
+
 /// Whether this process gathers contiguous file I/O (`RAIDD_NO_GATHER=1` turns it off, to
 /// compare).
 fn gather_default() -> bool {
@@ -852,6 +859,24 @@ impl Driver {
         }
     }
 
+    /// One io_uring_enter that submits what is queued and runs the completion work the
+    /// kernel deferred to this thread, without waiting for any (IORING_ENTER_GETEVENTS
+    /// with no minimum: with deferred task work, completions arrive only in such an enter).
+    fn enter_nowait(&self, ring: &RefCell<IoUring>) -> io::Result<()> {
+        /// io_uring_enter's IORING_ENTER_GETEVENTS.
+        const ENTER_GETEVENTS: u32 = 1;
+        let n = self.unsubmitted.get();
+        // SAFETY: a plain io_uring_enter on our own ring with no argument structure; the
+        // entries it submits were pushed with their memory owned by their ops.
+        let done = unsafe {
+            ring.borrow()
+                .submitter()
+                .enter::<libc::sigset_t>(n, 0, ENTER_GETEVENTS, None)
+        }?;
+        self.unsubmitted.set(n.saturating_sub(done as u32));
+        Ok(())
+    }
+
     /// [`RingWait::Poll`]: submits and runs completion work in a non-waiting enter, and
     /// sleeps in poll(2) until the ring signals `fd` or another thread writes the wake
     /// eventfd, as long as no completion is there and no wake came.
@@ -863,26 +888,11 @@ impl Driver {
     /// the poll at once and nothing is lost; a wake taken from the counter returns, so the
     /// executor takes in the tasks it woke.
     fn wait_in_poll(&self, ring: &RefCell<IoUring>, fd: &OwnedFd) {
-        /// io_uring_enter's IORING_ENTER_GETEVENTS.
-        const ENTER_GETEVENTS: u32 = 1;
-        let read_counter = |fd: RawFd| {
-            let mut count = 0u64;
-            // SAFETY: reads 8 bytes into `count`; the fd is ours and non-blocking.
-            unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) == 8 }
-        };
         loop {
-            read_counter(fd.as_raw_fd());
-            let woken = read_counter(self.eventfd.as_raw_fd());
-            let n = self.unsubmitted.get();
-            // SAFETY: a plain io_uring_enter on our own ring with no argument structure;
-            // the entries it submits were pushed with their memory owned by their ops.
-            let r = unsafe {
-                ring.borrow()
-                    .submitter()
-                    .enter::<libc::sigset_t>(n, 0, ENTER_GETEVENTS, None)
-            };
-            match r {
-                Ok(done) => self.unsubmitted.set(n.saturating_sub(done as u32)),
+            take_eventfd(fd.as_raw_fd());
+            let woken = take_eventfd(self.eventfd.as_raw_fd());
+            match self.enter_nowait(ring) {
+                Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 // Completion queue full: there is something to reap.
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return,
@@ -937,24 +947,14 @@ impl Driver {
     /// Submits what is queued and spins on non-waiting enters (which also run the deferred
     /// task work that posts completions) for up to `window`; true once something completed.
     fn poll_for(&self, window: std::time::Duration) -> bool {
-        const GETEVENTS: u32 = 1;
         let Some(ring) = self.ring.as_ref() else {
             return false;
         };
         let start = std::time::Instant::now();
         self.flush_plug();
         loop {
-            let n = self.unsubmitted.get();
-            // SAFETY: a plain io_uring_enter on our own ring with no argument structure;
-            // the entries it submits were pushed with their memory owned by their ops.
-            let r = unsafe {
-                ring.borrow()
-                    .submitter()
-                    .enter::<libc::sigset_t>(n, 0, GETEVENTS, None)
-            };
-            if let Ok(done) = r {
-                self.unsubmitted.set(n.saturating_sub(done as u32));
-            }
+            // An error here is met again by the next enter: the spin just goes on.
+            let _ = self.enter_nowait(ring);
             let ready = !ring.borrow_mut().completion().is_empty();
             if ready {
                 self.reap();
@@ -1001,29 +1001,14 @@ impl Driver {
     /// waiting (with deferred task work, completions only arrive in an enter that asks for
     /// events).
     pub(crate) fn poll_nowait(&self) {
-        /// io_uring_enter's IORING_ENTER_GETEVENTS.
-        const ENTER_GETEVENTS: u32 = 1;
         let Some(ring) = self.ring.as_ref() else {
             self.park_sync(false);
             return;
         };
         self.flush_plug();
-        let to_submit = self.unsubmitted.get();
         loop {
-            // SAFETY: no argument struct is passed (null, size 0).
-            let r = unsafe {
-                ring.borrow().submitter().enter::<libc::sigset_t>(
-                    to_submit,
-                    0,
-                    ENTER_GETEVENTS,
-                    None,
-                )
-            };
-            match r {
-                Ok(_) => {
-                    self.unsubmitted.set(0);
-                    break;
-                }
+            match self.enter_nowait(ring) {
+                Ok(()) => break,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     self.reap();
@@ -1056,9 +1041,7 @@ impl Driver {
             };
             // SAFETY: pfd is a valid pollfd for the duration of the call.
             unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            let mut v = 0u64;
-            // SAFETY: reads 8 bytes into v; the fd is non-blocking.
-            unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+            take_eventfd(self.eventfd.as_raw_fd());
         }
         let now = std::time::Instant::now();
         let expired: Vec<Key> = {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::buf::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use crate::driver::{cqe_result, Op, OpKind};
 use crate::executor::driver;
+use crate::recycle;
 
 /// The kernel's limit on iovecs per request (UIO_MAXIOV).
 pub const IOV_MAX: usize = 1024;
@@ -50,23 +51,16 @@ impl AsRawFd for File {
 /// write allocates none once the thread is warm.
 struct Iovecs(Vec<libc::iovec>);
 
-/// Emptied arrays kept per thread, and the largest one kept (in iovecs).
-const IOVECS_KEPT: usize = 256;
+/// The largest iovec array kept for reuse (in iovecs).
 const IOVECS_KEPT_CAP: usize = 64;
 
 thread_local! {
-    static FREE_IOVECS: std::cell::RefCell<Vec<Vec<libc::iovec>>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static FREE_IOVECS: recycle::VecList<libc::iovec> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Iovecs {
     fn new(parts: impl Iterator<Item = (*mut u8, usize)>) -> Iovecs {
-        let mut v = FREE_IOVECS
-            .try_with(|l| l.borrow_mut().pop())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        debug_assert!(v.is_empty(), "a kept iovec array is empty");
+        let mut v = recycle::pop_vec(&FREE_IOVECS);
         v.extend(parts.map(|(ptr, len)| libc::iovec {
             iov_base: ptr.cast(),
             iov_len: len,
@@ -85,17 +79,7 @@ impl Iovecs {
 
 impl Drop for Iovecs {
     fn drop(&mut self) {
-        let mut v = std::mem::take(&mut self.0);
-        if v.capacity() == 0 || v.capacity() > IOVECS_KEPT_CAP {
-            return;
-        }
-        v.clear();
-        let _ = FREE_IOVECS.try_with(move |l| {
-            let mut l = l.borrow_mut();
-            if l.len() < IOVECS_KEPT {
-                l.push(v);
-            }
-        });
+        recycle::keep_vec(&FREE_IOVECS, std::mem::take(&mut self.0), IOVECS_KEPT_CAP);
     }
 }
 

@@ -3,6 +3,9 @@
 //! next request reuses a header instead of allocating one. A header goes back only when
 //! `Arc::get_mut` proves its last handle is back, and is emptied at once, so what it held
 //! (buffers, client windows, wakers) goes then, not when it is reused. Lists are bounded.
+//!
+//! The same for the heap blocks of Vecs made per request (a member I/O's iovec array, a
+//! kept stripe's list of contents): [`VecList`], [`pop_vec`], [`keep_vec`].
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -52,6 +55,37 @@ pub fn give<T>(list: &'static LocalKey<FreeList<T>>, mut a: Arc<T>, empty: impl 
     }
 }
 
+/// A thread's list of emptied Vecs, kept for their heap blocks: declare one per element
+/// type with `thread_local! { static L: VecList<T> = const { RefCell::new(Vec::new()) }; }`.
+pub type VecList<T> = RefCell<Vec<Vec<T>>>;
+
+/// An empty Vec from `list`, with room, when it has one (a new, unallocated one otherwise).
+pub fn pop_vec<T>(list: &'static LocalKey<VecList<T>>) -> Vec<T> {
+    let v = list
+        .try_with(|l| l.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    debug_assert!(v.is_empty(), "a kept Vec is empty");
+    v
+}
+
+/// Empties `v` (its elements are dropped now) and keeps its block in `list`, unless it has
+/// none or holds more than `max_capacity` elements, the list is full or the thread is
+/// exiting.
+pub fn keep_vec<T>(list: &'static LocalKey<VecList<T>>, mut v: Vec<T>, max_capacity: usize) {
+    v.clear();
+    if v.capacity() == 0 || v.capacity() > max_capacity {
+        return;
+    }
+    let _ = list.try_with(move |l| {
+        let mut l = l.borrow_mut();
+        if l.len() < KEPT {
+            l.push(v);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +114,22 @@ mod tests {
             give(&LIST, a, Vec::new);
         }
         assert_eq!(LIST.with(|l| l.borrow().len()), KEPT);
+    }
+
+    thread_local! {
+        static VECS: VecList<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+
+    #[test]
+    fn a_kept_vec_is_emptied_at_once_and_its_block_reused() {
+        let mut v = pop_vec(&VECS);
+        v.push(vec![1u8; 10]);
+        let block = v.as_ptr();
+        keep_vec(&VECS, v, 4);
+        let again = pop_vec(&VECS);
+        assert_eq!((again.as_ptr(), again.len()), (block, 0));
+        // Larger than the limit: freed, not kept.
+        keep_vec(&VECS, Vec::with_capacity(8), 4);
+        assert_eq!(pop_vec(&VECS).capacity(), 0);
     }
 }

@@ -35,7 +35,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Zeroes are written in pieces of this size.
 const ZERO_PIECE: usize = 1 << 20;
 /// Read replies at least this large are sent by their own task when the send queue is idle
-/// (`OutQueue::push_large`); smaller ones gather into the writer's batches.
+/// (`OutQueue::push_direct`); smaller ones gather into the writer's batches.
 const DIRECT_SEND_MIN: usize = 128 << 10;
 
 /// Transmission flags for an export.
@@ -183,7 +183,7 @@ impl Conn {
     /// wake and turn are saved).
     fn queue<const N: usize>(&self, parts: [Part; N]) {
         if self.in_flight.get() == 1 {
-            self.out.push_large(&self.link, parts);
+            self.out.push_direct(&self.link, parts);
         } else {
             self.out.push(parts);
         }
@@ -441,7 +441,7 @@ async fn read(conn: &Conn, req: &Request) {
     });
     let parts = [h, Part::Slice(data)];
     if len >= DIRECT_SEND_MIN {
-        conn.out.push_large(&conn.link, parts);
+        conn.out.push_direct(&conn.link, parts);
     } else {
         conn.queue(parts);
     }

@@ -3,9 +3,10 @@
 //! batch. Shared by the NBD and iSCSI connections.
 //!
 //! A large reply that finds the queue idle is sent by its own task instead
-//! ([`OutQueue::push_large`]): its data leaves while still in the CPU's cache, and the client
+//! ([`OutQueue::push_direct`]): its data leaves while still in the CPU's cache, and the client
 //! takes it while this thread reads the next request's data, instead of a whole batch after
-//! the last of its reads.
+//! the last of its reads. So is the reply of a connection's only request in flight, which
+//! nothing could gather with.
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -44,8 +45,9 @@ impl OutQueue {
 
     /// Queues parts like [`OutQueue::push`], but when nothing is queued or being sent,
     /// what the socket takes at once goes right away. One system call per call: for large
-    /// replies, so small ones still gather into batches.
-    pub fn push_large<const N: usize>(&self, link: &Link, parts: [Part; N]) {
+    /// replies, and for replies that nothing could gather with (a connection's only request
+    /// in flight); other small ones still gather into batches.
+    pub fn push_direct<const N: usize>(&self, link: &Link, parts: [Part; N]) {
         if self.sending.get()
             || self.closing.get()
             || self.broken.get()

@@ -1,12 +1,13 @@
 //! Reused `Arc` headers for the per-request objects of a parity write: its shared request
 //! ([`Req`]) and its stripe shares' mailboxes ([`Signal`]), which a small write would
 //! otherwise allocate each time (`raidd_rt::recycle`: reused only once the last handle is
-//! back, emptied at once, so a request's client windows are not held).
+//! back, emptied at once, so a request's client windows are not held); and the lists of a
+//! kept stripe's contents, whose blocks pass from evicted stripes to newly kept ones.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use raidd_rt::recycle::{give, take, FreeList};
+use raidd_rt::recycle::{give, keep_vec, pop_vec, take, FreeList, VecList};
 use raidd_rt::IoVec;
 
 use super::stripe_cache::{Cached, Signal};
@@ -17,35 +18,19 @@ thread_local! {
     static SIGNALS: FreeList<Signal> = const { RefCell::new(Vec::new()) };
     /// Emptied lists of a stripe's kept contents: a stripe newly kept takes one instead of
     /// allocating, and an evicted stripe's comes back here.
-    static CACHED: RefCell<Vec<Vec<Cached>>> = const { RefCell::new(Vec::new()) };
+    static CACHED: VecList<Cached> = const { RefCell::new(Vec::new()) };
 }
-
-/// Emptied lists kept per thread.
-const CACHED_KEPT: usize = 256;
 
 /// An empty list for a stripe's kept contents, with room, from this thread's list when it
 /// has one.
 pub(crate) fn cached_list() -> Vec<Cached> {
-    CACHED
-        .try_with(|l| l.borrow_mut().pop())
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+    pop_vec(&CACHED)
 }
 
 /// Empties a stripe's kept contents (their buffers go back to the pool now) and keeps the
 /// list for the next stripe.
-pub(crate) fn give_cached_list(mut list: Vec<Cached>) {
-    list.clear();
-    if list.capacity() == 0 {
-        return;
-    }
-    let _ = CACHED.try_with(move |l| {
-        let mut l = l.borrow_mut();
-        if l.len() < CACHED_KEPT {
-            l.push(list);
-        }
-    });
+pub(crate) fn give_cached_list(list: Vec<Cached>) {
+    keep_vec(&CACHED, list, usize::MAX);
 }
 
 /// A shared request over the client's windows.

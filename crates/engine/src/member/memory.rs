@@ -1,5 +1,11 @@
 //! A member in memory: for tests, simulations and benchmarks of the engine without disks.
 //! Sharded locks keep concurrent I/O to different regions from serialising.
+//!
+//! Each shard's bytes start on a page boundary, as a file's or a disk's do. A plain
+//! `vec![0; 1 MiB]` comes from `mmap` with the allocator's 16-byte header in front, so every
+//! cache line of a copy into it straddled two: copies into memory members ran at 0.7 × the
+//! speed of aligned ones (a 16-byte offset on this VM's AMD EPYC: 20 against 28 GB/s), which
+//! is what every memory-member benchmark measured, raw rows included.
 
 use std::fmt;
 use std::io;
@@ -12,9 +18,37 @@ use super::{assert_request, Member, MemberFuture, MemberInfo};
 /// Bytes per lock shard.
 const SHARD_BYTES: u64 = 1 << 20;
 
+/// Where a shard's bytes start: a page.
+const SHARD_ALIGN: usize = 4096;
+
 pub struct MemMember {
     info: MemberInfo,
-    shards: Vec<Mutex<Vec<u8>>>,
+    shards: Vec<Mutex<Shard>>,
+}
+
+/// One shard's bytes: `len` bytes from `start`, the first page boundary of `bytes` (which
+/// has a page to spare for it). Over-allocating keeps `calloc`'s lazy zero pages, so a big
+/// member costs memory only where it is written.
+struct Shard {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Shard {
+    fn zeroed(len: usize) -> Shard {
+        let bytes = vec![0u8; len + SHARD_ALIGN];
+        let start = bytes.as_ptr().align_offset(SHARD_ALIGN);
+        assert!(
+            start < SHARD_ALIGN,
+            "no page boundary in a shard's spare page"
+        );
+        Shard { bytes, start, len }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
 }
 
 impl fmt::Debug for MemMember {
@@ -35,7 +69,7 @@ impl MemMember {
         let shards = (0..size_bytes.div_ceil(SHARD_BYTES))
             .map(|i| {
                 let len = (size_bytes - i * SHARD_BYTES).min(SHARD_BYTES);
-                Mutex::new(vec![0u8; len as usize])
+                Mutex::new(Shard::zeroed(len as usize))
             })
             .collect();
         MemMember {
@@ -49,7 +83,7 @@ impl MemMember {
         }
     }
 
-    fn shard(&self, i: usize) -> MutexGuard<'_, Vec<u8>> {
+    fn shard(&self, i: usize) -> MutexGuard<'_, Shard> {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -62,7 +96,7 @@ impl MemMember {
             let within = (pos % SHARD_BYTES) as usize;
             let n = ((SHARD_BYTES - pos % SHARD_BYTES).min(end - pos)) as usize;
             let mut shard = self.shard(i);
-            f(pos - offset, &mut shard[within..within + n]);
+            f(pos - offset, &mut shard.as_mut_slice()[within..within + n]);
             pos += n as u64;
         }
     }
@@ -120,5 +154,55 @@ impl Member for MemMember {
         assert_request(&self.info, offset, len);
         self.for_each_piece(offset, len, |_, bytes| bytes.fill(0));
         MemberFuture::new(std::future::ready(Ok(())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shard_starts_on_a_page() {
+        // Sizes that end in a partial shard and one that is smaller than a shard.
+        for size in [3 * SHARD_BYTES + 4096, 512 * 7, SHARD_BYTES] {
+            let m = MemMember::new("m", size);
+            let mut total = 0;
+            for i in 0..m.shards.len() {
+                let mut s = m.shard(i);
+                let bytes = s.as_mut_slice();
+                assert_eq!(
+                    bytes.as_ptr() as usize % SHARD_ALIGN,
+                    0,
+                    "shard {i} of {size}"
+                );
+                assert!(
+                    bytes.iter().all(|&b| b == 0),
+                    "shard {i} of {size} not zeroed"
+                );
+                total += bytes.len() as u64;
+            }
+            assert_eq!(total, size);
+        }
+    }
+
+    #[test]
+    fn bytes_across_shard_boundaries_come_back_in_place() {
+        let m = MemMember::new("m", 3 * SHARD_BYTES);
+        // Each 512-byte sector carries its own number, so a misplaced piece shows.
+        let at = SHARD_BYTES - 3 * 512;
+        let data: Vec<u8> = (0..SHARD_BYTES as usize + 4096)
+            .map(|i| ((at as usize + i) / 512 % 251) as u8 ^ (i % 512) as u8)
+            .collect();
+        m.write_sync(at, &data);
+        let mut back = vec![0u8; data.len()];
+        m.read_sync(at, &mut back);
+        assert_eq!(back, data);
+        // Nothing spilled outside the written range.
+        let mut before = vec![1u8; 512];
+        m.read_sync(at - 512, &mut before);
+        assert!(before.iter().all(|&b| b == 0));
+        let mut after = vec![1u8; 512];
+        m.read_sync(at + data.len() as u64, &mut after);
+        assert!(after.iter().all(|&b| b == 0));
     }
 }

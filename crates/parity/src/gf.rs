@@ -106,11 +106,59 @@ impl NibbleTables {
     pub fn mul(&self, x: u8) -> u8 {
         self.lo[usize::from(x & 0x0f)] ^ self.hi[usize::from(x >> 4)]
     }
+
+    /// Multiplication by `c` as the bit matrix of GFNI's affine transform (`gf2p8affineqb`),
+    /// which multiplies every byte by it in one instruction whatever the polynomial (GFNI's
+    /// own multiply, `gf2p8mulb`, is fixed to AES's 0x11b, not RAID6's 0x11d).
+    ///
+    /// Multiplying by `c` is linear over GF(2): input bit `j` contributes the byte
+    /// `c * 2^j`, so output bit `i` is the parity of the input bits `j` whose `c * 2^j` has
+    /// bit `i`. That set is row `i`, which the instruction takes from byte `7 - i` of the
+    /// 64-bit matrix.
+    pub fn affine_matrix(&self) -> u64 {
+        let mut matrix = 0u64;
+        for i in 0..8 {
+            let mut row = 0u64;
+            for j in 0..8 {
+                if self.mul(1 << j) & (1 << i) != 0 {
+                    row |= 1 << j;
+                }
+            }
+            matrix |= row << (8 * (7 - i));
+        }
+        matrix
+    }
+}
+
+/// What `gf2p8affineqb` with constant 0 does to one byte, written from its definition
+/// (output bit `i` is the parity of `x` AND byte `7 - i` of the matrix): the scalar check of
+/// [`NibbleTables::affine_matrix`].
+pub fn affine_byte(matrix: u64, x: u8) -> u8 {
+    let mut out = 0u8;
+    for i in 0..8 {
+        let row = (matrix >> (8 * (7 - i))) as u8;
+        out |= (((row & x).count_ones() & 1) as u8) << i;
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn affine_matrices_multiply_like_the_field() {
+        for c in 0..=255u8 {
+            let m = NibbleTables::new(c).affine_matrix();
+            for x in 0..=255u8 {
+                assert_eq!(affine_byte(m, x), mul(c, x), "{c:#04x} * {x:#04x}");
+            }
+        }
+        // The identity is the matrix Intel documents for it; a row order or bit order
+        // mistake would still multiply by 1 correctly with some other layout, but not give
+        // this constant.
+        assert_eq!(NibbleTables::new(1).affine_matrix(), 0x0102_0408_1020_4080);
+    }
 
     /// Multiplication written independently of the tables: shift-and-add with reduction by the
     /// polynomial after every doubling ("Russian peasant").

@@ -6,8 +6,8 @@
 //! - RAID6 data blocks are given in *Q order*: block `i` contributes `g^i * D_i` to Q, with
 //!   g = 2 in GF(2^8) with polynomial 0x11d (md / Linux `lib/raid6`). The engine maps md's
 //!   slot order to this index via `raidd_layout::StripeMap::q_coef`.
-//! - Implementations are chosen once at run time from CPU features (AVX2, SSSE3, scalar; the
-//!   AVX-512BW slot exists but has no kernels yet) and can be forced with [`Impl`] (or the
+//! - Implementations are chosen once at run time from CPU features (AVX-512 with GFNI,
+//!   AVX-512BW, AVX2, SSSE3, scalar) and can be forced with [`Impl`] (or the
 //!   `RAIDD_PARITY_IMPL` environment variable) for tests and benchmarks.
 //!
 //! The free functions dispatch through [`Parity::best`] (a cached choice: one load and an
@@ -27,14 +27,16 @@ pub use select::IMPL_ENV;
 
 /// Which code path computes parity.
 ///
-/// [`Impl::best`] picks the fastest the CPU runs (`Avx512` needs AVX-512F and BW);
-/// `RAIDD_PARITY_IMPL` forces another.
+/// [`Impl::best`] picks the fastest the CPU runs (`Avx512` needs AVX-512F and BW, `Gfni`
+/// those and GFNI); `RAIDD_PARITY_IMPL` forces another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Impl {
     Scalar,
     Ssse3,
     Avx2,
     Avx512,
+    /// AVX-512 whose GF(2^8) multiplications are GFNI affine transforms.
+    Gfni,
 }
 
 /// `dst ^= src`.

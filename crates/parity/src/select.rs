@@ -7,12 +7,19 @@ use std::sync::OnceLock;
 use crate::kernels;
 use crate::Impl;
 
-/// Environment variable that forces an implementation (`scalar`, `ssse3`, `avx2`, `avx512`), for
+/// Environment variable that forces an implementation (`scalar`, `ssse3`, `avx2`, `avx512`,
+/// `gfni`), for
 /// benchmarks that compare paths and for tools such as valgrind that lack some instructions.
 pub const IMPL_ENV: &str = "RAIDD_PARITY_IMPL";
 
 /// Every implementation, slowest first.
-const ALL: [Impl; 4] = [Impl::Scalar, Impl::Ssse3, Impl::Avx2, Impl::Avx512];
+const ALL: [Impl; 5] = [
+    Impl::Scalar,
+    Impl::Ssse3,
+    Impl::Avx2,
+    Impl::Avx512,
+    Impl::Gfni,
+];
 
 impl Impl {
     /// The fastest implementation this CPU supports.
@@ -36,7 +43,8 @@ impl Impl {
         ALL.into_iter().filter(|imp| imp.is_available()).collect()
     }
 
-    /// Whether this CPU (and this build) can run `self` (`Avx512` needs AVX-512F and BW).
+    /// Whether this CPU (and this build) can run `self` (`Avx512` needs AVX-512F and BW,
+    /// `Gfni` those and GFNI).
     pub fn is_available(self) -> bool {
         kernels::table(self).is_some()
     }
@@ -48,6 +56,7 @@ impl Impl {
             Impl::Ssse3 => "ssse3",
             Impl::Avx2 => "avx2",
             Impl::Avx512 => "avx512",
+            Impl::Gfni => "gfni",
         }
     }
 
@@ -83,7 +92,7 @@ fn choose(requested: Option<&str>, available: &[Impl]) -> (Impl, Option<String>)
             best,
             Some(format!(
                 "{IMPL_ENV}={requested}: unknown implementation \
-                 (expected scalar, ssse3, avx2 or avx512); using {best}"
+                 (expected scalar, ssse3, avx2, avx512 or gfni); using {best}"
             )),
         ),
     }
@@ -137,6 +146,8 @@ mod tests {
                 && std::arch::is_x86_feature_detected!("avx512bw");
             let avx2 = std::arch::is_x86_feature_detected!("avx2");
             let ssse3 = std::arch::is_x86_feature_detected!("ssse3");
+            let gfni = avx512 && std::arch::is_x86_feature_detected!("gfni");
+            assert_eq!(available.contains(&Impl::Gfni), gfni);
             assert_eq!(available.contains(&Impl::Avx512), avx512);
             assert_eq!(available.contains(&Impl::Avx2), avx2);
             assert_eq!(available.contains(&Impl::Ssse3), ssse3);

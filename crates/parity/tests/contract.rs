@@ -79,7 +79,13 @@ fn impossible_losses_panic() {
 #[test]
 fn unavailable_impls_do_not_construct() {
     let available = Impl::available();
-    for imp in [Impl::Scalar, Impl::Ssse3, Impl::Avx2, Impl::Avx512] {
+    for imp in [
+        Impl::Scalar,
+        Impl::Ssse3,
+        Impl::Avx2,
+        Impl::Avx512,
+        Impl::Gfni,
+    ] {
         let built = Parity::new(imp).map(|p| p.imp());
         if available.contains(&imp) {
             assert_eq!(built, Some(imp));

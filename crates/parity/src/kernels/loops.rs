@@ -6,7 +6,7 @@
 //! entry point of its implementation, where the intrinsics can inline.
 
 use super::assert_lengths;
-use super::vector::{ByteVec, NibbleMul};
+use super::vector::{ByteVec, ConstMul};
 use crate::gf::NibbleTables;
 
 /// Vectors per iteration of the main loops. Four P and four Q accumulators plus the loaded data
@@ -135,12 +135,12 @@ pub(super) unsafe fn gen_pq<V: ByteVec>(data: &[&[u8]], p: &mut [u8], q: &mut [u
 /// # Safety
 /// The CPU supports `V`'s feature.
 #[inline(always)]
-pub(super) unsafe fn mul_acc<V: NibbleMul>(tables: &NibbleTables, src: &[u8], dst: &mut [u8]) {
+pub(super) unsafe fn mul_acc<V: ConstMul>(tables: &NibbleTables, src: &[u8], dst: &mut [u8]) {
     let len = dst.len();
     assert_lengths(len, &[src], "src");
 
     // SAFETY: the CPU feature is our contract.
-    let (lo, hi) = unsafe { (V::table(&tables.lo), V::table(&tables.hi)) };
+    let by = unsafe { V::prepare(tables) };
     let out = dst.as_mut_ptr();
     let mut off = 0;
     while off + UNROLL * V::BYTES <= len {
@@ -150,7 +150,7 @@ pub(super) unsafe fn mul_acc<V: NibbleMul>(tables: &NibbleTables, src: &[u8], ds
         // SAFETY: see the top of the loop.
         let mut d = unsafe { load_n::<V>(out.add(off)) };
         for (dj, sj) in d.iter_mut().zip(s) {
-            *dj = dj.xor(sj.nibble_mul(lo, hi));
+            *dj = dj.xor(sj.mul_by(by));
         }
         // SAFETY: see the top of the loop.
         unsafe { store_n(&d, out.add(off)) };
@@ -159,7 +159,7 @@ pub(super) unsafe fn mul_acc<V: NibbleMul>(tables: &NibbleTables, src: &[u8], ds
     while off + V::BYTES <= len {
         // SAFETY: off + BYTES <= len for src and dst; CPU feature by contract.
         unsafe {
-            let product = V::load(src.as_ptr().add(off)).nibble_mul(lo, hi);
+            let product = V::load(src.as_ptr().add(off)).mul_by(by);
             V::load(out.add(off)).xor(product).store(out.add(off));
         }
         off += V::BYTES;

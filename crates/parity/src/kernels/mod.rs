@@ -2,7 +2,8 @@
 //! generation by Horner's rule, multiply-accumulate by a constant), once per implementation.
 //!
 //! The loops are written once, generically over a vector of bytes ([`vector::ByteVec`]), and
-//! instantiated for a 64-bit word (the portable scalar path), SSSE3, AVX2 and AVX-512. Each
+//! instantiated for a 64-bit word (the portable scalar path), SSSE3, AVX2, AVX-512 and AVX-512
+//! with GFNI (whose affine transform multiplies by any constant in one instruction). Each
 //! implementation is exposed as a [`KernelTable`] of safe function pointers; a table whose code
 //! needs a CPU feature is handed out only after run-time detection found that feature, which is
 //! what makes calling through it sound.
@@ -43,6 +44,14 @@ pub(crate) fn table(imp: Impl) -> Option<&'static KernelTable> {
                 && std::arch::is_x86_feature_detected!("avx512bw") =>
         {
             Some(&x86::AVX512)
+        }
+        #[cfg(target_arch = "x86_64")]
+        Impl::Gfni
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("gfni") =>
+        {
+            Some(&x86::GFNI)
         }
         _ => None,
     }

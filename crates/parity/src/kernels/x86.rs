@@ -1,4 +1,5 @@
-//! SSSE3, AVX2 and AVX-512 (BW) vectors, and the kernel tables instantiated from them.
+//! SSSE3, AVX2, AVX-512 (BW) and AVX-512 with GFNI vectors, and the kernel tables
+//! instantiated from them.
 //!
 //! Every operation is a one- to four-instruction wrapper around an intrinsic. The wrappers carry
 //! no `#[target_feature]` themselves; they are `#[inline(always)]` into the entry points below,
@@ -6,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::vector::{ByteVec, NibbleMul};
+use super::vector::{ByteVec, ConstMul, NibbleMul};
 use super::{loops, KernelTable};
 use crate::gf::NibbleTables;
 
@@ -206,6 +207,69 @@ impl NibbleMul for Avx512 {
     }
 }
 
+/// 64 bytes in an AVX-512 register, multiplied by GFNI's affine transform: one instruction
+/// for any constant (`Avx512` takes four for a doubling and six for a constant's table
+/// look-ups). Loads, stores and XOR are `Avx512`'s.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gfni(Avx512);
+
+/// Doubling in GF(2^8) mod 0x11d as an affine matrix (`NibbleTables::new(2).affine_matrix()`,
+/// checked by a test).
+const MUL2_MATRIX: i64 = 0x8001_8284_8810_2040_u64 as i64;
+
+impl Gfni {
+    /// Every byte times the constant whose matrix fills each 64-bit lane of `matrix`.
+    #[inline(always)]
+    fn affine(self, matrix: __m512i) -> Gfni {
+        // SAFETY: a `Gfni` exists only where AVX-512F, BW and GFNI were detected.
+        Gfni(Avx512(unsafe {
+            _mm512_gf2p8affine_epi64_epi8::<0>(self.0 .0, matrix)
+        }))
+    }
+}
+
+impl ByteVec for Gfni {
+    const BYTES: usize = 64;
+
+    #[inline(always)]
+    unsafe fn load(src: *const u8) -> Self {
+        // SAFETY: the caller's contract, which covers AVX-512F and BW.
+        Gfni(unsafe { Avx512::load(src) })
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, dst: *mut u8) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.store(dst) }
+    }
+
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        Gfni(self.0.xor(other.0))
+    }
+
+    #[inline(always)]
+    fn mul2(self) -> Self {
+        // SAFETY: a `Gfni` exists only where AVX-512F was detected.
+        self.affine(unsafe { _mm512_set1_epi64(MUL2_MATRIX) })
+    }
+}
+
+impl ConstMul for Gfni {
+    type By = __m512i;
+
+    #[inline(always)]
+    unsafe fn prepare(tables: &NibbleTables) -> __m512i {
+        // SAFETY: AVX-512F by the caller's contract. Every 64-bit lane holds the same matrix.
+        unsafe { _mm512_set1_epi64(tables.affine_matrix() as i64) }
+    }
+
+    #[inline(always)]
+    fn mul_by(self, matrix: __m512i) -> Gfni {
+        self.affine(matrix)
+    }
+}
+
 /// Instantiates the generic loops for one vector type inside `#[target_feature]` functions and
 /// wraps them in safe functions for a [`KernelTable`].
 macro_rules! kernel_table {
@@ -253,3 +317,17 @@ macro_rules! kernel_table {
 kernel_table!(SSSE3, Sse, "ssse3");
 kernel_table!(AVX2, Avx, "avx2");
 kernel_table!(AVX512, Avx512, "avx512f,avx512bw");
+kernel_table!(GFNI, Gfni, "avx512f,avx512bw,gfni");
+
+#[cfg(test)]
+mod tests {
+    use crate::gf::NibbleTables;
+
+    #[test]
+    fn the_doubling_matrix_is_the_fields() {
+        assert_eq!(
+            super::MUL2_MATRIX as u64,
+            NibbleTables::new(2).affine_matrix()
+        );
+    }
+}

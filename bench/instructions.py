@@ -22,7 +22,7 @@ the same way.
 valgrind dies on AVX-512 code, so the binary must be an x86-64-v3 build:
   RUSTFLAGS="-C target-cpu=x86-64-v3" cargo build --release -p raidd --target-dir target/v3
 
-Usage: bench/instructions.py [--raidd target/v3/release/raidd] [--rw randread]
+Usage: bench/instructions.py [--raidd target/v3/release/raidd] [--rw randread] [--keep DIR]
                              [--path engine --targets raw,raid0,raid5]
                              [--path nbd --targets raid0,raid5,nbdkit --dir /var/tmp]
 """
@@ -130,6 +130,10 @@ def main():
                     help="where --path nbd puts its member files (O_DIRECT: not tmpfs)")
     ap.add_argument("--requests", default="2000,10000",
                     help="--path nbd: requests of the short and the long run")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep the callgrind output files in DIR (for callgrind_annotate: the "
+                         "difference of a function's counts over the difference of requests "
+                         "is its cost per request)")
     a = ap.parse_args()
     if not shutil.which("valgrind"):
         sys.exit("valgrind is not installed (apt-get install valgrind)")
@@ -157,6 +161,12 @@ def main():
                 if t != "nbdkit":
                     print(f"{t} / nbdkit: {per[t] / per['nbdkit']:.2f}")
     finally:
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            for f in os.listdir(tmp):
+                if f.startswith("cg."):
+                    shutil.copy(os.path.join(tmp, f), a.keep)
+            print(f"callgrind outputs kept in {a.keep}")
         shutil.rmtree(tmp, ignore_errors=True)
 
 

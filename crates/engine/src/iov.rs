@@ -6,28 +6,39 @@
 //! parts that are contiguous on a member into one vectored member I/O (seed 002: large
 //! requests stay large; one member I/O per member extent).
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
 use std::ops::Range;
 
 use raidd_rt::fs::IOV_MAX;
+use raidd_rt::recycle::{keep_vec, pop_vec, VecList};
 use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 /// The exclusive windows of a read request, addressed by request byte offset.
 #[derive(Debug, Default)]
 pub(crate) struct ReqMut {
-    frags: BTreeMap<usize, BufSliceMut>,
+    /// (request offset, window), sorted by offset; windows out on member I/O are absent.
+    /// The Vec comes from the thread's recycled list (a large read has one entry per piece
+    /// and split: a tree of them allocated its nodes per request).
+    frags: Vec<(usize, BufSliceMut)>,
     len: usize,
 }
 
+thread_local! {
+    static FRAG_LISTS: VecList<(usize, BufSliceMut)> = const { RefCell::new(Vec::new()) };
+}
+
+/// Entries a recycled fragment list may keep (a read of this many pieces and splits).
+const FRAG_LIST_MAX: usize = 1024;
+
 impl ReqMut {
     pub(crate) fn new(iov: IoVecMut) -> ReqMut {
-        let mut frags = BTreeMap::new();
+        let mut frags = pop_vec(&FRAG_LISTS);
         let mut pos = 0;
         for w in iov {
             let n = w.len();
             if n > 0 {
-                frags.insert(pos, w);
+                frags.push((pos, w));
             }
             pos += n;
         }
@@ -37,33 +48,41 @@ impl ReqMut {
     /// Removes and returns the windows covering `range` (request offsets) with their request
     /// offsets, splitting windows at the range's ends. A byte can be out only once: taking it
     /// again before it is put back is an engine bug and panics.
-    pub(crate) fn take(&mut self, range: Range<usize>) -> Vec<Tagged> {
+    pub(crate) fn take(&mut self, range: Range<usize>) -> Windows<Tagged> {
         assert!(
             range.end <= self.len,
             "take {range:?} beyond request of {}",
             self.len
         );
-        let mut out = Vec::new();
+        let mut out = Windows::new();
+        if range.is_empty() {
+            return out;
+        }
+        let taken_twice = |pos: usize| -> ! { panic!("request byte {pos} taken twice") };
+        // The fragments that can hold the range: from the last one starting at or before
+        // its start to the last one starting before its end. They must be contiguous.
+        let first = self
+            .frags
+            .partition_point(|(s, _)| *s <= range.start)
+            .checked_sub(1)
+            .unwrap_or_else(|| taken_twice(range.start));
+        let last = self.frags.partition_point(|(s, _)| *s < range.end);
+        let (mut head, mut rest) = (None, None);
         let mut pos = range.start;
-        while pos < range.end {
-            let (&start, _) = self
-                .frags
-                .range(..=pos)
-                .next_back()
-                .unwrap_or_else(|| panic!("request byte {pos} taken twice"));
-            let w = self.frags.remove(&start).expect("just found");
-            let end = start + w.len();
-            assert!(pos < end, "request byte {pos} taken twice");
+        for (start, w) in self.frags.drain(first..last) {
+            if start > pos || pos >= start + w.len() {
+                taken_twice(pos);
+            }
             let w = if start < pos {
-                let (head, tail) = w.split_at(pos - start);
-                self.frags.insert(start, head);
-                tail
+                let (h, t) = w.split_at(pos - start);
+                head = Some((start, h));
+                t
             } else {
                 w
             };
-            let w = if end > range.end {
-                let (mid, rest) = w.split_at(range.end - pos);
-                self.frags.insert(range.end, rest);
+            let w = if pos + w.len() > range.end {
+                let (mid, r) = w.split_at(range.end - pos);
+                rest = Some((range.end, r));
                 mid
             } else {
                 w
@@ -75,17 +94,25 @@ impl ReqMut {
             });
             pos += n;
         }
+        if pos < range.end {
+            taken_twice(pos);
+        }
+        // What lay outside the range goes back where it was, in order.
+        for (at, part) in (first..).zip([head, rest].into_iter().flatten()) {
+            self.frags.insert(at, part);
+        }
         out
     }
 
     /// Puts a window back at its request offset.
     pub(crate) fn put(&mut self, t: Tagged) {
-        let old = self.frags.insert(t.req_off, t.window);
+        let at = self.frags.partition_point(|(s, _)| *s < t.req_off);
         assert!(
-            old.is_none(),
+            self.frags.get(at).is_none_or(|(s, _)| *s != t.req_off),
             "request window at {} put back twice",
             t.req_off
         );
+        self.frags.insert(at, (t.req_off, t.window));
     }
 
     /// Puts back the windows a member read returned. `layout` lists (request offset, length)
@@ -133,15 +160,16 @@ impl ReqMut {
     }
 
     /// The windows in request order, once every one is back.
-    pub(crate) fn into_iov(self) -> IoVecMut {
+    pub(crate) fn into_iov(mut self) -> IoVecMut {
         let mut pos = 0;
         let mut out = IoVecMut::new();
-        for (off, w) in self.frags {
+        for (off, w) in self.frags.drain(..) {
             assert_eq!(off, pos, "request window at {pos} missing");
             pos += w.len();
             out.push(w);
         }
         assert_eq!(pos, self.len, "request windows missing at the end");
+        keep_vec(&FRAG_LISTS, std::mem::take(&mut self.frags), FRAG_LIST_MAX);
         out
     }
 }
@@ -396,6 +424,86 @@ mod tests {
         assert_eq!(back.iter().map(|w| w.len()).sum::<usize>(), 1500);
         drop(back);
         assert_eq!(a.try_into_inner().unwrap()[..5], [9, 9, 9, 9, 4]);
+    }
+
+    proptest::proptest! {
+        /// Takes of random ranges, and puts back in random order, against a model of which
+        /// request bytes are out: every taken window is the request's own bytes at its
+        /// offset, a range with any byte out panics, and once everything is back the windows
+        /// come out whole and in order.
+        #[test]
+        fn takes_and_puts_match_a_model(
+            sizes in proptest::collection::vec(1usize..300, 1..6),
+            ops in proptest::collection::vec((0usize..2000, 1usize..400, proptest::bool::ANY), 1..40),
+        ) {
+            let total: usize = sizes.iter().sum();
+            // Each window's bytes carry their request offset (mod 251).
+            let bufs: Vec<SharedBuf> = sizes
+                .iter()
+                .scan(0usize, |pos, &n| {
+                    let mut b = AlignedBuf::zeroed(n);
+                    for (i, x) in b.iter_mut().enumerate() {
+                        *x = ((*pos + i) % 251) as u8;
+                    }
+                    *pos += n;
+                    Some(SharedBuf::new(b))
+                })
+                .collect();
+            let mut iov = IoVecMut::new();
+            for b in &bufs {
+                iov.push(b.slice_mut(0..b.len()).unwrap());
+            }
+            let mut r = ReqMut::new(iov);
+            let mut out_bytes = vec![false; total];
+            let mut held: Vec<Tagged> = Vec::new();
+            for (start, len, put_back) in ops {
+                if put_back && !held.is_empty() {
+                    let t = held.swap_remove(start % held.len());
+                    for b in &mut out_bytes[t.req_off..t.req_off + t.window.len()] {
+                        *b = false;
+                    }
+                    r.put(t);
+                    continue;
+                }
+                let start = start % total;
+                let range = start..(start + len).min(total);
+                let clash = out_bytes[range.clone()].iter().any(|&b| b);
+                let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    r.take(range.clone())
+                }));
+                proptest::prop_assert_eq!(got.is_err(), clash, "take {:?}", range);
+                let Ok(got) = got else {
+                    // A failed take may have left the fragments half changed: start over
+                    // from what is known no more.
+                    return Ok(());
+                };
+                let mut pos = range.start;
+                for t in got {
+                    proptest::prop_assert_eq!(t.req_off, pos);
+                    for (i, &x) in t.window.as_slice().iter().enumerate() {
+                        proptest::prop_assert_eq!(usize::from(x), (pos + i) % 251);
+                    }
+                    pos += t.window.len();
+                    held.push(t);
+                }
+                proptest::prop_assert_eq!(pos, range.end);
+                for b in &mut out_bytes[range] {
+                    *b = true;
+                }
+            }
+            for t in held {
+                r.put(t);
+            }
+            let back = r.into_iov();
+            let mut pos = 0;
+            for w in back.iter() {
+                for (i, &x) in w.as_slice().iter().enumerate() {
+                    proptest::prop_assert_eq!(usize::from(x), (pos + i) % 251);
+                }
+                pos += w.len();
+            }
+            proptest::prop_assert_eq!(pos, total);
+        }
     }
 
     #[test]

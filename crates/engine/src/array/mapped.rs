@@ -32,14 +32,15 @@ impl Array {
         pieces: &[Piece],
     ) -> (Result<()>, IoVecMut) {
         let mut req = ReqMut::new(iov);
-        let mut pending: Vec<usize> = (0..pieces.len()).collect();
+        // Inline for a request of up to 16 pieces (a 1 MiB read of 64K chunks).
+        let mut pending: SmallVec<[usize; 16]> = (0..pieces.len()).collect();
         // Each failed attempt fails at least one member, so this ends.
         for _attempt in 0..=self.slots.len() {
             if pending.is_empty() {
                 return (Ok(()), req.into_iov());
             }
             let mut batch = Batch::default();
-            let mut chosen = Vec::with_capacity(pending.len());
+            let mut chosen: SmallVec<[(usize, usize); 16]> = SmallVec::new();
             for &i in &pending {
                 let p = &pieces[i];
                 let Some(loc) = self.readable_copy(p) else {

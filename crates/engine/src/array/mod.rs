@@ -817,16 +817,16 @@ impl Array {
             },
             _ => iov,
         };
-        // The general path runs in a box of its own: it holds a batch of member reads while
-        // it waits, and inline it would make every read's state in flight that large, the
-        // small reads that never take it included (about 4.7 KB instead of 0.9 KB). It is
-        // taken by reads the layout splits (big enough not to notice one allocation) and by
-        // reads whose member failed.
+        // The general path runs in a block of its own (from the thread's pool): it holds a
+        // batch of member reads while it waits, and inline it would make every read's state
+        // in flight that large, the small reads that never take it included (about 4.7 KB
+        // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
+        // member failed.
         match self.geometry.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-                Box::pin(self.parity_read(offset, iov, &pieces)).await
+                raidd_rt::PooledFuture::new(self.parity_read(offset, iov, &pieces)).await
             }
-            _ => Box::pin(self.mapped_read(offset, iov, &pieces)).await,
+            _ => raidd_rt::PooledFuture::new(self.mapped_read(offset, iov, &pieces)).await,
         }
     }
 

@@ -20,12 +20,12 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
-use futures::future::LocalBoxFuture;
 use raidd_layout::{ParityGeometry, StripeMap, StripeRole, SECTOR_SIZE};
 use raidd_parity::Lost;
-use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, SharedBuf};
+use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, PooledFuture, SharedBuf};
 use smallvec::SmallVec;
 
+use super::member_io::{join_inline, Futures};
 use super::stripe_cache::{
     covers_stripe, Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal,
     StripeCache, CACHE_MAX_RANGES, CACHE_MAX_ROWS,
@@ -372,8 +372,9 @@ impl Array {
             let (stripe, cover) = plans.pop().expect("one plan");
             return self.follow(self.attach(stripe, req, offset, cover)).await;
         }
-        // Boxed: its tables would otherwise be part of every small write's state.
-        Box::pin(self.write_stripes(req, offset, plans)).await
+        // In a block of its own (pooled): its tables would otherwise be part of every small
+        // write's state.
+        PooledFuture::new(self.write_stripes(req, offset, plans)).await
     }
 
     fn attach(&self, stripe: u64, req: Arc<Req>, offset: u64, cover: ChunkCover) -> Share<'_> {
@@ -398,7 +399,7 @@ impl Array {
         let pg = self.pg();
         let (data, chunk) = (pg.data_members(), u64::from(pg.chunk_sectors));
         // Every share is attached (and guarded) before anything waits.
-        let shares: Vec<(Share<'_>, bool)> = plans
+        let shares: SmallVec<[(Share<'_>, bool); 4]> = plans
             .into_iter()
             .map(|(stripe, cover)| {
                 let w = covers_stripe(&cover, data, chunk);
@@ -407,7 +408,9 @@ impl Array {
             .collect();
         drop(req);
         let mut shares = shares.into_iter().peekable();
-        let mut futs: Vec<LocalBoxFuture<'_, Result<()>>> = Vec::new();
+        // Each run or share in a pooled block, joined in place: nothing allocated for a
+        // request of up to four of them.
+        let mut futs: Futures<PooledFuture<'_, Result<()>>> = SmallVec::new();
         while let Some((share, whole)) = shares.next() {
             let mut run: SmallVec<[Share<'_>; 4]> = smallvec::smallvec![share];
             if whole && run[0].signal().holds_lead() {
@@ -421,12 +424,14 @@ impl Array {
                 }
             }
             if run.len() == 1 {
-                futs.push(Box::pin(self.follow(run.pop().expect("one share"))));
+                futs.push(PooledFuture::new(
+                    self.follow(run.pop().expect("one share")),
+                ));
             } else {
-                futs.push(Box::pin(self.lead_run(run)));
+                futs.push(PooledFuture::new(self.lead_run(run)));
             }
         }
-        futures::future::join_all(futs).await.into_iter().collect()
+        join_inline(futs).await.into_iter().collect()
     }
 
     /// Waits for a share's batch to be written, leading the stripe whenever it is handed
@@ -503,8 +508,9 @@ impl Array {
         }
         let r = match (&leading.parts[..], &mut kept[..]) {
             ([parts], [kept]) => self.run_batch(held[0].0, parts, kept).await,
-            // Boxed: a run's tables would otherwise be part of every small write's state.
-            (parts, kept) => Box::pin(self.run_batches(held, parts, kept)).await,
+            // In a block of its own (pooled): a run's tables would otherwise be part of every
+            // small write's state.
+            (parts, kept) => PooledFuture::new(self.run_batches(held, parts, kept)).await,
         };
         let parts = std::mem::take(&mut leading.parts);
         leading.done = true;

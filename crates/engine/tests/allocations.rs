@@ -84,37 +84,46 @@ const N: u64 = 1000;
 /// Warm-up requests of each kind: far more distinct stripes than the cache has shards.
 const WARM: u64 = 512;
 
+/// Allocations per call of `run(i)`, averaged over `n` calls after `warm` calls (which
+/// fill the pools and the stripe cache's shard tables); `i` counts on across both.
+async fn allocations_per<F, Fut>(warm: u64, n: u64, mut run: F) -> f64
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for i in 0..warm {
+        run(i).await;
+    }
+    let before = allocs();
+    for i in warm..warm + n {
+        run(i).await;
+    }
+    (allocs() - before) as f64 / n as f64
+}
+
 /// Allocations per 4 KiB read and write, averaged over N requests at distinct offsets
-/// (after WARM requests of each, which fill the pools and the cache's shard tables).
+/// (after WARM requests of each).
 async fn per_request(a: &Array) -> (f64, f64) {
     let buf = SharedBuf::new(AlignedBuf::zeroed(4096));
     let offset = |i: u64| (i * 7919 % (a.size_bytes() / 4096)) * 4096;
-    let read = |i| {
+    let reads = allocations_per(WARM, N, |i| {
         let mut iov = IoVecMut::new();
         iov.push(buf.slice_mut(0..4096).unwrap());
-        a.read(offset(i), iov)
-    };
-    for i in 0..WARM {
-        read(i).await.0.unwrap();
-    }
-    let before = allocs();
-    for i in WARM..WARM + N {
-        read(i).await.0.unwrap();
-    }
-    let reads = (allocs() - before) as f64 / N as f64;
-    let write = |i| {
+        let read = a.read(offset(i), iov);
+        async move {
+            read.await.0.unwrap();
+        }
+    })
+    .await;
+    let writes = allocations_per(WARM, N, |i| {
         let mut iov = IoVec::new();
         iov.push(buf.slice(0..4096).unwrap());
-        a.write(offset(i), iov)
-    };
-    for i in 0..WARM {
-        write(i).await.unwrap();
-    }
-    let before = allocs();
-    for i in WARM..WARM + N {
-        write(i).await.unwrap();
-    }
-    let writes = (allocs() - before) as f64 / N as f64;
+        let write = a.write(offset(i), iov);
+        async move {
+            write.await.unwrap();
+        }
+    })
+    .await;
     (reads, writes)
 }
 
@@ -181,14 +190,7 @@ async fn per_large_request(a: &Array, data_chunks: u64, stripes: u64) -> [f64; 3
                 }
             }
         };
-        for i in 0..64 {
-            run(i).await;
-        }
-        let before = allocs();
-        for i in 64..64 + 100 {
-            run(i).await;
-        }
-        out[k] = (allocs() - before) as f64 / 100.0;
+        out[k] = allocations_per(64, 100, run).await;
     }
     out
 }

@@ -8,8 +8,8 @@ use crate::kernels;
 use crate::Impl;
 
 /// Environment variable that forces an implementation (`scalar`, `ssse3`, `avx2`, `avx512`,
-/// `gfni`), for
-/// benchmarks that compare paths and for tools such as valgrind that lack some instructions.
+/// `gfni`), for benchmarks that compare paths and for tools such as valgrind that lack some
+/// instructions.
 pub const IMPL_ENV: &str = "RAIDD_PARITY_IMPL";
 
 /// Every implementation, slowest first.

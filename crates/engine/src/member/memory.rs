@@ -26,13 +26,12 @@ pub struct MemMember {
     shards: Vec<Mutex<Shard>>,
 }
 
-/// One shard's bytes: `len` bytes from `start`, the first page boundary of `bytes` (which
-/// has a page to spare for it). Over-allocating keeps `calloc`'s lazy zero pages, so a big
-/// member costs memory only where it is written.
+/// One shard's bytes: from `start`, the first page boundary of `bytes`, to one spare page
+/// before its end. Over-allocating keeps `calloc`'s lazy zero pages, so a big member costs
+/// memory only where it is written.
 struct Shard {
     bytes: Vec<u8>,
     start: usize,
-    len: usize,
 }
 
 impl Shard {
@@ -43,11 +42,12 @@ impl Shard {
             start < SHARD_ALIGN,
             "no page boundary in a shard's spare page"
         );
-        Shard { bytes, start, len }
+        Shard { bytes, start }
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.bytes[self.start..self.start + self.len]
+        let len = self.bytes.len() - SHARD_ALIGN;
+        &mut self.bytes[self.start..self.start + len]
     }
 }
 

@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use smallvec::SmallVec;
 
+use crate::borrows::{BorrowKind, Borrows};
+
 /// Alignment of every buffer: the page size, which covers any device's logical block size.
 pub const ALIGN: usize = 4096;
 
@@ -294,24 +296,16 @@ impl fmt::Debug for AlignedBuf {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum BorrowKind {
-    Shared,
-    Exclusive,
-}
-
-#[derive(Debug)]
-struct Borrow {
-    range: Range<usize>,
-    kind: BorrowKind,
-}
-
 struct Inner {
     buf: AlignedBuf,
-    borrows: Mutex<SmallVec<[Borrow; 8]>>,
+    borrows: Mutex<Borrows>,
 }
 
 impl Inner {
+    fn borrows(&self) -> std::sync::MutexGuard<'_, Borrows> {
+        self.borrows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn borrow(&self, range: Range<usize>, kind: BorrowKind) -> Result<(), BorrowError> {
         assert!(range.start <= range.end, "inverted range {range:?}");
         if range.end > self.buf.len() {
@@ -320,42 +314,18 @@ impl Inner {
                 len: self.buf.len(),
             });
         }
-        let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
-        let conflict = borrows.iter().find(|b| {
-            let overlaps = b.range.start < range.end && range.start < b.range.end;
-            overlaps && (kind == BorrowKind::Exclusive || b.kind == BorrowKind::Exclusive)
-        });
-        if let Some(b) = conflict {
-            return Err(BorrowError::Overlap {
-                range,
-                held: b.range.clone(),
-            });
-        }
-        borrows.push(Borrow { range, kind });
-        Ok(())
+        self.borrows()
+            .lend(range.clone(), kind)
+            .map_err(|held| BorrowError::Overlap { range, held })
     }
 
     /// Replaces the exclusive borrow `range` by its two halves at `mid`.
     fn split_exclusive(&self, range: &Range<usize>, mid: usize) {
-        let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
-        let pos = borrows
-            .iter()
-            .position(|b| b.range == *range && b.kind == BorrowKind::Exclusive)
-            .expect("split a window that was never lent");
-        borrows[pos].range = range.start..mid;
-        borrows.push(Borrow {
-            range: mid..range.end,
-            kind: BorrowKind::Exclusive,
-        });
+        self.borrows().split_exclusive(range, mid);
     }
 
     fn release(&self, range: &Range<usize>, kind: BorrowKind) {
-        let mut borrows = self.borrows.lock().unwrap_or_else(|e| e.into_inner());
-        let pos = borrows
-            .iter()
-            .position(|b| b.range == *range && b.kind == kind)
-            .expect("released a borrow that was never taken");
-        borrows.swap_remove(pos);
+        self.borrows().give_back(range, kind);
     }
 }
 
@@ -399,7 +369,7 @@ impl SharedBuf {
             }
             None => Arc::new(Inner {
                 buf,
-                borrows: Mutex::new(SmallVec::new()),
+                borrows: Mutex::new(Borrows::default()),
             }),
         };
         SharedBuf { inner }
@@ -466,7 +436,7 @@ thread_local! {
     /// reference count, not an allocation.
     static PLACEHOLDER: Arc<Inner> = Arc::new(Inner {
         buf: AlignedBuf::detached(),
-        borrows: Mutex::new(SmallVec::new()),
+        borrows: Mutex::new(Borrows::default()),
     });
 }
 

@@ -12,6 +12,7 @@
 
 pub mod alloc_count;
 mod arena;
+mod borrows;
 pub mod buf;
 mod driver;
 mod executor;

@@ -301,13 +301,17 @@ impl<W> Default for Batch<W> {
     }
 }
 
-/// The coalesced member I/Os of a batch, inline up to four: a small write's reads or writes.
-/// They are passed by value into the futures that issue them, which hold them while they
-/// wait, so the inline sizes here are part of every request's state in flight.
-pub(crate) type MemberIos<W> = SmallVec<[MemberIo<W>; 4]>;
+/// The coalesced member I/Os of a batch, inline up to three: a small write's reads or writes
+/// (RAID6's read-modify-write has three of each). They are passed by value into the futures
+/// that issue them, which hold them while they wait, so the inline sizes here (and their
+/// windows') are part of every request's state in flight: four of four windows each made
+/// an NBD write's state 5,784 B, three 5,528 B.
+pub(crate) type MemberIos<W> = SmallVec<[MemberIo<W>; 3]>;
 
-/// The windows of one member I/O, inline up to two (a small request has one).
-pub(crate) type Windows<W> = SmallVec<[W; 2]>;
+/// The windows of one member I/O, inline up to four: one for a small request, one per
+/// stripe for a member's share of a run of whole stripes. As many as an `IoVec` holds
+/// inline, so a member I/O's windows go to the member as they are, not copied into one.
+pub(crate) type Windows<W> = SmallVec<[W; 4]>;
 
 /// A coalesced member I/O.
 #[derive(Debug)]

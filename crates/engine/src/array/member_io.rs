@@ -87,11 +87,11 @@ type Start<W, T> = for<'m> fn(&'m dyn Member, u64, Windows<W>) -> MemberFuture<'
 type ReadFuture<'m> = MemberFuture<'m, (io::Result<()>, IoVecMut)>;
 
 fn read_at(m: &dyn Member, offset: u64, w: Windows<BufSliceMut>) -> ReadFuture<'_> {
-    m.read(offset, w.into_iter().collect())
+    m.read(offset, w)
 }
 
 fn write_at(m: &dyn Member, offset: u64, w: Windows<BufSlice>) -> MemberFuture<'_, io::Result<()>> {
-    m.write(offset, w.into_iter().collect())
+    m.write(offset, w)
 }
 
 fn read_error((r, _): &(io::Result<()>, IoVecMut)) -> Option<&io::Error> {

@@ -27,8 +27,8 @@ use smallvec::SmallVec;
 
 use super::member_io::{join_inline, Futures};
 use super::stripe_cache::{
-    covers_stripe, Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal,
-    StripeCache, CACHE_MAX_RANGES, CACHE_MAX_ROWS,
+    stripe_shares, Blocks, Cached, ChunkCover, Gather, Outcome, Part, Parts, Segs, Signal,
+    StripeCache, StripeShares, CACHE_MAX_RANGES, CACHE_MAX_ROWS,
 };
 use super::{recycle, Array};
 use crate::error::{Error, ErrorKind, Result};
@@ -340,41 +340,18 @@ impl Array {
         Ok(out)
     }
 
-    /// Each stripe a write touches, with the rows it writes in each data chunk.
-    fn plan_parts(&self, offset: u64, len: u64) -> SmallVec<[(u64, ChunkCover); 2]> {
-        let pg = self.pg();
-        let chunk = u64::from(pg.chunk_sectors);
-        let mut plans: SmallVec<[(u64, ChunkCover); 2]> = SmallVec::new();
-        for p in self
-            .geometry
-            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
-        {
-            let (stripe, dd, off) = pg.locate(p.array_sector);
-            debug_assert!(off + p.sectors <= chunk, "piece crosses a chunk");
-            if plans.last().is_none_or(|(s, _)| *s != stripe) {
-                plans.push((stripe, ChunkCover::new()));
-            }
-            let (_, cover) = plans.last_mut().expect("pushed above");
-            assert!(
-                cover.last().is_none_or(|(d, _)| *d < dd),
-                "chunk {dd} of stripe {stripe} covered twice"
-            );
-            cover.push((dd, off..off + p.sectors));
-        }
-        plans
-    }
-
     pub(super) async fn parity_write(&self, offset: u64, iov: IoVec) -> Result<()> {
         let req = recycle::req(iov);
-        let mut plans = self.plan_parts(offset, req.len() as u64);
-        if plans.len() == 1 {
+        let len = req.len() as u64;
+        let mut shares = stripe_shares(self.pg(), offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        if shares.stripes() == 1 {
             // The common small write: one share, no futures to join.
-            let (stripe, cover) = plans.pop().expect("one plan");
+            let (stripe, cover) = shares.next().expect("one stripe");
             return self.follow(self.attach(stripe, req, offset, cover)).await;
         }
         // In a block of its own (pooled): its tables would otherwise be part of every small
         // write's state.
-        PooledFuture::new(self.write_stripes(req, offset, plans)).await
+        PooledFuture::new(self.write_stripes(req, offset, shares)).await
     }
 
     fn attach(&self, stripe: u64, req: Arc<Req>, offset: u64, cover: ChunkCover) -> Share<'_> {
@@ -390,19 +367,12 @@ impl Array {
     /// are led together as one run, so their member writes join per member: a long
     /// sequential write becomes one vectored write per member, not one per member and
     /// stripe (seed 002: I/O split into small units). Every other share goes its own way.
-    async fn write_stripes(
-        &self,
-        req: Arc<Req>,
-        offset: u64,
-        plans: SmallVec<[(u64, ChunkCover); 2]>,
-    ) -> Result<()> {
-        let pg = self.pg();
-        let (data, chunk) = (pg.data_members(), u64::from(pg.chunk_sectors));
+    async fn write_stripes(&self, req: Arc<Req>, offset: u64, plans: StripeShares) -> Result<()> {
+        let data = self.pg().data_members();
         // Every share is attached (and guarded) before anything waits.
         let shares: SmallVec<[(Share<'_>, bool); 4]> = plans
-            .into_iter()
             .map(|(stripe, cover)| {
-                let w = covers_stripe(&cover, data, chunk);
+                let w = cover.covers_stripe(data);
                 (self.attach(stripe, req.clone(), offset, cover), w)
             })
             .collect();
@@ -585,8 +555,8 @@ impl Array {
         let chunk = u64::from(pg.chunk_sectors);
         let mut segs: SmallVec<[Segs; 8]> = (0..k).map(|_| Segs::default()).collect();
         for (i, p) in parts.iter().enumerate() {
-            for (dd, r) in &p.cover {
-                segs[*dd].insert(r.clone(), i);
+            for (dd, r) in p.cover.iter() {
+                segs[dd].insert(r, i);
             }
         }
         let hull = segs

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
+use raidd_layout::ParityGeometry;
 use raidd_rt::AlignedBuf;
 use smallvec::SmallVec;
 
@@ -153,14 +154,111 @@ impl Segs {
     }
 }
 
-/// The data chunks of a stripe a write covers (by index), each with its rows (sectors
-/// within the chunk), in chunk order. Sparse and small: a small write covers one chunk, and
-/// parts are moved between queues.
-pub(crate) type ChunkCover = SmallVec<[(usize, Range<u64>); 2]>;
+/// The rows of a stripe's data chunks that one write covers. A write is a contiguous stretch
+/// of the array, so its share of a stripe is too: chunk `first` from row `start`, every
+/// chunk after it over all rows, and chunk `last` up to row `end` (one chunk when `first ==
+/// last`). Constant size, whatever the number of chunks: a list of (chunk, rows) spilled to
+/// the heap for every whole stripe of more than two data chunks, and parts move between
+/// queues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkCover {
+    first: usize,
+    start: u64,
+    last: usize,
+    end: u64,
+    chunk_rows: u64,
+}
 
-/// Whether one part's cover writes every data chunk over all its `chunk_rows`.
-pub(crate) fn covers_stripe(cover: &ChunkCover, data_chunks: usize, chunk_rows: u64) -> bool {
-    cover.len() == data_chunks && cover.iter().all(|(_, r)| *r == (0..chunk_rows))
+impl ChunkCover {
+    /// The cover of `rows`, a stretch of a stripe's data rows (`0..data_chunks *
+    /// chunk_rows`, chunk by chunk in order), in chunks of `chunk_rows` rows.
+    pub(crate) fn stretch(rows: Range<u64>, chunk_rows: u64) -> ChunkCover {
+        assert!(
+            rows.start < rows.end && chunk_rows > 0,
+            "an empty stretch {rows:?} (chunks of {chunk_rows})"
+        );
+        let last = rows.end - 1;
+        ChunkCover {
+            first: (rows.start / chunk_rows) as usize,
+            start: rows.start % chunk_rows,
+            last: (last / chunk_rows) as usize,
+            end: last % chunk_rows + 1,
+            chunk_rows,
+        }
+    }
+
+    /// Each covered chunk with its rows, in chunk order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, Range<u64>)> + '_ {
+        (self.first..=self.last).map(move |dd| {
+            let from = if dd == self.first { self.start } else { 0 };
+            let to = if dd == self.last {
+                self.end
+            } else {
+                self.chunk_rows
+            };
+            (dd, from..to)
+        })
+    }
+
+    /// Whether it writes every one of `data_chunks` chunks over all their rows.
+    pub(crate) fn covers_stripe(&self, data_chunks: usize) -> bool {
+        self.first == 0
+            && self.start == 0
+            && self.last + 1 == data_chunks
+            && self.end == self.chunk_rows
+    }
+}
+
+/// Each stripe a write of `count` sectors from array sector `sector` touches, in order,
+/// with its cover: computed, not collected, so a write over many stripes allocates no list.
+pub(crate) fn stripe_shares(pg: &ParityGeometry, sector: u64, count: u64) -> StripeShares {
+    let end = sector.checked_add(count);
+    assert!(
+        count > 0 && end.is_some_and(|end| end <= pg.array_sectors()),
+        "write {sector}+{count} outside the array of {} sectors",
+        pg.array_sectors()
+    );
+    StripeShares {
+        at: sector,
+        end: sector + count,
+        chunk_rows: u64::from(pg.chunk_sectors),
+        stripe_rows: pg.stripe_data_sectors(),
+    }
+}
+
+/// See [`stripe_shares`].
+#[derive(Clone, Debug)]
+pub(crate) struct StripeShares {
+    at: u64,
+    end: u64,
+    chunk_rows: u64,
+    stripe_rows: u64,
+}
+
+impl StripeShares {
+    /// How many stripes are left.
+    pub(crate) fn stripes(&self) -> u64 {
+        if self.at >= self.end {
+            return 0;
+        }
+        (self.end - 1) / self.stripe_rows - self.at / self.stripe_rows + 1
+    }
+}
+
+impl Iterator for StripeShares {
+    type Item = (u64, ChunkCover);
+
+    fn next(&mut self) -> Option<(u64, ChunkCover)> {
+        if self.at >= self.end {
+            return None;
+        }
+        let stripe = self.at / self.stripe_rows;
+        let base = stripe * self.stripe_rows;
+        let stop = (base + self.stripe_rows).min(self.end);
+        let cover = ChunkCover::stretch(self.at - base..stop - base, self.chunk_rows);
+        self.at = stop;
+        Some((stripe, cover))
+    }
 }
 
 /// The parts of a batch (inline for two: most batches are one small write).
@@ -456,13 +554,13 @@ impl StripeCache {
         let full = 0..chunk_rows;
         if let [p] = head.pending.as_slice() {
             // One part (the common case): it covers every chunk itself or not at all.
-            return covers_stripe(&p.cover, data_chunks, chunk_rows);
+            return p.cover.covers_stripe(data_chunks);
         }
         let mut segs: SmallVec<[Segs; 16]> = (0..data_chunks).map(|_| Segs::default()).collect();
         for p in &head.pending {
-            for (dd, r) in &p.cover {
-                if let Some(s) = segs.get_mut(*dd) {
-                    s.insert(r.clone(), 0);
+            for (dd, r) in p.cover.iter() {
+                if let Some(s) = segs.get_mut(dd) {
+                    s.insert(r, 0);
                 }
             }
         }
@@ -708,6 +806,61 @@ impl StripeCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use raidd_layout::{Geometry, Level, ParityLayout};
+
+    /// Stripes, each with its chunks and their rows.
+    type Shares = Vec<(u64, Vec<(usize, Range<u64>)>)>;
+
+    proptest! {
+        /// A write's stripe shares are the layout's pieces grouped by stripe: the same
+        /// stripes, chunks and rows, for any chunk size, width and stretch of the array.
+        #[test]
+        fn stripe_shares_are_the_pieces_by_stripe(
+            shift in 3u32..8,
+            members in 3usize..9,
+            raid6 in any::<bool>(),
+            start in 0u64..4000,
+            count in 1u64..3000,
+        ) {
+            let level = if raid6 && members >= 4 { Level::Raid6 } else { Level::Raid5 };
+            let layout = if level == Level::Raid6 {
+                ParityLayout::LeftSymmetric
+            } else {
+                ParityLayout::RightAsymmetric
+            };
+            let pg = ParityGeometry {
+                level,
+                members,
+                layout,
+                chunk_sectors: 1 << shift,
+                dev_sectors: 4096,
+            };
+            let count = count.min(pg.array_sectors() - start.min(pg.array_sectors() - 1));
+            let start = start.min(pg.array_sectors() - count);
+            let mut want: Shares = Vec::new();
+            for p in Geometry::Parity(pg.clone()).pieces(start, count) {
+                let (stripe, dd, off) = pg.locate(p.array_sector);
+                if want.last().is_none_or(|(s, _)| *s != stripe) {
+                    want.push((stripe, Vec::new()));
+                }
+                want.last_mut().unwrap().1.push((dd, off..off + p.sectors));
+            }
+            let shares = stripe_shares(&pg, start, count);
+            prop_assert_eq!(shares.stripes(), want.len() as u64);
+            let got: Shares = shares
+                .map(|(stripe, cover)| (stripe, cover.iter().collect()))
+                .collect();
+            prop_assert_eq!(&got, &want);
+            let k = pg.data_members();
+            let chunk = u64::from(pg.chunk_sectors);
+            for (stripe, cover) in stripe_shares(&pg, start, count) {
+                let whole = want.iter().find(|(s, _)| *s == stripe).unwrap().1.clone();
+                let full = whole.len() == k && whole.iter().all(|(_, r)| *r == (0..chunk));
+                prop_assert_eq!(cover.covers_stripe(k), full);
+            }
+        }
+    }
 
     fn segs(list: &[(Range<u64>, usize)]) -> Segs {
         let mut s = Segs::default();

@@ -8,9 +8,10 @@
 
 use std::cell::RefCell;
 use std::ops::Range;
+use std::thread::LocalKey;
 
 use raidd_rt::fs::IOV_MAX;
-use raidd_rt::recycle::{keep_vec, pop_vec, VecList};
+use raidd_rt::recycle::{keep_small_vec, keep_vec, pop_vec, small_vec, VecList};
 use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
@@ -116,26 +117,37 @@ impl ReqMut {
     }
 
     /// Puts back the windows a member read returned. `layout` lists (request offset, length)
-    /// of the windows as they were submitted; the member may have split them further.
+    /// of the windows as they were submitted; the member may have split them further, or
+    /// joined neighbours of one buffer (an array member gives back whole windows), which are
+    /// split again where the submitted windows met.
     pub(crate) fn restore(&mut self, layout: &[(usize, usize)], returned: IoVecMut) {
         let mut parts = layout.iter();
         let mut cur = parts.next().copied();
         let mut used = 0;
-        for w in returned {
-            let (off, len) = cur.expect("member returned more bytes than it was given");
-            let n = w.len();
-            assert!(
-                used + n <= len,
-                "returned window straddles submitted windows"
-            );
-            self.put(Tagged {
-                req_off: off + used,
-                window: w,
-            });
-            used += n;
-            if used == len {
-                cur = parts.next().copied();
-                used = 0;
+        for mut w in returned {
+            loop {
+                let (off, len) = cur.expect("member returned more bytes than it was given");
+                let room = len - used;
+                let (head, rest) = if w.len() > room {
+                    let (h, t) = w.split_at(room);
+                    (h, Some(t))
+                } else {
+                    (w, None)
+                };
+                let n = head.len();
+                self.put(Tagged {
+                    req_off: off + used,
+                    window: head,
+                });
+                used += n;
+                if used == len {
+                    cur = parts.next().copied();
+                    used = 0;
+                }
+                match rest {
+                    Some(t) => w = t,
+                    None => break,
+                }
             }
         }
         assert!(
@@ -159,14 +171,25 @@ impl ReqMut {
         }
     }
 
-    /// The windows in request order, once every one is back.
+    /// The windows in request order, once every one is back, the pieces of each window the
+    /// request came with joined again: the caller gets back the windows it lent, not one per
+    /// member piece (a 1 MiB read of 64K chunks came back as sixteen, and spilled).
     pub(crate) fn into_iov(mut self) -> IoVecMut {
         let mut pos = 0;
         let mut out = IoVecMut::new();
         for (off, w) in self.frags.drain(..) {
             assert_eq!(off, pos, "request window at {pos} missing");
             pos += w.len();
-            out.push(w);
+            match out.pop() {
+                None => out.push(w),
+                Some(last) => match last.join(w) {
+                    Ok(joined) => out.push(joined),
+                    Err((last, w)) => {
+                        out.push(last);
+                        out.push(w);
+                    }
+                },
+            }
         }
         assert_eq!(pos, self.len, "request windows missing at the end");
         keep_vec(&FRAG_LISTS, std::mem::take(&mut self.frags), FRAG_LIST_MAX);
@@ -184,6 +207,14 @@ pub(crate) struct Tagged {
 impl Window for Tagged {
     fn len(&self) -> usize {
         self.window.len()
+    }
+
+    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>> {
+        &TAGGED_IOS
+    }
+
+    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>> {
+        &TAGGED_PARTS
     }
 }
 
@@ -290,8 +321,11 @@ impl std::ops::Deref for Bytes {
 /// inline up to a stripe's worth, so a small request's batch allocates nothing.
 #[derive(Debug)]
 pub(crate) struct Batch<W> {
-    items: SmallVec<[(usize, u64, W); 8]>,
+    items: SmallVec<[BatchPart<W>; 8]>,
 }
+
+/// A part of a batch: member, byte offset on the member, window.
+pub(crate) type BatchPart<W> = (usize, u64, W);
 
 impl<W> Default for Batch<W> {
     fn default() -> Self {
@@ -322,13 +356,56 @@ pub(crate) struct MemberIo<W> {
     pub(crate) windows: Windows<W>,
 }
 
-pub(crate) trait Window {
+pub(crate) trait Window: Sized + 'static {
     fn len(&self) -> usize;
+
+    /// This thread's kept blocks for batches of member I/O over this kind of window (a
+    /// large request's batch has one member I/O per member, past the inline three).
+    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>>;
+
+    /// The same for the parts of a batch past the inline eight.
+    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>>;
+}
+
+thread_local! {
+    static WRITE_IOS: VecList<MemberIo<BufSlice>> = const { RefCell::new(Vec::new()) };
+    static READ_IOS: VecList<MemberIo<BufSliceMut>> = const { RefCell::new(Vec::new()) };
+    static TAGGED_IOS: VecList<MemberIo<Tagged>> = const { RefCell::new(Vec::new()) };
+    static WRITE_PARTS: VecList<BatchPart<BufSlice>> = const { RefCell::new(Vec::new()) };
+    static READ_PARTS: VecList<BatchPart<BufSliceMut>> = const { RefCell::new(Vec::new()) };
+    static TAGGED_PARTS: VecList<BatchPart<Tagged>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Parts a batch may keep room for in a recycled block.
+const PARTS_KEPT_MAX: usize = 1024;
+
+/// Member I/Os a batch may keep room for in a recycled block (IOV_MAX-sized joins of a
+/// very large request on a wide array are freed instead).
+const IOS_KEPT_MAX: usize = 64;
+
+/// Room for `n` member I/Os over windows of kind `W`: inline for a small request, else a
+/// block from the thread's list.
+pub(crate) fn ios_with_room<W: Window>(n: usize) -> MemberIos<W> {
+    small_vec(W::ios_list(), n)
+}
+
+/// Gives a batch's member I/Os back once issued (drained): its block, if it spilled, goes
+/// to the thread's list for the next large batch.
+pub(crate) fn give_ios<W: Window>(ios: MemberIos<W>) {
+    keep_small_vec(W::ios_list(), ios, IOS_KEPT_MAX);
 }
 
 impl Window for BufSlice {
     fn len(&self) -> usize {
         BufSlice::len(self)
+    }
+
+    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>> {
+        &WRITE_IOS
+    }
+
+    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>> {
+        &WRITE_PARTS
     }
 }
 
@@ -336,21 +413,39 @@ impl Window for BufSliceMut {
     fn len(&self) -> usize {
         BufSliceMut::len(self)
     }
+
+    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>> {
+        &READ_IOS
+    }
+
+    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>> {
+        &READ_PARTS
+    }
 }
 
 impl<W: Window> Batch<W> {
     pub(crate) fn push(&mut self, member: usize, offset: u64, window: W) {
-        if window.len() > 0 {
-            self.items.push((member, offset, window));
+        if window.len() == 0 {
+            return;
         }
+        if !self.items.spilled() && self.items.len() == self.items.inline_size() {
+            // A large request's batch: on to a kept block, with room to grow.
+            let n = self.items.len();
+            let mut more: SmallVec<[BatchPart<W>; 8]> = small_vec(W::parts_list(), 4 * n);
+            more.extend(self.items.drain(..));
+            self.items = more;
+        }
+        self.items.push((member, offset, window));
     }
 
     /// Joins parts contiguous on the same member into one I/O of at most IOV_MAX windows.
     /// Overlapping parts on one member are an engine bug and panic.
     pub(crate) fn into_ios(mut self) -> MemberIos<W> {
         self.items.sort_by_key(|(m, off, _)| (*m, *off));
-        let mut out: MemberIos<W> = SmallVec::new();
-        for (member, offset, w) in self.items {
+        // At least one I/O per member (more where a member's parts are not contiguous).
+        let members = 1 + self.items.windows(2).filter(|p| p[0].0 != p[1].0).count();
+        let mut out: MemberIos<W> = ios_with_room(members);
+        for (member, offset, w) in self.items.drain(..) {
             let n = w.len() as u64;
             if let Some(last) = out.last_mut() {
                 if last.member == member {
@@ -374,6 +469,7 @@ impl<W: Window> Batch<W> {
                 windows,
             });
         }
+        keep_small_vec(W::parts_list(), self.items, PARTS_KEPT_MAX);
         out
     }
 }
@@ -425,9 +521,62 @@ mod tests {
         }
         r.fill(0..4, &[9, 9, 9, 9]);
         let back = r.into_iov();
-        assert_eq!(back.iter().map(|w| w.len()).sum::<usize>(), 1500);
+        // The two windows lent, each whole again (not the pieces they were taken in).
+        assert_eq!(
+            back.iter()
+                .map(|w| (w.offset(), w.len()))
+                .collect::<Vec<_>>(),
+            vec![(0, 1000), (0, 500)]
+        );
         drop(back);
         assert_eq!(a.try_into_inner().unwrap()[..5], [9, 9, 9, 9, 4]);
+    }
+
+    #[test]
+    fn windows_a_member_joined_are_split_again_where_they_were_submitted() {
+        let a = shared(1000);
+        let mut iov = IoVecMut::new();
+        iov.push(a.slice_mut(0..1000).unwrap());
+        let mut r = ReqMut::new(iov);
+        // Leave the fragments cut at 400 and 500.
+        for t in r.take(400..500) {
+            r.put(t);
+        }
+        let taken = r.take(300..700);
+        let (joined, layout) = untag(taken);
+        assert_eq!(layout.as_slice(), &[(300, 100), (400, 100), (500, 200)]);
+        // An array member hands its windows back joined into one (as `into_iov` does).
+        let mut windows = joined.into_iter();
+        let mut one = windows.next().unwrap();
+        for w in windows {
+            one = one.join(w).unwrap();
+        }
+        assert_eq!((one.offset(), one.len()), (300, 400));
+        let mut back = IoVecMut::new();
+        back.push(one);
+        r.restore(&layout, back);
+        // Each piece is back at its own offset: a second take sees the same cuts.
+        let again = r.take(400..500);
+        assert_eq!(
+            again
+                .iter()
+                .map(|t| (t.req_off, t.window.offset(), t.window.len()))
+                .collect::<Vec<_>>(),
+            vec![(400, 400, 100)]
+        );
+        for t in again {
+            r.put(t);
+        }
+        let whole = r.into_iov();
+        assert_eq!(
+            whole
+                .iter()
+                .map(|w| (w.offset(), w.len()))
+                .collect::<Vec<_>>(),
+            vec![(0, 1000)]
+        );
+        drop(whole);
+        assert_eq!(a.try_into_inner().unwrap()[699], (699 % 256) as u8);
     }
 
     proptest::proptest! {

@@ -72,6 +72,21 @@ impl Borrows {
         self.exclusive += 1;
     }
 
+    /// Replaces the exclusive windows `left` and `right`, which meet end to start, by one over
+    /// both (the inverse of a split).
+    pub(crate) fn join_exclusive(&mut self, left: &Range<usize>, right: &Range<usize>) {
+        assert_eq!(left.end, right.start, "joining windows that do not meet");
+        let r = self
+            .find(right, BorrowKind::Exclusive)
+            .expect("joined a window that was never lent");
+        self.list.swap_remove(r);
+        let l = self
+            .find(left, BorrowKind::Exclusive)
+            .expect("joined a window that was never lent");
+        self.list[l].range = left.start..right.end;
+        self.exclusive -= 1;
+    }
+
     /// Takes back a window lent as `kind` over exactly `range`.
     pub(crate) fn give_back(&mut self, range: &Range<usize>, kind: BorrowKind) {
         let pos = self
@@ -138,6 +153,7 @@ mod tests {
     enum Op {
         Lend(usize, usize, bool),
         Split(usize, usize),
+        Join(usize),
         Return(usize),
     }
 
@@ -145,6 +161,7 @@ mod tests {
         prop_oneof![
             (0usize..64, 0usize..24, any::<bool>()).prop_map(|(s, n, x)| Op::Lend(s, n, x)),
             (any::<usize>(), any::<usize>()).prop_map(|(i, m)| Op::Split(i, m)),
+            any::<usize>().prop_map(Op::Join),
             any::<usize>().prop_map(Op::Return),
         ]
     }
@@ -191,6 +208,26 @@ mod tests {
                         table.split_exclusive(&r, mid);
                         model[j].0 = r.start..mid;
                         model.push((mid..r.end, Exclusive));
+                    }
+                    Op::Join(i) => {
+                        // Exclusive windows that meet end to start (as a split leaves them).
+                        let pairs: Vec<(usize, usize)> = (0..model.len())
+                            .flat_map(|a| (0..model.len()).map(move |b| (a, b)))
+                            .filter(|&(a, b)| {
+                                a != b
+                                    && model[a].1 == Exclusive
+                                    && model[b].1 == Exclusive
+                                    && model[a].0.end == model[b].0.start
+                            })
+                            .collect();
+                        if pairs.is_empty() {
+                            continue;
+                        }
+                        let (a, b) = pairs[i % pairs.len()];
+                        let (l, r) = (model[a].0.clone(), model[b].0.clone());
+                        table.join_exclusive(&l, &r);
+                        model[a].0 = l.start..r.end;
+                        model.swap_remove(b);
                     }
                     Op::Return(i) => {
                         if model.is_empty() {

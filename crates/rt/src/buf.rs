@@ -320,6 +320,10 @@ impl Inner {
     }
 
     /// Replaces the exclusive borrow `range` by its two halves at `mid`.
+    fn join_exclusive(&self, left: &Range<usize>, right: &Range<usize>) {
+        self.borrows().join_exclusive(left, right);
+    }
+
     fn split_exclusive(&self, range: &Range<usize>, mid: usize) {
         self.borrows().split_exclusive(range, mid);
     }
@@ -607,6 +611,28 @@ impl BufSliceMut {
         (left, right)
     }
 
+    /// Joins `next` onto the end of this window when it continues it in the same buffer
+    /// (the inverse of [`BufSliceMut::split_at`]); gives both back unchanged otherwise.
+    pub fn join(self, next: BufSliceMut) -> Result<BufSliceMut, (BufSliceMut, BufSliceMut)> {
+        if !Arc::ptr_eq(&self.inner, &next.inner) || self.range.end != next.range.start {
+            return Err((self, next));
+        }
+        self.inner.join_exclusive(&self.range, &next.range);
+        let (this, next) = (
+            std::mem::ManuallyDrop::new(self),
+            std::mem::ManuallyDrop::new(next),
+        );
+        // SAFETY: neither window is ever dropped, so moving their Arcs out exactly once each
+        // is sound; their two borrows were replaced by the joined one above. The second
+        // handle's count goes with it.
+        let (inner, other) = unsafe { (std::ptr::read(&this.inner), std::ptr::read(&next.inner)) };
+        drop(other);
+        Ok(BufSliceMut {
+            inner,
+            range: this.range.start..next.range.end,
+        })
+    }
+
     fn raw_ptr(&self) -> *mut u8 {
         // The allocation is only ever written through exclusive windows; deriving a *mut from
         // the shared AlignedBuf pointer is how interior mutability is provided here.
@@ -785,6 +811,32 @@ mod tests {
         let w = s.slice(10..20).unwrap();
         drop(s);
         assert_eq!(w.as_slice(), &[7u8; 10]);
+    }
+
+    #[test]
+    fn split_windows_join_back_into_one() {
+        let b = SharedBuf::new(AlignedBuf::from_slice(&[7u8; 300]));
+        let w = b.slice_mut(0..300).unwrap();
+        let (l, r) = w.split_at(100);
+        let (m, r) = r.split_at(50);
+        // Not adjacent (l then r): refused, both given back as they were.
+        let (l, r) = l.join(r).unwrap_err();
+        let lm = l.join(m).expect("adjacent halves of one buffer");
+        assert_eq!((lm.offset(), lm.len()), (0, 150));
+        // Another buffer's window that happens to start where this one ends: refused.
+        let other = SharedBuf::new(AlignedBuf::zeroed(300));
+        let foreign = other.slice_mut(150..300).unwrap();
+        let (lm, foreign) = lm.join(foreign).unwrap_err();
+        drop(foreign);
+        let mut all = lm.join(r).expect("the rest");
+        assert_eq!((all.offset(), all.len()), (0, 300));
+        all.as_mut_slice()[299] = 1;
+        // One exclusive borrow over everything: nothing else can be lent.
+        assert!(b.slice(0..1).is_err() && b.slice(299..300).is_err());
+        drop(all);
+        // Every borrow and handle is back: the buffer comes out whole.
+        let back = b.try_into_inner().expect("no window left");
+        assert_eq!((back.len(), back[298], back[299]), (300, 7, 1));
     }
 }
 

@@ -86,6 +86,34 @@ pub fn keep_vec<T>(list: &'static LocalKey<VecList<T>>, mut v: Vec<T>, max_capac
     });
 }
 
+/// A SmallVec with room for `n`: inline when `n` fits there, else on a heap block from
+/// `list` (a new one when the list has none). For a table that is inline for small requests
+/// and spills for large ones; give it back with [`keep_small_vec`].
+pub fn small_vec<A: smallvec::Array>(
+    list: &'static LocalKey<VecList<A::Item>>,
+    n: usize,
+) -> smallvec::SmallVec<A> {
+    if n <= A::size() {
+        return smallvec::SmallVec::new();
+    }
+    let mut v = pop_vec(list);
+    v.reserve(n);
+    // A Vec with more room than the inline size lends its block as is.
+    smallvec::SmallVec::from_vec(v)
+}
+
+/// Empties `v` (its elements are dropped now) and keeps its heap block in `list` when it has
+/// one (see [`keep_vec`] for the bounds).
+pub fn keep_small_vec<A: smallvec::Array>(
+    list: &'static LocalKey<VecList<A::Item>>,
+    v: smallvec::SmallVec<A>,
+    max_capacity: usize,
+) {
+    if v.spilled() {
+        keep_vec(list, v.into_vec(), max_capacity);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +159,30 @@ mod tests {
         // Larger than the limit: freed, not kept.
         keep_vec(&VECS, Vec::with_capacity(8), 4);
         assert_eq!(pop_vec(&VECS).capacity(), 0);
+    }
+
+    #[test]
+    fn a_spilled_small_vec_lends_and_returns_a_kept_block() {
+        type Small = smallvec::SmallVec<[Vec<u8>; 2]>;
+        // Fits inline: no block taken.
+        let v: Small = small_vec(&VECS, 2);
+        assert!(!v.spilled());
+        keep_small_vec(&VECS, v, 16);
+        assert_eq!(VECS.with(|l| l.borrow().len()), 0);
+        // Spills: a block with room for all, which goes back to the list emptied.
+        let mut v: Small = small_vec(&VECS, 5);
+        assert!(v.spilled() && v.capacity() >= 5);
+        let block = v.as_ptr();
+        for i in 0..5 {
+            v.push(vec![i; 3]);
+        }
+        assert_eq!(
+            v.as_ptr(),
+            block,
+            "no reallocation while within the room asked for"
+        );
+        keep_small_vec(&VECS, v, 16);
+        let again: Small = small_vec(&VECS, 3);
+        assert_eq!((again.as_ptr(), again.len()), (block, 0));
     }
 }

@@ -20,7 +20,7 @@ use raidd_rt::{BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::{read_lock, Array};
-use crate::iov::{untag, MemberIo, MemberIos, Tagged, Windows};
+use crate::iov::{give_ios, ios_with_room, untag, MemberIo, MemberIos, Tagged, Window, Windows};
 use crate::member::{Member, MemberFuture};
 
 /// Member I/Os of a batch held inline: a small write's two to three reads or writes (more
@@ -118,7 +118,7 @@ impl Array {
     /// batch of member I/O goes through here. What is held while members are failed is only
     /// what was kept, and the batch is borrowed, not taken (an async fn keeps its arguments
     /// for its whole life): both are part of every request's state in flight.
-    async fn join_member_ios<W, T, U>(
+    async fn join_member_ios<W: Window, T, U>(
         &self,
         ios: &mut MemberIos<W>,
         start: Start<W, T>,
@@ -133,6 +133,7 @@ impl Array {
             .zip(ios.drain(..))
             .map(|(m, io)| start(&**m, io.offset, io.windows))
             .collect();
+        give_ios(std::mem::take(ios));
         let outputs: Results<(usize, U)> = roles
             .into_iter()
             .zip(join_inline(futs).await)
@@ -150,22 +151,21 @@ impl Array {
     /// layout to restore them by.
     pub(super) async fn issue_reads(
         &self,
-        ios: MemberIos<Tagged>,
+        mut ios: MemberIos<Tagged>,
     ) -> Results<(usize, io::Result<()>, ReadBack)> {
         let mut layouts: SmallVec<[Layout; INLINE]> = SmallVec::new();
-        let mut plain: MemberIos<BufSliceMut> = ios
-            .into_iter()
-            .map(|io| {
-                let (windows, layout) = untag(io.windows);
-                layouts.push(layout);
-                MemberIo {
-                    member: io.member,
-                    offset: io.offset,
-                    len: io.len,
-                    windows,
-                }
-            })
-            .collect();
+        let mut plain: MemberIos<BufSliceMut> = ios_with_room(ios.len());
+        plain.extend(ios.drain(..).map(|io| {
+            let (windows, layout) = untag(io.windows);
+            layouts.push(layout);
+            MemberIo {
+                member: io.member,
+                offset: io.offset,
+                len: io.len,
+                windows,
+            }
+        }));
+        give_ios(ios);
         self.join_member_ios(&mut plain, read_at, same, read_error)
             .await
             .into_iter()

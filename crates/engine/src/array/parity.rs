@@ -444,10 +444,11 @@ impl Array {
     /// Runs one batch on each of the consecutive stripes these signals lead, then hands each
     /// stripe on.
     async fn lead(&self, held: &[(u64, &Signal)]) {
+        let (parts, mut kept) = recycle::run_lists(held.len());
         let mut leading = Leading {
             cache: &self.cache,
             held,
-            parts: SmallVec::new(),
+            parts,
             done: false,
         };
         let pg = self.pg();
@@ -470,7 +471,6 @@ impl Array {
             "a run of consecutive stripes"
         );
         let _lock = self.locks.lock(first, last).await;
-        let mut kept: SmallVec<[Vec<Cached>; 1]> = SmallVec::new();
         for (stripe, _) in held {
             let taken = self.cache.take(*stripe);
             leading.parts.push(taken.parts);
@@ -482,11 +482,12 @@ impl Array {
             // small write's state.
             (parts, kept) => PooledFuture::new(self.run_batches(held, parts, kept)).await,
         };
-        let parts = std::mem::take(&mut leading.parts);
+        let mut parts = std::mem::take(&mut leading.parts);
         leading.done = true;
-        for (((stripe, _), parts), kept) in held.iter().zip(parts).zip(kept) {
+        for (((stripe, _), parts), kept) in held.iter().zip(parts.drain(..)).zip(kept.drain(..)) {
             self.cache.finish(*stripe, kept, parts, &r);
         }
+        recycle::give_run_lists(parts, kept);
     }
 
     /// Writes one stripe's batch. On return `kept` holds its contents worth keeping.
@@ -947,7 +948,7 @@ struct Leading<'a, 'b> {
     cache: &'a StripeCache,
     held: &'b [(u64, &'a Signal)],
     /// The parts taken so far, per held stripe in order.
-    parts: SmallVec<[Parts; 1]>,
+    parts: recycle::RunParts,
     done: bool,
 }
 

@@ -7,10 +7,13 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use raidd_rt::recycle::{give, keep_vec, pop_vec, take, FreeList, VecList};
+use raidd_rt::recycle::{
+    give, keep_small_vec, keep_vec, pop_vec, small_vec, take, FreeList, VecList,
+};
 use raidd_rt::IoVec;
+use smallvec::SmallVec;
 
-use super::stripe_cache::{Cached, Signal};
+use super::stripe_cache::{Cached, Parts, Signal};
 use crate::iov::Req;
 
 thread_local! {
@@ -19,6 +22,31 @@ thread_local! {
     /// Emptied lists of a stripe's kept contents: a stripe newly kept takes one instead of
     /// allocating, and an evicted stripe's comes back here.
     static CACHED: VecList<Cached> = const { RefCell::new(Vec::new()) };
+    /// Blocks of the per-stripe lists of a run of stripes led together (one stripe, the
+    /// small write's case, is inline).
+    static RUN_PARTS: VecList<Parts> = const { RefCell::new(Vec::new()) };
+    static RUN_KEPT: VecList<Vec<Cached>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The parts taken from each stripe of a run, in stripe order.
+pub(crate) type RunParts = SmallVec<[Parts; 1]>;
+
+/// The kept contents of each stripe of a run, in stripe order.
+pub(crate) type RunKept = SmallVec<[Vec<Cached>; 1]>;
+
+/// Empty lists for a run of `stripes` stripes, with room for all (from this thread's lists).
+pub(crate) fn run_lists(stripes: usize) -> (RunParts, RunKept) {
+    (
+        small_vec(&RUN_PARTS, stripes),
+        small_vec(&RUN_KEPT, stripes),
+    )
+}
+
+/// Gives a run's lists back, emptied.
+pub(crate) fn give_run_lists(parts: RunParts, kept: RunKept) {
+    // A run is at most the stripes of one request.
+    keep_small_vec(&RUN_PARTS, parts, 1024);
+    keep_small_vec(&RUN_KEPT, kept, 1024);
 }
 
 /// An empty list for a stripe's kept contents, with room, from this thread's list when it

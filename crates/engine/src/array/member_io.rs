@@ -49,12 +49,30 @@ enum Joined<F: Future> {
     Done(F::Output),
 }
 
+impl<F: Future> Joined<F> {
+    fn output(self) -> F::Output {
+        match self {
+            Joined::Done(v) => v,
+            Joined::Running(_) => unreachable!("every future completed"),
+        }
+    }
+}
+
+/// The futures of a join, each replaced by its output in place as it completes.
+type Slots<F> = SmallVec<[Joined<F>; INLINE]>;
+
 /// Runs every future to completion concurrently; their outputs in order.
 pub(crate) async fn join_inline<F>(futs: Futures<F>) -> Results<F::Output>
 where
     F: Future + Unpin,
 {
-    let mut slots: SmallVec<[Joined<F>; INLINE]> = futs.into_iter().map(Joined::Running).collect();
+    let mut slots: Slots<F> = futs.into_iter().map(Joined::Running).collect();
+    join_slots(&mut slots).await;
+    slots.into_iter().map(Joined::output).collect()
+}
+
+/// Polls every running slot until each holds its output.
+async fn join_slots<F: Future + Unpin>(slots: &mut Slots<F>) {
     std::future::poll_fn(|cx| {
         let mut all = true;
         for slot in slots.iter_mut() {
@@ -71,14 +89,7 @@ where
             Poll::Pending
         }
     })
-    .await;
-    slots
-        .into_iter()
-        .map(|s| match s {
-            Joined::Done(v) => v,
-            Joined::Running(_) => unreachable!("every future completed"),
-        })
-        .collect()
+    .await
 }
 
 /// Starts one member I/O: the member's own (boxed) future for an offset and windows.
@@ -125,21 +136,26 @@ impl Array {
         keep: fn(T) -> U,
         error: fn(&U) -> Option<&io::Error>,
     ) -> Results<(usize, U)> {
-        let roles: SmallVec<[usize; INLINE]> = ios.iter().map(|io| io.member).collect();
-        let members: SmallVec<[Arc<dyn Member>; INLINE]> =
-            roles.iter().map(|&role| self.member_ref(role)).collect();
-        let futs: Futures<_> = members
+        // Each I/O's slot and member, held while its future borrows the member; the futures
+        // join in place and the outputs are kept straight from them (three tables per batch:
+        // each one more was a collect on every small write and a spill on large batches).
+        let members: SmallVec<[(usize, Arc<dyn Member>); INLINE]> = ios
+            .iter()
+            .map(|io| (io.member, self.member_ref(io.member)))
+            .collect();
+        let mut slots: Slots<_> = members
             .iter()
             .zip(ios.drain(..))
-            .map(|(m, io)| start(&**m, io.offset, io.windows))
+            .map(|((_, m), io)| Joined::Running(start(&**m, io.offset, io.windows)))
             .collect();
         give_ios(std::mem::take(ios));
-        let outputs: Results<(usize, U)> = roles
-            .into_iter()
-            .zip(join_inline(futs).await)
-            .map(|(role, out)| (role, keep(out)))
+        join_slots(&mut slots).await;
+        let outputs: Results<(usize, U)> = members
+            .iter()
+            .zip(slots)
+            .map(|((role, _), slot)| (*role, keep(slot.output())))
             .collect();
-        for ((role, out), member) in outputs.iter().zip(&members) {
+        for ((role, out), (_, member)) in outputs.iter().zip(&members) {
             if let Some(e) = error(out) {
                 self.fail_member_io(*role, member, e).await;
             }

@@ -778,11 +778,11 @@ impl Array {
                                 // parity is generated piece by piece from their windows
                                 // (segments are sorted and disjoint, so the pieces are too).
                                 assert!(s.covers(rows), "old data was read or rebuilt");
-                                NewChunk::Pieces(
-                                    list.iter()
-                                        .map(|(r, part)| (at(r), bytes(dd, r, *part)))
-                                        .collect(),
-                                )
+                                let mut pieces = recycle::piece_list();
+                                pieces.extend(
+                                    list.iter().map(|(r, part)| (at(r), bytes(dd, r, *part))),
+                                );
+                                NewChunk::Pieces(pieces)
                             }
                         },
                     };
@@ -840,9 +840,14 @@ impl Array {
                                 copied(w.len());
                                 b[w].copy_from_slice(bytes);
                             }
+                            chunk.recycle();
                             Some(b)
                         }
-                        _ => None,
+                        Some(chunk) => {
+                            chunk.recycle();
+                            None
+                        }
+                        None => None,
                     };
                     debug_assert!(!c.is_empty() || old[m].is_some());
                 }
@@ -969,9 +974,13 @@ enum NewChunk {
     /// One run of bytes over all the rows (borrowed from a request, or old + new copied).
     Whole(crate::iov::Bytes),
     /// Several parts' windows that together cover the rows, in row order, each with the
-    /// byte range of the rows it covers.
-    Pieces(SmallVec<[(Range<usize>, crate::iov::Bytes); 4]>),
+    /// byte range of the rows it covers (a list from the thread's, so that the chunk table
+    /// stays small: inline, four pieces made each entry 200 bytes).
+    Pieces(Vec<ChunkPiece>),
 }
+
+/// A piece of a chunk's new contents: the byte range of the rows it covers, and its bytes.
+pub(super) type ChunkPiece = (Range<usize>, crate::iov::Bytes);
 
 impl NewChunk {
     /// The bytes of the rows at `range` (of the batch's rows), which lie in one piece.
@@ -986,6 +995,13 @@ impl NewChunk {
                 assert!(range.end <= w.end, "a stretch crosses a piece boundary");
                 &b[range.start - w.start..range.end - w.start]
             }
+        }
+    }
+
+    /// Gives a list of pieces back to the thread's (its windows are released now).
+    fn recycle(self) {
+        if let NewChunk::Pieces(list) = self {
+            recycle::give_piece_list(list);
         }
     }
 

@@ -13,6 +13,7 @@ use raidd_rt::recycle::{
 use raidd_rt::IoVec;
 use smallvec::SmallVec;
 
+use super::parity::ChunkPiece;
 use super::stripe_cache::{Cached, Parts, Signal};
 use crate::iov::Req;
 
@@ -26,6 +27,19 @@ thread_local! {
     /// small write's case, is inline).
     static RUN_PARTS: VecList<Parts> = const { RefCell::new(Vec::new()) };
     static RUN_KEPT: VecList<Vec<Cached>> = const { RefCell::new(Vec::new()) };
+    /// Lists of the pieces a gathered chunk's new contents came in.
+    static PIECES: VecList<ChunkPiece> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty list for a chunk's pieces, from this thread's lists when it has one.
+pub(crate) fn piece_list() -> Vec<ChunkPiece> {
+    pop_vec(&PIECES)
+}
+
+/// Empties a chunk's pieces (their windows are released now) and keeps the list.
+pub(crate) fn give_piece_list(list: Vec<ChunkPiece>) {
+    // A chunk of 64 KiB gathered from 4 KiB writes comes in sixteen pieces.
+    keep_vec(&PIECES, list, 256);
 }
 
 /// The parts taken from each stripe of a run, in stripe order.

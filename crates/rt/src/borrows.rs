@@ -33,6 +33,7 @@ pub(crate) struct Borrows {
 
 impl Borrows {
     /// Lends `range` as `kind`, or returns the range of a window it would conflict with.
+    #[inline]
     pub(crate) fn lend(
         &mut self,
         range: Range<usize>,
@@ -88,6 +89,7 @@ impl Borrows {
     }
 
     /// Takes back a window lent as `kind` over exactly `range`.
+    #[inline]
     pub(crate) fn give_back(&mut self, range: &Range<usize>, kind: BorrowKind) {
         let pos = self
             .find(range, kind)
@@ -98,11 +100,13 @@ impl Borrows {
         }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         debug_assert!(self.exclusive <= self.list.len());
         self.list.is_empty()
     }
 
+    #[inline]
     fn find(&self, range: &Range<usize>, kind: BorrowKind) -> Option<usize> {
         self.list
             .iter()

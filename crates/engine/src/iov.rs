@@ -442,9 +442,8 @@ impl<W: Window> Batch<W> {
     /// Overlapping parts on one member are an engine bug and panic.
     pub(crate) fn into_ios(mut self) -> MemberIos<W> {
         self.items.sort_by_key(|(m, off, _)| (*m, *off));
-        // At least one I/O per member (more where a member's parts are not contiguous).
-        let members = 1 + self.items.windows(2).filter(|p| p[0].0 != p[1].0).count();
-        let mut out: MemberIos<W> = ios_with_room(members);
+        // No more I/Os than parts (fewer where parts join).
+        let mut out: MemberIos<W> = ios_with_room(self.items.len());
         for (member, offset, w) in self.items.drain(..) {
             let n = w.len() as u64;
             if let Some(last) = out.last_mut() {

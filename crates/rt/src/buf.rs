@@ -596,17 +596,14 @@ impl BufSliceMut {
         );
         let at = self.range.start + mid;
         self.inner.split_exclusive(&self.range, at);
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so moving its Arc out exactly once is sound; its
-        // borrow was replaced by the two halves' borrows above.
-        let inner = unsafe { std::ptr::read(&this.inner) };
+        let (inner, range) = self.into_parts();
         let left = BufSliceMut {
             inner: inner.clone(),
-            range: this.range.start..at,
+            range: range.start..at,
         };
         let right = BufSliceMut {
             inner,
-            range: at..this.range.end,
+            range: at..range.end,
         };
         (left, right)
     }
@@ -618,19 +615,23 @@ impl BufSliceMut {
             return Err((self, next));
         }
         self.inner.join_exclusive(&self.range, &next.range);
-        let (this, next) = (
-            std::mem::ManuallyDrop::new(self),
-            std::mem::ManuallyDrop::new(next),
-        );
-        // SAFETY: neither window is ever dropped, so moving their Arcs out exactly once each
-        // is sound; their two borrows were replaced by the joined one above. The second
-        // handle's count goes with it.
-        let (inner, other) = unsafe { (std::ptr::read(&this.inner), std::ptr::read(&next.inner)) };
-        drop(other);
+        let (inner, range) = self.into_parts();
+        // The second handle's count goes; the buffer lives on in `inner`.
+        let (_, next_range) = next.into_parts();
         Ok(BufSliceMut {
             inner,
-            range: this.range.start..next.range.end,
+            range: range.start..next_range.end,
         })
+    }
+
+    /// Takes the window apart without giving its borrow back: for a caller that has just
+    /// rewritten that borrow in the table (a split or a join).
+    fn into_parts(self) -> (Arc<Inner>, Range<usize>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so its Arc is moved out exactly once, and its
+        // borrow is not released twice (the caller replaced it in the table).
+        let inner = unsafe { std::ptr::read(&this.inner) };
+        (inner, this.range.clone())
     }
 
     fn raw_ptr(&self) -> *mut u8 {

@@ -367,10 +367,10 @@ impl Array {
     /// are led together as one run, so their member writes join per member: a long
     /// sequential write becomes one vectored write per member, not one per member and
     /// stripe (seed 002: I/O split into small units). Every other share goes its own way.
-    async fn write_stripes(&self, req: Arc<Req>, offset: u64, plans: StripeShares) -> Result<()> {
+    async fn write_stripes(&self, req: Arc<Req>, offset: u64, stripes: StripeShares) -> Result<()> {
         let data = self.pg().data_members();
         // Every share is attached (and guarded) before anything waits.
-        let shares: SmallVec<[(Share<'_>, bool); 4]> = plans
+        let shares: SmallVec<[(Share<'_>, bool); 4]> = stripes
             .map(|(stripe, cover)| {
                 let w = cover.covers_stripe(data);
                 (self.attach(stripe, req.clone(), offset, cover), w)

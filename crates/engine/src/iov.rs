@@ -6,12 +6,11 @@
 //! parts that are contiguous on a member into one vectored member I/O (seed 002: large
 //! requests stay large; one member I/O per member extent).
 
-use std::cell::RefCell;
 use std::ops::Range;
-use std::thread::LocalKey;
 
+use raidd_rt::buf::give_iov;
 use raidd_rt::fs::IOV_MAX;
-use raidd_rt::recycle::{keep_small_vec, keep_vec, pop_vec, small_vec, VecList};
+use raidd_rt::recycle::{keep_small_vec, keep_vec, pop_vec, small_vec, Table};
 use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
@@ -25,24 +24,21 @@ pub(crate) struct ReqMut {
     len: usize,
 }
 
-thread_local! {
-    static FRAG_LISTS: VecList<(usize, BufSliceMut)> = const { RefCell::new(Vec::new()) };
-}
-
 /// Entries a recycled fragment list may keep (a read of this many pieces and splits).
 const FRAG_LIST_MAX: usize = 1024;
 
 impl ReqMut {
-    pub(crate) fn new(iov: IoVecMut) -> ReqMut {
-        let mut frags = pop_vec(&FRAG_LISTS);
+    pub(crate) fn new(mut iov: IoVecMut) -> ReqMut {
+        let mut frags = pop_vec();
         let mut pos = 0;
-        for w in iov {
+        for w in iov.drain(..) {
             let n = w.len();
             if n > 0 {
                 frags.push((pos, w));
             }
             pos += n;
         }
+        give_iov(iov);
         ReqMut { frags, len: pos }
     }
 
@@ -120,11 +116,11 @@ impl ReqMut {
     /// of the windows as they were submitted; the member may have split them further, or
     /// joined neighbours of one buffer (an array member gives back whole windows), which are
     /// split again where the submitted windows met.
-    pub(crate) fn restore(&mut self, layout: &[(usize, usize)], returned: IoVecMut) {
+    pub(crate) fn restore(&mut self, layout: &[(usize, usize)], mut returned: IoVecMut) {
         let mut parts = layout.iter();
         let mut cur = parts.next().copied();
         let mut used = 0;
-        for mut w in returned {
+        for mut w in returned.drain(..) {
             loop {
                 let (off, len) = cur.expect("member returned more bytes than it was given");
                 let room = len - used;
@@ -154,6 +150,7 @@ impl ReqMut {
             cur.is_none() && used == 0,
             "member returned fewer bytes than it was given"
         );
+        give_iov(returned);
     }
 
     /// Copies `data` into `range` of the request (reconstructed data is computed in scratch
@@ -192,7 +189,7 @@ impl ReqMut {
             }
         }
         assert_eq!(pos, self.len, "request windows missing at the end");
-        keep_vec(&FRAG_LISTS, std::mem::take(&mut self.frags), FRAG_LIST_MAX);
+        keep_vec(std::mem::take(&mut self.frags), FRAG_LIST_MAX);
         out
     }
 }
@@ -208,26 +205,20 @@ impl Window for Tagged {
     fn len(&self) -> usize {
         self.window.len()
     }
-
-    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>> {
-        &TAGGED_IOS
-    }
-
-    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>> {
-        &TAGGED_PARTS
-    }
 }
 
+/// Where a member read's windows go back in the request: (request offset, length) each.
+pub(crate) type ReadLayout = Table<[(usize, usize); 4]>;
+
 /// Splits tagged windows into what a member read takes and the layout to restore them by.
-pub(crate) fn untag(
-    windows: Windows<Tagged>,
-) -> (Windows<BufSliceMut>, SmallVec<[(usize, usize); 4]>) {
-    let mut iov = Windows::new();
-    let mut layout = SmallVec::new();
-    for t in windows {
+pub(crate) fn untag(mut windows: Windows<Tagged>) -> (Windows<BufSliceMut>, ReadLayout) {
+    let mut iov = small_vec(windows.len());
+    let mut layout = ReadLayout::with_room(windows.len());
+    for t in windows.drain(..) {
         layout.push((t.req_off, t.window.len()));
         iov.push(t.window);
     }
+    keep_small_vec(windows, WINDOWS_KEPT_MAX);
     (iov, layout)
 }
 
@@ -235,21 +226,22 @@ pub(crate) fn untag(
 #[derive(Debug, Default)]
 pub(crate) struct Req {
     /// (request offset, window), sorted, contiguous; inline for the usual one or two.
-    frags: SmallVec<[(usize, BufSlice); 2]>,
+    frags: Table<[(usize, BufSlice); 2]>,
     len: usize,
 }
 
 impl Req {
-    pub(crate) fn new(iov: IoVec) -> Req {
-        let mut frags = SmallVec::with_capacity(iov.len());
+    pub(crate) fn new(mut iov: IoVec) -> Req {
+        let mut frags = Table::with_room(iov.len());
         let mut pos = 0;
-        for w in iov {
+        for w in iov.drain(..) {
             let n = w.len();
             if n > 0 {
                 frags.push((pos, w));
             }
             pos += n;
         }
+        give_iov(iov);
         Req { frags, len: pos }
     }
 
@@ -358,23 +350,10 @@ pub(crate) struct MemberIo<W> {
 
 pub(crate) trait Window: Sized + 'static {
     fn len(&self) -> usize;
-
-    /// This thread's kept blocks for batches of member I/O over this kind of window (a
-    /// large request's batch has one member I/O per member, past the inline three).
-    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>>;
-
-    /// The same for the parts of a batch past the inline eight.
-    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>>;
 }
 
-thread_local! {
-    static WRITE_IOS: VecList<MemberIo<BufSlice>> = const { RefCell::new(Vec::new()) };
-    static READ_IOS: VecList<MemberIo<BufSliceMut>> = const { RefCell::new(Vec::new()) };
-    static TAGGED_IOS: VecList<MemberIo<Tagged>> = const { RefCell::new(Vec::new()) };
-    static WRITE_PARTS: VecList<BatchPart<BufSlice>> = const { RefCell::new(Vec::new()) };
-    static READ_PARTS: VecList<BatchPart<BufSliceMut>> = const { RefCell::new(Vec::new()) };
-    static TAGGED_PARTS: VecList<BatchPart<Tagged>> = const { RefCell::new(Vec::new()) };
-}
+/// Windows a member I/O's list may keep room for in a recycled block (IOV_MAX).
+pub(crate) const WINDOWS_KEPT_MAX: usize = IOV_MAX;
 
 /// Parts a batch may keep room for in a recycled block.
 const PARTS_KEPT_MAX: usize = 1024;
@@ -386,40 +365,24 @@ const IOS_KEPT_MAX: usize = 64;
 /// Room for `n` member I/Os over windows of kind `W`: inline for a small request, else a
 /// block from the thread's list.
 pub(crate) fn ios_with_room<W: Window>(n: usize) -> MemberIos<W> {
-    small_vec(W::ios_list(), n)
+    small_vec(n)
 }
 
 /// Gives a batch's member I/Os back once issued (drained): its block, if it spilled, goes
 /// to the thread's list for the next large batch.
 pub(crate) fn give_ios<W: Window>(ios: MemberIos<W>) {
-    keep_small_vec(W::ios_list(), ios, IOS_KEPT_MAX);
+    keep_small_vec(ios, IOS_KEPT_MAX);
 }
 
 impl Window for BufSlice {
     fn len(&self) -> usize {
         BufSlice::len(self)
     }
-
-    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>> {
-        &WRITE_IOS
-    }
-
-    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>> {
-        &WRITE_PARTS
-    }
 }
 
 impl Window for BufSliceMut {
     fn len(&self) -> usize {
         BufSliceMut::len(self)
-    }
-
-    fn ios_list() -> &'static LocalKey<VecList<MemberIo<Self>>> {
-        &READ_IOS
-    }
-
-    fn parts_list() -> &'static LocalKey<VecList<BatchPart<Self>>> {
-        &READ_PARTS
     }
 }
 
@@ -431,7 +394,7 @@ impl<W: Window> Batch<W> {
         if !self.items.spilled() && self.items.len() == self.items.inline_size() {
             // A large request's batch: on to a kept block, with room to grow.
             let n = self.items.len();
-            let mut more: SmallVec<[BatchPart<W>; 8]> = small_vec(W::parts_list(), 4 * n);
+            let mut more: SmallVec<[BatchPart<W>; 8]> = small_vec(4 * n);
             more.extend(self.items.drain(..));
             self.items = more;
         }
@@ -442,8 +405,13 @@ impl<W: Window> Batch<W> {
     /// Overlapping parts on one member are an engine bug and panic.
     pub(crate) fn into_ios(mut self) -> MemberIos<W> {
         self.items.sort_by_key(|(m, off, _)| (*m, *off));
-        // No more I/Os than parts (fewer where parts join).
-        let mut out: MemberIos<W> = ios_with_room(self.items.len());
+        // No more I/Os than parts; past the inline size, one per member where its parts join
+        // (more where they do not: the table grows, and its grown block is kept for the next).
+        let mut room = self.items.len();
+        if room > MemberIos::<W>::new().inline_size() {
+            room = 1 + self.items.windows(2).filter(|p| p[0].0 != p[1].0).count();
+        }
+        let mut out: MemberIos<W> = ios_with_room(room);
         for (member, offset, w) in self.items.drain(..) {
             let n = w.len() as u64;
             if let Some(last) = out.last_mut() {
@@ -454,6 +422,13 @@ impl<W: Window> Batch<W> {
                     );
                     if last.offset + last.len == offset && last.windows.len() < IOV_MAX {
                         last.len += n;
+                        if last.windows.len() == last.windows.inline_size() {
+                            // A member's share of a large request: on to a kept block (the
+                            // member gives it back, `give_iov`), with room to grow.
+                            let mut more: Windows<W> = small_vec(4 * last.windows.len());
+                            more.extend(last.windows.drain(..));
+                            last.windows = more;
+                        }
                         last.windows.push(w);
                         continue;
                     }
@@ -468,7 +443,7 @@ impl<W: Window> Batch<W> {
                 windows,
             });
         }
-        keep_small_vec(W::parts_list(), self.items, PARTS_KEPT_MAX);
+        keep_small_vec(self.items, PARTS_KEPT_MAX);
         out
     }
 }

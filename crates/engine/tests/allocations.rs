@@ -190,47 +190,61 @@ async fn per_large_request(a: &Array, data_chunks: u64, stripes: u64) -> [f64; 3
                 }
             }
         };
-        out[k] = allocations_per(64, 100, run).await;
+        // The fewest of three rounds: over files, completions come in any order, and a round
+        // may reach a new peak of tables or buffers in flight at once, which the pools then
+        // keep (growth, not a cost per request). An allocation per request shows in every
+        // round.
+        let mut fewest = f64::MAX;
+        for _ in 0..3 {
+            fewest = fewest.min(allocations_per(64, 100, &run).await);
+        }
+        out[k] = fewest;
     }
     out
 }
 
-/// Large requests allocate less than they did, not nothing (today's counts are the
-/// ceilings, so that none grows unnoticed). Their tables outgrow the inline sizes chosen for
-/// small requests; those that can be kept per thread now are (`raidd_rt::recycle::small_vec`):
-/// a read's fragment list, a batch's parts and member I/Os, a run's per-stripe lists. A
-/// write's stripes and chunk covers are computed, not listed, and a member I/O holds four
-/// windows inline and hands them to the member as they are. A read gives back the windows it
-/// was lent, joined again, not one per member piece. What still allocates: a read's pieces
-/// (`Geometry::pieces`, the layout crate's), and a batch of more than four member I/Os joins
-/// them in three tables that spill (their futures borrow the members, which a thread's list
-/// cannot hold). A parity read has such batches: a member's chunks on either side of its
-/// parity chunk are two I/Os, so four stripes on four members are eight. From the first
-/// count: RAID0 6/34/9 -> 1/1/2, RAID5 24/37/27 -> 0/6/1, RAID6 33/37/42 -> 3/6/7
-/// (whole-stripe write, read, unaligned write).
+/// Large requests allocate nothing either, once the thread's kept blocks have room: every
+/// table that outgrows the inline size chosen for small requests (a read's pieces and
+/// fragments, a batch's parts and member I/Os, a member I/O's windows, a join's members,
+/// futures and results, a write's stripe shares and runs) spills onto a block kept per
+/// thread by its elements' layout (`raidd_rt::recycle`), and whoever is done with it last
+/// gives it back (a member, its windows: `raidd_rt::buf::give_iov`). Requests of 4 and 16
+/// whole stripes, aligned and 4 KiB off, on memory and O_DIRECT files, with and without the
+/// stripe cache. From the first count (four stripes, memory): RAID0 6/34/9, RAID5 24/37/27,
+/// RAID6 33/37/42 (whole-stripe write, read, unaligned write).
 #[test]
 fn allocations_per_large_request() {
-    raidd_rt::block_on(async {
-        for (level, n, data, ceiling) in [
-            (Level::Raid0, 4, 4, [1.0, 1.0, 2.0]),
-            (Level::Raid5, 4, 3, [0.0, 6.0, 1.0]),
-            (Level::Raid6, 5, 3, [3.0, 6.0, 7.0]),
-        ] {
-            let a = array(level, n, None).await;
-            let got = per_large_request(&a, data, 4).await;
-            let [w, r, u] = got;
-            eprintln!(
-                "{level}: {w:.2} allocations per write of 4 whole stripes, {r:.2} per read, \
-                 {u:.2} per unaligned write"
-            );
-            for (what, (g, c)) in ["write", "read", "unaligned write"]
-                .iter()
-                .zip(got.iter().zip(ceiling))
-            {
-                assert!(
-                    *g <= c,
-                    "{level}: {g} allocations per large {what}, more than {c}"
-                );
+    let dir = tempfile::Builder::new()
+        .prefix("raidd-allocs-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let path = dir.path().to_owned();
+    raidd_rt::block_on(async move {
+        for media in [None, Some(path.as_path())] {
+            for (level, n, data) in [
+                (Level::Raid0, 4, 4),
+                (Level::Raid10, 4, 2),
+                (Level::Raid5, 4, 3),
+                (Level::Raid6, 5, 3),
+            ] {
+                let a = array(level, n, media).await;
+                for (cache, stripes) in [(0, 4), (0, 16), (1 << 20, 4)] {
+                    a.set_stripe_cache(cache, Gather::Plug);
+                    let got = per_large_request(&a, data, stripes).await;
+                    let [w, r, u] = got;
+                    let what = format!(
+                        "{level} ({}, {stripes} stripes, cache {cache})",
+                        if media.is_some() { "files" } else { "memory" }
+                    );
+                    eprintln!(
+                        "{what}: {w:.2} allocations per whole-stripe write, {r:.2} per read, \
+                         {u:.2} per unaligned write"
+                    );
+                    assert!(
+                        got == [0.0; 3],
+                        "{what}: {got:?} allocations per large request"
+                    );
+                }
             }
         }
     });

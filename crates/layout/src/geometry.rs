@@ -306,24 +306,50 @@ impl Geometry {
     /// For parity levels every piece lies within one chunk (one stripe, one data member).
     /// Panics if the range is outside the array (callers validate first).
     pub fn pieces(&self, sector: u64, count: u64) -> Pieces {
+        let mut pieces = Pieces::new();
+        self.pieces_into(sector, count, &mut pieces);
+        pieces
+    }
+
+    /// [`Geometry::pieces`] into `out` (emptied first), which needs room for
+    /// [`Geometry::piece_room`] pieces not to grow: a caller with a kept table of that room
+    /// maps a large request without allocating.
+    pub fn pieces_into(&self, sector: u64, count: u64, out: &mut Pieces) {
         let end = sector.checked_add(count);
         assert!(
             end.is_some_and(|end| end <= self.array_sectors()),
             "range {sector}+{count} is outside the array of {} sectors",
             self.array_sectors()
         );
+        out.clear();
         if count == 0 {
-            return Pieces::new();
+            return;
         }
-        let pieces = match self {
-            Geometry::Linear(g) => g.pieces(sector, count),
-            Geometry::Raid0(g) => g.pieces(sector, count),
-            Geometry::Raid1(g) => smallvec::smallvec![g.piece(sector, count)],
-            Geometry::Raid10(g) => g.pieces(sector, count),
-            Geometry::Parity(g) => g.pieces(sector, count),
-        };
-        debug_assert_eq!(pieces.iter().map(|p| p.sectors).sum::<u64>(), count);
-        pieces
+        match self {
+            Geometry::Linear(g) => g.pieces(sector, count, out),
+            Geometry::Raid0(g) => g.pieces(sector, count, out),
+            Geometry::Raid1(g) => out.push(g.piece(sector, count)),
+            Geometry::Raid10(g) => g.pieces(sector, count, out),
+            Geometry::Parity(g) => g.pieces(sector, count, out),
+        }
+        debug_assert_eq!(out.iter().map(|p| p.sectors).sum::<u64>(), count);
+        debug_assert!(out.len() <= self.piece_room(sector, count));
+    }
+
+    /// The most pieces `[sector, sector + count)` splits into (one per chunk it touches; one
+    /// per member it touches on linear; one on RAID1), for [`Geometry::pieces_into`].
+    #[inline]
+    pub fn piece_room(&self, sector: u64, count: u64) -> usize {
+        if count == 0 {
+            return 0;
+        }
+        match self {
+            Geometry::Linear(g) => g.members_touched(sector, count),
+            Geometry::Raid1(_) => 1,
+            Geometry::Raid0(g) => chunk_span(sector, count, u64::from(g.chunk_sectors)),
+            Geometry::Raid10(g) => chunk_span(sector, count, u64::from(g.chunk_sectors)),
+            Geometry::Parity(g) => chunk_span(sector, count, u64::from(g.chunk_sectors)),
+        }
     }
 
     /// Where a member sector belongs: data of some array sector (and which copy), parity, or

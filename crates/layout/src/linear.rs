@@ -45,11 +45,16 @@ impl LinearGeometry {
         self.starts.partition_point(|&start| start <= sector) - 1
     }
 
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
+    /// Members the non-empty range `[sector, sector + count)` touches.
+    pub(crate) fn members_touched(&self, sector: u64, count: u64) -> usize {
+        self.member_of(sector + count - 1) - self.member_of(sector) + 1
+    }
+
+    pub(crate) fn pieces(&self, sector: u64, count: u64, pieces: &mut Pieces) {
         let end = sector + count;
         let first = self.member_of(sector);
         let last = self.member_of(end - 1);
-        let mut pieces = Pieces::with_capacity(last - first + 1);
+        pieces.reserve(last - first + 1);
         let mut at = sector;
         for member in first..=last {
             let piece_end = end.min(self.starts[member + 1]);
@@ -61,7 +66,6 @@ impl LinearGeometry {
             at = piece_end;
         }
         debug_assert_eq!(at, end);
-        pieces
     }
 
     pub(crate) fn reverse(&self, member: usize, member_sector: u64) -> Reverse {

@@ -129,10 +129,10 @@ impl Raid0Geometry {
         loc
     }
 
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
+    pub(crate) fn pieces(&self, sector: u64, count: u64, pieces: &mut Pieces) {
         let chunk = u64::from(self.chunk_sectors);
         let end = sector + count;
-        let mut pieces = Pieces::with_capacity(chunk_span(sector, count, chunk));
+        pieces.reserve(chunk_span(sector, count, chunk));
         let mut zone_index = self.zone_of(sector);
         let mut at = sector;
         while at < end {
@@ -143,10 +143,9 @@ impl Raid0Geometry {
             }
             // Zones start on chunk boundaries, so a chunk never straddles two zones.
             let len = (chunk - at % chunk).min(end - at);
-            push_merged(&mut pieces, Piece::single(at, len, self.locate(zone, at)));
+            push_merged(pieces, Piece::single(at, len, self.locate(zone, at)));
             at += len;
         }
-        pieces
     }
 
     pub(crate) fn reverse(&self, member: usize, member_sector: u64) -> Reverse {

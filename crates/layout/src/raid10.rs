@@ -203,10 +203,10 @@ impl Raid10Geometry {
         copies
     }
 
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
+    pub(crate) fn pieces(&self, sector: u64, count: u64, pieces: &mut Pieces) {
         let chunk = u64::from(self.chunk_sectors);
         let end = sector + count;
-        let mut pieces = Pieces::with_capacity(chunk_span(sector, count, chunk));
+        pieces.reserve(chunk_span(sector, count, chunk));
         let mut at = sector;
         while at < end {
             let offset = at & (chunk - 1);
@@ -217,10 +217,9 @@ impl Raid10Geometry {
                 sectors: len,
                 copies,
             };
-            push_merged(&mut pieces, piece);
+            push_merged(pieces, piece);
             at += len;
         }
-        pieces
     }
 
     pub(crate) fn reverse(&self, member: usize, member_sector: u64) -> Reverse {

@@ -301,10 +301,10 @@ impl ParityGeometry {
 
     /// Data pieces, one per chunk touched (never merged across chunks, so every piece lies
     /// in one stripe on one data member).
-    pub(crate) fn pieces(&self, sector: u64, count: u64) -> Pieces {
+    pub(crate) fn pieces(&self, sector: u64, count: u64, pieces: &mut Pieces) {
         let chunk = u64::from(self.chunk_sectors);
         let end = sector + count;
-        let mut pieces = Pieces::with_capacity(chunk_span(sector, count, chunk));
+        pieces.reserve(chunk_span(sector, count, chunk));
         let mut at = sector;
         while at < end {
             let (stripe, dd, offset) = self.locate(at);
@@ -316,7 +316,6 @@ impl ParityGeometry {
             pieces.push(Piece::single(at, len, loc));
             at += len;
         }
-        pieces
     }
 
     pub(crate) fn reverse(&self, member: usize, member_sector: u64) -> Reverse {

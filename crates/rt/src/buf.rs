@@ -660,6 +660,14 @@ pub type IoVec = SmallVec<[BufSlice; 4]>;
 /// Exclusive windows for one vectored read.
 pub type IoVecMut = SmallVec<[BufSliceMut; 4]>;
 
+/// Done with a list of windows (an [`IoVec`] or [`IoVecMut`], or any four-inline list of
+/// them): the windows still in it are dropped now, and its heap block, if it spilled, is
+/// kept for the next large request's list (`recycle::keep_small_vec`). Whoever consumes a
+/// request's list last gives it back this way, so that a large request allocates none.
+pub fn give_iov<W>(iov: SmallVec<[W; 4]>) {
+    crate::recycle::keep_small_vec(iov, crate::fs::IOV_MAX);
+}
+
 /// Total bytes of an [`IoVec`].
 pub fn iov_len(iov: &[BufSlice]) -> usize {
     iov.iter().map(BufSlice::len).sum()

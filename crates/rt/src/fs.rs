@@ -54,13 +54,9 @@ struct Iovecs(Vec<libc::iovec>);
 /// The largest iovec array kept for reuse (in iovecs).
 const IOVECS_KEPT_CAP: usize = 64;
 
-thread_local! {
-    static FREE_IOVECS: recycle::VecList<libc::iovec> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 impl Iovecs {
     fn new(parts: impl Iterator<Item = (*mut u8, usize)>) -> Iovecs {
-        let mut v = recycle::pop_vec(&FREE_IOVECS);
+        let mut v = recycle::vec_with_room(parts.size_hint().0);
         v.extend(parts.map(|(ptr, len)| libc::iovec {
             iov_base: ptr.cast(),
             iov_len: len,
@@ -79,7 +75,7 @@ impl Iovecs {
 
 impl Drop for Iovecs {
     fn drop(&mut self) {
-        recycle::keep_vec(&FREE_IOVECS, std::mem::take(&mut self.0), IOVECS_KEPT_CAP);
+        recycle::keep_vec(std::mem::take(&mut self.0), IOVECS_KEPT_CAP);
     }
 }
 

@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 
-use raidd_layout::{Piece, Pieces, SECTOR_SIZE};
+use raidd_layout::{Piece, SECTOR_SIZE};
+use raidd_rt::recycle::Table;
 use raidd_rt::{IoVec, IoVecMut};
 use smallvec::SmallVec;
 
@@ -13,9 +14,19 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{Batch, Req, ReqMut};
 
 impl Array {
-    fn pieces_of(&self, offset: u64, len: u64) -> Pieces {
-        self.geometry
-            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE)
+    /// The pieces of a request's bytes, on a table kept per thread when they are more than
+    /// a small request's two.
+    #[inline(always)]
+    pub(super) fn pieces_of(&self, offset: u64, len: u64) -> Table<[Piece; 2]> {
+        let (sector, count) = (offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        let mut pieces = if count <= u64::from(self.geometry.chunk_sectors()) {
+            // Within a chunk's length: at most two chunks, inline.
+            Table::default()
+        } else {
+            Table::with_room(self.geometry.piece_room(sector, count))
+        };
+        self.geometry.pieces_into(sector, count, &mut pieces);
+        pieces
     }
 
     /// Byte range of a piece within a request that starts at `offset`.
@@ -33,14 +44,14 @@ impl Array {
     ) -> (Result<()>, IoVecMut) {
         let mut req = ReqMut::new(iov);
         // Inline for a request of up to 16 pieces (a 1 MiB read of 64K chunks).
-        let mut pending: SmallVec<[usize; 16]> = (0..pieces.len()).collect();
+        let mut pending: Table<[usize; 16]> = (0..pieces.len()).collect();
         // Each failed attempt fails at least one member, so this ends.
         for _attempt in 0..=self.slots.len() {
             if pending.is_empty() {
                 return (Ok(()), req.into_iov());
             }
             let mut batch = Batch::default();
-            let mut chosen: SmallVec<[(usize, usize); 16]> = SmallVec::new();
+            let mut chosen: Table<[(usize, usize); 16]> = Table::with_room(pending.len());
             for &i in &pending {
                 let p = &pieces[i];
                 let Some(loc) = self.readable_copy(p) else {

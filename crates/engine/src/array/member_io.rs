@@ -2,8 +2,8 @@
 //! a batch of them issued together.
 //!
 //! A batch is joined in place ([`join_inline`]): the members already box their futures, so
-//! the futures and their results sit inline for up to four member I/Os and nothing is
-//! allocated or moved per I/O. (`futures::join_all` boxed an array of wrapper futures and
+//! the futures and their results sit inline for up to four member I/Os (on blocks kept per
+//! thread past that) and nothing is allocated or moved per I/O. (`futures::join_all` boxed an array of wrapper futures and
 //! collected the results into a `Vec`: a fifth of a RAID5 small write's instructions.)
 //! A member whose I/O fails is failed by identity (see [`Array::fail_member_io`]) once the
 //! batch is over; callers look at the results only then.
@@ -16,11 +16,14 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use raidd_layout::SECTOR_SIZE;
+use raidd_rt::recycle::Table;
 use raidd_rt::{BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::{read_lock, Array};
-use crate::iov::{give_ios, ios_with_room, untag, MemberIo, MemberIos, Tagged, Window, Windows};
+use crate::iov::{
+    give_ios, ios_with_room, untag, MemberIo, MemberIos, ReadLayout, Tagged, Window, Windows,
+};
 use crate::member::{Member, MemberFuture};
 
 /// Member I/Os of a batch held inline: a small write's two to three reads or writes (more
@@ -28,17 +31,15 @@ use crate::member::{Member, MemberFuture};
 /// across an await, so it is part of every request's state in flight.
 const INLINE: usize = 4;
 
-/// Results of a batch of member I/Os, in the batch's order.
-pub(crate) type Results<T> = SmallVec<[T; INLINE]>;
+/// Results of a batch of member I/Os, in the batch's order. Like every table here, inline
+/// for a small request and on a block kept per thread past that (`raidd_rt::recycle::Table`).
+pub(crate) type Results<T> = Table<[T; INLINE]>;
 
 /// Futures of a batch.
-pub(crate) type Futures<F> = SmallVec<[F; INLINE]>;
+pub(crate) type Futures<F> = Table<[F; INLINE]>;
 
-/// Where a read's windows go back in the request (see `iov::untag`).
-type Layout = SmallVec<[(usize, usize); 4]>;
-
-/// The windows of a read and how to put them back in the request.
-pub(crate) type ReadBack = (IoVecMut, Layout);
+/// The windows of a read and how to put them back in the request (see `iov::untag`).
+pub(crate) type ReadBack = (IoVecMut, ReadLayout);
 
 /// A write's copy to a slot's replacement: (slot, replacement, byte offset, windows).
 type ReplacementCopy = (usize, Arc<dyn Member>, u64, IoVec);
@@ -59,7 +60,7 @@ impl<F: Future> Joined<F> {
 }
 
 /// The futures of a join, each replaced by its output in place as it completes.
-type Slots<F> = SmallVec<[Joined<F>; INLINE]>;
+type Slots<F> = Table<[Joined<F>; INLINE]>;
 
 /// Runs every future to completion concurrently; their outputs in order.
 pub(crate) async fn join_inline<F>(futs: Futures<F>) -> Results<F::Output>
@@ -68,7 +69,7 @@ where
 {
     let mut slots: Slots<F> = futs.into_iter().map(Joined::Running).collect();
     join_slots(&mut slots).await;
-    slots.into_iter().map(Joined::output).collect()
+    slots.drain(..).map(Joined::output).collect()
 }
 
 /// Polls every running slot until each holds its output.
@@ -139,7 +140,7 @@ impl Array {
         // Each I/O's slot and member, held while its future borrows the member; the futures
         // join in place and the outputs are kept straight from them (three tables per batch:
         // each one more was a collect on every small write and a spill on large batches).
-        let members: SmallVec<[(usize, Arc<dyn Member>); INLINE]> = ios
+        let members: Table<[(usize, Arc<dyn Member>); INLINE]> = ios
             .iter()
             .map(|io| (io.member, self.member_ref(io.member)))
             .collect();
@@ -152,9 +153,10 @@ impl Array {
         join_slots(&mut slots).await;
         let outputs: Results<(usize, U)> = members
             .iter()
-            .zip(slots)
+            .zip(slots.drain(..))
             .map(|((role, _), slot)| (*role, keep(slot.output())))
             .collect();
+        drop(slots); // before the members its futures borrowed
         for ((role, out), (_, member)) in outputs.iter().zip(&members) {
             if let Some(e) = error(out) {
                 self.fail_member_io(*role, member, e).await;
@@ -169,7 +171,7 @@ impl Array {
         &self,
         mut ios: MemberIos<Tagged>,
     ) -> Results<(usize, io::Result<()>, ReadBack)> {
-        let mut layouts: SmallVec<[Layout; INLINE]> = SmallVec::new();
+        let mut layouts: Table<[ReadLayout; INLINE]> = Table::with_room(ios.len());
         let mut plain: MemberIos<BufSliceMut> = ios_with_room(ios.len());
         plain.extend(ios.drain(..).map(|io| {
             let (windows, layout) = untag(io.windows);
@@ -377,7 +379,7 @@ mod tests {
                 "future {i} polled once per pending turn, then never"
             );
         }
-        let none: Futures<After> = SmallVec::new();
+        let none: Futures<After> = Futures::default();
         assert!(raidd_rt::block_on(join_inline(none)).is_empty());
     }
 }

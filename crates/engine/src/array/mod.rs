@@ -801,9 +801,7 @@ impl Array {
         // One extent on one readable copy (every small read, and any read within a chunk):
         // the caller's windows go to that member as they are, with nothing to plan. Reads
         // bypass the stripe cache (it is write-through), so parity levels take this path too.
-        let pieces = self
-            .geometry
-            .pieces(offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        let pieces = self.pieces_of(offset, len);
         let iov = match pieces.as_slice() {
             [p] => match self.readable_copy(p) {
                 Some(loc) => {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use raidd_layout::{ParityGeometry, StripeMap, StripeRole, SECTOR_SIZE};
 use raidd_parity::Lost;
+use raidd_rt::recycle::Table;
 use raidd_rt::{AlignedBuf, BufSlice, IoVec, IoVecMut, PooledFuture, SharedBuf};
 use smallvec::SmallVec;
 
@@ -222,7 +223,7 @@ impl Array {
         let mut slow: SmallVec<[usize; 4]> = SmallVec::new();
         let mut batch = Batch::default();
         // Inline for a request of up to 16 pieces (a 1 MiB read of 64K chunks).
-        let mut chosen: SmallVec<[(usize, usize); 16]> = SmallVec::new();
+        let mut chosen: Table<[(usize, usize); 16]> = Table::with_room(pieces.len());
         for (i, p) in pieces.iter().enumerate() {
             let loc = p.copies[0];
             if !self.in_sync_at(loc.member, loc.sector + p.sectors) {
@@ -370,19 +371,24 @@ impl Array {
     async fn write_stripes(&self, req: Arc<Req>, offset: u64, stripes: StripeShares) -> Result<()> {
         let data = self.pg().data_members();
         // Every share is attached (and guarded) before anything waits.
-        let shares: SmallVec<[(Share<'_>, bool); 4]> = stripes
+        let mut shares: Table<[(Share<'_>, bool); 4]> = stripes
             .map(|(stripe, cover)| {
                 let w = cover.covers_stripe(data);
                 (self.attach(stripe, req.clone(), offset, cover), w)
             })
             .collect();
         drop(req);
-        let mut shares = shares.into_iter().peekable();
-        // Each run or share in a pooled block, joined in place: nothing allocated for a
-        // request of up to four of them.
-        let mut futs: Futures<PooledFuture<'_, Result<()>>> = SmallVec::new();
+        let mut shares = shares.drain(..).peekable();
+        // Each run or share in a pooled block, joined in place: nothing allocated (past four,
+        // the tables are on blocks kept per thread).
+        let mut futs: Futures<PooledFuture<'_, Result<()>>> = Futures::with_room(shares.len());
         while let Some((share, whole)) = shares.next() {
-            let mut run: SmallVec<[Share<'_>; 4]> = smallvec::smallvec![share];
+            let mut run: Run<'_> = if whole {
+                Table::with_room(1 + shares.len())
+            } else {
+                Table::default()
+            };
+            run.push(share);
             if whole && run[0].signal().holds_lead() {
                 while let Some((next, true)) = shares.peek() {
                     if !next.signal().holds_lead() {
@@ -419,8 +425,8 @@ impl Array {
     }
 
     /// Leads consecutive stripes whose leads these shares hold, as one batch of member I/O.
-    async fn lead_run(&self, run: SmallVec<[Share<'_>; 4]>) -> Result<()> {
-        let held: SmallVec<[(u64, &Signal); 4]> = run
+    async fn lead_run(&self, run: Run<'_>) -> Result<()> {
+        let held: Table<[(u64, &Signal); 4]> = run
             .iter()
             .map(|s| {
                 let lead = s.signal().take_lead();
@@ -514,7 +520,7 @@ impl Array {
         parts: &[Parts],
         kept: &mut [Vec<Cached>],
     ) -> Result<()> {
-        let mut open: SmallVec<[(usize, OpenBatch); 4]> = SmallVec::new();
+        let mut open: Table<[(usize, OpenBatch); 4]> = Table::with_room(held.len());
         for (i, (stripe, _)) in held.iter().enumerate() {
             if let Some(o) = self.open_batch(*stripe, &parts[i], &mut kept[i]) {
                 open.push((i, o));
@@ -531,7 +537,7 @@ impl Array {
         if r.is_ok() {
             r = self.written(&self.issue_writes(writes.into_ios()).await);
         }
-        for (i, o) in open {
+        for (i, o) in open.drain(..) {
             self.settle_batch(o, r.is_ok(), &mut kept[i]);
         }
         r
@@ -905,6 +911,10 @@ impl Array {
         );
     }
 }
+
+/// Consecutive whole stripes' shares led together, in stripe order (a table kept per thread
+/// past four).
+type Run<'a> = Table<[Share<'a>; 4]>;
 
 /// A request's share of one stripe, attached to its head. If its future is dropped the
 /// stripe must not wait for it (nor stay led by it).

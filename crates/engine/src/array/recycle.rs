@@ -7,9 +7,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use raidd_rt::recycle::{
-    give, keep_small_vec, keep_vec, pop_vec, small_vec, take, FreeList, VecList,
-};
+use raidd_rt::recycle::{give, keep_small_vec, keep_vec, pop_vec, small_vec, take, FreeList};
 use raidd_rt::IoVec;
 use smallvec::SmallVec;
 
@@ -20,26 +18,17 @@ use crate::iov::Req;
 thread_local! {
     static REQS: FreeList<Req> = const { RefCell::new(Vec::new()) };
     static SIGNALS: FreeList<Signal> = const { RefCell::new(Vec::new()) };
-    /// Emptied lists of a stripe's kept contents: a stripe newly kept takes one instead of
-    /// allocating, and an evicted stripe's comes back here.
-    static CACHED: VecList<Cached> = const { RefCell::new(Vec::new()) };
-    /// Blocks of the per-stripe lists of a run of stripes led together (one stripe, the
-    /// small write's case, is inline).
-    static RUN_PARTS: VecList<Parts> = const { RefCell::new(Vec::new()) };
-    static RUN_KEPT: VecList<Vec<Cached>> = const { RefCell::new(Vec::new()) };
-    /// Lists of the pieces a gathered chunk's new contents came in.
-    static PIECES: VecList<ChunkPiece> = const { RefCell::new(Vec::new()) };
 }
 
 /// An empty list for a chunk's pieces, from this thread's lists when it has one.
 pub(crate) fn piece_list() -> Vec<ChunkPiece> {
-    pop_vec(&PIECES)
+    pop_vec()
 }
 
 /// Empties a chunk's pieces (their windows are released now) and keeps the list.
 pub(crate) fn give_piece_list(list: Vec<ChunkPiece>) {
     // A chunk of 64 KiB gathered from 4 KiB writes comes in sixteen pieces.
-    keep_vec(&PIECES, list, 256);
+    keep_vec(list, 256);
 }
 
 /// The parts taken from each stripe of a run, in stripe order.
@@ -50,29 +39,26 @@ pub(crate) type RunKept = SmallVec<[Vec<Cached>; 1]>;
 
 /// Empty lists for a run of `stripes` stripes, with room for all (from this thread's lists).
 pub(crate) fn run_lists(stripes: usize) -> (RunParts, RunKept) {
-    (
-        small_vec(&RUN_PARTS, stripes),
-        small_vec(&RUN_KEPT, stripes),
-    )
+    (small_vec(stripes), small_vec(stripes))
 }
 
 /// Gives a run's lists back, emptied.
 pub(crate) fn give_run_lists(parts: RunParts, kept: RunKept) {
     // A run is at most the stripes of one request.
-    keep_small_vec(&RUN_PARTS, parts, 1024);
-    keep_small_vec(&RUN_KEPT, kept, 1024);
+    keep_small_vec(parts, 1024);
+    keep_small_vec(kept, 1024);
 }
 
 /// An empty list for a stripe's kept contents, with room, from this thread's list when it
 /// has one.
 pub(crate) fn cached_list() -> Vec<Cached> {
-    pop_vec(&CACHED)
+    pop_vec()
 }
 
 /// Empties a stripe's kept contents (their buffers go back to the pool now) and keeps the
 /// list for the next stripe.
 pub(crate) fn give_cached_list(list: Vec<Cached>) {
-    keep_vec(&CACHED, list, usize::MAX);
+    keep_vec(list, usize::MAX);
 }
 
 /// A shared request over the client's windows.

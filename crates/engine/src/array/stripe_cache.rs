@@ -259,7 +259,15 @@ impl Iterator for StripeShares {
         self.at = stop;
         Some((stripe, cover))
     }
+
+    /// Exact: a table collected from the shares takes up the room it needs at once.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.stripes()).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
 }
+
+impl ExactSizeIterator for StripeShares {}
 
 /// The parts of a batch (inline for two: most batches are one small write).
 pub(crate) type Parts = SmallVec<[Part; 2]>;
@@ -852,6 +860,12 @@ mod tests {
                 .map(|(stripe, cover)| (stripe, cover.iter().collect()))
                 .collect();
             prop_assert_eq!(&got, &want);
+            // The size hint is exact at every step (tables are sized by it).
+            let mut it = stripe_shares(&pg, start, count);
+            for left in (0..=want.len()).rev() {
+                prop_assert_eq!(it.size_hint(), (left, Some(left)));
+                prop_assert_eq!(it.next().is_some(), left > 0);
+            }
             let k = pg.data_members();
             let chunk = u64::from(pg.chunk_sectors);
             for (stripe, cover) in stripe_shares(&pg, start, count) {

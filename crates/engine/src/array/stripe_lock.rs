@@ -4,7 +4,7 @@
 //! memory stays bounded whatever the array size.
 
 use futures::lock::{Mutex, MutexGuard};
-use smallvec::SmallVec;
+use raidd_rt::recycle::Table;
 
 const SLOTS: usize = 4096;
 
@@ -14,9 +14,10 @@ pub(crate) struct StripeLocks {
 }
 
 /// Held locks; released on drop. Inline for up to four stripes (a run of whole stripes of
-/// a 1 MiB-class write); each inline guard adds 8 bytes to a small write's state.
+/// a 1 MiB-class write; a longer run's are on a block kept per thread); each inline guard
+/// adds 8 bytes to a small write's state.
 pub(crate) struct StripeGuard<'a> {
-    _guards: SmallVec<[MutexGuard<'a, ()>; 4]>,
+    _guards: Table<[MutexGuard<'a, ()>; 4]>,
 }
 
 impl Default for StripeLocks {
@@ -32,8 +33,8 @@ impl StripeLocks {
     /// requests can never wait for each other in a cycle.
     pub(crate) async fn lock(&self, first: u64, last: u64) -> StripeGuard<'_> {
         assert!(first <= last, "inverted stripe range {first}..={last}");
-        // Inline for up to four stripes: nothing allocated.
-        let mut idx: SmallVec<[usize; 4]> = if last - first + 1 >= SLOTS as u64 {
+        // Inline for up to four stripes, else on a kept block: nothing allocated.
+        let mut idx: Table<[usize; 4]> = if last - first + 1 >= SLOTS as u64 {
             (0..SLOTS).collect()
         } else {
             (first..=last)
@@ -42,8 +43,8 @@ impl StripeLocks {
         };
         idx.sort_unstable();
         idx.dedup();
-        let mut guards = SmallVec::with_capacity(idx.len());
-        for i in idx {
+        let mut guards = Table::with_room(idx.len());
+        for &i in idx.iter() {
             guards.push(self.slots[i].lock().await);
         }
         StripeGuard { _guards: guards }

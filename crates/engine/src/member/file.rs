@@ -265,7 +265,11 @@ impl Member for FileMember {
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
-        MemberFuture::new(async move { self.file.writev_all_at(iov, offset).await.0 })
+        MemberFuture::new(async move {
+            let (r, iov) = self.file.writev_all_at(iov, offset).await;
+            raidd_rt::buf::give_iov(iov);
+            r
+        })
     }
 
     fn flush(&self) -> MemberFuture<'_, io::Result<()>> {

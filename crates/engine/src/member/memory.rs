@@ -143,6 +143,7 @@ impl Member for MemMember {
             self.write_sync(pos, w.as_slice());
             pos += w.len() as u64;
         }
+        raidd_rt::buf::give_iov(iov);
         MemberFuture::new(std::future::ready(Ok(())))
     }
 

@@ -206,6 +206,19 @@ pub fn check_pieces(g: &Geometry, sector: u64, count: u64, step: u64) -> Pieces 
         assert_eq!(locs_of(g, piece.array_sector + last), expect);
     }
     assert_eq!(at, sector + count, "pieces cover the range exactly");
+    // Into a table that held other pieces: the same pieces, within the room announced.
+    let room = g.piece_room(sector, count);
+    assert!(
+        pieces.len() <= room,
+        "{} pieces, room for {room}",
+        pieces.len()
+    );
+    let mut table = g.pieces(0, 1);
+    table.reserve(room);
+    let cap = table.capacity();
+    g.pieces_into(sector, count, &mut table);
+    assert_eq!(table, pieces, "pieces_into empties the table first");
+    assert_eq!(table.capacity(), cap, "the room announced is enough");
     if let Some(p) = g.as_parity() {
         let chunk = u64::from(p.chunk_sectors);
         for piece in &pieces {

@@ -139,7 +139,9 @@ impl Array {
     ) -> Results<(usize, U)> {
         // Each I/O's slot and member, held while its future borrows the member; the futures
         // join in place and the outputs are kept straight from them (three tables per batch:
-        // each one more was a collect on every small write and a spill on large batches).
+        // each one more was a collect on every small write and a spill on large batches). The
+        // slots, declared after the members, are dropped before them (not moved into `drop`:
+        // a move copies the whole inline table).
         let members: Table<[(usize, Arc<dyn Member>); INLINE]> = ios
             .iter()
             .map(|io| (io.member, self.member_ref(io.member)))
@@ -156,7 +158,6 @@ impl Array {
             .zip(slots.drain(..))
             .map(|((role, _), slot)| (*role, keep(slot.output())))
             .collect();
-        drop(slots); // before the members its futures borrowed
         for ((role, out), (_, member)) in outputs.iter().zip(&members) {
             if let Some(e) = error(out) {
                 self.fail_member_io(*role, member, e).await;

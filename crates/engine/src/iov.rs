@@ -218,7 +218,7 @@ pub(crate) fn untag(mut windows: Windows<Tagged>) -> (Windows<BufSliceMut>, Read
         layout.push((t.req_off, t.window.len()));
         iov.push(t.window);
     }
-    keep_small_vec(windows, WINDOWS_KEPT_MAX);
+    give_iov(windows);
     (iov, layout)
 }
 
@@ -348,12 +348,9 @@ pub(crate) struct MemberIo<W> {
     pub(crate) windows: Windows<W>,
 }
 
-pub(crate) trait Window: Sized + 'static {
+pub(crate) trait Window: Sized {
     fn len(&self) -> usize;
 }
-
-/// Windows a member I/O's list may keep room for in a recycled block (IOV_MAX).
-pub(crate) const WINDOWS_KEPT_MAX: usize = IOV_MAX;
 
 /// Parts a batch may keep room for in a recycled block.
 const PARTS_KEPT_MAX: usize = 1024;

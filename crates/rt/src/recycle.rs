@@ -5,8 +5,9 @@
 //! (buffers, client windows, wakers) goes then, not when it is reused. Lists are bounded.
 //!
 //! The same for the heap blocks of Vecs made per request (a member I/O's iovec array, a
-//! kept stripe's list of contents, a large batch's tables): [`pop_vec`], [`keep_vec`],
-//! [`small_vec`], [`keep_small_vec`], kept by their elements' layout.
+//! kept stripe's list of contents, a large request's tables): [`pop_vec`], [`keep_vec`],
+//! [`small_vec`], [`keep_small_vec`], kept by their elements' layout, and [`Table`], a
+//! SmallVec that gives its block back when dropped.
 
 use std::alloc::Layout;
 use std::cell::RefCell;

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use raidd_rt::buf::give_iov;
 use raidd_rt::fs::IOV_MAX;
-use raidd_rt::recycle::{keep_small_vec, keep_vec, pop_vec, small_vec, Table};
+use raidd_rt::recycle::{keep_vec, pop_vec, small_vec, spill_before_push, Table};
 use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
@@ -313,7 +313,7 @@ impl std::ops::Deref for Bytes {
 /// inline up to a stripe's worth, so a small request's batch allocates nothing.
 #[derive(Debug)]
 pub(crate) struct Batch<W> {
-    items: SmallVec<[BatchPart<W>; 8]>,
+    items: Table<[BatchPart<W>; 8]>,
 }
 
 /// A part of a batch: member, byte offset on the member, window.
@@ -322,7 +322,7 @@ pub(crate) type BatchPart<W> = (usize, u64, W);
 impl<W> Default for Batch<W> {
     fn default() -> Self {
         Batch {
-            items: SmallVec::new(),
+            items: Table::default(),
         }
     }
 }
@@ -332,7 +332,7 @@ impl<W> Default for Batch<W> {
 /// that issue them, which hold them while they wait, so the inline sizes here (and their
 /// windows') are part of every request's state in flight: four of four windows each made
 /// an NBD write's state 5,784 B, three 5,528 B.
-pub(crate) type MemberIos<W> = SmallVec<[MemberIo<W>; 3]>;
+pub(crate) type MemberIos<W> = Table<[MemberIo<W>; 3]>;
 
 /// The windows of one member I/O, inline up to four: one for a small request, one per
 /// stripe for a member's share of a run of whole stripes. As many as an `IoVec` holds
@@ -352,25 +352,6 @@ pub(crate) trait Window: Sized {
     fn len(&self) -> usize;
 }
 
-/// Parts a batch may keep room for in a recycled block.
-const PARTS_KEPT_MAX: usize = 1024;
-
-/// Member I/Os a batch may keep room for in a recycled block (IOV_MAX-sized joins of a
-/// very large request on a wide array are freed instead).
-const IOS_KEPT_MAX: usize = 64;
-
-/// Room for `n` member I/Os over windows of kind `W`: inline for a small request, else a
-/// block from the thread's list.
-pub(crate) fn ios_with_room<W: Window>(n: usize) -> MemberIos<W> {
-    small_vec(n)
-}
-
-/// Gives a batch's member I/Os back once issued (drained): its block, if it spilled, goes
-/// to the thread's list for the next large batch.
-pub(crate) fn give_ios<W: Window>(ios: MemberIos<W>) {
-    keep_small_vec(ios, IOS_KEPT_MAX);
-}
-
 impl Window for BufSlice {
     fn len(&self) -> usize {
         BufSlice::len(self)
@@ -388,13 +369,8 @@ impl<W: Window> Batch<W> {
         if window.len() == 0 {
             return;
         }
-        if !self.items.spilled() && self.items.len() == self.items.inline_size() {
-            // A large request's batch: on to a kept block, with room to grow.
-            let n = self.items.len();
-            let mut more: SmallVec<[BatchPart<W>; 8]> = small_vec(4 * n);
-            more.extend(self.items.drain(..));
-            self.items = more;
-        }
+        // A large request's batch goes on to a kept block, with room to grow.
+        spill_before_push(&mut self.items);
         self.items.push((member, offset, window));
     }
 
@@ -405,10 +381,10 @@ impl<W: Window> Batch<W> {
         // No more I/Os than parts; past the inline size, one per member where its parts join
         // (more where they do not: the table grows, and its grown block is kept for the next).
         let mut room = self.items.len();
-        if room > MemberIos::<W>::new().inline_size() {
+        if room > MemberIos::<W>::default().inline_size() {
             room = 1 + self.items.windows(2).filter(|p| p[0].0 != p[1].0).count();
         }
-        let mut out: MemberIos<W> = ios_with_room(room);
+        let mut out = MemberIos::<W>::with_room(room);
         for (member, offset, w) in self.items.drain(..) {
             let n = w.len() as u64;
             if let Some(last) = out.last_mut() {
@@ -419,13 +395,9 @@ impl<W: Window> Batch<W> {
                     );
                     if last.offset + last.len == offset && last.windows.len() < IOV_MAX {
                         last.len += n;
-                        if last.windows.len() == last.windows.inline_size() {
-                            // A member's share of a large request: on to a kept block (the
-                            // member gives it back, `give_iov`), with room to grow.
-                            let mut more: Windows<W> = small_vec(4 * last.windows.len());
-                            more.extend(last.windows.drain(..));
-                            last.windows = more;
-                        }
+                        // A member's share of a large request goes on to a kept block (the
+                        // member gives it back, `give_iov`), with room to grow.
+                        spill_before_push(&mut last.windows);
                         last.windows.push(w);
                         continue;
                     }
@@ -440,7 +412,6 @@ impl<W: Window> Batch<W> {
                 windows,
             });
         }
-        keep_small_vec(self.items, PARTS_KEPT_MAX);
         out
     }
 }

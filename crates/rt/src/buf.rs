@@ -319,11 +319,12 @@ impl Inner {
             .map_err(|held| BorrowError::Overlap { range, held })
     }
 
-    /// Replaces the exclusive borrow `range` by its two halves at `mid`.
+    /// Replaces the exclusive borrows `left` and `right`, which meet, by their union.
     fn join_exclusive(&self, left: &Range<usize>, right: &Range<usize>) {
         self.borrows().join_exclusive(left, right);
     }
 
+    /// Replaces the exclusive borrow `range` by its two halves at `mid`.
     fn split_exclusive(&self, range: &Range<usize>, mid: usize) {
         self.borrows().split_exclusive(range, mid);
     }

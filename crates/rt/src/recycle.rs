@@ -232,6 +232,18 @@ pub fn keep_small_vec<A: smallvec::Array>(v: smallvec::SmallVec<A>, max_capacity
     }
 }
 
+/// Before a push past `v`'s inline size, moves its elements onto a kept block with room for
+/// four times as many (a table that grows one element at a time: a large request's batch,
+/// a member's windows). Does nothing while there is room.
+#[inline]
+pub fn spill_before_push<A: smallvec::Array>(v: &mut smallvec::SmallVec<A>) {
+    if !v.spilled() && v.len() == A::size() {
+        let mut more: smallvec::SmallVec<A> = spilled_small_vec(4 * A::size().max(1));
+        more.extend(v.drain(..));
+        *v = more;
+    }
+}
+
 /// A SmallVec whose heap block, when it spilled, goes back to this thread's kept blocks
 /// when it is dropped (see [`keep_small_vec`]): for a table that is inline for small
 /// requests, spills for large ones and is handed on, so that whoever drops it last need not
@@ -441,6 +453,20 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_full_inline_table_moves_onto_a_kept_block_before_it_grows() {
+        let mut v: smallvec::SmallVec<[u16; 2]> = smallvec::SmallVec::new();
+        v.push(1);
+        spill_before_push(&mut v);
+        assert!(!v.spilled(), "room left inline");
+        v.push(2);
+        spill_before_push(&mut v);
+        assert!(v.spilled() && v.capacity() >= 8);
+        assert_eq!(v.as_slice(), &[1, 2]);
+        v.push(3);
+        assert_eq!(v.as_slice(), &[1, 2, 3]);
     }
 
     #[test]

@@ -21,9 +21,7 @@ use raidd_rt::{BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::{read_lock, Array};
-use crate::iov::{
-    give_ios, ios_with_room, untag, MemberIo, MemberIos, ReadLayout, Tagged, Window, Windows,
-};
+use crate::iov::{untag, MemberIo, MemberIos, ReadLayout, Tagged, Window, Windows};
 use crate::member::{Member, MemberFuture};
 
 /// Member I/Os of a batch held inline: a small write's two to three reads or writes (more
@@ -151,7 +149,6 @@ impl Array {
             .zip(ios.drain(..))
             .map(|((_, m), io)| Joined::Running(start(&**m, io.offset, io.windows)))
             .collect();
-        give_ios(std::mem::take(ios));
         join_slots(&mut slots).await;
         let outputs: Results<(usize, U)> = members
             .iter()
@@ -173,7 +170,7 @@ impl Array {
         mut ios: MemberIos<Tagged>,
     ) -> Results<(usize, io::Result<()>, ReadBack)> {
         let mut layouts: Table<[ReadLayout; INLINE]> = Table::with_room(ios.len());
-        let mut plain: MemberIos<BufSliceMut> = ios_with_room(ios.len());
+        let mut plain = MemberIos::<BufSliceMut>::with_room(ios.len());
         plain.extend(ios.drain(..).map(|io| {
             let (windows, layout) = untag(io.windows);
             layouts.push(layout);
@@ -184,7 +181,6 @@ impl Array {
                 windows,
             }
         }));
-        give_ios(ios);
         self.join_member_ios(&mut plain, read_at, same, read_error)
             .await
             .into_iter()

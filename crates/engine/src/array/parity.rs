@@ -450,7 +450,10 @@ impl Array {
     /// Runs one batch on each of the consecutive stripes these signals lead, then hands each
     /// stripe on.
     async fn lead(&self, held: &[(u64, &Signal)]) {
-        let (parts, mut kept) = recycle::run_lists(held.len());
+        let (parts, mut kept) = (
+            recycle::RunParts::with_room(held.len()),
+            recycle::RunKept::with_room(held.len()),
+        );
         let mut leading = Leading {
             cache: &self.cache,
             held,
@@ -493,7 +496,6 @@ impl Array {
         for (((stripe, _), parts), kept) in held.iter().zip(parts.drain(..)).zip(kept.drain(..)) {
             self.cache.finish(*stripe, kept, parts, &r);
         }
-        recycle::give_run_lists(parts, kept);
     }
 
     /// Writes one stripe's batch. On return `kept` holds its contents worth keeping.

@@ -7,9 +7,8 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use raidd_rt::recycle::{give, keep_small_vec, keep_vec, pop_vec, small_vec, take, FreeList};
+use raidd_rt::recycle::{give, keep_vec, pop_vec, take, FreeList, Table};
 use raidd_rt::IoVec;
-use smallvec::SmallVec;
 
 use super::parity::ChunkPiece;
 use super::stripe_cache::{Cached, Parts, Signal};
@@ -32,22 +31,10 @@ pub(crate) fn give_piece_list(list: Vec<ChunkPiece>) {
 }
 
 /// The parts taken from each stripe of a run, in stripe order.
-pub(crate) type RunParts = SmallVec<[Parts; 1]>;
+pub(crate) type RunParts = Table<[Parts; 1]>;
 
 /// The kept contents of each stripe of a run, in stripe order.
-pub(crate) type RunKept = SmallVec<[Vec<Cached>; 1]>;
-
-/// Empty lists for a run of `stripes` stripes, with room for all (from this thread's lists).
-pub(crate) fn run_lists(stripes: usize) -> (RunParts, RunKept) {
-    (small_vec(stripes), small_vec(stripes))
-}
-
-/// Gives a run's lists back, emptied.
-pub(crate) fn give_run_lists(parts: RunParts, kept: RunKept) {
-    // A run is at most the stripes of one request.
-    keep_small_vec(parts, 1024);
-    keep_small_vec(kept, 1024);
-}
+pub(crate) type RunKept = Table<[Vec<Cached>; 1]>;
 
 /// An empty list for a stripe's kept contents, with room, from this thread's list when it
 /// has one.

@@ -716,6 +716,9 @@ impl Array {
         // contents were neither read nor known computes garbage, which is not written and
         // must not be kept either).
         let mut valid = [true, true];
+        // Per data chunk, a window borrowed for parity that is also the chunk's member write
+        // (a part that writes the whole chunk over the rows): lent once, not again.
+        let mut ready: SmallVec<[Option<BufSlice>; 8]> = SmallVec::new();
         let (p, q) = match strategy {
             Strategy::DataOnly => {
                 // Parity is gone, so nothing below keeps the rows known: drop them.
@@ -842,18 +845,24 @@ impl Array {
                     let m = map.data[dd];
                     old[m] = match chunks[q_index(map, dd)].take() {
                         Some(NewChunk::Whole(crate::iov::Bytes::Copy(b))) => Some(b),
-                        Some(chunk) if keep => {
-                            let mut b = AlignedBuf::for_overwrite(len);
-                            for (w, bytes) in chunk.pieces() {
-                                copied(w.len());
-                                b[w].copy_from_slice(bytes);
-                            }
-                            chunk.recycle();
-                            Some(b)
-                        }
                         Some(chunk) => {
-                            chunk.recycle();
-                            None
+                            let known = keep.then(|| {
+                                let mut b = AlignedBuf::for_overwrite(len);
+                                for (w, bytes) in chunk.pieces() {
+                                    copied(w.len());
+                                    b[w].copy_from_slice(bytes);
+                                }
+                                b
+                            });
+                            if let NewChunk::Whole(crate::iov::Bytes::Window(w)) = chunk {
+                                if ready.is_empty() {
+                                    ready.resize_with(k, || None);
+                                }
+                                ready[dd] = Some(w);
+                            } else {
+                                chunk.recycle();
+                            }
+                            known
                         }
                         None => None,
                     };
@@ -868,6 +877,12 @@ impl Array {
             let m = map.data[dd];
             if !self.in_sync_at(m, end) {
                 continue; // its new contents live in the parity
+            }
+            if let Some(w) = ready.get_mut(dd).and_then(Option::take) {
+                debug_assert!(matches!(s.0.as_slice(), [(r, _)] if r == rows));
+                let at = self.member_offset(m, pg.member_sector(stripe, rows.start));
+                writes.push(m, at, w);
+                continue;
             }
             for (r, part) in &s.0 {
                 let p = &parts[*part];

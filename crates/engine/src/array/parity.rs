@@ -80,38 +80,59 @@ pub(crate) fn choose_strategy(
         return (Strategy::FullStripe, SmallVec::new());
     }
     let have = |m: usize| known(m) || in_sync(m);
-    let to_read = |set: &[usize]| -> SmallVec<[usize; 16]> {
-        set.iter().copied().filter(|&m| !known(m)).collect()
-    };
-    let rcw: SmallVec<[usize; 16]> = (0..cover.len())
-        .filter(|&dd| cover[dd] != Cover::Full)
-        .map(|dd| map.data[dd])
-        .collect();
-    let rcw_ok = rcw.iter().all(|&m| have(m));
-    let mut rmw: SmallVec<[usize; 16]> = (0..cover.len())
-        .filter(|&dd| cover[dd] != Cover::None)
-        .map(|dd| map.data[dd])
-        .collect();
-    let rmw_ok = rmw.iter().all(|&m| have(m));
-    if p_ok {
-        rmw.push(map.p);
-    }
-    if let Some(q) = map.q.filter(|_| q_ok) {
-        rmw.push(q);
-    }
-    let (rcw_reads, rmw_reads) = (to_read(&rcw), to_read(&rmw));
-    match (rcw_ok, rmw_ok) {
-        (true, true) if rmw_reads.len() < rcw_reads.len() => (Strategy::ReadModifyWrite, rmw_reads),
-        (true, _) => (Strategy::ReconstructWrite, rcw_reads),
-        (false, true) => (Strategy::ReadModifyWrite, rmw_reads),
-        (false, false) => {
-            let all: SmallVec<[usize; 16]> = (0..map.data.len() + 1 + usize::from(map.q.is_some()))
-                .map(|i| member_of_slot(map, i))
-                .filter(|&m| have(m))
-                .collect();
-            (Strategy::Rebuild, to_read(&all))
+    // Counted first, and only the winner's reads collected: a small write calls this once
+    // per batch, and four lists built to keep one cost more than the rest of the choice.
+    let rcw = |dd: &usize| cover[*dd] != Cover::Full;
+    let rmw = |dd: &usize| cover[*dd] != Cover::None;
+    let parity = [Some(map.p).filter(|_| p_ok), map.q.filter(|_| q_ok)];
+    let (mut rcw_ok, mut rmw_ok, mut rcw_reads, mut rmw_reads) = (true, true, 0, 0);
+    for dd in 0..cover.len() {
+        let m = map.data[dd];
+        let (ok, read) = (have(m), usize::from(!known(m)));
+        if rcw(&dd) {
+            rcw_ok &= ok;
+            rcw_reads += read;
+        }
+        if rmw(&dd) {
+            rmw_ok &= ok;
+            rmw_reads += read;
         }
     }
+    rmw_reads += parity.iter().flatten().filter(|&&m| !known(m)).count();
+    let strategy = match (rcw_ok, rmw_ok) {
+        (true, true) if rmw_reads < rcw_reads => Strategy::ReadModifyWrite,
+        (true, _) => Strategy::ReconstructWrite,
+        (false, true) => Strategy::ReadModifyWrite,
+        (false, false) => Strategy::Rebuild,
+    };
+    let data = |dd: usize| map.data[dd];
+    let reads: SmallVec<[usize; 16]> = match strategy {
+        Strategy::ReconstructWrite => (0..cover.len())
+            .filter(rcw)
+            .map(data)
+            .filter(|&m| !known(m))
+            .collect(),
+        Strategy::ReadModifyWrite => (0..cover.len())
+            .filter(rmw)
+            .map(data)
+            .chain(parity.iter().flatten().copied())
+            .filter(|&m| !known(m))
+            .collect(),
+        _ => (0..map.data.len() + 1 + usize::from(map.q.is_some()))
+            .map(|i| member_of_slot(map, i))
+            .filter(|&m| have(m) && !known(m))
+            .collect(),
+    };
+    debug_assert_eq!(
+        reads.len(),
+        match strategy {
+            Strategy::ReconstructWrite => rcw_reads,
+            Strategy::ReadModifyWrite => rmw_reads,
+            _ => reads.len(),
+        },
+        "reads counted and collected differ"
+    );
+    (strategy, reads)
 }
 
 /// Members of a stripe in a fixed order: data chunks, then P, then Q.
@@ -1142,5 +1163,91 @@ mod tests {
         let part = [Partial, Full, Untouched];
         let (s, r) = choose_strategy(&map, &part, true, |m| m != 0, nothing);
         assert_eq!((s, r.as_slice()), (Strategy::Rebuild, &[1, 2, 3][..]));
+    }
+
+    /// The choice as first written: every candidate's list built, then compared. The
+    /// counting version must choose the same strategy and the same reads.
+    fn model_choose_strategy(
+        map: &StripeMap,
+        cover: &[Cover],
+        whole_chunk: bool,
+        in_sync: impl Fn(usize) -> bool,
+        known: impl Fn(usize) -> bool,
+    ) -> (Strategy, Vec<usize>) {
+        let p_ok = in_sync(map.p);
+        let q_ok = map.q.is_some_and(&in_sync);
+        if !p_ok && !q_ok {
+            return (Strategy::DataOnly, vec![]);
+        }
+        if whole_chunk && cover.iter().all(|c| *c == Cover::Full) {
+            return (Strategy::FullStripe, vec![]);
+        }
+        let have = |m: usize| known(m) || in_sync(m);
+        let to_read =
+            |set: &[usize]| -> Vec<usize> { set.iter().copied().filter(|&m| !known(m)).collect() };
+        let rcw: Vec<usize> = (0..cover.len())
+            .filter(|&dd| cover[dd] != Cover::Full)
+            .map(|dd| map.data[dd])
+            .collect();
+        let mut rmw: Vec<usize> = (0..cover.len())
+            .filter(|&dd| cover[dd] != Cover::None)
+            .map(|dd| map.data[dd])
+            .collect();
+        let (rcw_ok, rmw_ok) = (rcw.iter().all(|&m| have(m)), rmw.iter().all(|&m| have(m)));
+        if p_ok {
+            rmw.push(map.p);
+        }
+        if let Some(q) = map.q.filter(|_| q_ok) {
+            rmw.push(q);
+        }
+        let (rcw_reads, rmw_reads) = (to_read(&rcw), to_read(&rmw));
+        match (rcw_ok, rmw_ok) {
+            (true, true) if rmw_reads.len() < rcw_reads.len() => {
+                (Strategy::ReadModifyWrite, rmw_reads)
+            }
+            (true, _) => (Strategy::ReconstructWrite, rcw_reads),
+            (false, true) => (Strategy::ReadModifyWrite, rmw_reads),
+            (false, false) => {
+                let all: Vec<usize> = (0..map.data.len() + 1 + usize::from(map.q.is_some()))
+                    .map(|i| member_of_slot(map, i))
+                    .filter(|&m| have(m))
+                    .collect();
+                (Strategy::Rebuild, to_read(&all))
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn counted_choice_matches_the_model(
+            n in 3usize..=12,
+            raid6 in proptest::bool::ANY,
+            rotate in 0usize..12,
+            covers in proptest::collection::vec(0u8..3, 12),
+            whole_chunk in proptest::bool::ANY,
+            in_sync in proptest::num::u16::ANY,
+            known in proptest::num::u16::ANY,
+        ) {
+            let raid6 = raid6 && n >= 4;
+            let k = n - 1 - usize::from(raid6);
+            // Members in a rotated order: P, then Q, then the data.
+            let at = |i: usize| (i + rotate) % n;
+            let map = StripeMap {
+                p: at(0),
+                q: raid6.then(|| at(1)),
+                data: (0..k).map(|dd| at(dd + 1 + usize::from(raid6))).collect(),
+                q_coef: if raid6 { (0..k as u8).collect() } else { SmallVec::new() },
+            };
+            let cover: Vec<Cover> = covers[..k]
+                .iter()
+                .map(|c| [Cover::None, Cover::Partial, Cover::Full][usize::from(*c)])
+                .collect();
+            let in_sync = |m: usize| in_sync & (1 << m) != 0;
+            let known = |m: usize| known & (1 << m) != 0;
+            let (s, reads) = choose_strategy(&map, &cover, whole_chunk, in_sync, known);
+            let (ms, mreads) = model_choose_strategy(&map, &cover, whole_chunk, in_sync, known);
+            proptest::prop_assert_eq!(s, ms);
+            proptest::prop_assert_eq!(reads.to_vec(), mreads);
+        }
     }
 }

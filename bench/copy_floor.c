@@ -4,13 +4,14 @@
 // "What the memory rows can reach").
 //
 //   gcc -O2 -mavx512f -mavx512bw -o /tmp/copy_floor bench/copy_floor.c
-//   taskset -c 0 /tmp/copy_floor LEVEL MEMBERS [DST_OFFSET]     (LEVEL 0, 5 or 6)
+//   taskset -c 0 /tmp/copy_floor LEVEL MEMBERS [DST_OFFSET [SECONDS]]     (LEVEL 0, 5 or 6)
 //
 // Each request is four whole stripes of 64 KiB chunks from one of eight client buffers (as
 // `raidd bench io --qd 8` reuses one buffer per slot); members are 256 MiB, written once
 // before the clock starts, and written sequentially. Parity: P is the XOR of the data
 // chunks, Q by Horner's rule (RAID6's generator 2, polynomial 0x11d). DST_OFFSET moves every
-// member's memory off its page boundary by that many bytes. Prints MiB/s of client data.
+// member's memory off its page boundary by that many bytes (0-4095); SECONDS is how long the
+// clock runs (2). Prints MiB/s of client data.
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,13 +50,15 @@ static void parity(uint8_t *const *data, int k, uint8_t *p, uint8_t *q) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: copy_floor LEVEL(0|5|6) MEMBERS [DST_OFFSET]\n");
+        fprintf(stderr, "usage: copy_floor LEVEL(0|5|6) MEMBERS [DST_OFFSET [SECONDS]]\n");
         return 2;
     }
     int level = atoi(argv[1]), n = atoi(argv[2]), shift = argc > 3 ? atoi(argv[3]) : 0;
+    double seconds = argc > 4 ? atof(argv[4]) : 2.0;
     int par = level == 0 ? 0 : level == 5 ? 1 : 2, k = n - par;
-    if ((level != 0 && level != 5 && level != 6) || n < 2 + par || n > 16) {
-        fprintf(stderr, "bad level or member count\n");
+    if ((level != 0 && level != 5 && level != 6) || n < 2 + par || n > 16 || shift < 0 ||
+        shift > 4095 || !(seconds > 0)) {
+        fprintf(stderr, "bad level, member count, offset or seconds\n");
         return 2;
     }
     uint8_t *mem[16], *cli[8], *pbuf[STRIPES], *qbuf[STRIPES];
@@ -97,7 +100,7 @@ int main(int argc, char **argv) {
             pos += STRIPES * CHUNK;
         }
         t = now() - t0;
-    } while (t < 2.0);
+    } while (t < seconds);
     printf("level %d members %d offset %d: %.0f MiB/s of data\n", level, n, shift,
            reqs * (double)req / (1 << 20) / t);
     return 0;

@@ -637,4 +637,28 @@ mod tests {
         assert_eq!(ios[1].windows[1].offset(), 12288);
         assert_eq!(ios[1].windows[2].offset(), 0);
     }
+
+    /// A window of a given length, for batch layout tests.
+    #[derive(Debug, Clone)]
+    struct Len(usize);
+
+    impl Window for Len {
+        fn len(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn overlapping_parts_on_a_member_panic_in_either_order() {
+        for parts in [[(0, 0, 8), (0, 4, 8)], [(0, 4, 8), (0, 0, 8)]] {
+            let caught = std::panic::catch_unwind(|| {
+                let mut b = Batch::default();
+                for (m, off, n) in parts {
+                    b.push(m, off, Len(n));
+                }
+                b.into_ios()
+            });
+            assert!(caught.is_err(), "{parts:?} joined");
+        }
+    }
 }

@@ -137,7 +137,17 @@ impl Placement {
                 }
                 member
             }
-            DataOrder::Rotating { start, modulus } => (start + dd) % modulus,
+            DataOrder::Rotating { start, modulus } => {
+                // start < modulus and dd < modulus: one subtraction wraps it (a division per
+                // chunk showed in every parity write's profile).
+                debug_assert!(start < modulus && dd < modulus);
+                let member = start + dd;
+                if member >= modulus {
+                    member - modulus
+                } else {
+                    member
+                }
+            }
         }
     }
 
@@ -165,7 +175,15 @@ impl Placement {
             return 0;
         };
         let first = if q == members - 1 { 0 } else { q + 1 };
-        let walk = |m: usize| (m + members - first) % members;
+        // m and first are members, so m + members - first < 2 * members.
+        let walk = |m: usize| {
+            let w = m + members - first;
+            if w >= members {
+                w - members
+            } else {
+                w
+            }
+        };
         // Q is always last in the walk, so only P can come before a data member.
         debug_assert_eq!(walk(q), members - 1);
         let slot = walk(member) - usize::from(walk(self.p) < walk(member));
@@ -278,14 +296,17 @@ impl ParityGeometry {
     pub fn stripe_map(&self, stripe: u64) -> StripeMap {
         let placement = self.placement(stripe);
         let k = self.data_members();
-        let data: SmallVec<[usize; 16]> = (0..k).map(|dd| placement.data_member(dd)).collect();
-        let q_coef = match placement.q {
-            Some(_) => data
-                .iter()
-                .map(|&member| placement.q_slot(self.members, member))
-                .collect(),
-            None => SmallVec::new(),
-        };
+        // Pushed one by one into tables of known room: built for every stripe a parity write
+        // touches, where the iterator collects cost more than the placement itself.
+        let mut data: SmallVec<[usize; 16]> = SmallVec::with_capacity(k);
+        let mut q_coef: SmallVec<[u8; 16]> = SmallVec::new();
+        for dd in 0..k {
+            let member = placement.data_member(dd);
+            data.push(member);
+            if placement.q.is_some() {
+                q_coef.push(placement.q_slot(self.members, member));
+            }
+        }
         StripeMap {
             p: placement.p,
             q: placement.q,

@@ -114,6 +114,12 @@ pub(crate) struct Segs(pub(crate) SmallVec<[(Range<u64>, usize); 2]>);
 impl Segs {
     pub(crate) fn insert(&mut self, r: Range<u64>, part: usize) {
         assert!(r.start < r.end, "empty segment {r:?}");
+        // The usual part: a chunk's first, or one after all before it (segments are sorted
+        // and disjoint, so the last ends furthest). Nothing to cut or sort.
+        if self.0.last().is_none_or(|(s, _)| s.end <= r.start) {
+            self.0.push((r, part));
+            return;
+        }
         let mut out: SmallVec<[(Range<u64>, usize); 2]> = SmallVec::new();
         for (s, p) in self.0.drain(..) {
             if s.end <= r.start || s.start >= r.end {

@@ -737,9 +737,10 @@ impl Array {
         // contents were neither read nor known computes garbage, which is not written and
         // must not be kept either).
         let mut valid = [true, true];
-        // Per data chunk, a window borrowed for parity that is also the chunk's member write
-        // (a part that writes the whole chunk over the rows): lent once, not again.
-        let mut ready: SmallVec<[Option<BufSlice>; 8]> = SmallVec::new();
+        // A full stripe's data chunks, in parity order. A chunk that one part writes whole
+        // over the rows is a window lent for parity that stays here to be the chunk's
+        // member write too: lent once, not again.
+        let mut chunks: SmallVec<[Option<NewChunk>; 8]> = SmallVec::new();
         let (p, q) = match strategy {
             Strategy::DataOnly => {
                 // Parity is gone, so nothing below keeps the rows known: drop them.
@@ -791,7 +792,7 @@ impl Array {
                 // parts together write it (a full stripe gathered from small requests), else
                 // old + new.
                 let k = segs.len();
-                let mut chunks: SmallVec<[Option<NewChunk>; 8]> = (0..k).map(|_| None).collect();
+                chunks.extend((0..k).map(|_| None));
                 for (dd, s) in segs.iter().enumerate() {
                     let m = map.data[dd];
                     let b = match s.0.as_slice() {
@@ -864,26 +865,28 @@ impl Array {
                 // Keep what is now known (copying borrowed chunks only when it will be kept).
                 for (dd, c) in segs.iter().enumerate() {
                     let m = map.data[dd];
-                    old[m] = match chunks[q_index(map, dd)].take() {
-                        Some(NewChunk::Whole(crate::iov::Bytes::Copy(b))) => Some(b),
-                        Some(chunk) => {
-                            let known = keep.then(|| {
-                                let mut b = AlignedBuf::for_overwrite(len);
-                                for (w, bytes) in chunk.pieces() {
-                                    copied(w.len());
-                                    b[w].copy_from_slice(bytes);
-                                }
-                                b
-                            });
-                            if let NewChunk::Whole(crate::iov::Bytes::Window(w)) = chunk {
-                                if ready.is_empty() {
-                                    ready.resize_with(k, || None);
-                                }
-                                ready[dd] = Some(w);
-                            } else {
-                                chunk.recycle();
+                    let slot = &mut chunks[q_index(map, dd)];
+                    let known = |chunk: &NewChunk| {
+                        keep.then(|| {
+                            let mut b = AlignedBuf::for_overwrite(len);
+                            for (w, bytes) in chunk.pieces() {
+                                copied(w.len());
+                                b[w].copy_from_slice(bytes);
                             }
-                            known
+                            b
+                        })
+                    };
+                    old[m] = match slot.take() {
+                        Some(NewChunk::Whole(crate::iov::Bytes::Copy(b))) => Some(b),
+                        Some(chunk @ NewChunk::Whole(crate::iov::Bytes::Window(_))) => {
+                            let b = known(&chunk);
+                            *slot = Some(chunk); // the member write, below
+                            b
+                        }
+                        Some(chunk) => {
+                            let b = known(&chunk);
+                            chunk.recycle();
+                            b
                         }
                         None => None,
                     };
@@ -899,7 +902,10 @@ impl Array {
             if !self.in_sync_at(m, end) {
                 continue; // its new contents live in the parity
             }
-            if let Some(w) = ready.get_mut(dd).and_then(Option::take) {
+            if let Some(w) = chunks
+                .get_mut(q_index(map, dd))
+                .and_then(NewChunk::take_window)
+            {
                 debug_assert!(matches!(s.0.as_slice(), [(r, _)] if r == rows));
                 let at = self.member_offset(m, pg.member_sector(stripe, rows.start));
                 writes.push(m, at, w);
@@ -1042,6 +1048,17 @@ impl NewChunk {
                     .expect("the pieces cover every row");
                 assert!(range.end <= w.end, "a stretch crosses a piece boundary");
                 &b[range.start - w.start..range.end - w.start]
+            }
+        }
+    }
+
+    /// The window of a chunk lent whole, taken out of `slot`; any other chunk stays.
+    fn take_window(slot: &mut Option<NewChunk>) -> Option<BufSlice> {
+        match slot.take() {
+            Some(NewChunk::Whole(crate::iov::Bytes::Window(w))) => Some(w),
+            other => {
+                *slot = other;
+                None
             }
         }
     }

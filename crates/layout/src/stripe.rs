@@ -138,15 +138,8 @@ impl Placement {
                 member
             }
             DataOrder::Rotating { start, modulus } => {
-                // start < modulus and dd < modulus: one subtraction wraps it (a division per
-                // chunk showed in every parity write's profile).
                 debug_assert!(start < modulus && dd < modulus);
-                let member = start + dd;
-                if member >= modulus {
-                    member - modulus
-                } else {
-                    member
-                }
+                wrap_once(start + dd, modulus)
             }
         }
     }
@@ -176,18 +169,22 @@ impl Placement {
         };
         let first = if q == members - 1 { 0 } else { q + 1 };
         // m and first are members, so m + members - first < 2 * members.
-        let walk = |m: usize| {
-            let w = m + members - first;
-            if w >= members {
-                w - members
-            } else {
-                w
-            }
-        };
+        let walk = |m: usize| wrap_once(m + members - first, members);
         // Q is always last in the walk, so only P can come before a data member.
         debug_assert_eq!(walk(q), members - 1);
         let slot = walk(member) - usize::from(walk(self.p) < walk(member));
         slot as u8
+    }
+}
+
+/// `x % modulus` for `x < 2 * modulus`, by one subtraction: a stripe's map wraps once per
+/// chunk, and a division per chunk showed in every parity write's profile.
+fn wrap_once(x: usize, modulus: usize) -> usize {
+    debug_assert!(x < 2 * modulus, "{x} wraps more than once around {modulus}");
+    if x >= modulus {
+        x - modulus
+    } else {
+        x
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! A batch is joined in place ([`join_inline`]): the members already box their futures, so
 //! the futures and their results sit inline for up to four member I/Os (on blocks kept per
-//! thread past that) and nothing is allocated or moved per I/O. (`futures::join_all` boxed an array of wrapper futures and
-//! collected the results into a `Vec`: a fifth of a RAID5 small write's instructions.)
+//! thread past that) and nothing is allocated or moved per I/O. (`futures::join_all` boxed
+//! an array of wrapper futures and collected the results into a `Vec`: a fifth of a RAID5
+//! small write's instructions.)
 //! A member whose I/O fails is failed by identity (see [`Array::fail_member_io`]) once the
 //! batch is over; callers look at the results only then.
 

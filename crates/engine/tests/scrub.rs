@@ -39,6 +39,18 @@ fn mems(n: usize) -> Vec<Arc<MemMember>> {
         .collect()
 }
 
+/// Members full of garbage, different on each, whose parity cannot match.
+fn junk_mems(n: usize) -> Vec<Arc<MemMember>> {
+    let raw = mems(n);
+    for (i, m) in raw.iter().enumerate() {
+        let junk: Vec<u8> = (0..MEMBER_BYTES)
+            .map(|b| (b as usize * 31 + i * 7) as u8)
+            .collect();
+        m.write_sync(0, &junk);
+    }
+    raw
+}
+
 /// Flips bytes in member sectors `sector` and `sector + 9` (two different 4 KiB blocks).
 async fn corrupt(m: &MemMember, sector: u64) {
     let off = examine(m).await.unwrap().data_offset * 512;
@@ -154,14 +166,8 @@ fn scrub_refusals() {
 fn resync_makes_redundancy_consistent() {
     raidd_rt::block_on(async {
         for (level, n) in [(Level::Raid1, 2), (Level::Raid5, 4), (Level::Raid6, 4)] {
-            let raw = mems(n);
             // Garbage on the members before creation: the parity cannot match it.
-            for (i, m) in raw.iter().enumerate() {
-                let junk: Vec<u8> = (0..MEMBER_BYTES)
-                    .map(|b| (b as usize * 31 + i * 7) as u8)
-                    .collect();
-                m.write_sync(0, &junk);
-            }
+            let raw = junk_mems(n);
             let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
             let a = create(spec(level, members, false)).await.unwrap();
             let array = a.array.clone();
@@ -174,6 +180,83 @@ fn resync_makes_redundancy_consistent() {
             let sb = examine(&*raw[0]).await.unwrap();
             assert!(sb.is_clean(), "{level}: clean after resync and close");
         }
+    });
+}
+
+/// Until its resync has passed them, a new (or uncleanly stopped) array's parity may not match
+/// its data. A small write there must leave its rows consistent (reconstruct-write), not
+/// carry the mismatch forward by difference (read-modify-write): otherwise a member lost
+/// before the resync gets there takes the acknowledged write with it. Every member is lost
+/// in turn after one 4 KiB write on parity junk, and the write must read back each time.
+#[test]
+fn writes_before_the_resync_survive_a_lost_member() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid5, 4), (Level::Raid5, 6), (Level::Raid6, 6)] {
+            for lost in 0..n {
+                let raw = junk_mems(n);
+                let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+                let a = create(spec(level, members, false)).await.unwrap();
+                let array = a.array.clone();
+                assert!(array.needs_resync(), "{level}");
+                let mut model = Model::new(array.size_bytes() / 512, 21);
+                // Half of a data chunk (chunks are 16 sectors), in the second stripe.
+                let at = 16 * (n as u64) + 4;
+                write_pattern(&array, &mut model, at, 8).await;
+                array.fail_member(lost).await.unwrap();
+                let buf = array.read_to_buf(at * 512, 8 * 512).await.unwrap();
+                let bad = raidd_engine::pattern::verify(&buf, at, model.seed, |s| {
+                    model.generation[s as usize]
+                });
+                assert!(
+                    bad.is_empty(),
+                    "{level} over {n}, member {lost} lost: {} of 8 sectors wrong",
+                    bad.len()
+                );
+            }
+        }
+    });
+}
+
+/// Parity is trusted again where the resync has passed, before it ends: behind an
+/// interrupted resync a small write that ties goes to read-modify-write, ahead of it to
+/// reconstruct-write; once the resync has finished, to read-modify-write everywhere.
+#[test]
+fn the_resync_point_decides_where_parity_is_trusted() {
+    raidd_rt::block_on(async {
+        let raw = mems(4);
+        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let a = create(spec(Level::Raid5, members, false)).await.unwrap();
+        let array = a.array.clone();
+        let mut model = Model::new(array.size_bytes() / 512, 22);
+        // Windows of 64 KiB per member: eight stripes of 16-sector chunks. Stop after one.
+        let limits = SyncLimits {
+            window_bytes: 64 << 10,
+            ..SyncLimits::UNLIMITED
+        };
+        let r = array
+            .scrub(SyncKind::Resync, limits, |done, _| {
+                if done > 0 {
+                    array.cancel_sync();
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::Interrupted);
+        assert!(array.needs_resync());
+        let strategies = || async {
+            let c = array.status().await.counters;
+            (c.rmw_writes, c.rcw_writes)
+        };
+        // Half a chunk in stripe 1 (48 data sectors a stripe), behind the resync point.
+        write_pattern(&array, &mut model, 48 + 4, 8).await;
+        assert_eq!(strategies().await, (1, 0), "behind the resync point");
+        // The same in stripe 20, ahead of it.
+        write_pattern(&array, &mut model, 20 * 48 + 4, 8).await;
+        assert_eq!(strategies().await, (1, 1), "ahead of the resync point");
+        assert_eq!(scrub(&array, SyncKind::Resync).await, 0);
+        assert!(!array.needs_resync());
+        write_pattern(&array, &mut model, 20 * 48 + 24, 8).await;
+        assert_eq!(strategies().await, (2, 1), "after the resync");
+        verify_all(&array, &model, "around the resync").await;
     });
 }
 

@@ -151,6 +151,10 @@ pub struct Array {
     failed: AtomicBool,
     /// The array was not shut down cleanly and no resync has finished since.
     resync_pending: AtomicBool,
+    /// While a resync is pending, the member sector below which a resync pass has made
+    /// parity consistent (parity arrays; it only grows). Writes above it must not trust the
+    /// parity on the members (`parity_trusted`).
+    resynced: AtomicU64,
     /// md's internal write-intent bitmap, when the array has one (and is writable).
     intent: Option<bitmap::WriteIntent>,
     /// When the write-intent bits were last swept for clearing.
@@ -404,6 +408,7 @@ impl Array {
             membership: futures::lock::Mutex::new(()),
             failed: AtomicBool::new(false),
             resync_pending: AtomicBool::new(unclean),
+            resynced: AtomicU64::new(0),
             intent,
             intent_swept: Mutex::new(std::time::Instant::now()),
             counters: Counters::default(),
@@ -934,6 +939,21 @@ impl Array {
 
     pub(super) fn resync_done(&self) {
         self.resync_pending.store(false, Ordering::Release);
+    }
+
+    /// A resync pass has made parity consistent below member sector `sector`.
+    pub(super) fn resynced_to(&self, sector: u64) {
+        self.resynced.fetch_max(sector, Ordering::AcqRel);
+    }
+
+    /// Whether the parity on the members can be trusted below member sector `end`: the
+    /// array was shut down cleanly, or a resync has passed `end` since. Until then an
+    /// unclean stop may have left parity that does not match the data, and a write that
+    /// updates it by difference (read-modify-write) would keep it wrong under the data it
+    /// acknowledges: lost if a member then fails before the resync gets there (md forces
+    /// reconstruct-write there for the same reason).
+    pub(super) fn parity_trusted(&self, end: u64) -> bool {
+        !self.needs_resync() || end <= self.resynced.load(Ordering::Acquire)
     }
 
     pub async fn status(&self) -> ArrayStatus {

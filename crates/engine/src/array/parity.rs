@@ -62,7 +62,10 @@ pub(crate) enum Cover {
 /// Chooses the strategy for a stripe and the members whose old contents it must read.
 /// `in_sync(m)`: the member holds current data there (and takes the write); `known(m)`: its
 /// contents over the rows are already at hand (the stripe cache), so they cost no read.
-/// The strategy with the fewest member reads wins. A tie (one chunk of a RAID5 stripe of four,
+/// `parity_trusted`: the parity on the members matches the data (false where a resync is
+/// still due: there reconstruct-write wins whenever it can, so that the write leaves its rows
+/// consistent, as md does; see `Array::parity_trusted`).
+/// Otherwise the strategy with the fewest member reads wins. A tie (one chunk of a RAID5 stripe of four,
 /// of a RAID6 stripe of six) goes to read-modify-write: it touches only the members it
 /// changes and writes each where it has just read, which memory and cached members serve
 /// from what the read brought in, and it leaves the other members to other stripes. md breaks
@@ -73,6 +76,7 @@ pub(crate) fn choose_strategy(
     map: &StripeMap,
     cover: &[Cover],
     whole_chunk: bool,
+    parity_trusted: bool,
     in_sync: impl Fn(usize) -> bool,
     known: impl Fn(usize) -> bool,
 ) -> (Strategy, SmallVec<[usize; 16]>) {
@@ -105,7 +109,7 @@ pub(crate) fn choose_strategy(
     }
     rmw_reads += parity.iter().flatten().filter(|&&m| !known(m)).count();
     let strategy = match (rcw_ok, rmw_ok) {
-        (true, true) if rmw_reads <= rcw_reads => Strategy::ReadModifyWrite,
+        (true, true) if parity_trusted && rmw_reads <= rcw_reads => Strategy::ReadModifyWrite,
         (true, _) => Strategy::ReconstructWrite,
         (false, true) => Strategy::ReadModifyWrite,
         (false, false) => Strategy::Rebuild,
@@ -687,6 +691,7 @@ impl Array {
             })
             .collect();
         let end = self.stripe_end(stripe);
+        let trusted = self.parity_trusted(end);
         let mut strategy = Strategy::FullStripe;
         let mut planned = false;
         for _attempt in 0..=self.slots.len() {
@@ -695,6 +700,7 @@ impl Array {
                 map,
                 &cover,
                 *rows == (0..chunk),
+                trusted,
                 |m| self.in_sync_at(m, end),
                 |m| old[m].is_some(),
             );
@@ -1108,15 +1114,15 @@ mod tests {
         let nothing = |_| false;
         let full = [Full, Full, Full];
         assert_eq!(
-            choose_strategy(&map, &full, true, all, nothing).0,
+            choose_strategy(&map, &full, true, true, all, nothing).0,
             Strategy::FullStripe
         );
         // Every chunk over part of the rows is not a full stripe: nothing to read.
-        let (s, reads) = choose_strategy(&map, &full, false, all, nothing);
+        let (s, reads) = choose_strategy(&map, &full, false, true, all, nothing);
         assert_eq!((s, reads.len()), (Strategy::ReconstructWrite, 0));
         // One chunk of three: RMW reads 2 (old data + P), RCW reads 2 (other data): tie -> RMW.
         let one = [Full, Untouched, Untouched];
-        let (s, reads) = choose_strategy(&map, &one, true, all, nothing);
+        let (s, reads) = choose_strategy(&map, &one, true, true, all, nothing);
         assert_eq!(
             (s, reads.as_slice()),
             (Strategy::ReadModifyWrite, &[0, 3][..])
@@ -1124,16 +1130,42 @@ mod tests {
         // Two of three: RCW reads 1.
         let two = [Full, Full, Untouched];
         assert_eq!(
-            choose_strategy(&map, &two, true, all, nothing).1.as_slice(),
+            choose_strategy(&map, &two, true, true, all, nothing)
+                .1
+                .as_slice(),
             &[2]
         );
         // A chunk with holes is read like an untouched one by RCW.
         let holes = [Partial, Full, Full];
-        let (s, reads) = choose_strategy(&map, &holes, true, all, nothing);
+        let (s, reads) = choose_strategy(&map, &holes, true, true, all, nothing);
         assert_eq!(
             (s, reads.as_slice()),
             (Strategy::ReconstructWrite, &[0][..])
         );
+    }
+
+    #[test]
+    fn untrusted_parity_is_recomputed_whenever_it_can_be() {
+        let map = raid5_map();
+        let all = |_| true;
+        let nothing = |_| false;
+        let one = [Full, Untouched, Untouched];
+        // A tie, and a write that RMW would serve with no read at all (old data and P
+        // known), both go to RCW while parity may not match the data.
+        let (s, reads) = choose_strategy(&map, &one, true, false, all, nothing);
+        assert_eq!(
+            (s, reads.as_slice()),
+            (Strategy::ReconstructWrite, &[1, 2][..])
+        );
+        let (s, _) = choose_strategy(&map, &one, true, false, all, |m| m == 0 || m == 3);
+        assert_eq!(s, Strategy::ReconstructWrite);
+        // Where RCW cannot run (an untouched chunk's member gone), RMW is all there is.
+        let (s, _) = choose_strategy(&map, &one, true, false, |m| m != 2, nothing);
+        assert_eq!(s, Strategy::ReadModifyWrite);
+        // A whole stripe computes parity from scratch anyway.
+        let full = [Full, Full, Full];
+        let (s, _) = choose_strategy(&map, &full, true, false, all, nothing);
+        assert_eq!(s, Strategy::FullStripe);
     }
 
     #[test]
@@ -1142,24 +1174,24 @@ mod tests {
         let all = |_| true;
         let one = [Partial, Untouched, Untouched];
         // Old data of the written chunk and P known: RMW with no read at all.
-        let (s, reads) = choose_strategy(&map, &one, true, all, |m| m == 0 || m == 3);
+        let (s, reads) = choose_strategy(&map, &one, true, true, all, |m| m == 0 || m == 3);
         assert_eq!((s, reads.len()), (Strategy::ReadModifyWrite, 0));
         // Everything known: whichever strategy, nothing is read.
-        let (_, reads) = choose_strategy(&map, &one, true, all, |_| true);
+        let (_, reads) = choose_strategy(&map, &one, true, true, all, |_| true);
         assert!(reads.is_empty());
         // Only P known: RMW reads 1 (old data), RCW reads 2.
-        let (s, reads) = choose_strategy(&map, &one, true, all, |m| m == 3);
+        let (s, reads) = choose_strategy(&map, &one, true, true, all, |m| m == 3);
         assert_eq!((s, reads.as_slice()), (Strategy::ReadModifyWrite, &[0][..]));
         // A missing member whose contents are known is no obstacle: with chunk 2 known too,
         // RCW reads only the partial chunk 0, where RMW would read 0 and P.
-        let (s, reads) = choose_strategy(&map, &one, true, |m| m != 1, |m| m == 1 || m == 2);
+        let (s, reads) = choose_strategy(&map, &one, true, true, |m| m != 1, |m| m == 1 || m == 2);
         assert_eq!(
             (s, reads.as_slice()),
             (Strategy::ReconstructWrite, &[0][..])
         );
         // A partial write to a missing member's chunk rebuilds it, reading only what is
         // not known.
-        let (s, reads) = choose_strategy(&map, &one, true, |m| m != 0, |m| m == 1);
+        let (s, reads) = choose_strategy(&map, &one, true, true, |m| m != 0, |m| m == 1);
         assert_eq!((s, reads.as_slice()), (Strategy::Rebuild, &[2, 3][..]));
     }
 
@@ -1170,20 +1202,20 @@ mod tests {
         let one = [Full, Untouched, Untouched];
         // Parity gone: just write the data.
         assert_eq!(
-            choose_strategy(&map, &one, true, |m| m != 3, nothing).0,
+            choose_strategy(&map, &one, true, true, |m| m != 3, nothing).0,
             Strategy::DataOnly
         );
         // An untouched chunk's member gone: RCW impossible, RMW works.
-        let (s, r) = choose_strategy(&map, &one, true, |m| m != 2, nothing);
+        let (s, r) = choose_strategy(&map, &one, true, true, |m| m != 2, nothing);
         assert_eq!((s, r.as_slice()), (Strategy::ReadModifyWrite, &[0, 3][..]));
         // The written chunk's member gone: RCW works.
         assert_eq!(
-            choose_strategy(&map, &one, true, |m| m != 0, nothing).0,
+            choose_strategy(&map, &one, true, true, |m| m != 0, nothing).0,
             Strategy::ReconstructWrite
         );
         // Partially written chunk on a missing member: rebuild first.
         let part = [Partial, Full, Untouched];
-        let (s, r) = choose_strategy(&map, &part, true, |m| m != 0, nothing);
+        let (s, r) = choose_strategy(&map, &part, true, true, |m| m != 0, nothing);
         assert_eq!((s, r.as_slice()), (Strategy::Rebuild, &[1, 2, 3][..]));
     }
 
@@ -1193,6 +1225,7 @@ mod tests {
         map: &StripeMap,
         cover: &[Cover],
         whole_chunk: bool,
+        parity_trusted: bool,
         in_sync: impl Fn(usize) -> bool,
         known: impl Fn(usize) -> bool,
     ) -> (Strategy, Vec<usize>) {
@@ -1224,7 +1257,7 @@ mod tests {
         }
         let (rcw_reads, rmw_reads) = (to_read(&rcw), to_read(&rmw));
         match (rcw_ok, rmw_ok) {
-            (true, true) if rmw_reads.len() <= rcw_reads.len() => {
+            (true, true) if parity_trusted && rmw_reads.len() <= rcw_reads.len() => {
                 (Strategy::ReadModifyWrite, rmw_reads)
             }
             (true, _) => (Strategy::ReconstructWrite, rcw_reads),
@@ -1247,6 +1280,7 @@ mod tests {
             rotate in 0usize..12,
             covers in proptest::collection::vec(0u8..3, 12),
             whole_chunk in proptest::bool::ANY,
+            trusted in proptest::bool::ANY,
             in_sync in proptest::num::u16::ANY,
             known in proptest::num::u16::ANY,
         ) {
@@ -1266,8 +1300,9 @@ mod tests {
                 .collect();
             let in_sync = |m: usize| in_sync & (1 << m) != 0;
             let known = |m: usize| known & (1 << m) != 0;
-            let (s, reads) = choose_strategy(&map, &cover, whole_chunk, in_sync, known);
-            let (ms, mreads) = model_choose_strategy(&map, &cover, whole_chunk, in_sync, known);
+            let (s, reads) = choose_strategy(&map, &cover, whole_chunk, trusted, in_sync, known);
+            let (ms, mreads) =
+                model_choose_strategy(&map, &cover, whole_chunk, trusted, in_sync, known);
             proptest::prop_assert_eq!(s, ms);
             proptest::prop_assert_eq!(reads.to_vec(), mreads);
         }

@@ -125,6 +125,7 @@ impl Array {
                 if !set[chunks].iter().any(|&b| b) {
                     pos = end;
                     p.done.store(pos, Ordering::Relaxed);
+                    self.passed(kind, pos);
                     continue;
                 }
             }
@@ -147,6 +148,7 @@ impl Array {
             }
             pos = end;
             p.done.store(pos, Ordering::Relaxed);
+            self.passed(kind, pos);
             progress(pos * SECTOR_SIZE, total * SECTOR_SIZE);
         }
         let found = p.mismatches();
@@ -161,6 +163,14 @@ impl Array {
         }
         guard.finish();
         Ok(found)
+    }
+
+    /// A pass of `kind` has covered everything below `pos` (member sectors on parity
+    /// arrays): a resync's parity there is consistent from now on.
+    fn passed(&self, kind: SyncKind, pos: u64) {
+        if kind == SyncKind::Resync && matches!(self.geometry, Geometry::Parity(_)) {
+            self.resynced_to(pos);
+        }
     }
 
     /// Compares (and for repair/resync, rewrites) every copy of array sectors

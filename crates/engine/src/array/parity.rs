@@ -71,7 +71,7 @@ pub(crate) enum Cover {
 /// from what the read brought in, and it leaves the other members to other stripes. md breaks
 /// ties the other way, so that every row of the stripe is known after; here that never paid,
 /// not even when kept rows are written again (docs/BENCHMARKS.md, "Ties between
-/// read-modify-write and reconstruct-write": RMW +20% to +40% IOPS on memory, level on files).
+/// read-modify-write and reconstruct-write": RMW +11% to +29% IOPS on memory, level on files).
 pub(crate) fn choose_strategy(
     map: &StripeMap,
     cover: &[Cover],

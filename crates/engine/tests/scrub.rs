@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{verify_all, write_pattern, Model};
+use common::{verify_all, write_pattern, Model, Rng};
 use raidd_engine::assemble::{assemble, examine, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::MemMember;
@@ -215,6 +215,81 @@ fn writes_before_the_resync_survive_a_lost_member() {
             }
         }
     });
+}
+
+/// Small writes run while a resync of parity junk walks the array, and the resync stops half
+/// way; then a member is lost. Every write must read back: those behind the resync point
+/// (trusted parity, read-modify-write) as well as those ahead of it (reconstruct-write), and
+/// those that waited at the resync's window. Each member is lost in turn, over a few seeds.
+#[test]
+fn writes_during_an_interrupted_resync_survive_a_lost_member() {
+    for seed in 1..=3u64 {
+        for (level, n) in [(Level::Raid5, 4), (Level::Raid5, 6), (Level::Raid6, 6)] {
+            for lost in 0..n {
+                raidd_rt::block_on(async move {
+                    let what = format!("seed {seed}, {level} over {n}, member {lost} lost");
+                    let raw = junk_mems(n);
+                    let members: Vec<Arc<dyn Member>> =
+                        raw.iter().map(|m| m.clone() as _).collect();
+                    let a = create(spec(level, members, false)).await.unwrap();
+                    let array = a.array.clone();
+                    let resync = raidd_rt::spawn_local({
+                        let array = array.clone();
+                        async move {
+                            // Windows of two stripes: the writes meet many of them.
+                            let limits = SyncLimits {
+                                window_bytes: 16 << 10,
+                                ..SyncLimits::UNLIMITED
+                            };
+                            let stop = array.clone();
+                            array
+                                .scrub(SyncKind::Resync, limits, move |done, total| {
+                                    if done >= total / 2 {
+                                        stop.cancel_sync();
+                                    }
+                                })
+                                .await
+                        }
+                    });
+                    let writer = raidd_rt::spawn_local({
+                        let array = array.clone();
+                        async move {
+                            let sectors = array.size_bytes() / 512;
+                            let mut model = Model::new(sectors, seed);
+                            let mut rng = Rng(seed);
+                            for _ in 0..150 {
+                                let len = 1 + rng.below(12);
+                                let start = rng.below(sectors - len + 1);
+                                write_pattern(&array, &mut model, start, len).await;
+                            }
+                            model
+                        }
+                    });
+                    let model = writer.await;
+                    let r = resync.await;
+                    assert_eq!(r.unwrap_err().kind(), ErrorKind::Interrupted, "{what}");
+                    assert!(array.needs_resync(), "{what}");
+                    array.fail_member(lost).await.unwrap();
+                    let buf = array
+                        .read_to_buf(0, array.size_bytes() as usize)
+                        .await
+                        .unwrap();
+                    let bad: Vec<_> = raidd_engine::pattern::verify(&buf, 0, model.seed, |s| {
+                        model.generation[s as usize]
+                    })
+                    .into_iter()
+                    .filter(|m| model.generation[m.sector as usize] != 0)
+                    .collect();
+                    assert!(
+                        bad.is_empty(),
+                        "{what}: {} written sectors wrong, first {}",
+                        bad.len(),
+                        bad[0]
+                    );
+                });
+            }
+        }
+    }
 }
 
 /// Parity is trusted again where the resync has passed, before it ends: behind an

@@ -65,13 +65,15 @@ pub(crate) enum Cover {
 /// `parity_trusted`: the parity on the members matches the data (false where a resync is
 /// still due: there reconstruct-write wins whenever it can, so that the write leaves its rows
 /// consistent, as md does; see `Array::parity_trusted`).
-/// Otherwise the strategy with the fewest member reads wins. A tie (one chunk of a RAID5 stripe of four,
-/// of a RAID6 stripe of six) goes to read-modify-write: it touches only the members it
-/// changes and writes each where it has just read, which memory and cached members serve
-/// from what the read brought in, and it leaves the other members to other stripes. md breaks
-/// ties the other way, so that every row of the stripe is known after; here that never paid,
-/// not even when kept rows are written again (docs/BENCHMARKS.md, "Ties between
-/// read-modify-write and reconstruct-write": RMW +11% to +29% IOPS on memory, level on files).
+///
+/// Otherwise the strategy with the fewest member reads wins. A tie (one chunk of a RAID5
+/// stripe of four, of a RAID6 stripe of six) goes to read-modify-write: it touches only the
+/// members it changes and writes each where it has just read, which memory and cached
+/// members serve from what the read brought in, and it leaves the other members to other
+/// stripes. md breaks ties the other way, so that every row of the stripe is known after;
+/// here that never paid, not even when kept rows are written again (docs/BENCHMARKS.md,
+/// "Ties between read-modify-write and reconstruct-write": RMW +11% to +29% IOPS on memory,
+/// level on files).
 pub(crate) fn choose_strategy(
     map: &StripeMap,
     cover: &[Cover],

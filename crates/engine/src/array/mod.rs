@@ -149,12 +149,11 @@ pub struct Array {
     membership: futures::lock::Mutex<()>,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
-    /// The array was not shut down cleanly and no resync has finished since.
-    resync_pending: AtomicBool,
-    /// While a resync is pending, the member sector below which a resync pass has made
-    /// parity consistent (parity arrays; it only grows). Writes above it must not trust the
-    /// parity on the members (`parity_trusted`).
-    resynced: AtomicU64,
+    /// md's resync_offset: `u64::MAX` once the array is known consistent (a clean start, a
+    /// finished resync); after an unclean stop, the member sector below which a resync pass
+    /// has made parity consistent (it only grows, and only parity arrays move it from 0).
+    /// Writes above it must not trust the parity on the members (`parity_trusted`).
+    resync_point: AtomicU64,
     /// md's internal write-intent bitmap, when the array has one (and is writable).
     intent: Option<bitmap::WriteIntent>,
     /// When the write-intent bits were last swept for clearing.
@@ -407,8 +406,7 @@ impl Array {
             spares_list: Mutex::new(parts.spares),
             membership: futures::lock::Mutex::new(()),
             failed: AtomicBool::new(false),
-            resync_pending: AtomicBool::new(unclean),
-            resynced: AtomicU64::new(0),
+            resync_point: AtomicU64::new(if unclean { 0 } else { u64::MAX }),
             intent,
             intent_swept: Mutex::new(std::time::Instant::now()),
             counters: Counters::default(),
@@ -934,16 +932,17 @@ impl Array {
 
     /// Whether the array was not shut down cleanly and has not been resynced since.
     pub fn needs_resync(&self) -> bool {
-        self.resync_pending.load(Ordering::Acquire)
+        self.resync_point.load(Ordering::Acquire) != u64::MAX
     }
 
     pub(super) fn resync_done(&self) {
-        self.resync_pending.store(false, Ordering::Release);
+        self.resync_point.store(u64::MAX, Ordering::Release);
     }
 
     /// A resync pass has made parity consistent below member sector `sector`.
     pub(super) fn resynced_to(&self, sector: u64) {
-        self.resynced.fetch_max(sector, Ordering::AcqRel);
+        debug_assert!(sector < u64::MAX, "a resync point is a sector");
+        self.resync_point.fetch_max(sector, Ordering::AcqRel);
     }
 
     /// Whether the parity on the members can be trusted below member sector `end`: the
@@ -953,7 +952,7 @@ impl Array {
     /// acknowledges: lost if a member then fails before the resync gets there (md forces
     /// reconstruct-write there for the same reason).
     pub(super) fn parity_trusted(&self, end: u64) -> bool {
-        !self.needs_resync() || end <= self.resynced.load(Ordering::Acquire)
+        end <= self.resync_point.load(Ordering::Acquire)
     }
 
     pub async fn status(&self) -> ArrayStatus {

@@ -1221,7 +1221,8 @@ mod tests {
         assert_eq!((s, r.as_slice()), (Strategy::Rebuild, &[1, 2, 3][..]));
     }
 
-    /// The choice as first written: every candidate's list built, then compared. The
+    /// The choice as first written, with every candidate's list built and then compared
+    /// (and the rules added since: ties to RMW, RCW where parity is not trusted). The
     /// counting version must choose the same strategy and the same reads.
     fn model_choose_strategy(
         map: &StripeMap,

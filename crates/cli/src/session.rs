@@ -98,7 +98,13 @@ fn roots(arrays: &[Assembled]) -> Vec<usize> {
 /// Opens the members and assembles every array they make up. With `lenient`, members that
 /// cannot be opened or carry no valid superblock are set aside (reported in
 /// `unavailable`) instead of failing the command; the rest must still make one array.
-pub async fn assemble(paths: &[PathBuf], access: Access, lenient: bool) -> CliResult<Session> {
+/// `start_dirty_degraded`: see [`AssembleOptions::start_dirty_degraded`].
+pub async fn assemble(
+    paths: &[PathBuf],
+    access: Access,
+    lenient: bool,
+    start_dirty_degraded: bool,
+) -> CliResult<Session> {
     members::check_distinct(paths.iter().map(PathBuf::as_path))?;
     let mut opened: Vec<Arc<dyn Member>> = Vec::new();
     let mut unavailable = Vec::new();
@@ -135,6 +141,7 @@ pub async fn assemble(paths: &[PathBuf], access: Access, lenient: bool) -> CliRe
     }
     let opts = AssembleOptions {
         read_only: access != Access::ReadWrite,
+        start_dirty_degraded,
     };
     let arrays = assemble_all(opened, opts).await?;
     let roots = roots(&arrays);

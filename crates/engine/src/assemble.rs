@@ -12,7 +12,7 @@ use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::{feature, BitmapSuper, DevRole, SbError, Superblock, SB_OFFSET_V12_SECTORS};
 use serde::Serialize;
 
-use crate::array::{uuid_string, Array, ArrayParts, SlotParts};
+use crate::array::{uuid_string, Array, ArrayParts, SlotParts, SlotState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::read_bytes;
 use crate::member::Member;
@@ -117,6 +117,21 @@ pub struct Assembled {
 pub struct AssembleOptions {
     /// Never write to the members (no superblock updates either).
     pub read_only: bool,
+    /// Start a RAID4/5/6 array that was stopped uncleanly and is degraded. Its parity may
+    /// not match the data where writes were in flight, and there a missing member's data,
+    /// computed from that parity, comes back wrong: md refuses to start such an array
+    /// ("cannot start dirty degraded array") unless told to (`start_dirty_degraded`).
+    pub start_dirty_degraded: bool,
+}
+
+impl AssembleOptions {
+    /// Options that never write to the members.
+    pub fn read_only() -> AssembleOptions {
+        AssembleOptions {
+            read_only: true,
+            ..AssembleOptions::default()
+        }
+    }
 }
 
 struct Found {
@@ -336,11 +351,40 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         bitmap,
     );
     let array = Array::build(parts, Some(meta))?;
+    if !opts.start_dirty_degraded {
+        check_dirty_degraded(&array)?;
+    }
     Ok(Assembled {
         array: Arc::new(array),
         report,
         superblock: reference,
     })
+}
+
+/// Refuses a RAID4/5/6 array that was stopped with writes in flight and has lost a member
+/// since (md's rule). Until a resync, parity there may be stale, and the lost member's data
+/// would be computed from it: reads would return wrong data without an error, and a rebuild
+/// would write it onto the new member for good.
+fn check_dirty_degraded(array: &Array) -> Result<()> {
+    if !array.geometry().level().has_parity() || !array.needs_resync() || !array.is_degraded() {
+        return Ok(());
+    }
+    let slots: Vec<String> = (0..array.geometry().members())
+        .filter(|&r| array.slot_state(r) != SlotState::InSync)
+        .map(|r| r.to_string())
+        .collect();
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "array {} was not shut down cleanly and is degraded (slot {} not in sync): where \
+             writes were in flight its parity may not match the data, so the missing data \
+             computed from it could be wrong. Give every member so that it resyncs first, or \
+             start it anyway (start_dirty_degraded = true in its configuration, \
+             --start-dirty-degraded on the command line); md refuses this array too",
+            array.name(),
+            slots.join(", ")
+        ),
+    ))
 }
 
 fn report_of(f: &Found, decision: Decision) -> MemberReport {

@@ -271,12 +271,102 @@ fn unclean_shutdown_is_detected() {
             .await
             .unwrap();
         drop(b); // "crash": no close
-        let c = assemble(members, AssembleOptions { read_only: true })
+        let c = assemble(members, AssembleOptions::read_only())
             .await
             .unwrap();
         assert!(c.array.needs_resync());
         assert_eq!(c.array.status().await.state, ArrayState::Active);
     });
+}
+
+/// md's rule: a RAID4/5/6 array stopped with writes in flight and missing a member since is
+/// not started unless asked (its parity may be stale there, and the missing data is computed
+/// from it). The refusal changes nothing on the members; asked, it starts degraded and
+/// still marked for resync. Mirrors are not refused, and neither is a degraded array with a
+/// bitmap that was stopped cleanly (its bits stay set while degraded, yet nothing was in
+/// flight).
+#[test]
+fn a_dirty_degraded_parity_array_starts_only_when_asked() {
+    for (level, n, bitmap) in [
+        (Level::Raid5, 3, false),
+        (Level::Raid5, 4, true),
+        (Level::Raid6, 4, false),
+        (Level::Raid6, 5, true),
+        (Level::Raid4, 3, false),
+        (Level::Raid1, 2, false),
+        (Level::Raid10, 4, true),
+    ] {
+        raidd_rt::block_on(async move {
+            let what = format!("{level} over {n}, bitmap {bitmap}");
+            let raw = mems(&format!("dd{level}-"), n, 16 * MIB);
+            let all: Vec<Arc<dyn Member>> =
+                raw.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+            let mut s = spec("dd", level, all.iter().cloned().map(Some).collect());
+            s.bitmap_chunk = bitmap.then_some(64 << 10);
+            let a = create(s).await.unwrap();
+            let block = |g: u8| raidd_rt::AlignedBuf::from_slice(&[g; 4096]);
+            a.array.write_buf(0, block(1)).await.unwrap();
+            a.array.close().await.unwrap();
+            drop(a);
+
+            // Degraded, written and stopped cleanly: starts without being asked, clean.
+            let survivors: Vec<Arc<dyn Member>> = all[1..].to_vec();
+            let b = assemble(survivors.clone(), AssembleOptions::default())
+                .await
+                .unwrap();
+            assert!(b.array.is_degraded(), "{what}");
+            assert!(!b.array.needs_resync(), "{what}: a clean stop");
+            b.array.write_buf(8192, block(2)).await.unwrap();
+            b.array.close().await.unwrap();
+            drop(b);
+            let c = assemble(survivors.clone(), AssembleOptions::default())
+                .await
+                .unwrap();
+            assert!(
+                !c.array.needs_resync(),
+                "{what}: stopped cleanly while degraded"
+            );
+            c.array.write_buf(16384, block(3)).await.unwrap();
+            drop(c); // "crash": no close
+
+            let before: Vec<u64> = {
+                let mut e = Vec::new();
+                for m in &raw[1..] {
+                    e.push(sb_of(m).await.events);
+                }
+                e
+            };
+            let r = assemble(survivors.clone(), AssembleOptions::default()).await;
+            if level.has_parity() {
+                let e = r.expect_err("a dirty degraded parity array is refused");
+                assert_eq!(e.kind(), ErrorKind::Conflict, "{what}: {e}");
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("not shut down cleanly") && msg.contains("slot 0"),
+                    "{what}: {msg}"
+                );
+                for (m, ev) in raw[1..].iter().zip(&before) {
+                    let sb = sb_of(m).await;
+                    assert_eq!(sb.events, *ev, "{what}: a refusal writes nothing");
+                    assert!(!sb.is_clean(), "{what}: still marked for resync");
+                }
+            } else {
+                let d = r.unwrap();
+                assert!(d.array.needs_resync(), "{what}");
+                drop(d);
+            }
+            let asked = AssembleOptions {
+                start_dirty_degraded: true,
+                ..Default::default()
+            };
+            let d = assemble(survivors, asked).await.unwrap();
+            assert!(d.array.is_degraded() && d.array.needs_resync(), "{what}");
+            for (at, g) in [(0u64, 1u8), (8192, 2), (16384, 3)] {
+                let got = d.array.read_to_buf(at, 4096).await.unwrap();
+                assert!(got.iter().all(|&b| b == g), "{what}: block at {at}");
+            }
+        });
+    }
 }
 
 /// RAID0 over two RAID5 arrays (the papers' multi-stage striping): created, written,
@@ -326,7 +416,7 @@ fn raid0_over_two_raid5_groups() {
         // From the six bottom members, with one member of each group missing.
         let mut bottom = as_members(&g1)[1..].to_vec();
         bottom.extend(as_members(&g2)[..2].iter().cloned());
-        let all = assemble_all(bottom, AssembleOptions { read_only: true })
+        let all = assemble_all(bottom, AssembleOptions::read_only())
             .await
             .unwrap();
         assert_eq!(all.len(), 3, "two RAID5 groups and the RAID0 over them");

@@ -74,7 +74,7 @@ fn kernel_arrays_assemble_and_read_back_exactly() {
             .unwrap();
         let members = open_members(&fixture, dir.path());
         let (bad, state, report) = raidd_rt::block_on(async move {
-            let a = assemble(members, AssembleOptions { read_only: true })
+            let a = assemble(members, AssembleOptions::read_only())
                 .await
                 .unwrap();
             assert_eq!(a.array.size_bytes(), size, "{name}: array size");

@@ -147,7 +147,7 @@ fn scrub_refusals() {
             .unwrap();
         a.array.close().await.unwrap();
         drop(a);
-        let ro = assemble(members, AssembleOptions { read_only: true })
+        let ro = assemble(members, AssembleOptions::read_only())
             .await
             .unwrap();
         assert_eq!(scrub(&ro.array, SyncKind::Check).await, 0);

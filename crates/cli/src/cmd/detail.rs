@@ -448,7 +448,9 @@ pub fn run(args: DetailArgs, json: bool) -> CliResult {
         );
     }
     raidd_rt::block_on(async move {
-        let session: Session = session::assemble(&args.members, Access::ReadOnly, true).await?;
+        // Inspection only: a dirty degraded array is shown (state, Needs Resync), not refused.
+        let session: Session =
+            session::assemble(&args.members, Access::ReadOnly, true, true).await?;
         print(&session.arrays, session.root, &session.unavailable, json).await?;
         session.close().await?;
         // Members that could not be used make the exit code, after the report.

@@ -139,6 +139,9 @@ struct RawArray {
     stripe_cache: Option<String>,
     /// RAID4/5/6: how partial-stripe writes gather company (none, plug, limit, limit:N).
     gather: Option<String>,
+    /// RAID4/5/6: start even if stopped uncleanly and degraded (data may read back wrong).
+    #[serde(default)]
+    start_dirty_degraded: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,6 +249,8 @@ pub struct ArrayConfig {
     /// The RAID4/5/6 stripe cache's size in bytes and gathering policy.
     pub stripe_cache: usize,
     pub gather: raidd_engine::Gather,
+    /// Start the array even if it was stopped uncleanly and is degraded (RAID4/5/6).
+    pub start_dirty_degraded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -377,6 +382,7 @@ impl Config {
                 spare_group: a.spare_group,
                 stripe_cache,
                 gather,
+                start_dirty_degraded: a.start_dirty_degraded,
             });
         }
 
@@ -724,6 +730,7 @@ mod tests {
             name = "a"
             members = ["a0", "a1"]
             read_only = true
+            start_dirty_degraded = true
             [[array]]
             name = "b"
             members = ["b0"]
@@ -751,6 +758,11 @@ mod tests {
         );
         assert!(c.exports[1].read_only);
         assert_eq!(c.exports[1].description, "scratch");
+        assert!(c.arrays[0].start_dirty_degraded && !c.arrays[1].start_dirty_degraded);
+        assert!(parse(
+            "[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstart_dirty_degraded = \"yes\"\n"
+        )
+        .is_err());
         assert_eq!(c.sync, raidd_engine::SyncLimits::default());
         assert!(c.spares.is_empty() && c.program.is_none());
     }

@@ -207,7 +207,7 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
         };
         let mut paths = a.members.clone();
         paths.extend(extra);
-        let session = match session::assemble(&paths, access, true).await {
+        let session = match session::assemble(&paths, access, true, a.start_dirty_degraded).await {
             Ok(s) => s,
             Err(e) => {
                 close_all(&served).await;

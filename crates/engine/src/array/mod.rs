@@ -379,12 +379,12 @@ impl Array {
                 .map(|(chunk, bits)| bitmap::WriteIntent::new(&parts.geometry, *chunk, bits)),
             _ => None,
         };
-        // With a bitmap only its set chunks need a resync; without, an unclean stop means
-        // the whole array.
-        let unclean = match &intent {
-            Some(wi) => wi.dirty_chunks() > 0,
-            None => meta.as_ref().is_some_and(Metadata::is_dirty),
-        };
+        // The superblocks say whether the stop was unclean (md writes resync_offset 0 while
+        // writes may be in flight, bitmap or not); a bitmap then narrows the resync to its
+        // set chunks. Its bits alone do not mean unclean: they stay set while the array is
+        // degraded, clean stops included.
+        let unclean = meta.as_ref().is_some_and(Metadata::is_dirty)
+            && intent.as_ref().is_none_or(|wi| wi.dirty_chunks() > 0);
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),

@@ -501,8 +501,19 @@ async fn read_bitmap(
     let block = read_bytes(&*f.member, off, 4096)
         .await
         .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
-    let bm = BitmapSuper::parse(&block)
+    let mut bm = BitmapSuper::parse(&block)
         .map_err(|e| Error::new(ErrorKind::BadMetadata, format!("{name}: {e}")))?;
+    if bm.uuid != reference.set_uuid {
+        return Err(Error::new(
+            ErrorKind::BadMetadata,
+            format!(
+                "{name}: the write-intent bitmap belongs to array {}, not {} (the kernel \
+                 refuses it too)",
+                uuid_string(&bm.uuid),
+                uuid_string(&reference.set_uuid)
+            ),
+        ));
+    }
     // The bits follow the header; a bitmap larger than the space before the data is corrupt.
     let len = bm.stored_len(4096);
     let room = f.sb.data_offset.saturating_mul(512).saturating_sub(off);
@@ -516,7 +527,21 @@ async fn read_bitmap(
         .await
         .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
     let start = raidd_md::bitmap::BITMAP_SUPER_LEN;
-    let bits = all[start..start + bm.bitmap_bytes() as usize].to_vec();
+    let mut bits = all[start..start + bm.bitmap_bytes() as usize].to_vec();
+    if bm.is_stale() || bm.events < reference.events {
+        // Writes went to the array that this bitmap did not record (a failed bitmap write,
+        // an older copy): its clear bits prove nothing. Every chunk counts as set, as in
+        // md ("bitmap file is out of date -- forcing full recovery"); the header stays
+        // marked stale until these bits have been written out again (meta.rs).
+        tracing::warn!(
+            member = %name,
+            bitmap_events = bm.events,
+            array_events = reference.events,
+            "the write-intent bitmap is out of date: every chunk is treated as dirty"
+        );
+        bits.fill(0xff);
+        bm.state |= raidd_md::bitmap::BITMAP_STATE_STALE;
+    }
     Ok(Some((bm, bits)))
 }
 

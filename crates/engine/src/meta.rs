@@ -281,7 +281,7 @@ impl Metadata {
     /// Writes the bitmap's bits to every member that takes updates, durably (each member is
     /// flushed after). Returns the slots whose write failed (they must be failed).
     pub(crate) async fn write_bitmap_bits(&self, bits: &[u8]) -> Vec<usize> {
-        let st = self.state.lock().await;
+        let mut st = self.state.lock().await;
         let targets: Vec<(Option<usize>, MemberSb)> = st
             .slots
             .iter()
@@ -298,6 +298,14 @@ impl Metadata {
                 if let Some(s) = slot {
                     failed.push(*s);
                 }
+            }
+        }
+        // A bitmap found out of date counted every chunk as set; these bits (a superset of
+        // what is dirty) are now on every member that takes them, so the next superblock
+        // commit may write its header unmarked.
+        if let Some(bm) = st.bitmap.as_mut() {
+            if failed.is_empty() && bm.is_stale() {
+                bm.state &= !raidd_md::bitmap::BITMAP_STATE_STALE;
             }
         }
         failed

@@ -400,10 +400,146 @@ fn bitmap_limits_resync_to_written_chunks() {
     });
 }
 
+/// The bits found set at an unclean start mark chunks the resync still has to visit. Nothing
+/// clears them before it has (md keeps such chunks NEEDED): not the periodic sweep, not a
+/// clean close. A stop before the resync leaves them on disk, and the next start resyncs
+/// them: a mismatch planted there is gone after it.
+#[test]
+fn an_unfinished_resync_keeps_its_bits() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5), (Level::Raid1, 2)] {
+            let raw = mems(n);
+            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let mut s = spec(level, members.clone(), true);
+            s.bitmap_chunk = Some(64 << 10);
+            let a = create(s).await.unwrap();
+            let mut model = Model::new(a.array.size_bytes() / 512, 9);
+            write_pattern(&a.array, &mut model, 0, 16).await;
+            drop(a); // unclean: no close
+            let sb = examine(&*raw[0]).await.unwrap();
+            let victim = if level == Level::Raid1 { 1 } else { n - 1 };
+            let at = sb.data_offset * 512 + 512;
+            let mut b = [0u8; 512];
+            raw[victim].read_sync(at, &mut b);
+            b[3] ^= 0x5a;
+            raw[victim].write_sync(at, &b);
+
+            // Started, stopped cleanly before any resync.
+            let b = assemble(members.clone(), AssembleOptions::default())
+                .await
+                .unwrap();
+            assert!(b.array.needs_resync(), "{level}");
+            assert_eq!(b.array.write_intent().unwrap().0, 1, "{level}");
+            b.array.close().await.unwrap();
+            drop(b);
+            assert_eq!(bitmap_bits(&raw[0]).await[0] & 1, 1, "{level}: bit 0 kept");
+
+            let c = assemble(members.clone(), AssembleOptions::default())
+                .await
+                .unwrap();
+            assert!(c.array.needs_resync(), "{level}: the resync is still due");
+            assert_eq!(c.array.write_intent().unwrap().0, 1, "{level}");
+            assert_eq!(scrub(&c.array, SyncKind::Resync).await, 0, "{level}");
+            assert_eq!(
+                scrub(&c.array, SyncKind::Check).await,
+                0,
+                "{level}: the written chunk was resynced"
+            );
+            c.array.close().await.unwrap();
+            assert_eq!(c.array.write_intent().unwrap().0, 0, "{level}");
+            verify_all(&c.array, &model, "after the resync").await;
+        }
+    });
+}
+
+/// Rewrites the bitmap on every member: `edit` changes its header, and every bit is cleared
+/// (a bitmap that missed the writes it should have recorded).
+async fn doctor_bitmap(raw: &[Arc<MemMember>], edit: impl Fn(&mut raidd_md::BitmapSuper)) {
+    for m in raw {
+        let at = bitmap_at(m).await;
+        let mut head = vec![0u8; 4096];
+        m.read_sync(at, &mut head);
+        let mut bm = raidd_md::BitmapSuper::parse(&head).unwrap();
+        edit(&mut bm);
+        let mut image = bm.encode();
+        image.resize(256 + bm.bitmap_bytes() as usize, 0);
+        m.write_sync(at, &image);
+    }
+}
+
+/// A bitmap that is out of date (marked stale, or older than the superblocks) proves nothing
+/// by its clear bits: every chunk counts as dirty, as in md, so after an unclean stop the
+/// resync covers the whole array, and a mismatch in a chunk the bitmap shows clean is
+/// repaired. A bitmap of another array is refused.
+#[test]
+fn an_out_of_date_bitmap_counts_every_chunk() {
+    raidd_rt::block_on(async {
+        for how in ["stale flag", "old events", "other uuid"] {
+            let raw = mems(4);
+            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let mut s = spec(Level::Raid5, members.clone(), true);
+            s.bitmap_chunk = Some(64 << 10);
+            let a = create(s).await.unwrap();
+            let chunks = a.array.write_intent().unwrap().1;
+            let mut model = Model::new(a.array.size_bytes() / 512, 11);
+            write_pattern(&a.array, &mut model, 0, 16).await;
+            drop(a); // unclean
+            doctor_bitmap(&raw, |bm| match how {
+                "stale flag" => bm.state |= raidd_md::bitmap::BITMAP_STATE_STALE,
+                "old events" => bm.events -= 1,
+                _ => bm.uuid[0] ^= 1,
+            })
+            .await;
+            // Stripe 0's parity (left-symmetric: on the last member), in a chunk the
+            // doctored bitmap shows clean.
+            let sb = examine(&*raw[0]).await.unwrap();
+            let at = sb.data_offset * 512 + 512;
+            let mut b = [0u8; 512];
+            raw[3].read_sync(at, &mut b);
+            b[3] ^= 0x5a;
+            raw[3].write_sync(at, &b);
+
+            let r = assemble(members.clone(), AssembleOptions::default()).await;
+            if how == "other uuid" {
+                let e = r.expect_err("a bitmap of another array");
+                assert_eq!(e.kind(), ErrorKind::BadMetadata, "{e}");
+                assert!(e.to_string().contains("belongs to array"), "{e}");
+                continue;
+            }
+            let array = r.unwrap().array;
+            assert!(array.needs_resync(), "{how}");
+            assert_eq!(
+                array.write_intent().unwrap().0,
+                chunks,
+                "{how}: every chunk"
+            );
+            assert_eq!(scrub(&array, SyncKind::Resync).await, 0, "{how}");
+            assert_eq!(
+                scrub(&array, SyncKind::Check).await,
+                0,
+                "{how}: the chunk the bitmap showed clean was resynced"
+            );
+            array.close().await.unwrap();
+            assert_eq!(array.write_intent().unwrap().0, 0, "{how}");
+            verify_all(&array, &model, how).await;
+            drop(array);
+            // Written out again, the bits are trusted at the next start.
+            let again = assemble(members, AssembleOptions::default()).await.unwrap();
+            assert!(!again.array.needs_resync(), "{how}");
+            assert_eq!(again.array.write_intent().unwrap().0, 0, "{how}");
+        }
+    });
+}
+
+/// Where a member's bitmap header is (bytes).
+async fn bitmap_at(m: &MemMember) -> u64 {
+    let sb = examine(m).await.unwrap();
+    (sb.super_offset as i64 + i64::from(sb.bitmap_offset)) as u64 * 512
+}
+
 /// The bits as stored on a member.
 async fn bitmap_bits(m: &MemMember) -> Vec<u8> {
-    let sb = examine(m).await.unwrap();
-    let at = (sb.super_offset as i64 + i64::from(sb.bitmap_offset)) as u64 * 512;
+    let at = bitmap_at(m).await;
     let mut head = vec![0u8; 4096];
     m.read_sync(at, &mut head);
     let bm = raidd_md::BitmapSuper::parse(&head).unwrap();

@@ -688,12 +688,15 @@ impl Array {
     /// Clears the write-intent bits of chunks with nothing in flight that were not written
     /// in the last flush period (`all`: of every chunk with nothing in flight), after
     /// flushing the members so the data those bits covered is durable. Bits stay while the
-    /// array is degraded.
+    /// array is degraded, and while a resync is due: the bits found at an unclean start say
+    /// where it must go (md keeps those chunks NEEDED until its resync passes them); cleared
+    /// before it has, a stop would leave the superblocks dirty over clear bits, and the next
+    /// start would resync nothing.
     async fn sweep_intent(&self, all: bool) {
         let (Some(wi), Some(meta)) = (&self.intent, &self.meta) else {
             return;
         };
-        if self.is_degraded() || self.is_failed() {
+        if self.is_degraded() || self.is_failed() || self.needs_resync() {
             return;
         }
         let (guard, image) = wi.begin_clear(all).await;

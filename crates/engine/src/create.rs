@@ -233,7 +233,7 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         sb.bblog_shift = 0;
         write_superblock(&***m, &sb).await?;
         if let Some(bm) = &bitmap {
-            write_bitmap(&***m, bm).await?;
+            write_bitmap(&***m, bm, probe.resync_offset != MAX_SECTOR).await?;
         }
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
@@ -284,11 +284,17 @@ fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Re
     Ok(bm)
 }
 
-/// Writes an empty bitmap (header and cleared bits) after the superblock.
-async fn write_bitmap(m: &dyn Member, bm: &BitmapSuper) -> Result<()> {
+/// Writes a new bitmap (header and bits) after the superblock. An array that still needs
+/// its initial sync gets every bit set, as mdadm writes it: the bits are what an unclean
+/// start resyncs, and with none set the sync would visit nothing.
+async fn write_bitmap(m: &dyn Member, bm: &BitmapSuper, needs_sync: bool) -> Result<()> {
     let len = bm.stored_len(4096) as usize;
     let mut block = raidd_rt::AlignedBuf::zeroed(len);
-    block[..raidd_md::bitmap::BITMAP_SUPER_LEN].copy_from_slice(&bm.encode());
+    let header = raidd_md::bitmap::BITMAP_SUPER_LEN;
+    block[..header].copy_from_slice(&bm.encode());
+    if needs_sync {
+        block[header..header + bm.bitmap_bytes() as usize].fill(0xff);
+    }
     write_bytes(
         m,
         (SB_OFFSET_V12_SECTORS + BITMAP_OFFSET_SECTORS) * 512,

@@ -756,10 +756,17 @@ impl Array {
     }
 
     /// A copy of `p` that can be read now: data levels rotate over the in-sync copies;
-    /// parity levels have one, the data member's.
+    /// parity levels have one, the data member's. Until a resync has run, copies may differ
+    /// where writes were in flight: every read then goes to the first in-sync copy, the one
+    /// the resync keeps (md's choose_first), so no read returns a version the resync then
+    /// replaces.
     fn readable_copy(&self, p: &raidd_layout::Piece) -> Option<raidd_layout::Loc> {
         let n = p.copies.len();
-        let rot = if n > 1 { self.rotation() } else { 0 };
+        let rot = if n > 1 && !self.needs_resync() {
+            self.rotation()
+        } else {
+            0
+        };
         (0..n)
             .map(|k| p.copies[(rot + k) % n])
             .find(|l| self.in_sync_at(l.member, l.sector + p.sectors))

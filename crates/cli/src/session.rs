@@ -12,6 +12,16 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::members::{self, Access};
 
+/// How the commands that work on an array's data offline start it (`read`, `write`,
+/// `pattern`).
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct StartArgs {
+    /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6).
+    /// Where writes were in flight, data of the missing member may then read back wrong.
+    #[arg(long)]
+    pub start_dirty_degraded: bool,
+}
+
 /// Largest single request to the array: large and aligned, so it reaches the members as
 /// few big I/Os.
 pub const IO_CHUNK: usize = 4 << 20;
@@ -98,12 +108,12 @@ fn roots(arrays: &[Assembled]) -> Vec<usize> {
 /// Opens the members and assembles every array they make up. With `lenient`, members that
 /// cannot be opened or carry no valid superblock are set aside (reported in
 /// `unavailable`) instead of failing the command; the rest must still make one array.
-/// `start_dirty_degraded`: see [`AssembleOptions::start_dirty_degraded`].
+/// `start`: see [`AssembleOptions::start_dirty_degraded`].
 pub async fn assemble(
     paths: &[PathBuf],
     access: Access,
     lenient: bool,
-    start_dirty_degraded: bool,
+    start: StartArgs,
 ) -> CliResult<Session> {
     members::check_distinct(paths.iter().map(PathBuf::as_path))?;
     let mut opened: Vec<Arc<dyn Member>> = Vec::new();
@@ -141,7 +151,7 @@ pub async fn assemble(
     }
     let opts = AssembleOptions {
         read_only: access != Access::ReadWrite,
-        start_dirty_degraded,
+        start_dirty_degraded: start.start_dirty_degraded,
     };
     let arrays = assemble_all(opened, opts).await?;
     let roots = roots(&arrays);

@@ -379,14 +379,21 @@ fn sigterm_under_load_drains_and_leaves_the_array_clean() {
     assert_eq!(detail["array"]["needs_resync"], false, "{detail}");
 }
 
+/// An array of `level` over `n` members that a daemon served 1 MiB of pattern (generation 1)
+/// into through NBD, and was then killed: its superblocks say writes may be in flight.
+fn written_then_killed(dir: &Path, level: &str, n: usize) -> Vec<PathBuf> {
+    let members = create(dir, level, n, &[]);
+    let d = Daemon::start(dir, &config(level, &members));
+    let input = pattern_file(dir, 1 << 20, 1);
+    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri(level)]));
+    d.kill();
+    members
+}
+
 #[test]
 fn an_unclean_stop_is_reported_at_the_next_start() {
     let dir = scratch();
-    let members = create(dir.path(), "raid1", 2, &[]);
-    let d = Daemon::start(dir.path(), &config("raid1", &members));
-    let input = pattern_file(dir.path(), 1 << 20, 1);
-    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid1")]));
-    d.kill();
+    let members = written_then_killed(dir.path(), "raid1", 2);
     let d = Daemon::start(dir.path(), &config("raid1", &members));
     assert!(d.log().contains("not shut down cleanly"), "{}", d.log());
     d.stop();
@@ -400,11 +407,7 @@ fn an_unclean_stop_is_reported_at_the_next_start() {
 #[test]
 fn a_dirty_degraded_raid5_starts_only_when_asked() {
     let dir = scratch();
-    let members = create(dir.path(), "raid5", 3, &[]);
-    let d = Daemon::start(dir.path(), &config("raid5", &members));
-    let input = pattern_file(dir.path(), 1 << 20, 1);
-    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid5")]));
-    d.kill();
+    let members = written_then_killed(dir.path(), "raid5", 3);
     let survivors = &members[1..];
     let err = Daemon::try_start(dir.path(), &config("raid5", survivors))
         .err()

@@ -12,7 +12,7 @@ use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::{feature, BitmapSuper, DevRole, SbError, Superblock, SB_OFFSET_V12_SECTORS};
 use serde::Serialize;
 
-use crate::array::{uuid_string, Array, ArrayParts, SlotParts, SlotState};
+use crate::array::{uuid_string, Array, ArrayParts, SlotParts};
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::read_bytes;
 use crate::member::Member;
@@ -369,9 +369,10 @@ fn check_dirty_degraded(array: &Array) -> Result<()> {
     if !array.geometry().level().has_parity() || !array.needs_resync() || !array.is_degraded() {
         return Ok(());
     }
-    let slots: Vec<String> = (0..array.geometry().members())
-        .filter(|&r| array.slot_state(r) != SlotState::InSync)
-        .map(|r| r.to_string())
+    let slots: Vec<String> = array
+        .slots_not_in_sync()
+        .iter()
+        .map(ToString::to_string)
         .collect();
     Err(Error::new(
         ErrorKind::Conflict,
@@ -528,11 +529,10 @@ async fn read_bitmap(
         .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
     let start = raidd_md::bitmap::BITMAP_SUPER_LEN;
     let mut bits = all[start..start + bm.bitmap_bytes() as usize].to_vec();
-    if bm.is_stale() || bm.events < reference.events {
-        // Writes went to the array that this bitmap did not record (a failed bitmap write,
-        // an older copy): its clear bits prove nothing. Every chunk counts as set, as in
-        // md ("bitmap file is out of date -- forcing full recovery"); the header stays
-        // marked stale until these bits have been written out again (meta.rs).
+    if bm.is_out_of_date(reference.events) {
+        // Its clear bits prove nothing (a failed bitmap write, an older copy): every chunk
+        // counts as set, as in md; the header stays marked stale until these bits have
+        // been written out again (meta.rs).
         tracing::warn!(
             member = %name,
             bitmap_events = bm.events,
@@ -540,7 +540,7 @@ async fn read_bitmap(
             "the write-intent bitmap is out of date: every chunk is treated as dirty"
         );
         bits.fill(0xff);
-        bm.state |= raidd_md::bitmap::BITMAP_STATE_STALE;
+        bm.set_stale(true);
     }
     Ok(Some((bm, bits)))
 }

@@ -304,8 +304,8 @@ impl Metadata {
         // what is dirty) are now on every member that takes them, so the next superblock
         // commit may write its header unmarked.
         if let Some(bm) = st.bitmap.as_mut() {
-            if failed.is_empty() && bm.is_stale() {
-                bm.state &= !raidd_md::bitmap::BITMAP_STATE_STALE;
+            if failed.is_empty() {
+                bm.set_stale(false);
             }
         }
         failed

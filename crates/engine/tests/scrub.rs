@@ -51,14 +51,30 @@ fn junk_mems(n: usize) -> Vec<Arc<MemMember>> {
     raw
 }
 
+fn dyn_members(raw: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
+    raw.iter().map(|m| m.clone() as _).collect()
+}
+
+/// `spec` with an internal write-intent bitmap of 64 KiB per bit.
+fn bitmap_spec(level: Level, members: Vec<Arc<dyn Member>>, assume_clean: bool) -> CreateSpec {
+    let mut s = spec(level, members, assume_clean);
+    s.bitmap_chunk = Some(64 << 10);
+    s
+}
+
+/// Flips a byte in member sector `sector` (of the data area), behind the array's back.
+async fn flip_sector(m: &MemMember, sector: u64) {
+    let at = examine(m).await.unwrap().data_offset * 512 + sector * 512;
+    let mut b = [0u8; 512];
+    m.read_sync(at, &mut b);
+    b[17] ^= 0xff;
+    m.write_sync(at, &b);
+}
+
 /// Flips bytes in member sectors `sector` and `sector + 9` (two different 4 KiB blocks).
 async fn corrupt(m: &MemMember, sector: u64) {
-    let off = examine(m).await.unwrap().data_offset * 512;
     for s in [sector, sector + 9] {
-        let mut b = [0u8; 512];
-        m.read_sync(off + s * 512, &mut b);
-        b[17] ^= 0xff;
-        m.write_sync(off + s * 512, &b);
+        flip_sector(m, s).await;
     }
 }
 
@@ -80,7 +96,7 @@ fn check_counts_and_repair_fixes_every_level() {
             (Level::Raid6, 5),
         ] {
             let raw = mems(n);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let members = dyn_members(&raw);
             let a = create(spec(level, members, true)).await.unwrap();
             let array = a.array.clone();
             let sectors = array.size_bytes() / 512;
@@ -130,7 +146,7 @@ fn check_counts_and_repair_fixes_every_level() {
 fn scrub_refusals() {
     raidd_rt::block_on(async {
         let raw = mems(2);
-        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let members = dyn_members(&raw);
         let a = create(spec(Level::Raid0, members, true)).await.unwrap();
         let err = a
             .array
@@ -141,7 +157,7 @@ fn scrub_refusals() {
         a.array.close().await.unwrap();
 
         let raw = mems(3);
-        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let members = dyn_members(&raw);
         let a = create(spec(Level::Raid5, members.clone(), true))
             .await
             .unwrap();
@@ -168,7 +184,7 @@ fn resync_makes_redundancy_consistent() {
         for (level, n) in [(Level::Raid1, 2), (Level::Raid5, 4), (Level::Raid6, 4)] {
             // Garbage on the members before creation: the parity cannot match it.
             let raw = junk_mems(n);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let members = dyn_members(&raw);
             let a = create(spec(level, members, false)).await.unwrap();
             let array = a.array.clone();
             assert!(array.needs_resync(), "{level}");
@@ -194,7 +210,7 @@ fn writes_before_the_resync_survive_a_lost_member() {
         for (level, n) in [(Level::Raid5, 4), (Level::Raid5, 6), (Level::Raid6, 6)] {
             for lost in 0..n {
                 let raw = junk_mems(n);
-                let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+                let members = dyn_members(&raw);
                 let a = create(spec(level, members, false)).await.unwrap();
                 let array = a.array.clone();
                 assert!(array.needs_resync(), "{level}");
@@ -229,8 +245,7 @@ fn writes_during_an_interrupted_resync_survive_a_lost_member() {
                 raidd_rt::block_on(async move {
                     let what = format!("seed {seed}, {level} over {n}, member {lost} lost");
                     let raw = junk_mems(n);
-                    let members: Vec<Arc<dyn Member>> =
-                        raw.iter().map(|m| m.clone() as _).collect();
+                    let members = dyn_members(&raw);
                     let a = create(spec(level, members, false)).await.unwrap();
                     let array = a.array.clone();
                     let resync = raidd_rt::spawn_local({
@@ -299,7 +314,7 @@ fn writes_during_an_interrupted_resync_survive_a_lost_member() {
 fn the_resync_point_decides_where_parity_is_trusted() {
     raidd_rt::block_on(async {
         let raw = mems(4);
-        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let members = dyn_members(&raw);
         let a = create(spec(Level::Raid5, members, false)).await.unwrap();
         let array = a.array.clone();
         let mut model = Model::new(array.size_bytes() / 512, 22);
@@ -344,10 +359,10 @@ fn bitmap_limits_resync_to_written_chunks() {
     raidd_rt::block_on(async {
         for (level, n) in [(Level::Raid5, 4), (Level::Raid1, 2), (Level::Raid10, 4)] {
             let raw = mems(n);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-            let mut s = spec(level, members.clone(), true);
-            s.bitmap_chunk = Some(64 << 10);
-            let a = create(s).await.unwrap();
+            let members = dyn_members(&raw);
+            let a = create(bitmap_spec(level, members.clone(), true))
+                .await
+                .unwrap();
             let array = a.array.clone();
             let (dirty, chunks) = array.write_intent().unwrap();
             assert_eq!(dirty, 0, "{level}");
@@ -371,15 +386,10 @@ fn bitmap_limits_resync_to_written_chunks() {
             drop(a); // unclean: no close
 
             // Plant mismatches: one in the written chunk 0, one in the last chunk.
-            let sb = examine(&*raw[0]).await.unwrap();
-            let off = sb.data_offset * 512;
+            let size = examine(&*raw[0]).await.unwrap().size;
             let victim = if level == Level::Raid1 { 1 } else { n - 1 };
-            let last = (sb.size - 8) * 512;
-            for at in [off + 512, off + last] {
-                let mut b = [0u8; 512];
-                raw[victim].read_sync(at, &mut b);
-                b[3] ^= 0x77;
-                raw[victim].write_sync(at, &b);
+            for sector in [1, size - 8] {
+                flip_sector(&raw[victim], sector).await;
             }
             let b = assemble(members.clone(), AssembleOptions::default())
                 .await
@@ -409,20 +419,15 @@ fn an_unfinished_resync_keeps_its_bits() {
     raidd_rt::block_on(async {
         for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5), (Level::Raid1, 2)] {
             let raw = mems(n);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-            let mut s = spec(level, members.clone(), true);
-            s.bitmap_chunk = Some(64 << 10);
-            let a = create(s).await.unwrap();
+            let members = dyn_members(&raw);
+            let a = create(bitmap_spec(level, members.clone(), true))
+                .await
+                .unwrap();
             let mut model = Model::new(a.array.size_bytes() / 512, 9);
             write_pattern(&a.array, &mut model, 0, 16).await;
             drop(a); // unclean: no close
-            let sb = examine(&*raw[0]).await.unwrap();
             let victim = if level == Level::Raid1 { 1 } else { n - 1 };
-            let at = sb.data_offset * 512 + 512;
-            let mut b = [0u8; 512];
-            raw[victim].read_sync(at, &mut b);
-            b[3] ^= 0x5a;
-            raw[victim].write_sync(at, &b);
+            flip_sector(&raw[victim], 1).await;
 
             // Started, stopped cleanly before any resync.
             let b = assemble(members.clone(), AssembleOptions::default())
@@ -461,7 +466,7 @@ fn reads_before_a_mirror_resync_agree_with_it() {
     raidd_rt::block_on(async {
         for (level, n) in [(Level::Raid1, 2), (Level::Raid1, 3), (Level::Raid10, 4)] {
             let raw = mems(n);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let members = dyn_members(&raw);
             let a = create(spec(level, members.clone(), true)).await.unwrap();
             a.array
                 .write_buf(0, raidd_rt::AlignedBuf::from_slice(&[1u8; 4096]))
@@ -510,10 +515,11 @@ fn a_new_array_with_a_bitmap_is_synced_whole() {
             (Level::Raid10, 4),
         ] {
             let raw = junk_mems(n);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-            let mut s = spec(level, members.clone(), false);
-            s.bitmap_chunk = Some(64 << 10);
-            let array = create(s).await.unwrap().array;
+            let members = dyn_members(&raw);
+            let array = create(bitmap_spec(level, members.clone(), false))
+                .await
+                .unwrap()
+                .array;
             let (dirty, chunks) = array.write_intent().unwrap();
             assert!(array.needs_resync(), "{level}");
             assert_eq!(dirty, chunks, "{level}: every chunk to sync");
@@ -557,28 +563,23 @@ fn an_out_of_date_bitmap_counts_every_chunk() {
     raidd_rt::block_on(async {
         for how in ["stale flag", "old events", "other uuid"] {
             let raw = mems(4);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-            let mut s = spec(Level::Raid5, members.clone(), true);
-            s.bitmap_chunk = Some(64 << 10);
-            let a = create(s).await.unwrap();
+            let members = dyn_members(&raw);
+            let a = create(bitmap_spec(Level::Raid5, members.clone(), true))
+                .await
+                .unwrap();
             let chunks = a.array.write_intent().unwrap().1;
             let mut model = Model::new(a.array.size_bytes() / 512, 11);
             write_pattern(&a.array, &mut model, 0, 16).await;
             drop(a); // unclean
             doctor_bitmap(&raw, |bm| match how {
-                "stale flag" => bm.state |= raidd_md::bitmap::BITMAP_STATE_STALE,
+                "stale flag" => bm.set_stale(true),
                 "old events" => bm.events -= 1,
                 _ => bm.uuid[0] ^= 1,
             })
             .await;
             // Stripe 0's parity (left-symmetric: on the last member), in a chunk the
             // doctored bitmap shows clean.
-            let sb = examine(&*raw[0]).await.unwrap();
-            let at = sb.data_offset * 512 + 512;
-            let mut b = [0u8; 512];
-            raw[3].read_sync(at, &mut b);
-            b[3] ^= 0x5a;
-            raw[3].write_sync(at, &b);
+            flip_sector(&raw[3], 1).await;
 
             let r = assemble(members.clone(), AssembleOptions::default()).await;
             if how == "other uuid" {

@@ -146,6 +146,22 @@ impl BitmapSuper {
         self.state & BITMAP_STATE_STALE != 0
     }
 
+    /// Whether the bits cannot be trusted for an array at `array_events`: marked stale, or
+    /// older than the superblocks (writes went on that it did not record). The kernel then
+    /// counts every chunk as dirty ("bitmap file is out of date -- forcing full recovery").
+    pub fn is_out_of_date(&self, array_events: u64) -> bool {
+        self.is_stale() || self.events < array_events
+    }
+
+    /// Marks the header stale, or clears the mark.
+    pub fn set_stale(&mut self, stale: bool) {
+        if stale {
+            self.state |= BITMAP_STATE_STALE;
+        } else {
+            self.state &= !BITMAP_STATE_STALE;
+        }
+    }
+
     /// Counts the set ("dirty") bits among the first [`BitmapSuper::bits`] bits of
     /// `bit_array` (the bytes after the header; bit i is bit i%8 of byte i/8). Bits past
     /// `bits()` are ignored: md leaves them set in the last byte.
@@ -186,6 +202,21 @@ fn decode(bytes: &[u8]) -> BitmapSuper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_date_by_flag_or_events() {
+        let mut b = sample();
+        assert!(!b.is_out_of_date(9) && !b.is_out_of_date(8));
+        assert!(b.is_out_of_date(10), "older than the superblocks");
+        b.set_stale(true);
+        assert!(b.is_stale() && b.is_out_of_date(9));
+        assert_eq!(
+            BitmapSuper::parse(&b.encode()).unwrap().state,
+            BITMAP_STATE_STALE
+        );
+        b.set_stale(false);
+        assert!(!b.is_stale() && b.state == 0);
+    }
 
     fn sample() -> BitmapSuper {
         BitmapSuper {

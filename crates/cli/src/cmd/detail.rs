@@ -449,8 +449,11 @@ pub fn run(args: DetailArgs, json: bool) -> CliResult {
     }
     raidd_rt::block_on(async move {
         // Inspection only: a dirty degraded array is shown (state, Needs Resync), not refused.
+        let start = session::StartArgs {
+            start_dirty_degraded: true,
+        };
         let session: Session =
-            session::assemble(&args.members, Access::ReadOnly, true, true).await?;
+            session::assemble(&args.members, Access::ReadOnly, true, start).await?;
         print(&session.arrays, session.root, &session.unavailable, json).await?;
         session.close().await?;
         // Members that could not be used make the exit code, after the report.

@@ -45,10 +45,8 @@ pub struct PatternArgs {
     /// device such as /dev/md0, a disk image), not md members to assemble.
     #[arg(long)]
     pub raw: bool,
-    /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6).
-    /// Where writes were in flight, data of the missing member may then read back wrong.
-    #[arg(long)]
-    pub start_dirty_degraded: bool,
+    #[command(flatten)]
+    pub start: session::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is used).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -186,9 +184,7 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
             let m = crate::members::open(path, access)?;
             Target::Raw(m, path.display().to_string())
         } else {
-            Target::Array(
-                session::assemble(&args.members, access, false, args.start_dirty_degraded).await?,
-            )
+            Target::Array(session::assemble(&args.members, access, false, args.start).await?)
         };
         let result = async {
             let len = target.check_range(args.offset, args.length)?;

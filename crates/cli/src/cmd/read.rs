@@ -25,10 +25,8 @@ pub struct ReadArgs {
     /// Write the bytes to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6).
-    /// Where writes were in flight, data of the missing member may then read back wrong.
-    #[arg(long)]
-    pub start_dirty_degraded: bool,
+    #[command(flatten)]
+    pub start: session::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is read).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -88,13 +86,7 @@ pub fn run(args: ReadArgs, json: bool) -> CliResult {
         ));
     }
     raidd_rt::block_on(async move {
-        let session = session::assemble(
-            &args.members,
-            Access::ReadOnly,
-            false,
-            args.start_dirty_degraded,
-        )
-        .await?;
+        let session = session::assemble(&args.members, Access::ReadOnly, false, args.start).await?;
         let array = session.root().clone();
         let len = session::check_range(&array, args.offset, args.length)?;
         let (mut sink, name) = match &args.output {

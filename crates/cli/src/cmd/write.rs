@@ -24,10 +24,8 @@ pub struct WriteArgs {
     /// array's block size.
     #[arg(short, long, value_name = "FILE")]
     pub input: Option<PathBuf>,
-    /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6).
-    /// Where writes were in flight, data of the missing member may then read back wrong.
-    #[arg(long)]
-    pub start_dirty_degraded: bool,
+    #[command(flatten)]
+    pub start: session::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is written).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -74,13 +72,8 @@ pub fn run(args: WriteArgs, json: bool) -> CliResult {
         None => (Box::new(std::io::stdin()), "stdin".to_string(), None),
     };
     raidd_rt::block_on(async move {
-        let session = session::assemble(
-            &args.members,
-            Access::ReadWrite,
-            false,
-            args.start_dirty_degraded,
-        )
-        .await?;
+        let session =
+            session::assemble(&args.members, Access::ReadWrite, false, args.start).await?;
         let array = session.root().clone();
         let copied = async {
             let bs = u64::from(array.block_size());

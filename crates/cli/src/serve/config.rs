@@ -253,6 +253,15 @@ pub struct ArrayConfig {
     pub start_dirty_degraded: bool,
 }
 
+impl ArrayConfig {
+    /// How the array is started (`start_dirty_degraded`).
+    pub fn start(&self) -> crate::session::StartArgs {
+        crate::session::StartArgs {
+            start_dirty_degraded: self.start_dirty_degraded,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExportConfig {
     pub name: String,

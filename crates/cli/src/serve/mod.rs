@@ -207,7 +207,7 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
         };
         let mut paths = a.members.clone();
         paths.extend(extra);
-        let session = match session::assemble(&paths, access, true, a.start_dirty_degraded).await {
+        let session = match session::assemble(&paths, access, true, a.start()).await {
             Ok(s) => s,
             Err(e) => {
                 close_all(&served).await;
@@ -236,9 +236,7 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
             );
         }
         if root.is_degraded() {
-            let missing: Vec<usize> = (0..root.geometry().members())
-                .filter(|&r| root.slot_state(r) != SlotState::InSync)
-                .collect();
+            let missing = root.slots_not_in_sync();
             tracing::warn!(array = %a.name, "running degraded: slots {missing:?} are not in sync");
         }
         tracing::info!(

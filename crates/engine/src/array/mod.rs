@@ -486,6 +486,13 @@ impl Array {
         (0..self.slots.len()).any(|r| !self.in_sync(r))
     }
 
+    /// The slots not in sync (missing, faulty or recovering), in order.
+    pub fn slots_not_in_sync(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&r| !self.in_sync(r))
+            .collect()
+    }
+
     /// The member in a slot (whatever its state).
     pub fn member(&self, role: usize) -> Option<Arc<dyn Member>> {
         self.slots

@@ -633,12 +633,15 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
         let seed = seed_of(i).to_string();
         raidd(&args_with(&["pattern", "write", "--seed", &seed], m)).ok();
     }
+    // Safe mode off: the arrays the kill is to leave unclean stay marked active while idle.
+    let unclean =
+        |name: &str, m: &[PathBuf]| format!("{}safe_mode_delay = \"off\"\n", array_config(name, m));
     let cfg = format!(
         "[sync]\nspeed_min = 1000000\nspeed_max = 1000000\n[[spare]]\npath = {:?}\n{}{}{}",
         spare.display().to_string(),
         array_config("r5", &r5),
-        array_config("r1", &r1),
-        array_config("r6", &r6)
+        unclean("r1", &r1),
+        unclean("r6", &r6)
     );
     // Rebuild: fail a RAID5 member; the pool spare takes its slot.
     let d = Daemon::start(dir.path(), &cfg);

@@ -33,6 +33,19 @@ fn verify_file(p: &Path, generation: u64, what: &str) {
 }
 
 /// `raidd pattern write|verify` over the whole array, offline on its members.
+/// Copies the first MiB of `export` out through NBD and checks it holds `generation`.
+fn verify_served(d: &Daemon, dir: &Path, export: &str, generation: u64, what: &str) {
+    let got = dir.join("got.bin");
+    must(tool("nbdcopy").args([&d.uri(export), got.to_str().unwrap()]));
+    std::fs::File::options()
+        .write(true)
+        .open(&got)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    verify_file(&got, generation, what);
+}
+
 fn offline_pattern(verb: &str, members: &[PathBuf], len: u64, generation: u64) {
     sectors::offline(verb, members, len, generation, SEED)
 }
@@ -380,10 +393,12 @@ fn sigterm_under_load_drains_and_leaves_the_array_clean() {
 }
 
 /// An array of `level` over `n` members that a daemon served 1 MiB of pattern (generation 1)
-/// into through NBD, and was then killed: its superblocks say writes may be in flight.
+/// into through NBD, and was then killed: its superblocks say writes may be in flight (safe
+/// mode is off, so the idle moment before the kill does not mark it clean).
 fn written_then_killed(dir: &Path, level: &str, n: usize) -> Vec<PathBuf> {
     let members = create(dir, level, n, &[]);
-    let d = Daemon::start(dir, &config(level, &members));
+    let cfg = format!("{}safe_mode_delay = \"off\"\n", config(level, &members));
+    let d = Daemon::start(dir, &cfg);
     let input = pattern_file(dir, 1 << 20, 1);
     must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri(level)]));
     d.kill();
@@ -436,16 +451,70 @@ fn a_dirty_degraded_raid5_starts_only_when_asked() {
     );
     let d = Daemon::start(dir.path(), &asked);
     assert!(d.log().contains("running degraded"), "{}", d.log());
-    let got = dir.path().join("got.bin");
-    must(tool("nbdcopy").args([&d.uri("raid5"), got.to_str().unwrap()]));
-    std::fs::File::options()
-        .write(true)
-        .open(&got)
-        .unwrap()
-        .set_len(1 << 20)
-        .unwrap();
-    verify_file(&got, 1, "served dirty and degraded");
+    verify_served(&d, dir.path(), "raid5", 1, "served dirty and degraded");
     d.stop();
+}
+
+/// md's safe mode: an array idle for its delay is marked clean while served, so a SIGKILL
+/// then leaves nothing to resync, and a degraded RAID5 starts without being asked; writing
+/// marks it active again. With safe mode off it stays active until a clean stop.
+#[test]
+fn an_idle_array_is_marked_clean_while_served() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 3, &[]);
+    let with_delay =
+        |m: &[PathBuf], delay: &str| format!("{}safe_mode_delay = {delay:?}\n", config("raid5", m));
+    // What the superblock of `m` says (mdadm's "clean" or "active").
+    let on_disk = |m: &Path| {
+        let text = raidd(&["examine", m.to_str().unwrap()]).ok().text();
+        if text.contains("State : clean") {
+            "clean"
+        } else {
+            assert!(text.contains("State : active"), "{text}");
+            "active"
+        }
+    };
+    let wait_clean = |d: &Daemon, m: &Path| {
+        let start = std::time::Instant::now();
+        while on_disk(m) != "clean" {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "not marked clean: {}",
+                d.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let d = Daemon::start(dir.path(), &with_delay(&members, "100ms"));
+    let input = pattern_file(dir.path(), 1 << 20, 1);
+    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid5")]));
+    wait_clean(&d, &members[0]);
+    d.kill();
+
+    // Idle at the kill: the degraded array starts as it is, with nothing to resync.
+    let survivors = &members[1..];
+    let d = Daemon::start(dir.path(), &with_delay(survivors, "100ms"));
+    assert!(!d.log().contains("not shut down cleanly"), "{}", d.log());
+    verify_served(
+        &d,
+        dir.path(),
+        "raid5",
+        1,
+        "served degraded after a kill while idle",
+    );
+    // Written again, it is marked clean again once idle.
+    let second = pattern_file(dir.path(), 1 << 20, 2);
+    must(tool("nbdcopy").args([second.to_str().unwrap(), &d.uri("raid5")]));
+    wait_clean(&d, &survivors[0]);
+    d.stop();
+
+    // Safe mode off: a write leaves it active until the stop.
+    let d = Daemon::start(dir.path(), &with_delay(survivors, "off"));
+    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid5")]));
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(on_disk(&survivors[0]), "active", "{}", d.log());
+    d.stop();
+    assert_eq!(on_disk(&survivors[0]), "clean", "a clean stop");
 }
 
 #[test]

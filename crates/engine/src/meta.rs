@@ -259,6 +259,13 @@ impl Metadata {
         if self.is_dirty() {
             return Vec::new();
         }
+        self.mark_dirty_in_turn().await
+    }
+
+    /// As [`Metadata::mark_dirty`], but always in turn with other state changes: it waits
+    /// for a [`Metadata::mark_clean_unless`] in progress, which the lock-free check could
+    /// overlap. For writers the gate does not keep apart from marking clean (sync work).
+    pub(crate) async fn mark_dirty_in_turn(&self) -> Vec<usize> {
         let mut st = self.state.lock().await;
         if st.clean == CleanState::Dirty {
             return Vec::new();
@@ -272,8 +279,23 @@ impl Metadata {
     /// Marks the array clean after a flush (clean shutdown, or a completed resync).
     pub(crate) async fn mark_clean(&self) -> Vec<usize> {
         let mut st = self.state.lock().await;
+        self.clean_locked(&mut st).await
+    }
+
+    /// Marks the array clean unless `busy()` holds once the state is locked (a writer that
+    /// marks dirty through [`Metadata::mark_dirty_in_turn`] has started). `None`: busy,
+    /// nothing written.
+    pub(crate) async fn mark_clean_unless(&self, busy: impl Fn() -> bool) -> Option<Vec<usize>> {
+        let mut st = self.state.lock().await;
+        if busy() {
+            return None;
+        }
+        Some(self.clean_locked(&mut st).await)
+    }
+
+    async fn clean_locked(&self, st: &mut MetaState) -> Vec<usize> {
         st.clean = CleanState::Clean;
-        let failed = commit(&mut st).await;
+        let failed = commit(st).await;
         self.dirty.store(false, Ordering::Release);
         failed
     }

@@ -142,6 +142,9 @@ struct RawArray {
     /// RAID4/5/6: start even if stopped uncleanly and degraded (data may read back wrong).
     #[serde(default)]
     start_dirty_degraded: bool,
+    /// md's safe_mode_delay: idle time after which the array is marked clean ("200ms",
+    /// "2s"; "off": only at a clean stop).
+    safe_mode_delay: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -174,6 +177,35 @@ pub struct Config {
     pub spares: Vec<SpareConfig>,
     /// The iSCSI target, when the config has an `[iscsi]` section or `[[target]]`s.
     pub iscsi: Option<IscsiConfig>,
+}
+
+/// How long an array is idle before it is marked clean, unless the config says otherwise
+/// (md's default safe_mode_delay).
+pub const DEFAULT_SAFE_MODE_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A delay as the config writes it: "200ms", "2s", "1.5s", or "off" (also "0": never).
+fn parse_delay(text: &str) -> Result<Option<std::time::Duration>, String> {
+    let t = text.trim();
+    if t == "off" || t == "0" {
+        return Ok(None);
+    }
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(format!(
+            "{text:?}: expected a delay with its unit (\"200ms\", \"2s\") or \"off\""
+        ));
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v * scale <= 3600.0 => {
+            Ok(Some(std::time::Duration::from_secs_f64(v * scale)))
+        }
+        _ => Err(format!(
+            "{text:?}: expected a delay above 0 and at most an hour (\"200ms\", \"2s\") or \"off\""
+        )),
+    }
 }
 
 /// Where iSCSI initiators connect when the config names no address: loopback only.
@@ -251,6 +283,9 @@ pub struct ArrayConfig {
     pub gather: raidd_engine::Gather,
     /// Start the array even if it was stopped uncleanly and is degraded (RAID4/5/6).
     pub start_dirty_degraded: bool,
+    /// Mark the array clean once no write has started for this long (md's safe mode);
+    /// `None`: only at a clean stop.
+    pub safe_mode_delay: Option<std::time::Duration>,
 }
 
 impl ArrayConfig {
@@ -384,6 +419,11 @@ impl Config {
                     .parse::<raidd_engine::Gather>()
                     .map_err(|e| format!("array {:?}: {e}", a.name))?,
             };
+            let safe_mode_delay = match a.safe_mode_delay.as_deref() {
+                None => Some(DEFAULT_SAFE_MODE_DELAY),
+                Some(t) => parse_delay(t)
+                    .map_err(|e| format!("array {:?}: safe_mode_delay {e}", a.name))?,
+            };
             arrays.push(ArrayConfig {
                 name: a.name,
                 members,
@@ -392,6 +432,7 @@ impl Config {
                 stripe_cache,
                 gather,
                 start_dirty_degraded: a.start_dirty_degraded,
+                safe_mode_delay,
             });
         }
 
@@ -723,6 +764,36 @@ mod tests {
             ))
             .expect("valid");
             assert_eq!(c.registered_buffers, want, "{text}");
+        }
+    }
+
+    #[test]
+    fn safe_mode_delay_takes_a_delay_with_its_unit_or_off() {
+        let with = |v: &str| {
+            parse(&format!("[[array]]\nname = \"a\"\nmembers = [\"x\"]\n{v}"))
+                .map(|c| c.arrays[0].safe_mode_delay)
+        };
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(with(""), Ok(Some(DEFAULT_SAFE_MODE_DELAY)));
+        assert_eq!(DEFAULT_SAFE_MODE_DELAY, ms(200), "md's default");
+        assert_eq!(with("safe_mode_delay = \"50ms\""), Ok(Some(ms(50))));
+        assert_eq!(with("safe_mode_delay = \"1.5s\""), Ok(Some(ms(1500))));
+        assert_eq!(with("safe_mode_delay = \"off\""), Ok(None));
+        assert_eq!(with("safe_mode_delay = \"0\""), Ok(None));
+        for bad in [
+            "\"200\"",
+            "\"-1s\"",
+            "\"2h\"",
+            "\"7200s\"",
+            "\"fast\"",
+            "\"nanms\"",
+            "200",
+        ] {
+            let e = with(&format!("safe_mode_delay = {bad}")).expect_err(bad);
+            assert!(
+                e.contains("safe_mode_delay") || e.contains("invalid type"),
+                "{bad}: {e}"
+            );
         }
     }
 

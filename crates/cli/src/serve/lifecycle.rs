@@ -35,6 +35,8 @@ pub struct Watched {
     pub array: Arc<Array>,
     /// The spare group of the configured array it belongs to.
     pub group: Option<String>,
+    /// Idle time after which it is marked clean (md's safe mode); `None`: never.
+    pub safe_mode: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -360,6 +362,22 @@ impl Lifecycle {
         let tasks: Vec<_> = self.tasks.borrow_mut().drain(..).collect();
         for t in tasks {
             t.await;
+        }
+    }
+}
+
+/// How often safe mode looks at the arrays: an idle array is marked clean between its
+/// delay and this much later.
+pub const SAFE_MODE_TICK: Duration = Duration::from_millis(50);
+
+/// md's safe mode, for every array that has it: marks clean those idle for their delay.
+pub async fn safe_mode(arrays: &[Watched]) {
+    loop {
+        raidd_rt::time::sleep(SAFE_MODE_TICK).await;
+        for w in arrays {
+            if let Some(delay) = w.safe_mode {
+                w.array.mark_clean_if_idle(delay).await;
+            }
         }
     }
 }

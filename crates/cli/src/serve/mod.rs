@@ -318,6 +318,7 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             s.session.arrays.iter().map(|a| Watched {
                 array: a.array.clone(),
                 group: s.config.spare_group.clone(),
+                safe_mode: s.config.safe_mode_delay,
             })
         })
         .collect();
@@ -471,6 +472,10 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
                 raidd_rt::time::sleep(lifecycle::TICK).await;
             }
         }
+    };
+    let monitor = {
+        let ctx = ctx.clone();
+        async move { future::join(monitor, lifecycle::safe_mode(&ctx.watched)).await }
     };
     let signal = async {
         match signals.recv().await {

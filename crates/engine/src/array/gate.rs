@@ -202,6 +202,24 @@ impl Gate {
         .await;
         Barrier { gate: self, set }
     }
+
+    /// Raises a barrier on the whole array if no write is in flight anywhere; `None` (and
+    /// nothing raised) otherwise. While it is held, every new write waits at the gate.
+    pub(crate) fn try_barrier_all(&self) -> Option<Barrier<'_>> {
+        let set: BucketSet = (0..BUCKETS as u16).collect();
+        for b in self.buckets.iter() {
+            b.barrier.fetch_add(1, Ordering::SeqCst);
+        }
+        let barrier = Barrier { gate: self, set };
+        // A write raises `pending` before it looks at `barrier`, and this looks at `pending`
+        // after raising `barrier` (both sequentially consistent): either the write sees the
+        // barrier and steps back, or this sees the write and gives up.
+        let idle = self
+            .buckets
+            .iter()
+            .all(|b| b.pending.load(Ordering::SeqCst) == 0);
+        idle.then_some(barrier)
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +276,32 @@ mod tests {
                 *log.borrow(),
                 ["write done", "sync", "sync done", "second write"]
             );
+        });
+    }
+
+    #[test]
+    fn a_whole_array_barrier_is_raised_only_when_nothing_is_in_flight() {
+        raidd_rt::block_on(async {
+            let gate = Rc::new(Gate::default());
+            let pass = gate.enter([(5 << REGION_SHIFT, 8)]).await;
+            assert!(gate.try_barrier_all().is_none(), "a write is in flight");
+            // Giving up left nothing raised: a write anywhere passes at once.
+            drop(gate.enter([(0, 1)]).await);
+            drop(pass);
+            let b = gate.try_barrier_all().expect("nothing in flight");
+            let passed = Rc::new(Cell::new(false));
+            let (g, p) = (gate.clone(), passed.clone());
+            let writer = raidd_rt::spawn_local(async move {
+                drop(g.enter([(900 << REGION_SHIFT, 1)]).await);
+                p.set(true);
+            });
+            for _ in 0..3 {
+                raidd_rt::yield_now().await;
+            }
+            assert!(!passed.get(), "a write waits while the barrier is up");
+            drop(b);
+            writer.await;
+            assert!(passed.get());
         });
     }
 }

@@ -158,6 +158,8 @@ pub struct Array {
     intent: Option<bitmap::WriteIntent>,
     /// When the write-intent bits were last swept for clearing.
     intent_swept: Mutex<std::time::Instant>,
+    /// Safe mode's view of the write count, and since when it has not moved.
+    idle_since: Mutex<(u64, std::time::Instant)>,
     counters: Counters,
 }
 
@@ -409,6 +411,7 @@ impl Array {
             resync_point: AtomicU64::new(if unclean { 0 } else { u64::MAX }),
             intent,
             intent_swept: Mutex::new(std::time::Instant::now()),
+            idle_since: Mutex::new((0, std::time::Instant::now())),
             counters: Counters::default(),
         })
     }
@@ -745,21 +748,81 @@ impl Array {
             .map(|wi| (wi.dirty_chunks(), wi.chunks()))
     }
 
-    /// Before the first write after a clean start, record in the superblocks that writes may
-    /// be in flight (so an unclean stop is detected and resynced).
+    /// Before the first write after a clean start (or after safe mode marked the array
+    /// clean), record in the superblocks that writes may be in flight, so an unclean stop is
+    /// detected and resynced. Foreground writes call this inside their gate pass, which is
+    /// what keeps them apart from [`Array::mark_clean_if_idle`]. Levels without redundancy
+    /// have nothing to resync and stay clean (md's raid0 and linear never mark dirty).
     async fn ensure_dirty(&self) -> Result<()> {
-        let Some(meta) = &self.meta else {
-            return Ok(());
-        };
-        if meta.is_dirty() {
-            return Ok(());
+        match &self.meta {
+            Some(meta) if !meta.is_dirty() && self.geometry.redundancy() > 0 => {
+                self.superblocks_failed(meta.mark_dirty().await).await;
+                self.check_alive()
+            }
+            _ => Ok(()),
         }
-        let failed = meta.mark_dirty().await;
-        for r in failed {
+    }
+
+    /// Fails the slots whose superblock update failed (their metadata is unknown now).
+    pub(super) async fn superblocks_failed(&self, slots: Vec<usize>) {
+        for r in slots {
             self.fail_slot(r, &io::Error::other("superblock update failed"))
                 .await;
         }
-        self.check_alive()
+    }
+
+    /// md's safe mode: once no write has started for `delay`, flushes the members and marks
+    /// the superblocks clean, so a crash of an idle server needs no resync (and a degraded
+    /// parity array still starts after it). The next write marks them dirty again before it
+    /// reaches a member. The daemon calls this often; returns whether it marked clean now.
+    ///
+    /// Writes in flight are found through the gate: a whole-array barrier is raised only
+    /// when no write holds a pass, and it holds new writes back until the superblocks say
+    /// clean; a write that passes after it marks dirty first ([`Array::ensure_dirty`] runs
+    /// inside the pass). Sync passes that write (resync, repair) keep the array dirty.
+    pub async fn mark_clean_if_idle(&self, delay: std::time::Duration) -> bool {
+        let Some(meta) = &self.meta else {
+            return false;
+        };
+        if !meta.is_dirty() || self.read_only || self.is_failed() || self.needs_resync() {
+            return false;
+        }
+        let writes = self.counters.sum(|s| &s.writes);
+        {
+            let mut seen = self.idle_since.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.0 != writes {
+                *seen = (writes, std::time::Instant::now());
+                return false;
+            }
+            if seen.1.elapsed() < delay {
+                return false;
+            }
+        }
+        let Some(barrier) = self.gate.try_barrier_all() else {
+            return false;
+        };
+        if self.flush().await.is_err() {
+            return false;
+        }
+        let writing_sync = || {
+            self.sync_progress()
+                .is_some_and(|p| matches!(p.kind, SyncKind::Resync | SyncKind::Repair))
+        };
+        let marked = match meta
+            .mark_clean_unless(|| writing_sync() || self.needs_resync())
+            .await
+        {
+            Some(failed) => {
+                self.superblocks_failed(failed).await;
+                true
+            }
+            None => false,
+        };
+        drop(barrier);
+        if marked {
+            tracing::debug!(array = %self.name, "idle: marked clean");
+        }
+        marked
     }
 
     /// A copy of `p` that can be read now: data levels rotate over the in-sync copies;
@@ -856,10 +919,10 @@ impl Array {
         if len == 0 {
             return Ok(());
         }
-        self.ensure_dirty().await?;
         self.counters.add(|s| &s.writes, 1);
         self.counters.add(|s| &s.written_bytes, len);
         let _pass = self.enter_gate(offset, len).await;
+        self.ensure_dirty().await?;
         let _intent = self.note_intent(offset, len).await?;
         match self.geometry.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_write(offset, iov).await,
@@ -897,8 +960,8 @@ impl Array {
         if len == 0 || self.geometry.level().has_parity() {
             return Ok(());
         }
-        self.ensure_dirty().await?;
         let _pass = self.enter_gate(offset, len).await;
+        self.ensure_dirty().await?;
         let _intent = self.note_intent(offset, len).await?;
         self.mapped_discard(offset, len).await
     }
@@ -938,10 +1001,7 @@ impl Array {
         }
         if let Some(meta) = &self.meta {
             if meta.is_dirty() {
-                for r in meta.mark_clean().await {
-                    self.fail_slot(r, &io::Error::other("superblock update failed"))
-                        .await;
-                }
+                self.superblocks_failed(meta.mark_clean().await).await;
             }
         }
         Ok(())

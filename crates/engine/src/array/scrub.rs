@@ -76,8 +76,12 @@ impl Array {
         let p = self.begin_sync(kind, None, total, 0)?;
         let guard = SyncGuard::new(self, p.clone());
         tracing::info!(array = %self.name, "{kind} started");
-        if kind != SyncKind::Check {
-            self.ensure_dirty().await?;
+        // A pass that writes keeps the array dirty until it ends (safe mode sees it in the
+        // sync slot, registered above); in turn, so an idle marking in progress is not missed.
+        if let (Some(meta), true) = (&self.meta, kind != SyncKind::Check) {
+            self.superblocks_failed(meta.mark_dirty_in_turn().await)
+                .await;
+            self.check_alive()?;
         }
         let mut throttle = Throttle::new(limits, self, 0);
         let mut pos = 0;

@@ -502,10 +502,7 @@ impl Array {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(member);
             tracing::info!(array = %self.name, member = %name, "added as a spare");
-            for r in failed {
-                self.fail_slot(r, &std::io::Error::other("superblock update failed"))
-                    .await;
-            }
+            self.superblocks_failed(failed).await;
             return Ok(Added::Spare);
         };
         let detached = if self.slot_state(role) == SlotState::Faulty {
@@ -538,10 +535,7 @@ impl Array {
         slot.state
             .store(SlotState::Recovering as u8, Ordering::Release);
         tracing::info!(array = %self.name, member = %name, role, "added; recovery needed");
-        for r in failed {
-            self.fail_slot(r, &std::io::Error::other("superblock update failed"))
-                .await;
-        }
+        self.superblocks_failed(failed).await;
         Ok(Added::Recovering(role))
     }
 
@@ -677,10 +671,8 @@ impl Array {
             ));
         }
         if let Some(meta) = &self.meta {
-            for r in meta.set_recovery(role, None).await {
-                self.fail_slot(r, &std::io::Error::other("superblock update failed"))
-                    .await;
-            }
+            self.superblocks_failed(meta.set_recovery(role, None).await)
+                .await;
         }
         self.check_alive()?;
         tracing::info!(array = %self.name, member = %name, "recovery finished");
@@ -788,10 +780,7 @@ impl Array {
         // The new member carries a spare's superblock while it is built: a restart meanwhile
         // sees a spare, for md as for raidd.
         let (data_offset, failed) = meta.add_member(None, new.clone()).await?;
-        for r in failed {
-            self.fail_slot(r, &std::io::Error::other("superblock update failed"))
-                .await;
-        }
+        self.superblocks_failed(failed).await;
         let slot = &self.slots[role];
         slot.replaced.store(0, Ordering::Release);
         *slot.replacement.write().unwrap_or_else(|e| e.into_inner()) =
@@ -902,10 +891,7 @@ impl Array {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(old);
-        for r in failed {
-            self.fail_slot(r, &std::io::Error::other("superblock update failed"))
-                .await;
-        }
+        self.superblocks_failed(failed).await;
         drop(membership);
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace finished");
         guard.finish();

@@ -131,12 +131,16 @@ fn check_counts_and_repair_fixes_every_level() {
                 }
             }
             verify_all(&array, &model, &format!("{what}, after repair, degraded")).await;
-            // Degraded: nothing to compare.
-            let err = array
+            // Degraded: parity has nothing left to compare with; mirrors compare the copies
+            // left (they match after the repair).
+            let r = array
                 .scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
-                .await
-                .unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+                .await;
+            if level.has_parity() {
+                assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput, "{what}");
+            } else {
+                assert_eq!(r.unwrap(), 0, "{what}, degraded");
+            }
         }
     });
 }
@@ -497,6 +501,67 @@ fn reads_before_a_mirror_resync_agree_with_it() {
                     "{level} over {n}: the resync kept another copy"
                 );
             }
+        }
+    });
+}
+
+/// A mirror that lost a member still has copies to keep equal: check counts, repair and
+/// resync fix a difference between the copies left (md resyncs a RAID1 that lost one of
+/// three); pieces with one copy left are skipped. The daemon resyncs such an array after an
+/// unclean stop instead of waiting for a spare.
+#[test]
+fn a_degraded_mirror_scrubs_the_copies_it_has_left() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid1, 3), (Level::Raid10, 4), (Level::Raid1, 2)] {
+            let what = format!("{level} over {n}");
+            let raw = mems(n);
+            let members = dyn_members(&raw);
+            let a = create(spec(level, members.clone(), true)).await.unwrap();
+            let array = a.array.clone();
+            let sectors = array.size_bytes() / 512;
+            let mut model = Model::new(sectors, 5);
+            write_pattern(&array, &mut model, 0, sectors).await;
+            array.close().await.unwrap();
+            // Slot 0 goes; a piece whose copies both remain gets its second copy corrupted
+            // (a two-way mirror has none: it only skips).
+            let both = array
+                .geometry()
+                .pieces(0, sectors)
+                .into_iter()
+                .find(|p| p.copies.iter().all(|l| l.member != 0))
+                .map(|p| (p.copies[1].member, p.copies[1].sector));
+            drop((a, array));
+            if let Some((m, s)) = both {
+                corrupt(&raw[m], s).await;
+            }
+            let survivors = members[1..].to_vec();
+            let b = assemble(survivors.clone(), AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            assert!(b.is_degraded() && b.can_scrub_now(), "{what}");
+            let expected = if both.is_some() { 16 } else { 0 };
+            assert_eq!(scrub(&b, SyncKind::Check).await, expected, "{what}: check");
+            assert_eq!(
+                scrub(&b, SyncKind::Repair).await,
+                expected,
+                "{what}: repair"
+            );
+            assert_eq!(scrub(&b, SyncKind::Check).await, 0, "{what}: after repair");
+            verify_all(&b, &model, &what).await;
+            drop(b); // unclean: a resync is due
+            if let Some((m, s)) = both {
+                corrupt(&raw[m], s).await;
+            }
+            let c = assemble(survivors, AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            assert!(c.needs_resync(), "{what}");
+            scrub(&c, SyncKind::Resync).await;
+            assert!(!c.needs_resync(), "{what}: resynced degraded");
+            assert_eq!(scrub(&c, SyncKind::Check).await, 0, "{what}: after resync");
+            verify_all(&c, &model, &what).await;
         }
     });
 }

@@ -200,9 +200,9 @@ impl Lifecycle {
                 a.geometry().level()
             )));
         }
-        if a.is_degraded() {
+        if !a.can_scrub_now() {
             return Err(CliError::usage(format!(
-                "{} is degraded: a {kind} needs every member",
+                "{} is degraded: a {kind} of parity needs every member",
                 a.name()
             )));
         }
@@ -274,10 +274,11 @@ impl Lifecycle {
                 }
                 if let Some(role) = self.claim_pool_spare(w).await {
                     self.start_recovery(w, role);
+                    continue;
                 }
-                continue;
+                // No spare: a mirror resyncs the copies it has left meanwhile.
             }
-            if a.needs_resync() && !a.is_degraded() && a.can_scrub() {
+            if a.needs_resync() && a.can_scrub_now() {
                 let _ = self.start_scrub(w, SyncKind::Resync);
             }
         }

@@ -1119,7 +1119,7 @@ impl Array {
     /// [`SyncKind::Resync`] while serving instead.
     pub async fn resync(&self, mut progress: impl FnMut(u64, u64)) -> Result<()> {
         self.check_writable()?;
-        if !self.can_scrub() || self.is_degraded() {
+        if !self.can_scrub_now() {
             let total = self.info.size_bytes;
             progress(total, total);
             return Ok(());

@@ -44,15 +44,18 @@ impl Array {
             self.check_writable()?;
         }
         self.check_alive()?;
-        if self.is_degraded() {
+        if !self.can_scrub_now() {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
                 format!(
-                    "{} is degraded: a {kind} needs every member (recover first)",
+                    "{} is degraded: a {kind} of parity needs every member (recover first)",
                     self.name
                 ),
             ));
         }
+        // Mirrors scrub degraded (the copies left are compared); a member lost during the
+        // pass ends it.
+        let lost = self.slots_not_in_sync().len();
         let (total, mut step) = match &self.geometry {
             Geometry::Linear(_) | Geometry::Raid0(_) => {
                 return Err(Error::new(
@@ -106,7 +109,7 @@ impl Array {
         };
         while pos < total {
             self.check_alive()?;
-            if self.is_degraded() {
+            if self.slots_not_in_sync().len() > lost {
                 return Err(Error::new(
                     ErrorKind::Io,
                     format!("{}: a member failed during the {kind}", self.name),
@@ -187,14 +190,25 @@ impl Array {
         p: &SyncProgress,
     ) -> Result<()> {
         for piece in self.geometry.pieces(sector, count) {
-            let len = (piece.sectors * SECTOR_SIZE) as usize;
-            let bufs: Vec<SharedBuf> = piece
+            // The copies in sync, in layout order: the first is the one reads choose before a
+            // resync (`readable_copy`) and the one the others are made equal to. A piece with
+            // one copy left (degraded) has nothing to compare.
+            let copies: SmallVec<[raidd_layout::Loc; 4]> = piece
                 .copies
+                .iter()
+                .copied()
+                .filter(|l| self.in_sync_at(l.member, l.sector + piece.sectors))
+                .collect();
+            if copies.len() < 2 {
+                continue;
+            }
+            let len = (piece.sectors * SECTOR_SIZE) as usize;
+            let bufs: Vec<SharedBuf> = copies
                 .iter()
                 .map(|_| SharedBuf::new(AlignedBuf::for_overwrite(len)))
                 .collect();
             let mut batch = Batch::default();
-            for (loc, b) in piece.copies.iter().zip(&bufs) {
+            for (loc, b) in copies.iter().zip(&bufs) {
                 batch.push(
                     loc.member,
                     self.member_offset(loc.member, loc.sector),
@@ -228,11 +242,11 @@ impl Array {
                                 "sectors {}..{}: copy on {} differs from the first copy",
                                 piece.array_sector,
                                 piece.array_sector + piece.sectors,
-                                self.member_name(piece.copies[k].member)
+                                self.member_name(copies[k].member)
                             ),
                         );
                     }
-                    fixes.push(piece.copies[k]);
+                    fixes.push(copies[k]);
                 }
             }
             if kind != SyncKind::Check {
@@ -333,6 +347,13 @@ impl Array {
     /// Whether the level compares anything in a scrub.
     pub fn can_scrub(&self) -> bool {
         !matches!(self.geometry.level(), Level::Linear | Level::Raid0)
+    }
+
+    /// Whether a scrub (check, repair, resync) can run now: parity levels need every member
+    /// (with one missing there is nothing left to compare parity with); mirrors compare the
+    /// copies they have left, as md resyncs a RAID1 that has lost one of three.
+    pub fn can_scrub_now(&self) -> bool {
+        self.can_scrub() && !(self.geometry.level().has_parity() && self.is_degraded())
     }
 }
 

@@ -455,6 +455,49 @@ fn a_dirty_degraded_raid5_starts_only_when_asked() {
     d.stop();
 }
 
+/// One array that cannot start (here refused as dirty and degraded) does not keep the others
+/// from serving: the daemon starts with the rest, says which array is missing and why (log,
+/// `status`, `detail`), and offers none of the missing array's exports.
+#[test]
+fn an_array_that_cannot_start_leaves_the_others_serving() {
+    let dir = scratch();
+    let bad = written_then_killed(dir.path(), "raid5", 3);
+    let good = create(dir.path(), "raid1", 2, &[]);
+    let cfg = format!("{}{}", config("raid5", &bad[1..]), config("raid1", &good));
+    let d = Daemon::start(dir.path(), &cfg);
+    let log = d.log();
+    assert!(
+        log.contains("array raid5 not started") && log.contains("start_dirty_degraded"),
+        "{log}"
+    );
+    assert!(log.contains("export \"raid5\" is not offered"), "{log}");
+    let list = must(tool("nbdinfo").args(["--list", &format!("nbd://{}", d.addr)]));
+    assert!(
+        list.contains("export=\"raid1\"") && !list.contains("export=\"raid5\""),
+        "{list}"
+    );
+    let input = pattern_file(dir.path(), 1 << 20, 4);
+    must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid1")]));
+    verify_served(&d, dir.path(), "raid1", 4, "the array that started");
+    let ctl = d.control.display().to_string();
+    let st = raidd(&["status", "--json", "--control", &ctl]).ok().json();
+    assert_eq!(st["arrays"].as_array().unwrap().len(), 1, "{st}");
+    assert_eq!(st["not_started"][0]["name"], "raid5", "{st}");
+    let why = st["not_started"][0]["error"].as_str().unwrap();
+    assert!(why.contains("not shut down cleanly"), "{why}");
+    let text = raidd(&["status", "--control", &ctl]).ok().text();
+    assert!(text.contains("raid5 : not started: "), "{text}");
+    let e = raidd(&["detail", "raid5", "--control", &ctl]).expect(4);
+    assert!(e.error().contains("was not started"), "{}", e.error());
+    d.stop();
+    // Nothing was written to the refused array's members.
+    let e = raidd(&args_with(
+        &["read", "--length", "4K", "--output", "/dev/null"],
+        &bad[1..],
+    ));
+    assert!(e.expect(4).error().contains("not shut down cleanly"));
+}
+
 /// md's safe mode: an array idle for its delay is marked clean while served, so a SIGKILL
 /// then leaves nothing to resync, and a degraded RAID5 starts without being asked; writing
 /// marks it active again. With safe mode off it stays active until a clean stop.

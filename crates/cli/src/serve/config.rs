@@ -323,6 +323,69 @@ fn default_threads() -> usize {
 }
 
 impl Config {
+    /// The configuration without the arrays at indices `gone` (arrays that could not be
+    /// started): their exports and iSCSI LUNs go too, and targets left without a LUN. The
+    /// other indices are renumbered. Returns what was left out, a line each.
+    pub fn without_arrays(&self, gone: &[usize]) -> (Config, Vec<String>) {
+        let mut notes = Vec::new();
+        // New index of each array that stays.
+        let kept: Vec<Option<usize>> = (0..self.arrays.len())
+            .scan(0, |next, i| {
+                Some((!gone.contains(&i)).then(|| {
+                    *next += 1;
+                    *next - 1
+                }))
+            })
+            .collect();
+        let mut c = self.clone();
+        c.arrays = self
+            .arrays
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| kept[*i].is_some())
+            .map(|(_, a)| a.clone())
+            .collect();
+        c.exports = Vec::new();
+        for e in &self.exports {
+            match kept[e.array] {
+                Some(array) => c.exports.push(ExportConfig { array, ..e.clone() }),
+                None => notes.push(format!(
+                    "export {:?} is not offered: its array {:?} did not start",
+                    e.name, self.arrays[e.array].name
+                )),
+            }
+        }
+        if let Some(ic) = c.iscsi.as_mut() {
+            let mut targets = Vec::new();
+            for t in &ic.targets {
+                let mut t = t.clone();
+                t.luns.retain_mut(|l| match kept[l.array] {
+                    Some(array) => {
+                        l.array = array;
+                        true
+                    }
+                    None => {
+                        notes.push(format!(
+                            "iSCSI target {} LUN {} is not offered: its array {:?} did not start",
+                            t.name, l.lun, self.arrays[l.array].name
+                        ));
+                        false
+                    }
+                });
+                if t.luns.is_empty() {
+                    notes.push(format!(
+                        "iSCSI target {} is not offered: it has no LUN left",
+                        t.name
+                    ));
+                } else {
+                    targets.push(t);
+                }
+            }
+            ic.targets = targets;
+        }
+        (c, notes)
+    }
+
     /// Reads and checks the file at `path`.
     pub fn load(path: &Path) -> Result<Config, String> {
         let text = std::fs::read_to_string(path)
@@ -726,6 +789,69 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, String> {
         Config::parse(text, Path::new("/etc/raidd"))
+    }
+
+    #[test]
+    fn arrays_that_did_not_start_take_their_exports_and_luns_along() {
+        let c = parse(
+            r#"
+            [[array]]
+            name = "a"
+            members = ["a0"]
+            [[array]]
+            name = "b"
+            members = ["b0"]
+            [[array]]
+            name = "c"
+            members = ["c0"]
+            [[export]]
+            name = "eb"
+            array = "b"
+            [[export]]
+            name = "ec"
+            array = "c"
+            [[export]]
+            name = "ea"
+            array = "a"
+            [[target]]
+            name = "iqn.2026-11.test:only-b"
+            [[target.lun]]
+            array = "b"
+            [[target]]
+            name = "iqn.2026-11.test:mixed"
+            [[target.lun]]
+            array = "c"
+            [[target.lun]]
+            lun = 3
+            array = "b"
+            "#,
+        )
+        .expect("valid");
+        let (left, notes) = c.without_arrays(&[1]);
+        let names: Vec<&str> = left.arrays.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        let exports: Vec<(&str, &str)> = left
+            .exports
+            .iter()
+            .map(|e| (e.name.as_str(), left.arrays[e.array].name.as_str()))
+            .collect();
+        assert_eq!(exports, [("ec", "c"), ("ea", "a")]);
+        let targets = &left.iscsi.as_ref().expect("iscsi").targets;
+        assert_eq!(targets.len(), 1, "{targets:?}");
+        assert_eq!(targets[0].name, "iqn.2026-11.test:mixed");
+        assert_eq!(
+            targets[0].luns,
+            vec![LunConfig {
+                lun: 0,
+                array: 1,
+                read_only: false
+            }]
+        );
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert!(notes[0].contains("export \"eb\"") && notes[0].contains("\"b\""));
+        assert!(notes.iter().any(|n| n.contains("only-b is not offered")));
+        // Nothing gone: the same configuration.
+        assert_eq!(c.without_arrays(&[]), (c.clone(), Vec::new()));
     }
 
     #[test]

@@ -196,9 +196,19 @@ fn open_pool(config: &Config, served: &[Served]) -> Vec<PoolSpare> {
     pool
 }
 
-async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
+/// An array of the configuration that could not be started, and why.
+struct NotStarted {
+    name: String,
+    error: String,
+}
+
+/// Assembles every configured array. One that cannot be started (refused as dirty and
+/// degraded, too few members, bad metadata) is logged and left out with its exports, so
+/// the others still serve; only when none starts is that an error (the first one's).
+async fn assemble_all(config: &Config) -> CliResult<(Vec<Served>, Vec<NotStarted>)> {
     let extra = claimed_spares(config).await;
     let mut served = Vec::new();
+    let mut refused: Vec<(NotStarted, CliError)> = Vec::new();
     for (a, extra) in config.arrays.iter().zip(extra) {
         let access = if a.read_only {
             Access::ReadOnly
@@ -210,11 +220,15 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
         let session = match session::assemble(&paths, access, true, a.start()).await {
             Ok(s) => s,
             Err(e) => {
-                close_all(&served).await;
-                return Err(CliError::new(
-                    e.exit,
-                    format!("array {}: {}", a.name, e.message),
-                ));
+                tracing::error!(array = %a.name, "not started: {}", e.message);
+                eprintln!("raidd: array {} not started: {}", a.name, e.message);
+                let not = NotStarted {
+                    name: a.name.clone(),
+                    error: e.message.clone(),
+                };
+                let e = CliError::new(e.exit, format!("array {}: {}", a.name, e.message));
+                refused.push((not, e));
+                continue;
             }
         };
         for u in &session.unavailable {
@@ -251,7 +265,13 @@ async fn assemble_all(config: &Config) -> CliResult<Vec<Served>> {
             session,
         });
     }
-    Ok(served)
+    if served.is_empty() {
+        if let Some((_, first)) = refused.into_iter().next() {
+            return Err(first);
+        }
+        return Ok((served, Vec::new()));
+    }
+    Ok((served, refused.into_iter().map(|(n, _)| n).collect()))
 }
 
 async fn close_all(served: &[Served]) -> bool {
@@ -309,7 +329,20 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(CliError::usage)?),
         None => None,
     };
-    let served = assemble_all(&config).await?;
+    let (served, not_started) = assemble_all(&config).await?;
+    // The arrays that did not start leave with their exports and LUNs; indices into the
+    // configuration's arrays now match `served`.
+    let config = {
+        let gone: Vec<usize> = not_started
+            .iter()
+            .filter_map(|n| config.arrays.iter().position(|a| a.name == n.name))
+            .collect();
+        let (config, notes) = config.without_arrays(&gone);
+        for n in notes {
+            tracing::warn!("{n}");
+        }
+        config
+    };
     let pool = open_pool(&config, &served);
     let life = Rc::new(Lifecycle::new(config.sync, config.program.clone(), pool));
     let watched: Vec<Watched> = served
@@ -447,6 +480,7 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
 
     let ctx = Rc::new(ControlCtx {
         served,
+        not_started,
         shared: shared.clone(),
         listen: listen_addr.to_string(),
         threads: config.threads,
@@ -591,6 +625,8 @@ async fn worker(mut rx: mpsc::UnboundedReceiver<(Proto, Stream)>, shared: Shared
 
 struct ControlCtx {
     served: Vec<Served>,
+    /// Configured arrays that could not be started, and why.
+    not_started: Vec<NotStarted>,
     shared: SharedState,
     listen: String,
     threads: usize,
@@ -710,6 +746,12 @@ fn served<'a>(ctx: &'a ControlCtx, array: &str) -> CliResult<&'a Served> {
         .iter()
         .find(|s| s.config.name == array)
         .ok_or_else(|| {
+            if let Some(n) = ctx.not_started.iter().find(|n| n.name == array) {
+                return CliError::new(
+                    Exit::Conflict,
+                    format!("array {array:?} was not started: {}", n.error),
+                );
+            }
             let names: Vec<&str> = ctx.served.iter().map(|s| s.config.name.as_str()).collect();
             CliError::new(
                 Exit::NotFound,
@@ -1139,6 +1181,9 @@ async fn status(ctx: &ControlCtx) -> Response {
             "exports": exports,
         }));
     }
+    for n in &ctx.not_started {
+        let _ = writeln!(text, "\n{} : not started: {}", n.name, n.error);
+    }
     let pool = ctx.life.pool_names();
     if !pool.is_empty() {
         let names: Vec<String> = pool
@@ -1156,6 +1201,11 @@ async fn status(ctx: &ControlCtx) -> Response {
         "iscsi": iscsi,
         "threads": ctx.threads,
         "arrays": arrays,
+        "not_started": ctx
+            .not_started
+            .iter()
+            .map(|n| serde_json::json!({ "name": n.name, "error": n.error }))
+            .collect::<Vec<_>>(),
         "spare_pool": pool
             .iter()
             .map(|(p, g)| serde_json::json!({ "member": p, "group": g }))

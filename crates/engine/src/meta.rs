@@ -58,6 +58,9 @@ pub(crate) struct Metadata {
     dirty: AtomicBool,
     /// The internal bitmap's chunk size and bits as assembly read them.
     pub(crate) bitmap_at_start: Option<(u32, Vec<u8>)>,
+    /// How often idle bits are cleared: the bitmap's daemon_sleep (mdadm's --delay), 5 s
+    /// when out of range, as the kernel takes it.
+    pub(crate) bitmap_period: Option<std::time::Duration>,
 }
 
 fn now_md_time() -> u64 {
@@ -74,6 +77,13 @@ impl Metadata {
         bitmap: Option<(BitmapSuper, Vec<u8>)>,
     ) -> Metadata {
         let bitmap_at_start = bitmap.as_ref().map(|(b, bits)| (b.chunksize, bits.clone()));
+        let bitmap_period = bitmap.as_ref().map(|(b, _)| {
+            let secs = match b.daemon_sleep {
+                s @ 1..=86_400 => s,
+                _ => 5,
+            };
+            std::time::Duration::from_secs(u64::from(secs))
+        });
         let bitmap = bitmap.map(|(b, _)| b);
         let newest = slots.iter().flatten().chain(spares.iter()).map(|m| &m.sb);
         let events = newest.clone().map(|sb| sb.events).max().unwrap_or(0);
@@ -84,6 +94,7 @@ impl Metadata {
         };
         Metadata {
             bitmap_at_start,
+            bitmap_period,
             dirty: AtomicBool::new(clean == CleanState::Dirty),
             state: Mutex::new(MetaState {
                 slots,
@@ -302,8 +313,22 @@ impl Metadata {
 
     /// Writes the bitmap's bits to every member that takes updates, durably (each member is
     /// flushed after). Returns the slots whose write failed (they must be failed).
-    pub(crate) async fn write_bitmap_bits(&self, bits: &[u8]) -> Vec<usize> {
+    ///
+    /// `clearing`: the bits clear some that were set. The header then first records the
+    /// current event count as events_cleared: a member that left the array before now (its
+    /// events are older) may have missed writes whose bits go now, so neither raidd nor the
+    /// kernel may bring it back by recovering only the chunks still set (md's re-add rule,
+    /// member events >= events_cleared).
+    pub(crate) async fn write_bitmap_bits(&self, bits: &[u8], clearing: bool) -> Vec<usize> {
         let mut st = self.state.lock().await;
+        let events = st.events;
+        let header = match st.bitmap.as_mut() {
+            Some(bm) if clearing && bm.events_cleared < events => {
+                bm.events_cleared = events;
+                Some(bm.clone())
+            }
+            _ => None,
+        };
         let targets: Vec<(Option<usize>, MemberSb)> = st
             .slots
             .iter()
@@ -311,8 +336,12 @@ impl Metadata {
             .filter_map(|(r, m)| m.clone().map(|m| (Some(r), m)))
             .chain(st.spares.iter().map(|m| (None, m.clone())))
             .collect();
-        let results =
-            futures::future::join_all(targets.iter().map(|(_, m)| write_bits(m, bits))).await;
+        let results = futures::future::join_all(
+            targets
+                .iter()
+                .map(|(_, m)| write_bits(m, header.as_ref(), bits)),
+        )
+        .await;
         let mut failed = Vec::new();
         for ((slot, m), r) in targets.iter().zip(results) {
             if let Err(e) = r {
@@ -442,11 +471,21 @@ async fn write_member(m: &MemberSb, bitmap: Option<&BitmapSuper>) -> std::io::Re
     checked_patch(&*m.member, bm_off, &bm.encode()).await
 }
 
-/// Writes the bitmap's bits on one member and makes them durable.
-async fn write_bits(m: &MemberSb, bits: &[u8]) -> std::io::Result<()> {
+/// Writes the bitmap's bits on one member (after its header, when given) and makes them
+/// durable.
+async fn write_bits(
+    m: &MemberSb,
+    header: Option<&BitmapSuper>,
+    bits: &[u8],
+) -> std::io::Result<()> {
     let Some(bm_off) = bitmap_offset(&m.sb) else {
         return Ok(());
     };
+    if let Some(h) = header {
+        // Before the bits: cleared bits never sit on disk under an older events_cleared.
+        checked_patch(&*m.member, bm_off, &h.encode()).await?;
+        m.member.flush().await?;
+    }
     checked_patch(
         &*m.member,
         bm_off + raidd_md::bitmap::BITMAP_SUPER_LEN as u64,

@@ -592,14 +592,7 @@ fn a_new_array_with_a_bitmap_is_synced_whole() {
             assert_eq!(scrub(&array, SyncKind::Check).await, 0, "{level}: synced");
             array.close().await.unwrap();
             assert_eq!(array.write_intent().unwrap().0, 0, "{level}");
-            assert_eq!(
-                bitmap_bits(&raw[0])
-                    .await
-                    .iter()
-                    .map(|b| b.count_ones())
-                    .sum::<u32>(),
-                0
-            );
+            assert_eq!(bits_set(&raw[0]).await, 0);
         }
     });
 }
@@ -678,10 +671,81 @@ fn an_out_of_date_bitmap_counts_every_chunk() {
     });
 }
 
+/// The bitmap header as stored on a member.
+async fn bitmap_header(m: &MemMember) -> raidd_md::BitmapSuper {
+    let mut head = vec![0u8; 4096];
+    m.read_sync(bitmap_at(m).await, &mut head);
+    raidd_md::BitmapSuper::parse(&head).unwrap()
+}
+
+/// Clearing bits first records the event count as the bitmap's events_cleared, md's bound
+/// for bringing a member back by its bitmap (events >= events_cleared: recover only the
+/// chunks still set). A member that failed, was replaced, and whose slot could free up
+/// again missed writes whose bits the replacement's period cleared: its events must fall
+/// below events_cleared, or the kernel (or a later raidd) would bring it back stale.
+/// Clearing runs on the bitmap's daemon_sleep (1 s here), not a fixed 5 s.
+#[test]
+fn clearing_bits_moves_events_cleared_past_members_that_left() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid1, 3), (Level::Raid5, 4)] {
+            let what = format!("{level} over {n}");
+            let raw = mems(n + 1);
+            let members = dyn_members(&raw);
+            let a = create(bitmap_spec(level, members[..n].to_vec(), true))
+                .await
+                .unwrap();
+            a.array.close().await.unwrap();
+            drop(a);
+            doctor_bitmap(&raw[..n], |bm| bm.daemon_sleep = 1).await;
+            let array = assemble(members[..n].to_vec(), AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            let mut model = Model::new(array.size_bytes() / 512, 13);
+            write_pattern(&array, &mut model, 0, 64).await;
+            array.fail_member(0).await.unwrap();
+            let left = examine(&*raw[0]).await.unwrap().events;
+            write_pattern(&array, &mut model, 256, 64).await;
+            array.remove_member(&raw[0].info().name).await.unwrap();
+            array.add_member(members[n].clone()).await.unwrap();
+            array.recover(0, SyncLimits::UNLIMITED).await.unwrap();
+            assert!(!array.is_degraded(), "{what}");
+            write_pattern(&array, &mut model, 512, 64).await;
+            assert!(array.write_intent().unwrap().0 > 0, "{what}");
+            let before = bitmap_header(&raw[1]).await.events_cleared;
+            assert!(
+                before <= left,
+                "{what}: {before} > {left} before any clearing"
+            );
+            // Two periods: chunks written in the period now ending are kept one more.
+            for _ in 0..2 {
+                std::thread::sleep(std::time::Duration::from_millis(1050));
+                array.write_intent_tick().await;
+            }
+            assert_eq!(array.write_intent().unwrap().0, 0, "{what}: all cleared");
+            assert_eq!(bits_set(&raw[1]).await, 0, "{what}");
+            for m in &raw[1..] {
+                let h = bitmap_header(m).await;
+                assert!(
+                    h.events_cleared > left,
+                    "{what}: events_cleared {} does not exclude the member that left at {left}",
+                    h.events_cleared
+                );
+            }
+            verify_all(&array, &model, &what).await;
+        }
+    });
+}
+
 /// Where a member's bitmap header is (bytes).
 async fn bitmap_at(m: &MemMember) -> u64 {
     let sb = examine(m).await.unwrap();
     (sb.super_offset as i64 + i64::from(sb.bitmap_offset)) as u64 * 512
+}
+
+/// How many bits are set on a member.
+async fn bits_set(m: &MemMember) -> u32 {
+    bitmap_bits(m).await.iter().map(|b| b.count_ones()).sum()
 }
 
 /// The bits as stored on a member.

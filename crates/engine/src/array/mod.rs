@@ -684,7 +684,7 @@ impl Array {
         if missing {
             let (guard, image) = wi.set_bits(&hold).await;
             if let (Some(image), Some(meta)) = (image, &self.meta) {
-                for r in meta.write_bitmap_bits(&image).await {
+                for r in meta.write_bitmap_bits(&image, false).await {
                     self.fail_slot(r, &io::Error::other("bitmap update failed"))
                         .await;
                 }
@@ -714,7 +714,7 @@ impl Array {
         let flushed = self.flush().await.is_ok();
         let mut ok = flushed;
         if flushed {
-            let failed = meta.write_bitmap_bits(&image).await;
+            let failed = meta.write_bitmap_bits(&image, true).await;
             ok = failed.is_empty();
             for r in failed {
                 self.fail_slot(r, &io::Error::other("bitmap update failed"))
@@ -725,15 +725,24 @@ impl Array {
         drop(guard);
     }
 
-    /// Clears idle write-intent bits once per flush period (md's bitmap daemon, 5 s):
-    /// the daemon calls this often; it does the work when the period has passed.
+    /// How often idle write-intent bits are cleared (the bitmap's daemon_sleep).
+    fn intent_period(&self) -> std::time::Duration {
+        self.meta
+            .as_ref()
+            .and_then(|m| m.bitmap_period)
+            .unwrap_or(INTENT_PERIOD)
+    }
+
+    /// Clears idle write-intent bits once per flush period (md's bitmap daemon; the
+    /// bitmap's daemon_sleep, 5 s as mdadm writes it): the daemon calls this often; it does
+    /// the work when the period has passed.
     pub async fn write_intent_tick(&self) {
         if self.intent.is_none() {
             return;
         }
         {
             let mut last = self.intent_swept.lock().unwrap_or_else(|e| e.into_inner());
-            if last.elapsed() < INTENT_PERIOD {
+            if last.elapsed() < self.intent_period() {
                 return;
             }
             *last = std::time::Instant::now();

@@ -119,6 +119,13 @@ impl Metadata {
 
     /// Records that the slot's member failed and drops it from further updates. Returns the
     /// slots whose superblock writes failed during the commit (they must be failed too).
+    /// The event count and the bitmap's events_cleared (`None` without a bitmap), read
+    /// together.
+    pub(crate) async fn events_and_cleared(&self) -> (u64, Option<u64>) {
+        let st = self.state.lock().await;
+        (st.events, st.bitmap.as_ref().map(|b| b.events_cleared))
+    }
+
     pub(crate) async fn record_failure(&self, slot: usize) -> Vec<usize> {
         let mut st = self.state.lock().await;
         if let Some(m) = st.slots.get_mut(slot).and_then(Option::take) {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{verify_all, write_pattern, Model, Rng};
 use raidd_engine::assemble::{assemble, examine, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::MemMember;
+use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
 use raidd_engine::{ErrorKind, Member, SyncKind, SyncLimits};
 use raidd_layout::{Geometry, Level};
 
@@ -734,6 +734,150 @@ fn clearing_bits_moves_events_cleared_past_members_that_left() {
             }
             verify_all(&array, &model, &what).await;
         }
+    });
+}
+
+/// The members wrapped so their operations are counted.
+fn counted(raw: &[Arc<MemMember>]) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>) {
+    raw.iter()
+        .map(|m| {
+            let f = Arc::new(FaultMember::new(m.clone(), FaultPlan::default()));
+            (f.clone(), f as Arc<dyn Member>)
+        })
+        .unzip()
+}
+
+/// Fails every member but `keep` that the array can lose, so reads lean on `keep`.
+async fn lean_on(array: &raidd_engine::Array, keep: usize) {
+    let g = array.geometry().clone();
+    let mut missing = vec![false; g.members()];
+    for m in (0..g.members()).filter(|&m| m != keep) {
+        missing[m] = true;
+        if g.survives(&missing) {
+            array.fail_member(m).await.unwrap();
+        } else {
+            missing[m] = false;
+        }
+    }
+}
+
+/// A member that failed and is added back returns to its own slot and is rebuilt only where
+/// the write-intent bitmap marks chunks written since it left (md's re-add), writes made
+/// during that recovery included. Afterwards the others are failed as far as the level
+/// allows, so reads lean on the re-added member: a chunk it missed would read back stale.
+#[test]
+fn a_member_added_back_is_rebuilt_only_where_its_bitmap_marks() {
+    raidd_rt::block_on(async {
+        for (level, n) in [
+            (Level::Raid1, 3),
+            (Level::Raid5, 4),
+            (Level::Raid6, 5),
+            (Level::Raid10, 4),
+        ] {
+            let what = format!("{level} over {n}");
+            let raw = mems(n);
+            let (faults, members) = counted(&raw);
+            let mut s = bitmap_spec(level, members.clone(), true);
+            s.size_sectors = None;
+            let array = create(s).await.unwrap().array;
+            let sectors = array.size_bytes() / 512;
+            let mut model = Model::new(sectors, 17);
+            write_pattern(&array, &mut model, 0, sectors).await;
+            array.close().await.unwrap();
+            array.fail_member(0).await.unwrap();
+            write_pattern(&array, &mut model, 100, 64).await;
+            write_pattern(&array, &mut model, sectors / 2, 64).await;
+            array.remove_member(&raw[0].info().name).await.unwrap();
+            let before = faults[0].control().writes();
+            let added = array.add_member(members[0].clone()).await.unwrap();
+            assert_eq!(added, raidd_engine::Added::Recovering(0), "{what}");
+            // Writes while it recovers, into chunks that were clean when it came back.
+            let model = std::rc::Rc::new(std::cell::RefCell::new(model));
+            let writer = {
+                let (array, model) = (array.clone(), model.clone());
+                raidd_rt::spawn_local(async move {
+                    let mut rng = Rng(5);
+                    for _ in 0..6 {
+                        let at = rng.below(sectors - 16);
+                        let mut m = model.replace(Model::new(0, 0));
+                        write_pattern(&array, &mut m, at, 16).await;
+                        model.replace(m);
+                        raidd_rt::yield_now().await;
+                    }
+                })
+            };
+            // Windows of one layout chunk: a full rebuild writes each in one piece.
+            let limits = SyncLimits {
+                window_bytes: 16 * 512,
+                ..SyncLimits::UNLIMITED
+            };
+            array.recover(0, limits).await.unwrap();
+            writer.await;
+            let model = model.replace(Model::new(0, 0));
+            let full = array.geometry().member_used_sectors(0) / 16;
+            let wrote = faults[0].control().writes() - before;
+            assert!(
+                wrote < full / 2,
+                "{what}: {wrote} writes to the re-added member, {full} for a full rebuild"
+            );
+            assert!(!array.is_degraded(), "{what}");
+            lean_on(&array, 0).await;
+            verify_all(
+                &array,
+                &model,
+                &format!("{what}: leaning on the re-added member"),
+            )
+            .await;
+        }
+    });
+}
+
+/// A member away while bits it missed were cleared (its slot refilled, then free again)
+/// has events below events_cleared: added back, it is rebuilt whole.
+#[test]
+fn a_member_that_missed_cleared_bits_is_rebuilt_whole() {
+    raidd_rt::block_on(async {
+        let raw = mems(4);
+        let (faults, members) = counted(&raw);
+        let mut s = bitmap_spec(Level::Raid1, members[..3].to_vec(), true);
+        s.size_sectors = None;
+        create(s).await.unwrap().array.close().await.unwrap();
+        doctor_bitmap(&raw[..3], |bm| bm.daemon_sleep = 1).await;
+        let array = assemble(members[..3].to_vec(), AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        let sectors = array.size_bytes() / 512;
+        let mut model = Model::new(sectors, 19);
+        write_pattern(&array, &mut model, 0, sectors).await;
+        array.fail_member(0).await.unwrap();
+        array.remove_member(&raw[0].info().name).await.unwrap();
+        // Its slot is refilled and rebuilt; writes there, then their bits are cleared.
+        array.add_member(members[3].clone()).await.unwrap();
+        array.recover(0, SyncLimits::UNLIMITED).await.unwrap();
+        write_pattern(&array, &mut model, 300, 64).await;
+        for _ in 0..2 {
+            std::thread::sleep(std::time::Duration::from_millis(1050));
+            array.write_intent_tick().await;
+        }
+        assert_eq!(array.write_intent().unwrap().0, 0, "the bits were cleared");
+        array.fail_member(0).await.unwrap();
+        array.remove_member(&raw[3].info().name).await.unwrap();
+        let before = faults[0].control().writes();
+        array.add_member(members[0].clone()).await.unwrap();
+        let limits = SyncLimits {
+            window_bytes: 64 << 10,
+            ..SyncLimits::UNLIMITED
+        };
+        array.recover(0, limits).await.unwrap();
+        let windows = array.geometry().member_used_sectors(0) / 128;
+        let wrote = faults[0].control().writes() - before;
+        assert!(
+            wrote >= windows,
+            "{wrote} writes, {windows} windows: not rebuilt whole"
+        );
+        lean_on(&array, 0).await;
+        verify_all(&array, &model, "leaning on the member rebuilt whole").await;
     });
 }
 

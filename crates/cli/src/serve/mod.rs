@@ -882,6 +882,10 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
         })?;
     let m = crate::members::open(member, Access::ReadWrite)?;
     let added = target.array.add_member(m).await?;
+    let by_bitmap = match added {
+        raidd_engine::Added::Recovering(r) => target.array.recovering_by_bitmap(r),
+        raidd_engine::Added::Spare => false,
+    };
     let mut out = match added {
         raidd_engine::Added::Recovering(role) => {
             if let Some(w) = ctx
@@ -891,8 +895,13 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
             {
                 ctx.life.start_recovery(w, role);
             }
+            let how = if by_bitmap {
+                " (re-added: only the chunks its write-intent bitmap marks)"
+            } else {
+                ""
+            };
             format!(
-                "{text} added to {} in slot {role}; recovery started\n",
+                "{text} added to {} in slot {role}; recovery started{how}\n",
                 target.array.name()
             )
         }
@@ -912,6 +921,7 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
             raidd_engine::Added::Recovering(r) => Some(r),
             raidd_engine::Added::Spare => None,
         },
+        "by_bitmap": by_bitmap,
     });
     Ok((out, json))
 }

@@ -82,6 +82,9 @@ struct Slot {
     replaced: AtomicU64,
     /// Whether `replacement` is set (checked on every write without the lock).
     replacing: AtomicBool,
+    /// While recovering: the member came back to its own slot, current up to the chunks the
+    /// write-intent bitmap marks, so the recovery rebuilds only those (md's re-add).
+    by_bitmap: AtomicBool,
 }
 
 impl Slot {
@@ -99,6 +102,7 @@ impl Slot {
             replacement: RwLock::new(None),
             replaced: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
+            by_bitmap: AtomicBool::new(false),
         }
     }
 }
@@ -748,6 +752,18 @@ impl Array {
             *last = std::time::Instant::now();
         }
         self.sweep_intent(false).await;
+    }
+
+    /// Whether a write-intent bit is set for any of the array regions `(sector, count)`
+    /// (true without a bitmap: nothing says they are clean).
+    pub(super) fn intent_set_in(&self, regions: &[(u64, u64)]) -> bool {
+        let Some(wi) = &self.intent else {
+            return true;
+        };
+        regions.iter().any(|&(sector, count)| {
+            wi.chunk_range(&wi.sync_range(sector, count))
+                .any(|c| wi.is_set(c))
+        })
     }
 
     /// Chunks whose write-intent bit is set, out of all (`None` without a bitmap).

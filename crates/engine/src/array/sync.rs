@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raidd_layout::{Geometry, Reverse, SECTOR_SIZE};
+use raidd_md::DevRole;
 use raidd_rt::{AlignedBuf, IoVecMut, SharedBuf};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -466,6 +467,10 @@ impl Array {
     /// that is missing or whose member failed (the failed member stays listed until
     /// removed) and starts as recovering; with no such slot it becomes a spare. The caller
     /// runs [`Array::recover`] for a recovering slot.
+    ///
+    /// A former member of this array goes back to its own slot if that is free, and if it
+    /// missed nothing the write-intent bitmap does not mark, its recovery rebuilds only
+    /// the marked chunks (md's re-add; [`Array::recovering_by_bitmap`]).
     pub async fn add_member(&self, member: Arc<dyn Member>) -> Result<Added> {
         self.check_writable()?;
         self.check_alive()?;
@@ -493,8 +498,19 @@ impl Array {
                 format!("{name} is already part of {}", self.name),
             ));
         }
-        let free = (0..self.slots.len())
-            .find(|&r| matches!(self.slot_state(r), SlotState::Missing | SlotState::Faulty));
+        let is_free =
+            |r: usize| matches!(self.slot_state(r), SlotState::Missing | SlotState::Faulty);
+        // A former member of this array goes back to its own slot when that is free.
+        let old = crate::assemble::examine(&*member).await.ok();
+        let own = old
+            .as_ref()
+            .filter(|sb| sb.set_uuid == self.uuid)
+            .and_then(|sb| match sb.own_role() {
+                DevRole::Active(r) if usize::from(r) < self.slots.len() => Some(usize::from(r)),
+                _ => None,
+            })
+            .filter(|&r| is_free(r));
+        let free = own.or_else(|| (0..self.slots.len()).find(|&r| is_free(r)));
         let Some(role) = free else {
             let (_, failed) = meta.add_member(None, member.clone()).await?;
             self.spares_list
@@ -509,6 +525,10 @@ impl Array {
             self.take_slot_member(role)
         } else {
             None
+        };
+        let by_bitmap = match (&old, own) {
+            (Some(sb), Some(r)) if r == role => self.may_recover_by_bitmap(meta, sb).await,
+            _ => false,
         };
         let (data_offset, failed) = match meta.add_member(Some(role), member.clone()).await {
             Ok(x) => x,
@@ -531,12 +551,50 @@ impl Array {
         let slot = &self.slots[role];
         slot.data_offset.store(data_offset, Ordering::Relaxed);
         slot.recovered.store(0, Ordering::Release);
+        // Its data stays where it was only if the data area did not move.
+        let by_bitmap = by_bitmap
+            && old
+                .as_ref()
+                .is_some_and(|sb| sb.data_offset * 512 == data_offset);
+        slot.by_bitmap.store(by_bitmap, Ordering::Release);
         *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(member);
         slot.state
             .store(SlotState::Recovering as u8, Ordering::Release);
-        tracing::info!(array = %self.name, member = %name, role, "added; recovery needed");
+        if by_bitmap {
+            tracing::info!(array = %self.name, member = %name, role, "re-added: recovering the chunks its bitmap marks");
+        } else {
+            tracing::info!(array = %self.name, member = %name, role, "added; recovery needed");
+        }
         self.superblocks_failed(failed).await;
         Ok(Added::Recovering(role))
+    }
+
+    /// Whether a former member of this slot, with superblock `sb`, missed nothing but the
+    /// chunks the write-intent bitmap marks (md's rule for a re-add): it was in sync when it
+    /// left (no recovery offset), and no bit has been cleared since (its events are at
+    /// least the bitmap's events_cleared, which clearing raises first). Not while a resync
+    /// is due: the bits then also stand for chunks the resync must visit.
+    async fn may_recover_by_bitmap(
+        &self,
+        meta: &crate::meta::Metadata,
+        sb: &raidd_md::Superblock,
+    ) -> bool {
+        if self.intent.is_none() || self.needs_resync() {
+            return false;
+        }
+        let (events, cleared) = meta.events_and_cleared().await;
+        let Some(cleared) = cleared else { return false };
+        sb.feature_map & raidd_md::feature::RECOVERY_OFFSET == 0
+            && sb.events >= cleared
+            && sb.events <= events
+    }
+
+    /// Whether slot `role` recovers only the chunks the write-intent bitmap marks (a member
+    /// added back to its own slot, see [`Array::add_member`]).
+    pub fn recovering_by_bitmap(&self, role: usize) -> bool {
+        self.slots
+            .get(role)
+            .is_some_and(|s| s.by_bitmap.load(Ordering::Acquire))
     }
 
     /// Takes a spare of this array (one assembled with md's spare role, or added while the
@@ -670,6 +728,7 @@ impl Array {
                 format!("{}: {name} failed during recovery", self.name),
             ));
         }
+        self.slots[role].by_bitmap.store(false, Ordering::Release);
         if let Some(meta) = &self.meta {
             self.superblocks_failed(meta.set_recovery(role, None).await)
                 .await;
@@ -696,10 +755,14 @@ impl Array {
         role: usize,
         range: std::ops::Range<u64>,
     ) -> Result<(u64, super::gate::Barrier<'_>)> {
-        let barrier = self
-            .gate
-            .barrier(self.regions_of(role, range.clone()))
-            .await;
+        let regions = self.regions_of(role, range.clone());
+        let barrier = self.gate.barrier(regions.iter().copied()).await;
+        // A member re-added by its bitmap holds current data wherever no bit is set. Looked
+        // at under the barrier: a write that reached these regions since the member left has
+        // set its bit (none is cleared while the slot recovers, the array being degraded).
+        if self.slots[role].by_bitmap.load(Ordering::Acquire) && !self.intent_set_in(&regions) {
+            return Ok((range.end, barrier));
+        }
         match &self.geometry {
             Geometry::Parity(pg) => {
                 let chunk = u64::from(pg.chunk_sectors);

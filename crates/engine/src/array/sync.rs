@@ -741,10 +741,8 @@ impl Array {
 
     async fn checkpoint(&self, role: usize, pos: u64) {
         if let Some(meta) = &self.meta {
-            for r in meta.set_recovery(role, Some(pos)).await {
-                self.fail_slot(r, &std::io::Error::other("superblock update failed"))
-                    .await;
-            }
+            self.superblocks_failed(meta.set_recovery(role, Some(pos)).await)
+                .await;
         }
     }
 

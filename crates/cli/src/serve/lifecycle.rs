@@ -371,11 +371,12 @@ impl Lifecycle {
 /// delay and this much later.
 pub const SAFE_MODE_TICK: Duration = Duration::from_millis(50);
 
-/// md's safe mode, for every array that has it: marks clean those idle for their delay.
-pub async fn safe_mode(arrays: &[Watched]) {
-    loop {
+/// md's safe mode, for every array that has it: marks clean those idle for their delay,
+/// until `on` is cleared (it returns between markings, never in the middle of one).
+pub async fn safe_mode(arrays: &[Watched], on: &std::cell::Cell<bool>) {
+    while on.get() {
         raidd_rt::time::sleep(SAFE_MODE_TICK).await;
-        for w in arrays {
+        for w in arrays.iter().take_while(|_| on.get()) {
             if let Some(delay) = w.safe_mode {
                 w.array.mark_clean_if_idle(delay).await;
             }

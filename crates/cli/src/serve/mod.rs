@@ -507,9 +507,12 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             }
         }
     };
-    let monitor = {
-        let ctx = ctx.clone();
-        async move { future::join(monitor, lifecycle::safe_mode(&ctx.watched)).await }
+    // Safe mode runs as a task of its own that stops between markings: dropped in the middle
+    // of one, its superblock writes would still be in flight when the arrays close.
+    let marking = Rc::new(std::cell::Cell::new(true));
+    let safe_mode = {
+        let (ctx, on) = (ctx.clone(), marking.clone());
+        raidd_rt::spawn_local(async move { lifecycle::safe_mode(&ctx.watched, &on).await })
     };
     let signal = async {
         match signals.recv().await {
@@ -529,6 +532,8 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
     )
     .await;
     let _ = stop_tx.send(());
+    marking.set(false);
+    safe_mode.await;
     // Background passes stop (a recovery checkpoints where it is) before the arrays close.
     ctx.life.stop(&ctx.watched).await;
 

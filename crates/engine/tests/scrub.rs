@@ -832,6 +832,34 @@ fn a_member_added_back_is_rebuilt_only_where_its_bitmap_marks() {
     });
 }
 
+/// A former member whose superblock was tampered with (a data offset no device has) is
+/// added as a new member and rebuilt whole, without a panic on the arithmetic.
+#[test]
+fn a_member_with_a_tampered_superblock_is_rebuilt_whole() {
+    raidd_rt::block_on(async {
+        let raw = mems(3);
+        let (faults, members) = counted(&raw);
+        let mut s = bitmap_spec(Level::Raid1, members.clone(), true);
+        s.size_sectors = None;
+        let array = create(s).await.unwrap().array;
+        let sectors = array.size_bytes() / 512;
+        let mut model = Model::new(sectors, 23);
+        write_pattern(&array, &mut model, 0, sectors).await;
+        array.fail_member(0).await.unwrap();
+        array.remove_member(&raw[0].info().name).await.unwrap();
+        let mut sb = examine(&*raw[0]).await.unwrap();
+        sb.data_offset = u64::MAX / 3;
+        raw[0].write_sync(sb.super_offset * 512, &sb.encode());
+        let before = faults[0].control().writes();
+        array.add_member(members[0].clone()).await.unwrap();
+        assert!(!array.recovering_by_bitmap(0));
+        array.recover(0, SyncLimits::UNLIMITED).await.unwrap();
+        assert!(faults[0].control().writes() - before > 1, "rebuilt");
+        lean_on(&array, 0).await;
+        verify_all(&array, &model, "leaning on the member rebuilt whole").await;
+    });
+}
+
 /// A member away while bits it missed were cleared (its slot refilled, then free again)
 /// has events below events_cleared: added back, it is rebuilt whole.
 #[test]

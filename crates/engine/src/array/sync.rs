@@ -555,7 +555,7 @@ impl Array {
         let by_bitmap = by_bitmap
             && old
                 .as_ref()
-                .is_some_and(|sb| sb.data_offset * 512 == data_offset);
+                .is_some_and(|sb| sb.data_offset.checked_mul(512) == Some(data_offset));
         slot.by_bitmap.store(by_bitmap, Ordering::Release);
         *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(member);
         slot.state

@@ -498,20 +498,21 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
         future::join(nbd, iscsi)
     };
     let control_task = control_loop(control, ctx.clone());
+    // The monitor and safe mode run as tasks of their own that stop between rounds: dropped
+    // in the middle of one, a superblock or bitmap write they started would still be in
+    // flight when the arrays close.
+    let running = Rc::new(std::cell::Cell::new(true));
     let monitor = {
-        let ctx = ctx.clone();
-        async move {
-            loop {
+        let (ctx, on) = (ctx.clone(), running.clone());
+        raidd_rt::spawn_local(async move {
+            while on.get() {
                 ctx.life.tick(&ctx.watched).await;
                 raidd_rt::time::sleep(lifecycle::TICK).await;
             }
-        }
+        })
     };
-    // Safe mode runs as a task of its own that stops between markings: dropped in the middle
-    // of one, its superblock writes would still be in flight when the arrays close.
-    let marking = Rc::new(std::cell::Cell::new(true));
     let safe_mode = {
-        let (ctx, on) = (ctx.clone(), marking.clone());
+        let (ctx, on) = (ctx.clone(), running.clone());
         raidd_rt::spawn_local(async move { lifecycle::safe_mode(&ctx.watched, &on).await })
     };
     let signal = async {
@@ -523,16 +524,13 @@ async fn serve(config: Config, signals: Signals) -> CliResult {
             Err(e) => tracing::error!("waiting for signals failed ({e}); stopping"),
         }
     };
-    futures::pin_mut!(accept, control_task, monitor, signal);
-    // The acceptor, the control loop and the monitor run until a signal arrives; dropping
-    // them stops accepting and closes the channels to the workers.
-    let _ = future::select(
-        future::select(accept, control_task),
-        future::select(monitor, signal),
-    )
-    .await;
+    futures::pin_mut!(accept, control_task, signal);
+    // The acceptor and the control loop run until a signal arrives; dropping them stops
+    // accepting and closes the channels to the workers.
+    let _ = future::select(future::select(accept, control_task), signal).await;
     let _ = stop_tx.send(());
-    marking.set(false);
+    running.set(false);
+    monitor.await;
     safe_mode.await;
     // Background passes stop (a recovery checkpoints where it is) before the arrays close.
     ctx.life.stop(&ctx.watched).await;

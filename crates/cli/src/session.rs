@@ -153,7 +153,19 @@ pub async fn assemble(
         read_only: access != Access::ReadWrite,
         start_dirty_degraded: start.start_dirty_degraded,
     };
-    let arrays = assemble_all(opened, opts).await?;
+    // Too few members: say which were set aside and why (busy, unreadable), the likely
+    // cause.
+    let arrays = assemble_all(opened, opts).await.map_err(|e| {
+        let mut e = CliError::from(e);
+        if !unavailable.is_empty() {
+            let why: Vec<String> = unavailable
+                .iter()
+                .map(|u| format!("{}: {}", u.member, u.error.message))
+                .collect();
+            e.message = format!("{}; members not used: {}", e.message, why.join("; "));
+        }
+        e
+    })?;
     let roots = roots(&arrays);
     let root = match roots.as_slice() {
         [one] => *one,

@@ -498,6 +498,35 @@ fn an_array_that_cannot_start_leaves_the_others_serving() {
     assert!(e.expect(4).error().contains("not shut down cleanly"));
 }
 
+/// Members another process holds (here: this test's flock) are set aside, and when too
+/// few are left the error says which were not used and why.
+#[test]
+fn too_few_members_names_the_ones_not_used_and_why() {
+    use std::os::unix::io::AsRawFd;
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 3, &[]);
+    let held: Vec<std::fs::File> = members[..2]
+        .iter()
+        .map(|m| {
+            let f = std::fs::File::open(m).unwrap();
+            // SAFETY: flock on a descriptor this test owns.
+            assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+            f
+        })
+        .collect();
+    let err = Daemon::try_start(dir.path(), &config("raid5", &members))
+        .err()
+        .expect("two of three members are busy");
+    assert!(
+        err.contains("not enough to run")
+            && err.contains("members not used")
+            && err.contains("in use by another process"),
+        "{err}"
+    );
+    drop(held);
+    Daemon::start(dir.path(), &config("raid5", &members)).stop();
+}
+
 /// md's safe mode: an array idle for its delay is marked clean while served, so a SIGKILL
 /// then leaves nothing to resync, and a degraded RAID5 starts without being asked; writing
 /// marks it active again. With safe mode off it stays active until a clean stop.

@@ -80,17 +80,30 @@ fn lock_file(f: &fs::File, path: &Path, opts: OpenOptions) -> Result<()> {
     } else {
         libc::LOCK_SH
     };
-    // SAFETY: plain syscall on an open descriptor.
-    let r = unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) };
-    if r != 0 {
+    // A process killed with I/O in flight keeps its files (and their locks) for a moment
+    // after it is reaped, while the kernel finishes that I/O: a restart right after a crash
+    // waits that out (up to LOCK_WAIT) instead of setting its members aside.
+    let started = std::time::Instant::now();
+    loop {
+        // SAFETY: plain syscall on an open descriptor.
+        let r = unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(());
+        }
         let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock && started.elapsed() < LOCK_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        }
         return Err(Error::new(
             crate::ErrorKind::Conflict,
             format!("{} is in use by another process ({e})", path.display()),
         ));
     }
-    Ok(())
 }
+
+/// How long opening a member waits for another process's lock on it to go.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn block_device_geometry(f: &fs::File) -> io::Result<(u64, u32)> {
     let mut size = 0u64;

@@ -149,7 +149,6 @@ fn check_features(name: &str, sb: &Superblock) -> Result<()> {
         (feature::REPLACEMENT, "replacement in progress"),
         (feature::RESHAPE_BACKWARDS, "backwards reshape"),
         (feature::NEW_OFFSET, "data offset change"),
-        (feature::RECOVERY_BITMAP, "bitmap-based recovery"),
         (feature::CLUSTERED, "clustered md"),
         (feature::JOURNAL, "write journal"),
         (feature::PPL | feature::MULTIPLE_PPLS, "partial parity log"),
@@ -312,7 +311,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         .map(|s| s.map(|i| found[i].sb.data_size))
         .collect();
     let geometry = geometry_from(&reference, &data_sectors)?;
-    let bitmap = read_bitmap(&found, &slots, &reference).await?;
+    let bitmap = read_bitmap(&found, &slots, &partial, &reference).await?;
     let parts = ArrayParts {
         name: reference.array_name(),
         uuid: reference.set_uuid,
@@ -325,6 +324,8 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
                     member: found[i].member.clone(),
                     data_offset: found[i].sb.data_offset * 512,
                     recovered: *rec,
+                    by_bitmap: rec.is_some()
+                        && found[i].sb.feature_map & feature::RECOVERY_BITMAP != 0,
                 })
             })
             .collect(),
@@ -473,22 +474,34 @@ fn check_one_array(found: &[Found]) -> Result<()> {
     Ok(())
 }
 
-/// The internal bitmap's header and bits, read from a member with the newest events.
+/// The internal bitmap's header and bits, read from an in-sync member with the newest
+/// events (`partial[role]` is set for a slot whose member is still being rebuilt).
+///
+/// A member being rebuilt holds the bits of when it was added at best (as in md, which
+/// reads the bitmap from in-sync members only): with no other member to read from, every
+/// chunk counts as set.
 async fn read_bitmap(
     found: &[Found],
     slots: &[Option<usize>],
+    partial: &[Option<u64>],
     reference: &Superblock,
 ) -> Result<Option<(BitmapSuper, Vec<u8>)>> {
     if reference.feature_map & feature::BITMAP_OFFSET == 0 {
         return Ok(None);
     }
-    let Some(i) = slots
-        .iter()
-        .flatten()
-        .copied()
-        .find(|&i| found[i].sb.events == reference.events)
-    else {
-        return Ok(None);
+    let newest = |&(_, i): &(usize, usize)| found[i].sb.events == reference.events;
+    let held = || {
+        slots
+            .iter()
+            .enumerate()
+            .filter_map(|(r, s)| s.map(|i| (r, i)))
+    };
+    let (i, in_sync) = match held().filter(newest).find(|&(r, _)| partial[r].is_none()) {
+        Some((_, i)) => (i, true),
+        None => match held().find(newest) {
+            Some((_, i)) => (i, false),
+            None => return Ok(None),
+        },
     };
     let f = &found[i];
     let name = &f.member.info().name;
@@ -529,7 +542,15 @@ async fn read_bitmap(
         .map_err(|e| Error::io(format!("{name}: reading the bitmap"), e))?;
     let start = raidd_md::bitmap::BITMAP_SUPER_LEN;
     let mut bits = all[start..start + bm.bitmap_bytes() as usize].to_vec();
-    if bm.is_out_of_date(reference.events) {
+    if !in_sync {
+        tracing::warn!(
+            member = %name,
+            "the write-intent bitmap is read from a member being rebuilt: every chunk is \
+             treated as dirty"
+        );
+        bits.fill(0xff);
+        bm.set_stale(true);
+    } else if bm.is_out_of_date(reference.events) {
         // Its clear bits prove nothing (a failed bitmap write, an older copy): every chunk
         // counts as set, as in md; the header stays marked stale until these bits have
         // been written out again (meta.rs).

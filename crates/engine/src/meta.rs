@@ -28,6 +28,16 @@ pub(crate) enum CleanState {
     Dirty,
 }
 
+/// A member written into a slot or the spares ([`Metadata::add_member`]).
+pub(crate) struct MemberAdded {
+    /// Byte offset of its data area.
+    pub(crate) data_offset: u64,
+    /// Its superblock says it recovers by the write-intent bitmap.
+    pub(crate) by_bitmap: bool,
+    /// Slots whose superblock write failed.
+    pub(crate) failed: Vec<usize>,
+}
+
 /// One member's superblock and where it lives.
 #[derive(Clone, Debug)]
 pub(crate) struct MemberSb {
@@ -138,11 +148,16 @@ impl Metadata {
     /// (`Some`, md's recovery_offset feature from 0) or a spare (`None`), and records the
     /// new role in every superblock. A failed member the slot held keeps its device number
     /// until it is removed; a spare of this array taking a slot keeps its own.
+    ///
+    /// `by_bitmap_at`: the member may recover by the write-intent bitmap if its data area
+    /// stays at this offset (sectors, from its old superblock); then its superblock says so
+    /// (md's RECOVERY_BITMAP), so an interrupted re-add resumes as one, here or in the kernel.
     pub(crate) async fn add_member(
         &self,
         role: Option<usize>,
         member: Arc<dyn Member>,
-    ) -> Result<(u64, Vec<usize>)> {
+        by_bitmap_at: Option<u64>,
+    ) -> Result<MemberAdded> {
         let mut st = self.state.lock().await;
         let was_spare = st
             .spares
@@ -202,15 +217,19 @@ impl Metadata {
         sb.data_size = size - sb.data_offset;
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
+        // The reference may be a member recovering by its bitmap itself: nothing of that
+        // is copied.
+        sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+        let by_bitmap = role.is_some() && by_bitmap_at == Some(sb.data_offset);
         let raw_role = match role {
             Some(r) => {
                 sb.feature_map |= feature::RECOVERY_OFFSET;
+                if by_bitmap {
+                    sb.feature_map |= feature::RECOVERY_BITMAP;
+                }
                 DevRole::Active(r as u16).to_raw()
             }
-            None => {
-                sb.feature_map &= !feature::RECOVERY_OFFSET;
-                DevRole::Spare.to_raw()
-            }
+            None => DevRole::Spare.to_raw(),
         };
         sb.dev_roles[dev as usize] = raw_role;
         st.roles.push((dev, raw_role));
@@ -220,7 +239,11 @@ impl Metadata {
             Some(r) => st.slots[r] = Some(m),
             None => st.spares.push(m),
         }
-        Ok((data_offset, commit(&mut st).await))
+        Ok(MemberAdded {
+            data_offset,
+            by_bitmap,
+            failed: commit(&mut st).await,
+        })
     }
 
     /// A replacement built for slot `role` takes it: the member it replaces is recorded as
@@ -247,21 +270,28 @@ impl Metadata {
         Ok(commit(&mut st).await)
     }
 
-    /// Records a recovering member's progress (`Some(sector)`) or its completion (`None`).
-    pub(crate) async fn set_recovery(&self, role: usize, recovered: Option<u64>) -> Vec<usize> {
+    /// Records a recovering member's progress (`Some(sector)`, and whether it recovers by
+    /// the write-intent bitmap) or its completion (`None`).
+    pub(crate) async fn set_recovery(
+        &self,
+        role: usize,
+        recovered: Option<u64>,
+        by_bitmap: bool,
+    ) -> Vec<usize> {
         let mut st = self.state.lock().await;
         let Some(m) = st.slots.get_mut(role).and_then(Option::as_mut) else {
             return Vec::new();
         };
+        m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
         match recovered {
             Some(s) => {
                 m.sb.feature_map |= feature::RECOVERY_OFFSET;
+                if by_bitmap {
+                    m.sb.feature_map |= feature::RECOVERY_BITMAP;
+                }
                 m.sb.recovery_offset = s;
             }
-            None => {
-                m.sb.feature_map &= !feature::RECOVERY_OFFSET;
-                m.sb.recovery_offset = 0;
-            }
+            None => m.sb.recovery_offset = 0,
         }
         commit(&mut st).await
     }

@@ -394,6 +394,7 @@ fn without(array: &Array, gone: usize) -> Array {
                     member: array.member(i).unwrap(),
                     data_offset: array.data_offset(i),
                     recovered: None,
+                    by_bitmap: false,
                 }
             })
         })

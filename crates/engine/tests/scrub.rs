@@ -832,6 +832,132 @@ fn a_member_added_back_is_rebuilt_only_where_its_bitmap_marks() {
     });
 }
 
+/// A re-add by bitmap interrupted part way is written down as one (md's RECOVERY_BITMAP,
+/// beside the recovery offset), so after reassembly it goes on rebuilding only what the
+/// bitmap marks; a new member added meanwhile, whose superblock is copied from the
+/// re-added one, is not taken for one. Both finish with the flag gone, and each alone
+/// serves what was written.
+#[test]
+fn an_interrupted_re_add_resumes_by_its_bitmap_after_reassembly() {
+    use raidd_md::feature::{RECOVERY_BITMAP, RECOVERY_OFFSET};
+    raidd_rt::block_on(async {
+        let raw = mems(4);
+        let (faults, members) = counted(&raw);
+        let mut s = bitmap_spec(Level::Raid1, members[..3].to_vec(), true);
+        s.size_sectors = None;
+        let array = create(s).await.unwrap().array;
+        let sectors = array.size_bytes() / 512;
+        let mut model = Model::new(sectors, 29);
+        write_pattern(&array, &mut model, 0, sectors).await;
+        array.close().await.unwrap(); // a clean, whole close clears the bits
+        array.fail_member(0).await.unwrap();
+        // Missed while away: one region below where the recovery will stop, one above.
+        write_pattern(&array, &mut model, 100, 64).await;
+        write_pattern(&array, &mut model, sectors - 600, 64).await;
+        array.remove_member(&raw[0].info().name).await.unwrap();
+        array.add_member(members[0].clone()).await.unwrap();
+        assert!(array.recovering_by_bitmap(0));
+        let sb = examine(&*raw[0]).await.unwrap();
+        assert_eq!(
+            sb.feature_map & (RECOVERY_OFFSET | RECOVERY_BITMAP),
+            RECOVERY_OFFSET | RECOVERY_BITMAP,
+            "the re-add is on disk from the start: {:#x}",
+            sb.feature_map
+        );
+        // Windows of one bitmap chunk; stop it a few windows in.
+        let limits = SyncLimits {
+            window_bytes: 64 << 10,
+            ..SyncLimits::UNLIMITED
+        };
+        let job = {
+            let array = array.clone();
+            raidd_rt::spawn_local(async move { array.recover(0, limits).await })
+        };
+        let mut stopped = false;
+        for _ in 0..10_000 {
+            raidd_rt::yield_now().await;
+            if array.sync_progress().is_some_and(|p| p.done() >= 512) {
+                stopped = array.cancel_sync();
+                break;
+            }
+        }
+        assert!(stopped, "recovery made no progress");
+        let err = job.await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Interrupted, "{err}");
+        // A new member into another slot, its superblock copied from slot 0's.
+        array.fail_member(2).await.unwrap();
+        array.remove_member(&raw[2].info().name).await.unwrap();
+        array.add_member(members[3].clone()).await.unwrap();
+        assert!(!array.recovering_by_bitmap(2));
+        array.close().await.unwrap();
+        drop(array);
+        for (m, by_bitmap) in [(0, true), (3, false)] {
+            let sb = examine(&*raw[m]).await.unwrap();
+            assert_ne!(sb.feature_map & RECOVERY_OFFSET, 0, "member {m}");
+            assert_eq!(
+                sb.feature_map & RECOVERY_BITMAP != 0,
+                by_bitmap,
+                "member {m}: feature map {:#x}",
+                sb.feature_map
+            );
+        }
+        // The re-added member got the whole bitmap when its recovery started.
+        let bits = bitmap_bits(&raw[1]).await;
+        assert!(bits.iter().any(|&b| b != 0), "bits set while degraded");
+        assert_eq!(
+            bitmap_bits(&raw[0]).await,
+            bits,
+            "the re-added member's bitmap"
+        );
+        // The bitmap is read from a member in sync, never from one being rebuilt: with the
+        // re-added member's copy cleared behind the array's back, the bits still hold.
+        let at = bitmap_at(&raw[0]).await + 256;
+        raw[0].write_sync(at, &vec![0u8; bits.len()]);
+        let again = vec![members[0].clone(), members[1].clone(), members[3].clone()];
+        let array = assemble(again, AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        assert!(array.recovering_by_bitmap(0), "resumed as a re-add");
+        assert!(!array.recovering_by_bitmap(2));
+        let before = faults[0].control().writes();
+        array.recover(0, limits).await.unwrap();
+        let windows = array.geometry().member_used_sectors(0) / 128;
+        let wrote = faults[0].control().writes() - before;
+        assert!(
+            wrote < windows / 2,
+            "{wrote} writes to the re-added member, {windows} windows for a full rebuild"
+        );
+        array.recover(2, SyncLimits::UNLIMITED).await.unwrap();
+        for m in [0, 3] {
+            assert_eq!(
+                bitmap_bits(&raw[m]).await,
+                bits,
+                "member {m}'s bitmap once in sync"
+            );
+        }
+        for m in [0, 3] {
+            let sb = examine(&*raw[m]).await.unwrap();
+            assert_eq!(
+                sb.feature_map & (RECOVERY_OFFSET | RECOVERY_BITMAP),
+                0,
+                "member {m} finished: {:#x}",
+                sb.feature_map
+            );
+        }
+        array.close().await.unwrap();
+        drop(array);
+        for (keep, name) in [(0, "the re-added member"), (3, "the new member")] {
+            let array = assemble(vec![members[keep].clone()], AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            verify_all(&array, &model, &format!("{name} alone")).await;
+            array.close().await.unwrap();
+        }
+    });
+}
+
 /// A former member whose superblock was tampered with (a data offset no device has) is
 /// added as a new member and rebuilt whole, without a panic on the arithmetic.
 #[test]

@@ -58,6 +58,7 @@ impl Rig {
                     member: f.clone() as Arc<dyn Member>,
                     data_offset: DATA_OFFSET,
                     recovered: None,
+                    by_bitmap: false,
                 })
             })
             .collect();
@@ -366,6 +367,7 @@ impl Rig {
                     member: a.member(i).unwrap(),
                     data_offset: DATA_OFFSET,
                     recovered: None,
+                    by_bitmap: false,
                 })
             })
             .collect();

@@ -37,5 +37,6 @@ pub mod feature {
     pub const ALL: u32 = 0x1fff;
     /// Bits raidd understands and honours. Others are refused on assembly with a clear error
     /// even when the kernel would accept them (we cannot keep their promises).
-    pub const SUPPORTED: u32 = BITMAP_OFFSET | RECOVERY_OFFSET | BAD_BLOCKS | RAID0_LAYOUT;
+    pub const SUPPORTED: u32 =
+        BITMAP_OFFSET | RECOVERY_OFFSET | RECOVERY_BITMAP | BAD_BLOCKS | RAID0_LAYOUT;
 }

@@ -144,6 +144,12 @@ impl WriteIntent {
         (Intent { wi: self, chunks }, missing)
     }
 
+    /// The bit image, under the flush lock (no clearing half done): to write whole.
+    pub(crate) async fn current(&self) -> (futures::lock::MutexGuard<'_, ()>, Vec<u8>) {
+        let guard = self.lock.lock().await;
+        (guard, self.image())
+    }
+
     /// Marks the hold's chunks set under the flush lock; returns the lock guard and the
     /// image to write when anything changed (the caller writes it, durably, then drops the
     /// guard).

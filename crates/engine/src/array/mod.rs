@@ -115,6 +115,10 @@ pub struct SlotParts {
     pub data_offset: u64,
     /// A member whose rebuild stopped part way: sectors below this are current.
     pub recovered: Option<u64>,
+    /// That rebuild was a re-add by the write-intent bitmap (md's RECOVERY_BITMAP): beyond
+    /// the recovery point the member is current except where bits are set. Honoured only
+    /// with the array's bitmap loaded and no resync due; otherwise the rebuild goes on whole.
+    pub by_bitmap: bool,
 }
 
 /// Everything needed to start an array (from assembly, creation or a test).
@@ -363,21 +367,6 @@ impl Array {
             .map(|s| &s.member)
             .chain(&parts.spares)
             .any(|m| m.info().rotational);
-        let slots: Vec<Slot> = parts
-            .slots
-            .into_iter()
-            .map(|s| match s {
-                Some(s) => {
-                    let state = match s.recovered {
-                        None => SlotState::InSync,
-                        Some(_) => SlotState::Recovering,
-                    };
-                    let rec = s.recovered.unwrap_or(0);
-                    Slot::new(Some(s.member), s.data_offset, state, rec)
-                }
-                None => Slot::new(None, 0, SlotState::Missing, 0),
-            })
-            .collect();
         let intent = match (&meta, parts.read_only, parts.geometry.redundancy()) {
             (Some(m), false, r) if r > 0 => m
                 .bitmap_at_start
@@ -391,6 +380,28 @@ impl Array {
         // degraded, clean stops included.
         let unclean = meta.as_ref().is_some_and(Metadata::is_dirty)
             && intent.as_ref().is_none_or(|wi| wi.dirty_chunks() > 0);
+        let slots: Vec<Slot> = parts
+            .slots
+            .into_iter()
+            .map(|s| match s {
+                Some(s) => {
+                    let state = match s.recovered {
+                        None => SlotState::InSync,
+                        Some(_) => SlotState::Recovering,
+                    };
+                    let rec = s.recovered.unwrap_or(0);
+                    let slot = Slot::new(Some(s.member), s.data_offset, state, rec);
+                    // A re-add by bitmap resumes as one only while the bits still say what
+                    // the member missed: bitmap loaded, no resync due (its bits then also
+                    // stand for chunks the resync must visit; see `may_recover_by_bitmap`).
+                    let by_bitmap = s.by_bitmap && s.recovered.is_some() && intent.is_some();
+                    slot.by_bitmap
+                        .store(by_bitmap && !unclean, Ordering::Relaxed);
+                    slot
+                }
+                None => Slot::new(None, 0, SlotState::Missing, 0),
+            })
+            .collect();
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),
@@ -697,6 +708,21 @@ impl Array {
             self.check_alive()?;
         }
         Ok(Some(hold))
+    }
+
+    /// Writes every write-intent bit to every member, as md does when a recovery starts: a
+    /// member's copy is only as new as the last change of bits it took, and one just added
+    /// took none (its copy is not read while it is rebuilt, but it is once it is in sync).
+    pub(super) async fn write_whole_intent(&self) {
+        let (Some(wi), Some(meta)) = (&self.intent, &self.meta) else {
+            return;
+        };
+        let (guard, image) = wi.current().await;
+        for r in meta.write_bitmap_bits(&image, false).await {
+            self.fail_slot(r, &io::Error::other("bitmap update failed"))
+                .await;
+        }
+        drop(guard);
     }
 
     /// Clears the write-intent bits of chunks with nothing in flight that were not written

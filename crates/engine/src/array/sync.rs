@@ -512,7 +512,7 @@ impl Array {
             .filter(|&r| is_free(r));
         let free = own.or_else(|| (0..self.slots.len()).find(|&r| is_free(r)));
         let Some(role) = free else {
-            let (_, failed) = meta.add_member(None, member.clone()).await?;
+            let failed = meta.add_member(None, member.clone(), None).await?.failed;
             self.spares_list
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -526,11 +526,17 @@ impl Array {
         } else {
             None
         };
-        let by_bitmap = match (&old, own) {
-            (Some(sb), Some(r)) if r == role => self.may_recover_by_bitmap(meta, sb).await,
-            _ => false,
+        // Its data is where it was only if the data area does not move (checked by `meta`).
+        let by_bitmap_at = match (&old, own) {
+            (Some(sb), Some(r)) if r == role && self.may_recover_by_bitmap(meta, sb).await => {
+                Some(sb.data_offset)
+            }
+            _ => None,
         };
-        let (data_offset, failed) = match meta.add_member(Some(role), member.clone()).await {
+        let added = match meta
+            .add_member(Some(role), member.clone(), by_bitmap_at)
+            .await
+        {
             Ok(x) => x,
             Err(e) => {
                 if let Some(d) = detached {
@@ -549,13 +555,9 @@ impl Array {
                 .push(d);
         }
         let slot = &self.slots[role];
-        slot.data_offset.store(data_offset, Ordering::Relaxed);
+        slot.data_offset.store(added.data_offset, Ordering::Relaxed);
         slot.recovered.store(0, Ordering::Release);
-        // Its data stays where it was only if the data area did not move.
-        let by_bitmap = by_bitmap
-            && old
-                .as_ref()
-                .is_some_and(|sb| sb.data_offset.checked_mul(512) == Some(data_offset));
+        let by_bitmap = added.by_bitmap;
         slot.by_bitmap.store(by_bitmap, Ordering::Release);
         *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(member);
         slot.state
@@ -565,7 +567,7 @@ impl Array {
         } else {
             tracing::info!(array = %self.name, member = %name, role, "added; recovery needed");
         }
-        self.superblocks_failed(failed).await;
+        self.superblocks_failed(added.failed).await;
         Ok(Added::Recovering(role))
     }
 
@@ -635,6 +637,9 @@ impl Array {
                 format!("{}: slot {role} is not waiting for recovery", self.name),
             ));
         }
+        // The member's copy of the bitmap is read once it is in sync; whatever it holds now
+        // (none, or bits of when it left) is replaced before it gets there.
+        self.write_whole_intent().await;
         let total = self.geometry.member_used_sectors(role);
         let chunk = u64::from(self.geometry.chunk_sectors()).max(1);
         // A recovery point from the kernel need not be chunk aligned: start at its chunk.
@@ -730,7 +735,7 @@ impl Array {
         }
         self.slots[role].by_bitmap.store(false, Ordering::Release);
         if let Some(meta) = &self.meta {
-            self.superblocks_failed(meta.set_recovery(role, None).await)
+            self.superblocks_failed(meta.set_recovery(role, None, false).await)
                 .await;
         }
         self.check_alive()?;
@@ -741,7 +746,8 @@ impl Array {
 
     async fn checkpoint(&self, role: usize, pos: u64) {
         if let Some(meta) = &self.meta {
-            self.superblocks_failed(meta.set_recovery(role, Some(pos)).await)
+            let by_bitmap = self.slots[role].by_bitmap.load(Ordering::Acquire);
+            self.superblocks_failed(meta.set_recovery(role, Some(pos), by_bitmap).await)
                 .await;
         }
     }
@@ -840,7 +846,8 @@ impl Array {
         let old_name = old.info().name.clone();
         // The new member carries a spare's superblock while it is built: a restart meanwhile
         // sees a spare, for md as for raidd.
-        let (data_offset, failed) = meta.add_member(None, new.clone()).await?;
+        let added = meta.add_member(None, new.clone(), None).await?;
+        let (data_offset, failed) = (added.data_offset, added.failed);
         self.superblocks_failed(failed).await;
         let slot = &self.slots[role];
         slot.replaced.store(0, Ordering::Release);

@@ -118,6 +118,7 @@ pub fn array_over(spec: &Spec, members: &[Arc<dyn Member>], missing: &[usize]) -
                 member: m.clone(),
                 data_offset: DATA_OFFSET,
                 recovered: None,
+                by_bitmap: false,
             })
         })
         .collect();

@@ -690,6 +690,194 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
     run_kernel_checks(dir.path(), &geos, &members);
 }
 
+/// A re-add by bitmap that the kernel starts and a stop interrupts (md's RECOVERY_BITMAP on
+/// the member) assembles in raidd, whose daemon finishes it by the bitmap: afterwards the
+/// re-added member alone holds every sector as last written, and so does the other.
+#[test]
+#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
+fn a_re_add_the_kernel_left_part_way_is_finished_by_raidd() {
+    use common::daemon::{array_config, must, tool, Daemon};
+    let dir = scratch();
+    let imgs: Vec<PathBuf> = (0..2)
+        .map(|k| {
+            let p = dir.path().join(format!("readd-{k}.img"));
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(MEMBER_BYTES)
+                .unwrap();
+            p
+        })
+        .collect();
+    let share = dir.path().join("share");
+    std::fs::create_dir(&share).unwrap();
+    let seed = seed_of(90);
+    // The recovery crawls at 1 KiB/s over the chunks written while the member was away, so
+    // the stop finds it part way.
+    let job = format!(
+        r#"set -u
+mdadm --create /dev/md0 --run --metadata=1.2 --level=raid1 --raid-devices=2 \
+    --bitmap=internal --bitmap-chunk=64K --assume-clean /dev/vdb /dev/vdc || exit 2
+./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
+mdadm /dev/md0 --fail /dev/vdc || exit 4
+sleep 1
+mdadm /dev/md0 --remove /dev/vdc || exit 5
+./raidd pattern write --raw /dev/md0 --seed {seed} --generation 2 --offset 1M --length 4M || exit 6
+echo 1 > /proc/sys/dev/raid/speed_limit_min
+echo 1 > /proc/sys/dev/raid/speed_limit_max
+mdadm /dev/md0 --re-add /dev/vdc || exit 7
+sleep 3
+cat /proc/mdstat
+mdadm --stop /dev/md0 || exit 8
+mdadm --examine /dev/vdc
+echo READD-OK
+"#
+    );
+    let (ok, log) = boot(&share, &job, &imgs, None);
+    assert!(
+        ok && log.contains("READD-OK"),
+        "the guest job failed:\n{log}"
+    );
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
+    let sb = &ex["members"][1]["superblock"];
+    let map = sb["feature_map"].as_u64().unwrap();
+    assert_eq!(
+        map & 0x82,
+        0x82,
+        "the kernel left no re-add by bitmap part way ({sb}):\n{log}"
+    );
+    // Offline, raidd says how the rebuild will go.
+    let d = raidd(&args_with(&["detail", "--json"], &imgs)).ok().json();
+    let slot = &d["array"]["slots"][1];
+    assert_eq!(slot["state"], "recovering", "{slot}");
+    assert_eq!(slot["by_bitmap"], true, "{slot}");
+    // The daemon finishes it.
+    let daemon = Daemon::start(dir.path(), &array_config("r1", &imgs));
+    let ctl = daemon.control.display().to_string();
+    let a = wait_for(&ctl, "r1", |a| {
+        a["slots"][1]["state"] == "insync" && a["sync"].is_null()
+    });
+    assert_eq!(a["last_sync"]["kind"], "recovery", "{a}");
+    daemon.stop();
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
+    let map = ex["members"][1]["superblock"]["feature_map"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(map & 0x82, 0, "recovery flags left: {map:#x}");
+    let seed_s = seed.to_string();
+    let ranges = [
+        ("0", Some("1M"), "1"),
+        ("1M", Some("4M"), "2"),
+        ("5M", Some("1M"), "1"),
+        ("6M", Some("2M"), "1"),
+        ("8M", None, "1"),
+    ];
+    for (keep, name) in [(1, "the re-added member"), (0, "the other member")] {
+        let one = [imgs[keep].clone()];
+        for (offset, length, generation) in ranges {
+            let mut args = vec![
+                "pattern",
+                "verify",
+                "--seed",
+                &seed_s,
+                "--generation",
+                generation,
+                "--offset",
+                offset,
+            ];
+            if let Some(l) = length {
+                args.extend(["--length", l]);
+            }
+            let r = raidd(&args_with(&args, &one));
+            assert_eq!(
+                r.code,
+                0,
+                "{name} alone, from {offset}: {}{}",
+                r.text(),
+                r.stderr
+            );
+        }
+    }
+    // The other way: raidd re-adds the member by its bitmap, crawling, and stops part way;
+    // the kernel assembles the array and finishes the recovery.
+    let cfg = format!(
+        "[sync]\nspeed_min = 1\nspeed_max = 1\n{}",
+        array_config("r1", &imgs)
+    );
+    let daemon = Daemon::start(dir.path(), &cfg);
+    let ctl = daemon.control.display().to_string();
+    let member = imgs[1].display().to_string();
+    raidd(&["fail", "r1", &member, "--control", &ctl]).ok();
+    let third = dir.path().join("third");
+    std::fs::File::create(&third)
+        .unwrap()
+        .set_len(MEMBER_BYTES)
+        .unwrap();
+    raidd(&[
+        "pattern",
+        "write",
+        "--raw",
+        "--seed",
+        &seed_s,
+        "--generation",
+        "3",
+        "--offset",
+        "6M",
+        "--length",
+        "2M",
+        third.to_str().unwrap(),
+    ])
+    .ok();
+    let script = format!(
+        "h.pwrite(open({:?}, 'rb').read()[6 << 20:8 << 20], 6 << 20)",
+        third.display().to_string()
+    );
+    must(tool("nbdsh").args(["-u", &daemon.uri("r1"), "-c", &script]));
+    raidd(&["remove", "r1", &member, "--control", &ctl]).ok();
+    let added = raidd(&["add", "r1", &member, "--control", &ctl])
+        .ok()
+        .text();
+    assert!(added.contains("re-added"), "{added}");
+    daemon.stop();
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
+    let map = ex["members"][1]["superblock"]["feature_map"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(map & 0x82, 0x82, "raidd left no re-add by bitmap: {map:#x}");
+    let verify: String = [
+        ("0", "1M", "1"),
+        ("1M", "4M", "2"),
+        ("5M", "1M", "1"),
+        ("6M", "2M", "3"),
+    ]
+    .iter()
+    .map(|(o, l, g)| {
+        format!(
+            "./raidd pattern verify --raw /dev/md0 --seed {seed} --generation {g} \
+             --offset {o} --length {l} || exit 13\n"
+        )
+    })
+    .collect();
+    let job = format!(
+        r#"set -u
+mdadm --assemble /dev/md0 --run /dev/vdb /dev/vdc || exit 10
+mdadm --readwrite /dev/md0 || exit 15
+cat /proc/mdstat
+mdadm --wait /dev/md0
+cat /proc/mdstat
+grep -q '\[UU\]' /proc/mdstat || exit 11
+mdadm /dev/md0 --fail /dev/vdb || exit 12
+{verify}./raidd pattern verify --raw /dev/md0 --seed {seed} --offset 8M || exit 14
+mdadm --stop /dev/md0
+echo KERNEL-OK
+"#
+    );
+    let (ok, log) = boot(&share, &job, &imgs, None);
+    assert!(
+        ok && log.contains("KERNEL-OK"),
+        "the guest job failed:\n{log}"
+    );
+}
+
 /// Polls `raidd status --json` until configured array `name`'s status satisfies `done`.
 fn wait_for(ctl: &str, name: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let start = std::time::Instant::now();

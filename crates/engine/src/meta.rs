@@ -410,7 +410,13 @@ impl Metadata {
 async fn commit(st: &mut MetaState) -> Vec<usize> {
     st.events += 1;
     let utime = now_md_time();
-    let degraded = st.slots.iter().any(Option::is_none);
+    // A member being rebuilt counts (md's mddev->degraded): its bits are still what it
+    // lacks, and events_cleared equal to events would tell the kernel there are none to
+    // keep for it (md_bitmap_load then skips every chunk of a re-add by bitmap).
+    let degraded = st.slots.iter().any(|m| {
+        m.as_ref()
+            .is_none_or(|m| m.sb.feature_map & feature::RECOVERY_OFFSET != 0)
+    });
     let resync_offset = match st.clean {
         CleanState::Clean => MAX_SECTOR,
         CleanState::Dirty => 0,

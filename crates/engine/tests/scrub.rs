@@ -901,6 +901,14 @@ fn an_interrupted_re_add_resumes_by_its_bitmap_after_reassembly() {
                 sb.feature_map
             );
         }
+        // Closed clean while members are rebuilt: the bits are still what they lack, so
+        // events_cleared stays behind (equal to the events, the kernel would skip them all).
+        let events = examine(&*raw[1]).await.unwrap().events;
+        let cleared = bitmap_header(&raw[1]).await.events_cleared;
+        assert!(
+            cleared < events,
+            "events_cleared {cleared}, events {events}"
+        );
         // The re-added member got the whole bitmap when its recovery started.
         let bits = bitmap_bits(&raw[1]).await;
         assert!(bits.iter().any(|&b| b != 0), "bits set while degraded");

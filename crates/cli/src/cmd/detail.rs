@@ -92,6 +92,10 @@ pub struct SlotJson {
     /// While recovering: bytes of the member rebuilt so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered_bytes: Option<u64>,
+    /// While recovering: only the chunks its write-intent bitmap marks are rebuilt (a
+    /// former member re-added).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_bitmap: bool,
     pub device_uuid: Option<String>,
     pub events: Option<u64>,
     /// The nested array in this slot, if the member is one.
@@ -206,6 +210,7 @@ impl Gathered<'_> {
                     member: s.member.clone(),
                     state: s.state,
                     recovered_bytes: s.recovered_bytes,
+                    by_bitmap: s.by_bitmap,
                     device_uuid: rep.map(|r| r.device_uuid.clone()),
                     events: rep.map(|r| r.events),
                     // Depth guard: md nesting is shallow; a cycle must not recurse forever.
@@ -321,8 +326,13 @@ impl Gathered<'_> {
                     format!(" ({}, {}, see below)", inner.level, state_text(inner.state))
                 })
                 .unwrap_or_default();
+            let how = if s.by_bitmap {
+                " (re-added: only the chunks its bitmap marks)"
+            } else {
+                ""
+            };
             text.push_str(&format!(
-                "    {:>4}  {:<8}  {member}{nested}\n",
+                "    {:>4}  {:<8}  {member}{nested}{how}\n",
                 s.role,
                 slot_state_text(s.state)
             ));

@@ -203,6 +203,10 @@ pub struct SlotStatus {
     /// While recovering: bytes of the member's data area rebuilt so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered_bytes: Option<u64>,
+    /// While recovering: only the chunks the write-intent bitmap marks are rebuilt (a
+    /// former member re-added, [`Array::recovering_by_bitmap`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_bitmap: bool,
     /// A member being built to replace this one (`raidd replace`), and how far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replacement: Option<String>,
@@ -380,6 +384,8 @@ impl Array {
         // degraded, clean stops included.
         let unclean = meta.as_ref().is_some_and(Metadata::is_dirty)
             && intent.as_ref().is_none_or(|wi| wi.dirty_chunks() > 0);
+        // Read-only arrays load no intent, but say what a writable start would do.
+        let bitmap_loaded = meta.as_ref().is_some_and(|m| m.bitmap_at_start.is_some());
         let slots: Vec<Slot> = parts
             .slots
             .into_iter()
@@ -394,7 +400,7 @@ impl Array {
                     // A re-add by bitmap resumes as one only while the bits still say what
                     // the member missed: bitmap loaded, no resync due (its bits then also
                     // stand for chunks the resync must visit; see `may_recover_by_bitmap`).
-                    let by_bitmap = s.by_bitmap && s.recovered.is_some() && intent.is_some();
+                    let by_bitmap = s.by_bitmap && s.recovered.is_some() && bitmap_loaded;
                     slot.by_bitmap
                         .store(by_bitmap && !unclean, Ordering::Relaxed);
                     slot
@@ -1120,6 +1126,7 @@ impl Array {
                         state,
                         recovered_bytes: (state == SlotState::Recovering)
                             .then(|| self.slots[r].recovered.load(Ordering::Acquire) * SECTOR_SIZE),
+                        by_bitmap: state == SlotState::Recovering && self.recovering_by_bitmap(r),
                         replacement: read_lock(&self.slots[r].replacement)
                             .as_ref()
                             .map(|(m, _)| m.info().name.clone()),

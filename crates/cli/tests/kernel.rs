@@ -154,6 +154,23 @@ fn images(dir: &Path, i: usize, g: &Geo) -> Vec<Option<PathBuf>> {
         .collect()
 }
 
+/// `n` empty member images named after `prefix`, and an empty share for the guest.
+fn blank_images(dir: &Path, prefix: &str, n: usize) -> (Vec<PathBuf>, PathBuf) {
+    let imgs = (0..n)
+        .map(|k| {
+            let p = dir.join(format!("{prefix}-{k}.img"));
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(MEMBER_BYTES)
+                .unwrap();
+            p
+        })
+        .collect();
+    let share = dir.join("share");
+    std::fs::create_dir(&share).unwrap();
+    (imgs, share)
+}
+
 /// Geometries in boots of at most DISKS_PER_BOOT disks.
 fn batches(geos: &[Geo]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = vec![Vec::new()];
@@ -698,18 +715,7 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
 fn a_re_add_the_kernel_left_part_way_is_finished_by_raidd() {
     use common::daemon::{array_config, must, tool, Daemon};
     let dir = scratch();
-    let imgs: Vec<PathBuf> = (0..2)
-        .map(|k| {
-            let p = dir.path().join(format!("readd-{k}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(MEMBER_BYTES)
-                .unwrap();
-            p
-        })
-        .collect();
-    let share = dir.path().join("share");
-    std::fs::create_dir(&share).unwrap();
+    let (imgs, share) = blank_images(dir.path(), "readd", 2);
     let seed = seed_of(90);
     // The recovery crawls at 1 KiB/s over the chunks written while the member was away, so
     // the stop finds it part way.
@@ -875,6 +881,84 @@ echo KERNEL-OK
     assert!(
         ok && log.contains("KERNEL-OK"),
         "the guest job failed:\n{log}"
+    );
+}
+
+/// Bad blocks the kernel records on a member (through md's `bad_blocks` sysfs file, as it
+/// does when a write there fails; device sectors, as in its log) are read by raidd from the member's log: the member is not
+/// used, the array runs without it and verifies; `raidd add` rebuilds it whole and empties
+/// its log, which mdadm then reads as empty.
+#[test]
+#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
+fn bad_blocks_the_kernel_recorded_keep_a_member_out_until_rebuilt() {
+    use common::daemon::{array_config, must, tool, Daemon};
+    let dir = scratch();
+    let (imgs, share) = blank_images(dir.path(), "bb", 2);
+    let seed = seed_of(91);
+    let job = format!(
+        r#"set -u
+mdadm --create /dev/md0 --run --metadata=1.2 --level=raid1 --raid-devices=2 \
+    --assume-clean /dev/vdb /dev/vdc || exit 2
+./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
+# Device sectors, as the log holds them: 4096 sectors into the data area.
+echo "$(( $(cat /sys/block/md0/md/dev-vdc/offset) + 4096 )) 16" \
+    > /sys/block/md0/md/dev-vdc/bad_blocks || exit 4
+cat /sys/block/md0/md/dev-vdc/bad_blocks
+mdadm --stop /dev/md0 || exit 5
+mdadm --examine-badblocks /dev/vdc
+echo BB-OK
+"#
+    );
+    let (ok, log) = boot(&share, &job, &imgs, None);
+    assert!(ok && log.contains("BB-OK"), "the guest job failed:\n{log}");
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
+    let data_offset = ex["members"][1]["superblock"]["data_offset_sectors"]
+        .as_u64()
+        .unwrap();
+    let first = data_offset + 4096;
+    let listed = must(tool("mdadm").args(["--examine-badblocks", imgs[1].to_str().unwrap()]));
+    assert!(
+        listed.contains(&format!("{first} for 16 sectors")),
+        "mdadm lists: {listed}"
+    );
+    let text = raidd(&["examine", imgs[1].to_str().unwrap()]).ok().text();
+    assert!(text.contains("bad blocks present"), "{text}");
+    let d = raidd(&args_with(&["detail", "--json"], &imgs)).ok().json();
+    let unused = &d["array"]["not_used"][0];
+    assert_eq!(unused["reason"], "bad_blocks", "{d}");
+    assert_eq!(unused["member"], imgs[1].display().to_string(), "{unused}");
+    let why = unused["explanation"].as_str().unwrap();
+    assert!(
+        why.contains("16 sectors") && why.contains(&format!("device sector {first}")),
+        "{why}"
+    );
+    assert_eq!(d["array"]["state"], "degraded", "{d}");
+    let seed = seed.to_string();
+    let r = raidd(&args_with(&["pattern", "verify", "--seed", &seed], &imgs));
+    assert_eq!(r.code, 0, "{}{}", r.text(), r.stderr);
+    let daemon = Daemon::start(dir.path(), &array_config("r1", &imgs));
+    let ctl = daemon.control.display().to_string();
+    let member = imgs[1].display().to_string();
+    raidd(&["add", "r1", &member, "--control", &ctl]).ok();
+    let a = wait_for(&ctl, "r1", |a| {
+        a["slots"][1]["state"] == "insync" && a["sync"].is_null()
+    });
+    assert_eq!(a["last_sync"]["kind"], "recovery", "{a}");
+    daemon.stop();
+    let listed = must(tool("mdadm").args(["--examine-badblocks", imgs[1].to_str().unwrap()]));
+    assert!(listed.contains("list is empty"), "mdadm lists: {listed}");
+    let text = raidd(&["examine", imgs[1].to_str().unwrap()]).ok().text();
+    assert!(!text.contains("bad blocks present"), "{text}");
+    let r = raidd(&args_with(
+        &["pattern", "verify", "--seed", &seed],
+        &imgs[1..],
+    ));
+    assert_eq!(
+        r.code,
+        0,
+        "the rebuilt member alone: {}{}",
+        r.text(),
+        r.stderr
     );
 }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
+use raidd_md::badblocks::BadRange;
 use raidd_md::{feature, BitmapSuper, DevRole, SbError, Superblock, SB_OFFSET_V12_SECTORS};
 use serde::Serialize;
 
@@ -65,6 +66,15 @@ pub enum Decision {
     Recovering { role: usize, recovery_offset: u64 },
     /// Not used: another member holds its slot with newer data.
     Displaced { role: usize },
+    /// Not used: its bad-block log records sectors where it does not hold the array's data
+    /// (the kernel reads around them; raidd does not). Adding it back rebuilds it whole.
+    #[serde(rename = "bad_blocks")]
+    BadBlocks {
+        /// Ranges recorded, their sectors in all, and the first (device sector).
+        ranges: usize,
+        sectors: u64,
+        first: u64,
+    },
 }
 
 impl std::fmt::Display for Decision {
@@ -90,6 +100,16 @@ impl std::fmt::Display for Decision {
             Decision::Displaced { role } => write!(
                 f,
                 "displaced: another member holds slot {role} with newer data"
+            ),
+            Decision::BadBlocks {
+                ranges,
+                sectors,
+                first,
+            } => write!(
+                f,
+                "bad blocks: its bad-block log records {sectors} sectors in {ranges} range(s), \
+                 the first at device sector {first}, where it does not hold the array's data \
+                 (raidd does not read around them; add it back to rebuild it whole)"
             ),
         }
     }
@@ -137,6 +157,46 @@ impl AssembleOptions {
 struct Found {
     member: Arc<dyn Member>,
     sb: Superblock,
+    /// What its bad-block log records within its data area.
+    bad: Vec<BadRange>,
+}
+
+/// Where `sb` places its member's bad-block log: byte offset and length (`None` for no log:
+/// the kernel reads one wherever the superblock places it, feature bit or not).
+fn bblog_at(name: &str, sb: &Superblock) -> Result<Option<(u64, usize)>> {
+    if sb.bblog_offset == 0 || sb.bblog_size == 0 {
+        return Ok(None);
+    }
+    let at = i64::try_from(sb.super_offset)
+        .ok()
+        .and_then(|s| s.checked_add(i64::from(sb.bblog_offset)))
+        .and_then(|s| u64::try_from(s).ok())
+        .and_then(|s| s.checked_mul(512))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::BadMetadata,
+                format!("{name}: the bad-block log lies outside the device"),
+            )
+        })?;
+    Ok(Some((at, usize::from(sb.bblog_size) * 512)))
+}
+
+/// The ranges a member's bad-block log records within its data area.
+pub(crate) async fn read_bad_blocks(member: &dyn Member, sb: &Superblock) -> Result<Vec<BadRange>> {
+    let name = &member.info().name;
+    let Some((at, len)) = bblog_at(name, sb)? else {
+        return Ok(Vec::new());
+    };
+    let log = read_bytes(member, at, len)
+        .await
+        .map_err(|e| Error::io(format!("{name}: reading the bad-block log"), e))?;
+    let ranges = raidd_md::badblocks::parse(&log, sb.bblog_shift)
+        .map_err(|e| Error::new(ErrorKind::BadMetadata, format!("{name}: {e}")))?;
+    let data = sb.data_offset..sb.data_offset.saturating_add(sb.data_size);
+    Ok(ranges
+        .into_iter()
+        .filter(|r| r.start < data.end && r.start + r.sectors > data.start)
+        .collect())
 }
 
 fn check_features(name: &str, sb: &Superblock) -> Result<()> {
@@ -244,7 +304,8 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
     for m in members {
         let sb = examine(&*m).await?;
         check_features(&m.info().name, &sb)?;
-        found.push(Found { member: m, sb });
+        let bad = read_bad_blocks(&*m, &sb).await?;
+        found.push(Found { member: m, sb, bad });
     }
     check_one_array(&found)?;
     let newest = found
@@ -351,7 +412,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
             .collect(),
         bitmap,
     );
-    let array = Array::build(parts, Some(meta))?;
+    let array = Array::build(parts, Some(meta)).map_err(|e| naming_unused(e, &report))?;
     if !opts.start_dirty_degraded {
         check_dirty_degraded(&array)?;
     }
@@ -360,6 +421,31 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         report,
         superblock: reference,
     })
+}
+
+/// Too few members to run: the error also names the members assembly set aside, and why
+/// (that is what an administrator needs to decide what to bring back).
+fn naming_unused(e: Error, report: &[MemberReport]) -> Error {
+    if e.kind() != ErrorKind::InsufficientMembers {
+        return e;
+    }
+    let unused: Vec<String> = report
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r.decision,
+                Decision::Active { .. } | Decision::Spare | Decision::Recovering { .. }
+            )
+        })
+        .map(|r| format!("{}: {}", r.member, r.decision))
+        .collect();
+    if unused.is_empty() {
+        return e;
+    }
+    Error::new(
+        e.kind(),
+        format!("{}; not used: {}", e.message(), unused.join("; ")),
+    )
 }
 
 /// Refuses a RAID4/5/6 array that was stopped with writes in flight and has lost a member
@@ -413,6 +499,13 @@ fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
     if recorded == DevRole::Faulty {
         return Decision::Faulty;
     }
+    if let (Some(first), DevRole::Active(_)) = (f.bad.first(), f.sb.own_role()) {
+        return Decision::BadBlocks {
+            ranges: f.bad.len(),
+            sectors: f.bad.iter().map(|r| r.sectors).sum(),
+            first: first.start,
+        };
+    }
     match f.sb.own_role() {
         DevRole::Active(r)
             if f.sb.feature_map & feature::RECOVERY_OFFSET != 0
@@ -429,6 +522,21 @@ fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
         DevRole::Faulty => Decision::Faulty,
         DevRole::Spare | DevRole::Journal => Decision::Spare,
     }
+}
+
+/// Empties the bad-block log that `sb` places on `member` (all ones, as mdadm and the kernel
+/// write it): a member given a new superblock is written whole before it is read, and
+/// whatever a log there held (an earlier life of the device) must not be taken for its own.
+pub(crate) async fn clear_bad_blocks(member: &dyn Member, sb: &Superblock) -> Result<()> {
+    let name = &member.info().name;
+    let Some((at, len)) = bblog_at(name, sb)? else {
+        return Ok(());
+    };
+    let mut log = raidd_rt::AlignedBuf::zeroed(len);
+    log.fill(0xff);
+    crate::member::write_bytes(member, at, log)
+        .await
+        .map_err(|e| Error::io(format!("{name}: writing the bad-block log"), e))
 }
 
 /// Refuses members of different arrays and the same member given twice.

@@ -218,8 +218,9 @@ impl Metadata {
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
         // The reference may be a member recovering by its bitmap itself: nothing of that
-        // is copied.
-        sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+        // is copied; nor its bad-block flag (this member's log is emptied below).
+        sb.feature_map &=
+            !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP | feature::BAD_BLOCKS);
         let by_bitmap = role.is_some() && by_bitmap_at == Some(sb.data_offset);
         let raw_role = match role {
             Some(r) => {
@@ -231,6 +232,9 @@ impl Metadata {
             }
             None => DevRole::Spare.to_raw(),
         };
+        // Rebuilt whole, or re-added by its bitmap only with an empty log (`Array::add_member`):
+        // no bad block of an earlier life stays recorded.
+        crate::assemble::clear_bad_blocks(&*member, &sb).await?;
         sb.dev_roles[dev as usize] = raw_role;
         st.roles.push((dev, raw_role));
         let data_offset = sb.data_offset * 512;

@@ -553,3 +553,123 @@ fn bad_input_is_refused_without_changes() {
         );
     });
 }
+
+/// Records `sectors` bad from data sector `at` in member `m`'s bad-block log (as the kernel
+/// does when a write there fails), and leaves junk in those sectors (the kernel never wrote
+/// them): a member read there would return it.
+async fn record_bad_blocks(m: &MemMember, at: u64, sectors: u64) {
+    let sb = sb_of(m).await;
+    let log = (sb.super_offset as i64 + i64::from(sb.bblog_offset)) as u64 * 512;
+    let start = sb.data_offset + at;
+    let entry = raidd_md::badblocks::entry(start, sectors, sb.bblog_shift).unwrap();
+    m.write_sync(log, &entry);
+    m.write_sync(start * 512, &vec![0x5a; (sectors * 512) as usize]);
+}
+
+/// What member `m`'s bad-block log records.
+async fn bad_blocks_of(m: &MemMember) -> Vec<raidd_md::badblocks::BadRange> {
+    let sb = sb_of(m).await;
+    let log = (sb.super_offset as i64 + i64::from(sb.bblog_offset)) as u64 * 512;
+    let mut bytes = vec![0u8; usize::from(sb.bblog_size) * 512];
+    m.read_sync(log, &mut bytes);
+    raidd_md::badblocks::parse(&bytes, sb.bblog_shift).unwrap()
+}
+
+/// A member whose bad-block log records sectors (where the kernel never wrote the array's
+/// data, and reads around them) is not used: the array runs without it, and reads never
+/// return what those sectors hold. Added back, it is rebuilt whole (not by its bitmap, though
+/// it missed no write) and its log emptied, after which it alone serves every sector. With
+/// too few members left the error names each one set aside and why.
+#[test]
+fn members_with_bad_blocks_recorded_are_not_read() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid1, 2), (Level::Raid5, 4)] {
+            let what = format!("{level} over {n}");
+            let raw = mems("b", n, 16 * MIB);
+            let members: Vec<Arc<dyn Member>> =
+                raw.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+            let mut s = spec("bad", level, members.iter().cloned().map(Some).collect());
+            s.bitmap_chunk = Some(64 << 10);
+            let a = create(s).await.unwrap();
+            let sectors = a.array.size_bytes() / 512;
+            let mut model = Model::new(sectors, 11);
+            common::write_pattern(&a.array, &mut model, 0, sectors).await;
+            a.array.close().await.unwrap();
+            drop(a);
+            assert!(bad_blocks_of(&raw[1]).await.is_empty(), "{what}: a new log");
+            record_bad_blocks(&raw[1], 200, 16).await;
+            let b = assemble(members.clone(), AssembleOptions::default())
+                .await
+                .unwrap();
+            let data_offset = sb_of(&raw[1]).await.data_offset;
+            assert_eq!(
+                b.report[1].decision,
+                Decision::BadBlocks {
+                    ranges: 1,
+                    sectors: 16,
+                    first: data_offset + 200
+                },
+                "{what}"
+            );
+            assert_eq!(b.array.slot_state(1), SlotState::Missing, "{what}");
+            verify_all(&b.array, &model, &format!("{what}: without it")).await;
+            // Added back: rebuilt whole, its log emptied.
+            assert_eq!(
+                b.array.add_member(members[1].clone()).await.unwrap(),
+                raidd_engine::Added::Recovering(1),
+                "{what}"
+            );
+            assert!(
+                !b.array.recovering_by_bitmap(1),
+                "{what}: not by its bitmap"
+            );
+            assert!(
+                bad_blocks_of(&raw[1]).await.is_empty(),
+                "{what}: log emptied"
+            );
+            b.array
+                .recover(1, raidd_engine::SyncLimits::UNLIMITED)
+                .await
+                .unwrap();
+            b.array.fail_member(0).await.unwrap();
+            verify_all(&b.array, &model, &format!("{what}: leaning on it")).await;
+            b.array.close().await.unwrap();
+        }
+        // Both mirrors with bad blocks: not enough to run, and the error says why.
+        let raw = mems("bb", 2, 16 * MIB);
+        let members: Vec<Arc<dyn Member>> =
+            raw.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+        let a = create(spec(
+            "both",
+            Level::Raid1,
+            members.iter().cloned().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        a.array.close().await.unwrap();
+        drop(a);
+        record_bad_blocks(&raw[0], 8, 8).await;
+        record_bad_blocks(&raw[1], 64, 8).await;
+        let e = assemble(members.clone(), AssembleOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InsufficientMembers, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("bb0: bad blocks") && msg.contains("bb1: bad blocks"),
+            "{msg}"
+        );
+        // A new array over them does not inherit their logs.
+        let mut s = spec(
+            "again",
+            Level::Raid1,
+            members.iter().cloned().map(Some).collect(),
+        );
+        s.force = true;
+        let a = create(s).await.unwrap();
+        assert!(!a.array.is_degraded());
+        for m in &raw {
+            assert!(bad_blocks_of(m).await.is_empty());
+        }
+    });
+}

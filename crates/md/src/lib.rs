@@ -1,6 +1,7 @@
 //! Linux md v1.x metadata as bytes: parse with the kernel's validation rules, encode exactly
 //! as md and mdadm do. No I/O here; the engine reads and writes these bytes.
 
+pub mod badblocks;
 pub mod bitmap;
 pub mod create;
 mod le;

@@ -107,7 +107,7 @@ pub struct NotUsedJson {
     pub member: String,
     pub device_uuid: String,
     pub events: u64,
-    /// `stale`, `faulty` or `displaced`.
+    /// `stale`, `faulty`, `displaced` or `bad_blocks` (the explanation says more).
     pub reason: &'static str,
     /// For `stale`: the array's event count.
     pub array_events: Option<u64>,
@@ -141,6 +141,7 @@ pub fn not_used(r: &MemberReport) -> Option<NotUsedJson> {
             j.array_events = Some(*array_events);
         }
         Decision::Faulty => j.reason = "faulty",
+        Decision::BadBlocks { .. } => j.reason = "bad_blocks",
         Decision::Displaced { role } => {
             j.reason = "displaced";
             j.role = Some(*role);

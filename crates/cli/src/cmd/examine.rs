@@ -254,9 +254,15 @@ pub fn render(member: &str, sb: &Superblock) -> String {
         b.add(
             "Bad Block Log",
             format!(
-                "{} entries available at offset {} sectors",
+                "{} entries available at offset {} sectors{}",
                 u32::from(sb.bblog_size) * 512 / 8,
-                sb.bblog_offset
+                sb.bblog_offset,
+                // As mdadm words it: the kernel sets the bit while the log has entries.
+                if sb.feature_map & feature::BAD_BLOCKS != 0 {
+                    " - bad blocks present."
+                } else {
+                    ""
+                }
             ),
         );
     }

@@ -528,7 +528,9 @@ impl Array {
         };
         // Its data is where it was only if the data area does not move (checked by `meta`).
         let by_bitmap_at = match (&old, own) {
-            (Some(sb), Some(r)) if r == role && self.may_recover_by_bitmap(meta, sb).await => {
+            (Some(sb), Some(r))
+                if r == role && self.may_recover_by_bitmap(meta, &*member, sb).await =>
+            {
                 Some(sb.data_offset)
             }
             _ => None,
@@ -575,10 +577,12 @@ impl Array {
     /// chunks the write-intent bitmap marks (md's rule for a re-add): it was in sync when it
     /// left (no recovery offset), and no bit has been cleared since (its events are at
     /// least the bitmap's events_cleared, which clearing raises first). Not while a resync
-    /// is due: the bits then also stand for chunks the resync must visit.
+    /// is due: the bits then also stand for chunks the resync must visit. Nor with bad
+    /// blocks in its log: the kernel never wrote there, bit or not.
     async fn may_recover_by_bitmap(
         &self,
         meta: &crate::meta::Metadata,
+        member: &dyn Member,
         sb: &raidd_md::Superblock,
     ) -> bool {
         if self.intent.is_none() || self.needs_resync() {
@@ -589,6 +593,9 @@ impl Array {
         sb.feature_map & raidd_md::feature::RECOVERY_OFFSET == 0
             && sb.events >= cleared
             && sb.events <= events
+            && crate::assemble::read_bad_blocks(member, sb)
+                .await
+                .is_ok_and(|bad| bad.is_empty())
     }
 
     /// Whether slot `role` recovers only the chunks the write-intent bitmap marks (a member

@@ -159,11 +159,6 @@ impl Metadata {
         by_bitmap_at: Option<u64>,
     ) -> Result<MemberAdded> {
         let mut st = self.state.lock().await;
-        let was_spare = st
-            .spares
-            .iter()
-            .position(|s| Arc::ptr_eq(&s.member, &member))
-            .map(|i| st.spares.remove(i).sb.dev_number);
         let reference = st
             .slots
             .iter()
@@ -176,6 +171,28 @@ impl Metadata {
                     "no working member left to copy metadata from",
                 )
             })?;
+        let size = member.info().size_bytes / 512;
+        let need = reference.data_offset + reference.size;
+        if size < need {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} has {} KiB; the array needs {} KiB per member",
+                    member.info().name,
+                    size / 2,
+                    need / 2
+                ),
+            ));
+        }
+        // Before anything here changes (the log lies where the reference places its own):
+        // rebuilt whole, or re-added by its bitmap only with an empty log
+        // (`Array::add_member`), it keeps no bad block of an earlier life.
+        crate::assemble::clear_bad_blocks(&*member, &reference).await?;
+        let was_spare = st
+            .spares
+            .iter()
+            .position(|s| Arc::ptr_eq(&s.member, &member))
+            .map(|i| st.spares.remove(i).sb.dev_number);
         let used: Vec<u32> = st
             .slots
             .iter()
@@ -197,19 +214,6 @@ impl Metadata {
                     ),
                 )
             })?;
-        let size = member.info().size_bytes / 512;
-        let need = reference.data_offset + reference.size;
-        if size < need {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "{} has {} KiB; the array needs {} KiB per member",
-                    member.info().name,
-                    size / 2,
-                    need / 2
-                ),
-            ));
-        }
         let mut sb = reference;
         sb.dev_number = dev;
         getrandom::fill(&mut sb.device_uuid)
@@ -232,9 +236,6 @@ impl Metadata {
             }
             None => DevRole::Spare.to_raw(),
         };
-        // Rebuilt whole, or re-added by its bitmap only with an empty log (`Array::add_member`):
-        // no bad block of an earlier life stays recorded.
-        crate::assemble::clear_bad_blocks(&*member, &sb).await?;
         sb.dev_roles[dev as usize] = raw_role;
         st.roles.push((dev, raw_role));
         let data_offset = sb.data_offset * 512;

@@ -962,6 +962,86 @@ echo BB-OK
     );
 }
 
+/// A replacement the kernel was building (`mdadm --replace`, crawling) when it was stopped:
+/// raidd assembles the array with the member being replaced and leaves the replacement out
+/// (md's REPLACEMENT), where it used to refuse the whole array; without that member, the
+/// replacement is the slot's recovering member, and raidd's daemon finishes it.
+#[test]
+#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
+fn a_replacement_the_kernel_left_part_way_assembles_in_raidd() {
+    use common::daemon::{array_config, Daemon};
+    let dir = scratch();
+    let (imgs, share) = blank_images(dir.path(), "rep", 3);
+    let seed = seed_of(92);
+    let job = format!(
+        r#"set -u
+mdadm --create /dev/md0 --run --metadata=1.2 --level=raid1 --raid-devices=2 \
+    --assume-clean /dev/vdb /dev/vdc || exit 2
+./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
+mdadm /dev/md0 --add /dev/vdd || exit 4
+echo 1 > /proc/sys/dev/raid/speed_limit_min
+echo 1 > /proc/sys/dev/raid/speed_limit_max
+mdadm /dev/md0 --replace /dev/vdc --with /dev/vdd || exit 5
+sleep 3
+cat /proc/mdstat
+mdadm --stop /dev/md0 || exit 6
+mdadm --examine /dev/vdd
+echo REPLACE-OK
+"#
+    );
+    let (ok, log) = boot(&share, &job, &imgs, None);
+    assert!(
+        ok && log.contains("REPLACE-OK"),
+        "the guest job failed:\n{log}"
+    );
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs[2..]))
+        .ok()
+        .json();
+    let sb = &ex["members"][0]["superblock"];
+    assert_eq!(
+        sb["feature_map"].as_u64().unwrap() & 0x10,
+        0x10,
+        "no replacement part way ({sb}):\n{log}"
+    );
+    let d = raidd(&args_with(&["detail", "--json"], &imgs)).ok().json();
+    let a = &d["array"];
+    assert_eq!(a["state"], "clean", "{a}");
+    assert_eq!(
+        a["slots"][1]["member"],
+        imgs[1].display().to_string(),
+        "{a}"
+    );
+    let unused = &a["not_used"][0];
+    assert_eq!(unused["reason"], "replacement", "{a}");
+    assert_eq!(unused["member"], imgs[2].display().to_string(), "{a}");
+    let seed = seed.to_string();
+    let r = raidd(&args_with(&["pattern", "verify", "--seed", &seed], &imgs));
+    assert_eq!(r.code, 0, "{}{}", r.text(), r.stderr);
+    // Without the member it was replacing, the replacement takes the slot and is rebuilt.
+    let two = [imgs[0].clone(), imgs[2].clone()];
+    let d = raidd(&args_with(&["detail", "--json"], &two)).ok().json();
+    assert_eq!(d["array"]["slots"][1]["state"], "recovering", "{d}");
+    let daemon = Daemon::start(dir.path(), &array_config("r1", &two));
+    let ctl = daemon.control.display().to_string();
+    let a = wait_for(&ctl, "r1", |a| {
+        a["slots"][1]["state"] == "insync" && a["sync"].is_null()
+    });
+    assert_eq!(a["last_sync"]["kind"], "recovery", "{a}");
+    daemon.stop();
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs[2..]))
+        .ok()
+        .json();
+    let map = ex["members"][0]["superblock"]["feature_map"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(map & 0x12, 0, "replacement flags left: {map:#x}");
+    let r = raidd(&args_with(
+        &["pattern", "verify", "--seed", &seed],
+        &imgs[2..],
+    ));
+    assert_eq!(r.code, 0, "the replacement alone: {}{}", r.text(), r.stderr);
+}
+
 /// Polls `raidd status --json` until configured array `name`'s status satisfies `done`.
 fn wait_for(ctl: &str, name: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let start = std::time::Instant::now();

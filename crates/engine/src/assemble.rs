@@ -66,6 +66,9 @@ pub enum Decision {
     Recovering { role: usize, recovery_offset: u64 },
     /// Not used: another member holds its slot with newer data.
     Displaced { role: usize },
+    /// Not used: a replacement the kernel was building for this slot (`mdadm --replace`),
+    /// part way, while the member it replaces is here and in use.
+    Replacement { role: usize },
     /// Not used: its bad-block log records sectors where it does not hold the array's data
     /// (the kernel reads around them; raidd does not). Adding it back rebuilds it whole.
     #[serde(rename = "bad_blocks")]
@@ -100,6 +103,11 @@ impl std::fmt::Display for Decision {
             Decision::Displaced { role } => write!(
                 f,
                 "displaced: another member holds slot {role} with newer data"
+            ),
+            Decision::Replacement { role } => write!(
+                f,
+                "replacement: a replacement for slot {role} stopped part way, and the member \
+                 it replaces is in use (replace it again to finish)"
             ),
             Decision::BadBlocks {
                 ranges,
@@ -206,7 +214,6 @@ fn check_features(name: &str, sb: &Superblock) -> Result<()> {
     }
     let names: Vec<&str> = [
         (feature::RESHAPE_ACTIVE, "reshape in progress"),
-        (feature::REPLACEMENT, "replacement in progress"),
         (feature::RESHAPE_BACKWARDS, "backwards reshape"),
         (feature::NEW_OFFSET, "data offset change"),
         (feature::CLUSTERED, "clustered md"),
@@ -340,13 +347,18 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
             Some(role) => {
                 // A finished member wins a slot over a recovering one, then newer events.
                 let rank = |k: usize, rec: Option<u64>| (rec.is_none(), found[k].sb.events);
-                match slots[role] {
-                    Some(j) if rank(j, partial[role]) >= rank(i, recovery) => {
+                let displaced = |k: usize| {
+                    if found[k].sb.feature_map & feature::REPLACEMENT != 0 {
+                        Decision::Replacement { role }
+                    } else {
                         Decision::Displaced { role }
                     }
+                };
+                match slots[role] {
+                    Some(j) if rank(j, partial[role]) >= rank(i, recovery) => displaced(i),
                     prev => {
                         if let Some(j) = prev {
-                            report[j] = report_of(&found[j], Decision::Displaced { role });
+                            report[j] = report_of(&found[j], displaced(j));
                         }
                         slots[role] = Some(i);
                         partial[role] = recovery;
@@ -397,9 +409,15 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         slots
             .iter()
             .map(|s| {
-                s.map(|i| MemberSb {
-                    sb: found[i].sb.clone(),
-                    member: found[i].member.clone(),
+                s.map(|i| {
+                    // A replacement in its slot (the member it replaced is gone) is this
+                    // slot's recovering member from now on.
+                    let mut sb = found[i].sb.clone();
+                    sb.feature_map &= !feature::REPLACEMENT;
+                    MemberSb {
+                        sb,
+                        member: found[i].member.clone(),
+                    }
                 })
             })
             .collect(),
@@ -507,6 +525,18 @@ fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
         };
     }
     match f.sb.own_role() {
+        // A replacement is a member of its slot that is being rebuilt: current below its
+        // recovery offset, as a recovering member (without one, none of it is known yet).
+        DevRole::Active(r) if f.sb.feature_map & feature::REPLACEMENT != 0 => {
+            Decision::Recovering {
+                role: usize::from(r),
+                recovery_offset: if f.sb.feature_map & feature::RECOVERY_OFFSET != 0 {
+                    f.sb.recovery_offset.min(f.sb.size)
+                } else {
+                    0
+                },
+            }
+        }
         DevRole::Active(r)
             if f.sb.feature_map & feature::RECOVERY_OFFSET != 0
                 && f.sb.recovery_offset < f.sb.size =>

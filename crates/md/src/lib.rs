@@ -39,5 +39,5 @@ pub mod feature {
     /// Bits raidd understands and honours. Others are refused on assembly with a clear error
     /// even when the kernel would accept them (we cannot keep their promises).
     pub const SUPPORTED: u32 =
-        BITMAP_OFFSET | RECOVERY_OFFSET | RECOVERY_BITMAP | BAD_BLOCKS | RAID0_LAYOUT;
+        BITMAP_OFFSET | RECOVERY_OFFSET | RECOVERY_BITMAP | BAD_BLOCKS | REPLACEMENT | RAID0_LAYOUT;
 }

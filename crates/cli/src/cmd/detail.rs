@@ -107,11 +107,12 @@ pub struct NotUsedJson {
     pub member: String,
     pub device_uuid: String,
     pub events: u64,
-    /// `stale`, `faulty`, `displaced` or `bad_blocks` (the explanation says more).
+    /// `stale`, `faulty`, `displaced`, `replacement` or `bad_blocks` (the explanation says
+    /// more).
     pub reason: &'static str,
     /// For `stale`: the array's event count.
     pub array_events: Option<u64>,
-    /// For `displaced`: the slot another member holds.
+    /// For `displaced` and `replacement`: the slot (another member holds it).
     pub role: Option<usize>,
     /// The reason in words.
     pub explanation: String,
@@ -144,6 +145,10 @@ pub fn not_used(r: &MemberReport) -> Option<NotUsedJson> {
         Decision::BadBlocks { .. } => j.reason = "bad_blocks",
         Decision::Displaced { role } => {
             j.reason = "displaced";
+            j.role = Some(*role);
+        }
+        Decision::Replacement { role } => {
+            j.reason = "replacement";
             j.role = Some(*role);
         }
     }

@@ -886,7 +886,7 @@ echo KERNEL-OK
 
 /// Bad blocks the kernel records on a member (through md's `bad_blocks` sysfs file, as it
 /// does when a write there fails; device sectors, as in its log) are read by raidd from the member's log: the member is not
-/// used, the array runs without it and verifies; `raidd add` rebuilds it whole and empties
+/// used, the array runs without it and verifies (from the other, write-mostly member); `raidd add` rebuilds it whole and empties
 /// its log, which mdadm then reads as empty.
 #[test]
 #[ignore = "needs the qemu guest: scripts/test.sh runs it"]
@@ -899,6 +899,7 @@ fn bad_blocks_the_kernel_recorded_keep_a_member_out_until_rebuilt() {
         r#"set -u
 mdadm --create /dev/md0 --run --metadata=1.2 --level=raid1 --raid-devices=2 \
     --assume-clean /dev/vdb /dev/vdc || exit 2
+echo writemostly > /sys/block/md0/md/dev-vdb/state || exit 9
 ./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
 # Device sectors, as the log holds them: 4096 sectors into the data area.
 echo "$(( $(cat /sys/block/md0/md/dev-vdc/offset) + 4096 )) 16" \
@@ -933,6 +934,10 @@ echo BB-OK
         "{why}"
     );
     assert_eq!(d["array"]["state"], "degraded", "{d}");
+    // The member left is write-mostly (set through md's sysfs): with no other copy, it serves.
+    assert_eq!(d["array"]["slots"][0]["write_mostly"], true, "{d}");
+    let text = raidd(&["examine", imgs[0].to_str().unwrap()]).ok().text();
+    assert!(text.contains("write-mostly"), "{text}");
     let seed = seed.to_string();
     let r = raidd(&args_with(&["pattern", "verify", "--seed", &seed], &imgs));
     assert_eq!(r.code, 0, "{}{}", r.text(), r.stderr);

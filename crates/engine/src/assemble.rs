@@ -399,6 +399,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
                     recovered: *rec,
                     by_bitmap: rec.is_some()
                         && found[i].sb.feature_map & feature::RECOVERY_BITMAP != 0,
+                    write_mostly: found[i].sb.devflags & raidd_md::devflags::WRITE_MOSTLY != 0,
                 })
             })
             .collect(),

@@ -221,8 +221,9 @@ impl Metadata {
         sb.data_size = size - sb.data_offset;
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
-        // The reference may be a member recovering by its bitmap itself: nothing of that
-        // is copied; nor its bad-block flag (this member's log is emptied below).
+        sb.devflags = 0; // the reference's own (write-mostly is the device's, not the array's)
+                         // The reference may be a member recovering by its bitmap itself: nothing of that
+                         // is copied; nor its bad-block flag (this member's log is emptied below).
         sb.feature_map &=
             !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP | feature::BAD_BLOCKS);
         let by_bitmap = role.is_some() && by_bitmap_at == Some(sb.data_offset);

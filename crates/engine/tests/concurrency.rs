@@ -395,6 +395,7 @@ fn without(array: &Array, gone: usize) -> Array {
                     data_offset: array.data_offset(i),
                     recovered: None,
                     by_bitmap: false,
+                    write_mostly: false,
                 }
             })
         })

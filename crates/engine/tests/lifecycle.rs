@@ -673,3 +673,77 @@ fn members_with_bad_blocks_recorded_are_not_read() {
         }
     });
 }
+
+/// md's write-mostly (a member's superblock devflags): a mirror reads from such a member only
+/// when no other copy can be read, and while a resync is due, only if it is the copy the
+/// resync keeps. A member added later does not take the flag from the superblock it copies.
+#[test]
+fn write_mostly_members_are_read_only_when_nothing_else_can_be() {
+    raidd_rt::block_on(async {
+        let raw = mems("w", 4, 16 * MIB);
+        let plain: Vec<Arc<dyn Member>> = raw[..3]
+            .iter()
+            .map(|m| m.clone() as Arc<dyn Member>)
+            .collect();
+        let a = create(spec(
+            "wm",
+            Level::Raid1,
+            plain.iter().cloned().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let sectors = a.array.size_bytes() / 512;
+        let mut model = Model::new(sectors, 13);
+        common::write_pattern(&a.array, &mut model, 0, sectors).await;
+        a.array.close().await.unwrap();
+        drop(a);
+        for m in [&raw[0], &raw[2]] {
+            let mut sb = sb_of(m).await;
+            sb.devflags |= raidd_md::devflags::WRITE_MOSTLY;
+            m.write_sync(sb.super_offset * 512, &sb.encode());
+        }
+        let (members, controls) = faulty(&raw[..3]);
+        let b = assemble(members.clone(), AssembleOptions::default())
+            .await
+            .unwrap();
+        assert!(b.array.write_mostly(0) && !b.array.write_mostly(1) && b.array.write_mostly(2));
+        let reads = |c: &[Arc<FaultControl>]| c.iter().map(|c| c.reads()).collect::<Vec<_>>();
+        let before = reads(&controls);
+        verify_all(&b.array, &model, "write-mostly halves").await;
+        let after = reads(&controls);
+        assert_eq!(after[0], before[0], "read from write-mostly member 0");
+        assert_eq!(after[2], before[2], "read from write-mostly member 2");
+        assert!(after[1] > before[1]);
+        // Only write-mostly members left: they serve.
+        b.array.fail_member(1).await.unwrap();
+        verify_all(&b.array, &model, "only write-mostly members").await;
+        assert!(reads(&controls)[0] + reads(&controls)[2] > after[0] + after[2]);
+        // A new member copies slot 0's superblock, not its flag, nor does it take over the
+        // flag of the member whose slot it takes.
+        b.array.remove_member("w1").await.unwrap();
+        b.array.add_member(raw[3].clone()).await.unwrap();
+        b.array
+            .recover(1, raidd_engine::SyncLimits::UNLIMITED)
+            .await
+            .unwrap();
+        b.array.fail_member(2).await.unwrap();
+        b.array.remove_member("w2").await.unwrap();
+        let back: Arc<dyn Member> = raw[1].clone();
+        b.array.add_member(back).await.unwrap();
+        assert!(!b.array.write_mostly(1) && !b.array.write_mostly(2));
+        for m in [&raw[3], &raw[1]] {
+            assert_eq!(sb_of(m).await.devflags, 0);
+        }
+        b.array
+            .recover(2, raidd_engine::SyncLimits::UNLIMITED)
+            .await
+            .unwrap();
+        b.array.close().await.unwrap();
+        drop(b);
+        assert_ne!(
+            sb_of(&raw[0]).await.devflags & raidd_md::devflags::WRITE_MOSTLY,
+            0,
+            "the flag stays on the member's own superblock"
+        );
+    });
+}

@@ -59,6 +59,7 @@ impl Rig {
                     data_offset: DATA_OFFSET,
                     recovered: None,
                     by_bitmap: false,
+                    write_mostly: false,
                 })
             })
             .collect();
@@ -368,6 +369,7 @@ impl Rig {
                     data_offset: DATA_OFFSET,
                     recovered: None,
                     by_bitmap: false,
+                    write_mostly: false,
                 })
             })
             .collect();

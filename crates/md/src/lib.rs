@@ -19,6 +19,14 @@ pub const MAX_SECTOR: u64 = u64::MAX;
 /// The kernel refuses superblocks with more roles than this.
 pub const MAX_DEV_LIMIT: u32 = 1920;
 
+/// Per-member flags in the superblock's `devflags` byte (md_p.h).
+pub mod devflags {
+    /// Read from this member only when no other copy can be (a slow half of a mirror).
+    pub const WRITE_MOSTLY: u8 = 1;
+    /// Fail it at once on an error instead of retrying.
+    pub const FAIL_FAST: u8 = 2;
+}
+
 /// feature_map bits (md_p.h).
 pub mod feature {
     pub const BITMAP_OFFSET: u32 = 1;

@@ -96,6 +96,9 @@ pub struct SlotJson {
     /// former member re-added).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub by_bitmap: bool,
+    /// md's write-mostly: read only when no other copy can be.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub write_mostly: bool,
     pub device_uuid: Option<String>,
     pub events: Option<u64>,
     /// The nested array in this slot, if the member is one.
@@ -217,6 +220,7 @@ impl Gathered<'_> {
                     state: s.state,
                     recovered_bytes: s.recovered_bytes,
                     by_bitmap: s.by_bitmap,
+                    write_mostly: s.write_mostly,
                     device_uuid: rep.map(|r| r.device_uuid.clone()),
                     events: rep.map(|r| r.events),
                     // Depth guard: md nesting is shallow; a cycle must not recurse forever.
@@ -332,11 +336,13 @@ impl Gathered<'_> {
                     format!(" ({}, {}, see below)", inner.level, state_text(inner.state))
                 })
                 .unwrap_or_default();
-            let how = if s.by_bitmap {
-                " (re-added: only the chunks its bitmap marks)"
-            } else {
-                ""
-            };
+            let mut how = String::new();
+            if s.write_mostly {
+                how.push_str(" (write-mostly)");
+            }
+            if s.by_bitmap {
+                how.push_str(" (re-added: only the chunks its bitmap marks)");
+            }
             text.push_str(&format!(
                 "    {:>4}  {:<8}  {member}{nested}{how}\n",
                 s.role,

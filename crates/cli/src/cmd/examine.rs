@@ -91,6 +91,20 @@ pub struct SuperblockJson {
     pub role: Option<u32>,
     /// One character per slot: `A` active, `.` missing, `R` replacing.
     pub array_state: String,
+    /// md's per-device flags (`write-mostly`, `failfast`), as mdadm names them.
+    pub flags: Vec<&'static str>,
+}
+
+/// The names of a superblock's devflags, as `mdadm --examine` prints them.
+pub fn devflag_names(devflags: u8) -> Vec<&'static str> {
+    [
+        (raidd_md::devflags::WRITE_MOSTLY, "write-mostly"),
+        (raidd_md::devflags::FAIL_FAST, "failfast"),
+    ]
+    .iter()
+    .filter(|(bit, _)| devflags & bit != 0)
+    .map(|(_, name)| *name)
+    .collect()
 }
 
 /// md's name for a level number.
@@ -212,6 +226,7 @@ pub fn superblock_json(sb: &Superblock) -> SuperblockJson {
         device_role: device_role(sb),
         role,
         array_state: array_state(sb),
+        flags: devflag_names(sb.devflags),
     }
 }
 
@@ -243,6 +258,9 @@ pub fn render(member: &str, sb: &Superblock) -> String {
     b.add("State", j.state);
     b.add("Device UUID", j.device_uuid);
     b.blank();
+    if !j.flags.is_empty() {
+        b.add("Flags", j.flags.join(" "));
+    }
     if sb.feature_map & feature::BITMAP_OFFSET != 0 {
         b.add(
             "Internal Bitmap",

@@ -85,6 +85,8 @@ struct Slot {
     /// While recovering: the member came back to its own slot, current up to the chunks the
     /// write-intent bitmap marks, so the recovery rebuilds only those (md's re-add).
     by_bitmap: AtomicBool,
+    /// md's write-mostly (superblock devflags): reads go elsewhere while they can.
+    write_mostly: AtomicBool,
 }
 
 impl Slot {
@@ -103,6 +105,7 @@ impl Slot {
             replaced: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             by_bitmap: AtomicBool::new(false),
+            write_mostly: AtomicBool::new(false),
         }
     }
 }
@@ -119,6 +122,8 @@ pub struct SlotParts {
     /// the recovery point the member is current except where bits are set. Honoured only
     /// with the array's bitmap loaded and no resync due; otherwise the rebuild goes on whole.
     pub by_bitmap: bool,
+    /// md's write-mostly: read from it only when no other copy can be (a slow mirror half).
+    pub write_mostly: bool,
 }
 
 /// Everything needed to start an array (from assembly, creation or a test).
@@ -207,6 +212,9 @@ pub struct SlotStatus {
     /// former member re-added, [`Array::recovering_by_bitmap`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub by_bitmap: bool,
+    /// md's write-mostly: read only when no other copy can be.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub write_mostly: bool,
     /// A member being built to replace this one (`raidd replace`), and how far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replacement: Option<String>,
@@ -403,6 +411,7 @@ impl Array {
                     let by_bitmap = s.by_bitmap && s.recovered.is_some() && bitmap_loaded;
                     slot.by_bitmap
                         .store(by_bitmap && !unclean, Ordering::Relaxed);
+                    slot.write_mostly.store(s.write_mostly, Ordering::Relaxed);
                     slot
                 }
                 None => Slot::new(None, 0, SlotState::Missing, 0),
@@ -882,21 +891,35 @@ impl Array {
         marked
     }
 
-    /// A copy of `p` that can be read now: data levels rotate over the in-sync copies;
+    /// A copy of `p` that can be read now: data levels rotate over the in-sync copies,
+    /// write-mostly members only when no other copy can be read (md's write-mostly);
     /// parity levels have one, the data member's. Until a resync has run, copies may differ
     /// where writes were in flight: every read then goes to the first in-sync copy, the one
     /// the resync keeps (md's choose_first), so no read returns a version the resync then
     /// replaces.
     fn readable_copy(&self, p: &raidd_layout::Piece) -> Option<raidd_layout::Loc> {
         let n = p.copies.len();
-        let rot = if n > 1 && !self.needs_resync() {
-            self.rotation()
-        } else {
-            0
-        };
-        (0..n)
-            .map(|k| p.copies[(rot + k) % n])
-            .find(|l| self.in_sync_at(l.member, l.sector + p.sectors))
+        if n == 1 || self.needs_resync() {
+            return p
+                .copies
+                .iter()
+                .copied()
+                .find(|l| self.in_sync_at(l.member, l.sector + p.sectors));
+        }
+        let rot = self.rotation();
+        let readable = |l: &raidd_layout::Loc| self.in_sync_at(l.member, l.sector + p.sectors);
+        let copies = || (0..n).map(|k| p.copies[(rot + k) % n]);
+        copies()
+            .find(|l| !self.slots[l.member].write_mostly.load(Ordering::Relaxed) && readable(l))
+            .or_else(|| copies().find(readable))
+    }
+
+    /// Whether slot `role`'s member is write-mostly (md's devflags): read only when no other
+    /// copy can be.
+    pub fn write_mostly(&self, role: usize) -> bool {
+        self.slots
+            .get(role)
+            .is_some_and(|s| s.write_mostly.load(Ordering::Relaxed))
     }
 
     /// Writes one member extent straight from the caller's windows (the fast path of a
@@ -1127,6 +1150,7 @@ impl Array {
                         recovered_bytes: (state == SlotState::Recovering)
                             .then(|| self.slots[r].recovered.load(Ordering::Acquire) * SECTOR_SIZE),
                         by_bitmap: state == SlotState::Recovering && self.recovering_by_bitmap(r),
+                        write_mostly: self.write_mostly(r),
                         replacement: read_lock(&self.slots[r].replacement)
                             .as_ref()
                             .map(|(m, _)| m.info().name.clone()),

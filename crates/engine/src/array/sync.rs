@@ -561,6 +561,8 @@ impl Array {
         slot.recovered.store(0, Ordering::Release);
         let by_bitmap = added.by_bitmap;
         slot.by_bitmap.store(by_bitmap, Ordering::Release);
+        // Its superblock carries no devflags (`Metadata::add_member`): not write-mostly.
+        slot.write_mostly.store(false, Ordering::Relaxed);
         *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(member);
         slot.state
             .store(SlotState::Recovering as u8, Ordering::Release);
@@ -956,6 +958,7 @@ impl Array {
         }
         // Swap: every write since the copy finished went to both.
         let failed = meta.complete_replacement(role, &new).await?;
+        slot.write_mostly.store(false, Ordering::Relaxed); // the new member's own: none
         *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(new);
         slot.replacing.store(false, Ordering::Release);
         slot.replacement

@@ -119,6 +119,7 @@ pub fn array_over(spec: &Spec, members: &[Arc<dyn Member>], missing: &[usize]) -
                 data_offset: DATA_OFFSET,
                 recovered: None,
                 by_bitmap: false,
+                write_mostly: false,
             })
         })
         .collect();

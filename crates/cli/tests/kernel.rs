@@ -171,6 +171,16 @@ fn blank_images(dir: &Path, prefix: &str, n: usize) -> (Vec<PathBuf>, PathBuf) {
     (imgs, share)
 }
 
+/// The feature map of `member`'s superblock, as `raidd examine` reads it.
+fn feature_map(member: &Path) -> u64 {
+    let ex = raidd(&args_with(&["examine", "--json"], &[member.to_path_buf()]))
+        .ok()
+        .json();
+    ex["members"][0]["superblock"]["feature_map"]
+        .as_u64()
+        .unwrap()
+}
+
 /// Geometries in boots of at most DISKS_PER_BOOT disks.
 fn batches(geos: &[Geo]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = vec![Vec::new()];
@@ -743,13 +753,11 @@ echo READD-OK
         ok && log.contains("READD-OK"),
         "the guest job failed:\n{log}"
     );
-    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
-    let sb = &ex["members"][1]["superblock"];
-    let map = sb["feature_map"].as_u64().unwrap();
+    let map = feature_map(&imgs[1]);
     assert_eq!(
         map & 0x82,
         0x82,
-        "the kernel left no re-add by bitmap part way ({sb}):\n{log}"
+        "the kernel left no re-add by bitmap part way ({map:#x}):\n{log}"
     );
     // Offline, raidd says how the rebuild will go.
     let d = raidd(&args_with(&["detail", "--json"], &imgs)).ok().json();
@@ -764,10 +772,7 @@ echo READD-OK
     });
     assert_eq!(a["last_sync"]["kind"], "recovery", "{a}");
     daemon.stop();
-    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
-    let map = ex["members"][1]["superblock"]["feature_map"]
-        .as_u64()
-        .unwrap();
+    let map = feature_map(&imgs[1]);
     assert_eq!(map & 0x82, 0, "recovery flags left: {map:#x}");
     let seed_s = seed.to_string();
     let ranges = [
@@ -844,10 +849,7 @@ echo READD-OK
         .text();
     assert!(added.contains("re-added"), "{added}");
     daemon.stop();
-    let ex = raidd(&args_with(&["examine", "--json"], &imgs)).ok().json();
-    let map = ex["members"][1]["superblock"]["feature_map"]
-        .as_u64()
-        .unwrap();
+    let map = feature_map(&imgs[1]);
     assert_eq!(map & 0x82, 0x82, "raidd left no re-add by bitmap: {map:#x}");
     let verify: String = [
         ("0", "1M", "1"),
@@ -999,14 +1001,11 @@ echo REPLACE-OK
         ok && log.contains("REPLACE-OK"),
         "the guest job failed:\n{log}"
     );
-    let ex = raidd(&args_with(&["examine", "--json"], &imgs[2..]))
-        .ok()
-        .json();
-    let sb = &ex["members"][0]["superblock"];
+    let map = feature_map(&imgs[2]);
     assert_eq!(
-        sb["feature_map"].as_u64().unwrap() & 0x10,
+        map & 0x10,
         0x10,
-        "no replacement part way ({sb}):\n{log}"
+        "no replacement part way ({map:#x}):\n{log}"
     );
     let d = raidd(&args_with(&["detail", "--json"], &imgs)).ok().json();
     let a = &d["array"];
@@ -1033,12 +1032,7 @@ echo REPLACE-OK
     });
     assert_eq!(a["last_sync"]["kind"], "recovery", "{a}");
     daemon.stop();
-    let ex = raidd(&args_with(&["examine", "--json"], &imgs[2..]))
-        .ok()
-        .json();
-    let map = ex["members"][0]["superblock"]["feature_map"]
-        .as_u64()
-        .unwrap();
+    let map = feature_map(&imgs[2]);
     assert_eq!(map & 0x12, 0, "replacement flags left: {map:#x}");
     let r = raidd(&args_with(
         &["pattern", "verify", "--seed", &seed],

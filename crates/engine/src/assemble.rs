@@ -397,8 +397,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
                     member: found[i].member.clone(),
                     data_offset: found[i].sb.data_offset * 512,
                     recovered: *rec,
-                    by_bitmap: rec.is_some()
-                        && found[i].sb.feature_map & feature::RECOVERY_BITMAP != 0,
+                    by_bitmap: found[i].sb.feature_map & feature::RECOVERY_BITMAP != 0,
                     write_mostly: found[i].sb.devflags & raidd_md::devflags::WRITE_MOSTLY != 0,
                 })
             })

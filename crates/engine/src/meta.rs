@@ -219,22 +219,16 @@ impl Metadata {
         getrandom::fill(&mut sb.device_uuid)
             .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
         sb.data_size = size - sb.data_offset;
-        sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
-        sb.devflags = 0; // the reference's own (write-mostly is the device's, not the array's)
-                         // The reference may be a member recovering by its bitmap itself: nothing of that
-                         // is copied; nor its bad-block flag (this member's log is emptied below).
-        sb.feature_map &=
-            !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP | feature::BAD_BLOCKS);
+        // The reference's own: its devflags (write-mostly is the device's, not the array's),
+        // its bad-block flag (this member's log was emptied above), and whether it is being
+        // rebuilt itself.
+        sb.devflags = 0;
+        sb.feature_map &= !feature::BAD_BLOCKS;
         let by_bitmap = role.is_some() && by_bitmap_at == Some(sb.data_offset);
+        mark_recovery(&mut sb, role.map(|_| 0), by_bitmap);
         let raw_role = match role {
-            Some(r) => {
-                sb.feature_map |= feature::RECOVERY_OFFSET;
-                if by_bitmap {
-                    sb.feature_map |= feature::RECOVERY_BITMAP;
-                }
-                DevRole::Active(r as u16).to_raw()
-            }
+            Some(r) => DevRole::Active(r as u16).to_raw(),
             None => DevRole::Spare.to_raw(),
         };
         sb.dev_roles[dev as usize] = raw_role;
@@ -288,17 +282,7 @@ impl Metadata {
         let Some(m) = st.slots.get_mut(role).and_then(Option::as_mut) else {
             return Vec::new();
         };
-        m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
-        match recovered {
-            Some(s) => {
-                m.sb.feature_map |= feature::RECOVERY_OFFSET;
-                if by_bitmap {
-                    m.sb.feature_map |= feature::RECOVERY_BITMAP;
-                }
-                m.sb.recovery_offset = s;
-            }
-            None => m.sb.recovery_offset = 0,
-        }
+        mark_recovery(&mut m.sb, recovered, by_bitmap);
         commit(&mut st).await
     }
 
@@ -408,6 +392,19 @@ impl Metadata {
     /// Waits for a commit in progress (one that records a failure we depend on) to finish.
     pub(crate) async fn barrier(&self) {
         drop(self.state.lock().await);
+    }
+}
+
+/// Records in `sb` whether its member is being rebuilt and from where (`Some(sector)`, md's
+/// recovery offset), and whether by the write-intent bitmap (md's RECOVERY_BITMAP).
+fn mark_recovery(sb: &mut Superblock, recovered: Option<u64>, by_bitmap: bool) {
+    sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+    sb.recovery_offset = recovered.unwrap_or(0);
+    if recovered.is_some() {
+        sb.feature_map |= feature::RECOVERY_OFFSET;
+        if by_bitmap {
+            sb.feature_map |= feature::RECOVERY_BITMAP;
+        }
     }
 }
 

@@ -714,10 +714,7 @@ impl Array {
         if missing {
             let (guard, image) = wi.set_bits(&hold).await;
             if let (Some(image), Some(meta)) = (image, &self.meta) {
-                for r in meta.write_bitmap_bits(&image, false).await {
-                    self.fail_slot(r, &io::Error::other("bitmap update failed"))
-                        .await;
-                }
+                self.write_bits(meta, &image, false).await;
             }
             drop(guard);
             self.check_alive()?;
@@ -733,11 +730,20 @@ impl Array {
             return;
         };
         let (guard, image) = wi.current().await;
-        for r in meta.write_bitmap_bits(&image, false).await {
+        self.write_bits(meta, &image, false).await;
+        drop(guard);
+    }
+
+    /// Writes a bit image to every member (see `Metadata::write_bitmap_bits`) and fails the
+    /// slots whose write failed; whether every write succeeded.
+    async fn write_bits(&self, meta: &Metadata, image: &[u8], clearing: bool) -> bool {
+        let failed = meta.write_bitmap_bits(image, clearing).await;
+        let ok = failed.is_empty();
+        for r in failed {
             self.fail_slot(r, &io::Error::other("bitmap update failed"))
                 .await;
         }
-        drop(guard);
+        ok
     }
 
     /// Clears the write-intent bits of chunks with nothing in flight that were not written
@@ -757,15 +763,7 @@ impl Array {
         let (guard, image) = wi.begin_clear(all).await;
         let Some(image) = image else { return };
         let flushed = self.flush().await.is_ok();
-        let mut ok = flushed;
-        if flushed {
-            let failed = meta.write_bitmap_bits(&image, true).await;
-            ok = failed.is_empty();
-            for r in failed {
-                self.fail_slot(r, &io::Error::other("bitmap update failed"))
-                    .await;
-            }
-        }
+        let ok = flushed && self.write_bits(meta, &image, true).await;
         wi.cleared(ok);
         drop(guard);
     }

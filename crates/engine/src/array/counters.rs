@@ -50,13 +50,18 @@ pub(super) struct PerThread<T> {
 
 impl<T: Default> Default for PerThread<T> {
     fn default() -> PerThread<T> {
-        PerThread {
-            shards: (0..=OWNED).map(|_| T::default()).collect(),
-        }
+        PerThread::from_fn(T::default)
     }
 }
 
 impl<T> PerThread<T> {
+    /// Every shard made by `f`.
+    pub(super) fn from_fn(f: impl FnMut() -> T) -> PerThread<T> {
+        PerThread {
+            shards: std::iter::repeat_with(f).take(OWNED + 1).collect(),
+        }
+    }
+
     /// This thread's shard, and whether the thread owns it (is its only writer).
     pub(super) fn mine(&self) -> (&T, bool) {
         let i = thread_index();

@@ -21,7 +21,7 @@ use raidd_rt::recycle::Table;
 use raidd_rt::{BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
-use super::{read_lock, Array};
+use super::{read_lock, Array, MemberRef};
 use crate::iov::{untag, MemberIo, MemberIos, ReadLayout, Tagged, Window, Windows};
 use crate::member::{Member, MemberFuture};
 
@@ -141,14 +141,14 @@ impl Array {
         // each one more was a collect on every small write and a spill on large batches). The
         // slots, declared after the members, are dropped before them (not moved into `drop`:
         // a move copies the whole inline table).
-        let members: Table<[(usize, Arc<dyn Member>); INLINE]> = ios
+        let members: Table<[(usize, MemberRef); INLINE]> = ios
             .iter()
             .map(|io| (io.member, self.member_ref(io.member)))
             .collect();
         let mut slots: Slots<_> = members
             .iter()
             .zip(ios.drain(..))
-            .map(|((_, m), io)| Joined::Running(start(&**m, io.offset, io.windows)))
+            .map(|((_, m), io)| Joined::Running(start(&***m, io.offset, io.windows)))
             .collect();
         join_slots(&mut slots).await;
         let outputs: Results<(usize, U)> = members

@@ -13,6 +13,7 @@ mod member_io;
 mod parity;
 mod recycle;
 mod scrub;
+mod slot_member;
 mod stripe_cache;
 mod stripe_lock;
 mod sync;
@@ -30,8 +31,9 @@ use serde::Serialize;
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::{Member, MemberFuture, MemberInfo};
 use crate::meta::Metadata;
-use counters::{Counters, Padded};
+use counters::Counters;
 use gate::Gate;
+use slot_member::{MemberRef, SlotMember};
 pub use stripe_cache::{Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 use stripe_lock::StripeLocks;
 pub use sync::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
@@ -61,15 +63,13 @@ impl SlotState {
     }
 }
 
-/// Aligned, and its member lock on lines of its own: every member I/O takes that lock (a
-/// reader still writes the lock word), while the atomics beside it are read on every I/O and
-/// written almost never. Sharing a line made the second thread of a RAID5 small-write load
-/// stall on `in_sync_at`.
+/// Aligned, so that the atomics read on every I/O and written almost never share no line
+/// with another slot's. (Its member is taken through per-thread shards of their own.)
 #[derive(Debug)]
 #[repr(align(128))]
 struct Slot {
-    /// Replaced only by member management (add, remove); the data path clones the Arc.
-    member: Padded<RwLock<Option<Arc<dyn Member>>>>,
+    /// Replaced only by member management (add, replace, remove).
+    member: SlotMember,
     /// Byte offset of the member's data area (md's data_offset).
     data_offset: AtomicU64,
     state: AtomicU8,
@@ -97,7 +97,7 @@ impl Slot {
         recovered: u64,
     ) -> Slot {
         Slot {
-            member: Padded(RwLock::new(member)),
+            member: SlotMember::new(member),
             data_offset: AtomicU64::new(data_offset),
             state: AtomicU8::new(state as u8),
             recovered: AtomicU64::new(recovered),
@@ -530,11 +530,17 @@ impl Array {
     pub fn member(&self, role: usize) -> Option<Arc<dyn Member>> {
         self.slots
             .get(role)
-            .and_then(|s| read_lock(&s.member).clone())
+            .and_then(|s| s.member.get())
+            .map(|m| Arc::clone(&m))
     }
 
-    fn member_ref(&self, role: usize) -> Arc<dyn Member> {
-        self.member(role).expect("I/O planned to an empty slot")
+    /// The member of a slot that I/O was planned to, as the data path takes it (no line
+    /// shared by all threads is written).
+    fn member_ref(&self, role: usize) -> MemberRef {
+        self.slots[role]
+            .member
+            .get()
+            .expect("I/O planned to an empty slot")
     }
 
     /// Where the slot's data starts on its member, in bytes.
@@ -623,7 +629,7 @@ impl Array {
     async fn fail_slot_with(&self, role: usize, member: Option<&Arc<dyn Member>>, why: &io::Error) {
         let marked = {
             // Held while marking, so the slot cannot take a new member in between.
-            let current = read_lock(&self.slots[role].member);
+            let current = self.slots[role].member.read();
             if let Some(m) = member {
                 if !current.as_ref().is_some_and(|c| same_member(c, m)) {
                     tracing::debug!(array = %self.name, member = %m.info().name, role,

@@ -456,11 +456,7 @@ impl Array {
     }
 
     fn take_slot_member(&self, role: usize) -> Option<Arc<dyn Member>> {
-        self.slots[role]
-            .member
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        self.slots[role].member.take()
     }
 
     /// Adds a member (`raidd add`, or a spare claimed on failure). It takes the first slot
@@ -542,10 +538,7 @@ impl Array {
             Ok(x) => x,
             Err(e) => {
                 if let Some(d) = detached {
-                    *self.slots[role]
-                        .member
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner()) = Some(d);
+                    self.slots[role].member.replace(Some(d));
                 }
                 return Err(e);
             }
@@ -563,7 +556,7 @@ impl Array {
         slot.by_bitmap.store(by_bitmap, Ordering::Release);
         // Its superblock carries no devflags (`Metadata::add_member`): not write-mostly.
         slot.write_mostly.store(false, Ordering::Relaxed);
-        *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(member);
+        slot.member.replace(Some(member));
         slot.state
             .store(SlotState::Recovering as u8, Ordering::Release);
         if by_bitmap {
@@ -851,7 +844,7 @@ impl Array {
         let total = self.geometry.member_used_sectors(role);
         let progress = self.begin_sync(SyncKind::Replace, Some(role), total, 0)?;
         let guard = SyncGuard::new(self, progress.clone());
-        let old = self.member_ref(role);
+        let old = Arc::clone(&self.member_ref(role));
         let old_name = old.info().name.clone();
         // The new member carries a spare's superblock while it is built: a restart meanwhile
         // sees a spare, for md as for raidd.
@@ -959,7 +952,7 @@ impl Array {
         // Swap: every write since the copy finished went to both.
         let failed = meta.complete_replacement(role, &new).await?;
         slot.write_mostly.store(false, Ordering::Relaxed); // the new member's own: none
-        *slot.member.write().unwrap_or_else(|e| e.into_inner()) = Some(new);
+        slot.member.replace(Some(new));
         slot.replacing.store(false, Ordering::Release);
         slot.replacement
             .write()
@@ -1033,7 +1026,7 @@ impl Array {
         data: AlignedBuf,
     ) -> Result<()> {
         let member = self.member_ref(role);
-        if let Err(e) = write_bytes(&*member, self.member_offset(role, sector), data).await {
+        if let Err(e) = write_bytes(&**member, self.member_offset(role, sector), data).await {
             self.fail_member_io(role, &member, &e).await;
             return Err(Error::io(
                 format!("{}: writing {}", self.name, member.info().name),

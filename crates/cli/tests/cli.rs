@@ -881,6 +881,21 @@ fn bench_io_drives_arrays_and_raw_members() {
         e["rmw_writes"].as_u64().unwrap() + e["rcw_writes"].as_u64().unwrap() > 0,
         "{small}"
     );
+    assert_eq!(small["alone"], "auto", "{small}");
+    // Small writes alone on their stripes: read-modify-write, nothing copied or kept.
+    let alone = run(&[
+        "--target",
+        "raid5",
+        "--rw",
+        "randwrite",
+        "--alone",
+        "always",
+    ]);
+    let e = &alone["engine"];
+    assert_eq!(alone["alone"], "always", "{alone}");
+    assert!(e["rmw_writes"].as_u64().unwrap() > 0, "{alone}");
+    assert_eq!(e["rcw_writes"], 0, "{alone}");
+    assert_eq!(e["copied_bytes"], 0, "{alone}");
     let dir = scratch();
     let files = run(&[
         "--target",
@@ -902,6 +917,7 @@ fn bench_io_drives_arrays_and_raw_members() {
         &["--qd", "0"],
         &["--rw", "trim"],
         &["--gather", "limit:0"],
+        &["--alone", "sometimes"],
         &["--member-size", "4K", "--bs", "4K"],
         &["--member-size", "1P"],
     ] {

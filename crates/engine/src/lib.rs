@@ -15,8 +15,8 @@ mod meta;
 pub mod pattern;
 
 pub use array::{
-    Added, Array, ArrayParts, ArrayState, ArrayStatus, CounterStatus, Gather, LastSync, SlotParts,
-    SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress, SyncStatus,
+    Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, CounterStatus, Gather, LastSync,
+    SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress, SyncStatus,
     DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};

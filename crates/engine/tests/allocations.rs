@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::{FileMember, MemMember, OpenOptions};
-use raidd_engine::{Array, Gather, Member};
+use raidd_engine::{Alone, Array, Gather, Member};
 use raidd_layout::Level;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
@@ -64,18 +64,27 @@ async fn array(level: Level, n: usize, dir: Option<&std::path::Path>) -> Arc<Arr
 #[test]
 fn allocations_with_the_stripe_cache_on() {
     raidd_rt::block_on(async {
-        for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
-            let a = array(level, n, None).await;
-            a.set_stripe_cache(1 << 20, Gather::Plug);
-            let (r, w) = per_request(&a).await;
-            eprintln!(
-                "{level} (stripe cache): {r:.2} allocations per 4K read, {w:.2} per 4K write"
-            );
-            assert!(r == 0.0, "{level} (stripe cache): {r} allocations per read");
-            assert!(
-                w == 0.0,
-                "{level} (stripe cache): {w} allocations per write"
-            );
+        // Writes through the cache, and writes alone on their stripes (past it; `Auto` sends
+        // these one-at-a-time writes alone after its first window).
+        for alone in [Alone::Never, Alone::Always] {
+            for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
+                let a = array(level, n, None).await;
+                a.set_stripe_cache(1 << 20, Gather::Plug);
+                a.set_write_alone(alone);
+                let (r, w) = per_request(&a).await;
+                eprintln!(
+                    "{level} (stripe cache, alone {alone}): {r:.2} allocations per 4K read, \
+                     {w:.2} per 4K write"
+                );
+                assert!(
+                    r == 0.0,
+                    "{level} (alone {alone}): {r} allocations per read"
+                );
+                assert!(
+                    w == 0.0,
+                    "{level} (alone {alone}): {w} allocations per write"
+                );
+            }
         }
     });
 }

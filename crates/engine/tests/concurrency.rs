@@ -30,7 +30,7 @@ use common::Rng;
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::{FaultMember, FaultPlan, FileMember, MemMember, OpenOptions};
 use raidd_engine::pattern::{self, Problem};
-use raidd_engine::{Added, Array, Gather, Member, SlotState, SyncLimits};
+use raidd_engine::{Added, Alone, Array, Gather, Member, SlotState, SyncLimits};
 use raidd_layout::Level;
 use raidd_rt::AlignedBuf;
 
@@ -238,6 +238,9 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
         };
         let what =
             format!("seed {seed} {level} n={n} gather {gather} on {kind} (RAIDD_CONC_SEED={seed})");
+        // Shown with a failure, also one that panics inside the engine before any check
+        // here can name the seed.
+        println!("running {what}");
         let (members, raw): (Vec<_>, Vec<_>) =
             (0..n).map(|i| member(&media, &format!("m{i}"))).unzip();
         let plan = |s: u64| FaultPlan {
@@ -267,6 +270,12 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
         };
         let array = create(spec).await.unwrap().array;
         array.set_stripe_cache(64 << 10, gather);
+        // Every other seed sends each small write whose stripe is idle alone (skipping the
+        // cache, under every gathering policy), so writes alone meet cache batches, degraded
+        // stripes and the rebuild; the rest leave it to the governor.
+        if (seed / 3) % 2 == 1 {
+            array.set_write_alone(Alone::Always);
+        }
         let sectors = array.size_bytes() / 512;
         let h = Rc::new(RefCell::new(History::new(sectors)));
         let mut tasks: Vec<_> = (0..CLIENTS)

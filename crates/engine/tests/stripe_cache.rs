@@ -9,11 +9,11 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{verify_all, Model, DATA_OFFSET};
+use common::{verify_all, write_pattern, Model, DATA_OFFSET};
 use futures::FutureExt;
 use raidd_engine::member::{FaultControl, FaultMember, FaultPlan, MemMember};
 use raidd_engine::pattern;
-use raidd_engine::{Array, ArrayParts, Gather, Member, SlotParts};
+use raidd_engine::{Alone, Array, ArrayParts, Gather, Member, SlotParts};
 use raidd_layout::{Geometry, Level, ParityLayout};
 use raidd_rt::AlignedBuf;
 
@@ -178,6 +178,104 @@ fn a_full_stripe_gathered_from_pieces_of_chunks_copies_nothing() {
             rig.verify_every_single_loss(&model, raid6).await;
         });
     }
+}
+
+#[test]
+fn a_small_write_alone_on_its_stripe_skips_the_cache() {
+    for raid6 in [false, true] {
+        raidd_rt::block_on(async move {
+            let rig = Rig::new(if raid6 { 5 } else { 4 }, raid6);
+            rig.array.set_stripe_cache(1 << 20, Gather::Plug);
+            rig.array.set_write_alone(Alone::Always);
+            let parity = if raid6 { 2 } else { 1 };
+            let mut model = Model::new(rig.array.size_bytes() / 512, 15);
+            let stripe = stripe_sectors(&rig);
+            // Three sectors inside chunk 1 of stripe 2, then all of chunk 0 of stripe 5.
+            for (i, (sector, sectors)) in [(2 * stripe + 10, 3), (5 * stripe, 8)]
+                .into_iter()
+                .enumerate()
+            {
+                let (r0, w0) = (rig.reads(), rig.writes());
+                write_pattern(&rig.array, &mut model, sector, sectors).await;
+                // Read-modify-write: the old data and parity read, the new written.
+                assert_eq!(rig.reads() - r0, 1 + parity, "raid6={raid6} write {i}");
+                assert_eq!(rig.writes() - w0, 1 + parity, "raid6={raid6} write {i}");
+            }
+            let c = rig.array.status().await.counters;
+            let sc = c.stripe_cache.clone().unwrap();
+            assert_eq!(
+                (c.rmw_writes, sc.batches, sc.cached_bytes),
+                (2, 0, 0),
+                "{c:?}"
+            );
+            assert_eq!(
+                c.copied_bytes, 0,
+                "data goes to the member from the request"
+            );
+            verify_all(&rig.array, &model, "alone").await;
+            // Parity is right: every member's loss reads back through it.
+            rig.verify_every_single_loss(&model, raid6).await;
+        });
+    }
+}
+
+#[test]
+fn a_write_alone_drops_kept_rows_and_meets_cache_writes_on_its_stripe() {
+    for raid6 in [false, true] {
+        raidd_rt::block_on(async move {
+            let rig = Rig::keeping_rows(raid6);
+            rig.array.set_stripe_cache(1 << 20, Gather::Plug);
+            let mut model = Model::new(rig.array.size_bytes() / 512, 16);
+            // Through the cache: the stripe's rows are kept.
+            rig.array.set_write_alone(Alone::Never);
+            write_pattern(&rig.array, &mut model, 1, 2).await;
+            let kept = rig.array.status().await.counters.stripe_cache.unwrap();
+            assert!(kept.cached_bytes > 0, "{kept:?}");
+            // Alone on the same stripe: the kept rows would be stale, so they go.
+            rig.array.set_write_alone(Alone::Always);
+            write_pattern(&rig.array, &mut model, 9, 2).await;
+            let after = rig.array.status().await.counters.stripe_cache.unwrap();
+            assert_eq!(after.cached_bytes, 0, "{after:?}");
+            assert_eq!(after.batches, kept.batches, "the second write went alone");
+            // Writes alone and writes through the cache (a whole stripe, two chunks) on the
+            // same stripes at once, round after round.
+            let stripe = stripe_sectors(&rig);
+            let data = stripe - u64::from(CHUNK) * if raid6 { 2 } else { 1 };
+            for round in 0..8u64 {
+                let s = (round % 3) * data;
+                let pieces = [(s + 1, 3), (s, data), (s + 9, 2), (s + 8, 16), (s + 20, 1)];
+                writes_together(&rig, &mut model, &pieces).await;
+            }
+            verify_all(&rig.array, &model, "alone with the cache").await;
+            rig.verify_every_single_loss(&model, raid6).await;
+        });
+    }
+}
+
+#[test]
+fn small_writes_go_alone_once_a_window_gathered_nothing() {
+    raidd_rt::block_on(async {
+        let rig = Rig::new(4, false);
+        rig.array.set_stripe_cache(0, Gather::Plug); // the default policy, and Auto
+        let mut model = Model::new(rig.array.size_bytes() / 512, 17);
+        let stripe = stripe_sectors(&rig);
+        let stripes = rig.array.size_bytes() / 512 / stripe;
+        // One small write at a time: nothing to gather. The first window's writes go
+        // through the cache, the rest alone.
+        for i in 0..300u64 {
+            let sector = (i * 7 % stripes) * stripe + (i % 3) * u64::from(CHUNK) + i % 5;
+            write_pattern(&rig.array, &mut model, sector, 2).await;
+        }
+        let c = rig.array.status().await.counters;
+        let sc = c.stripe_cache.clone().unwrap();
+        assert_eq!(c.rmw_writes, 300, "{c:?}");
+        assert!(
+            (64..=70).contains(&sc.batches),
+            "one window through the cache: {sc:?}"
+        );
+        verify_all(&rig.array, &model, "auto").await;
+        rig.verify_every_single_loss(&model, false).await;
+    });
 }
 
 #[test]

@@ -34,7 +34,7 @@ use crate::meta::Metadata;
 use counters::Counters;
 use gate::Gate;
 use slot_member::{MemberRef, SlotMember};
-pub use stripe_cache::{Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
+pub use stripe_cache::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 use stripe_lock::StripeLocks;
 pub use sync::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 
@@ -1019,6 +1019,12 @@ impl Array {
     /// levels ignore it.
     pub fn set_stripe_cache(&self, bytes: usize, gather: Gather) {
         self.cache.configure(bytes, gather);
+    }
+
+    /// Sets whether RAID4/5/6 small writes that find their stripe idle skip the stripe
+    /// cache ([`Alone`]; `Auto` unless set).
+    pub fn set_write_alone(&self, alone: Alone) {
+        self.cache.set_alone(alone);
     }
 
     /// Makes every acknowledged write durable on every in-sync member.

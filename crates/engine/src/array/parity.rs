@@ -380,11 +380,90 @@ impl Array {
         if shares.stripes() == 1 {
             // The common small write: one share, no futures to join.
             let (stripe, cover) = shares.next().expect("one stripe");
+            if let Some((dd, rows)) = cover.single().filter(|_| self.cache.alone()) {
+                let alone = PooledFuture::new(self.write_alone(stripe, dd, rows, &req));
+                if let Some(r) = alone.await {
+                    recycle::give_req(req);
+                    return r;
+                }
+            }
             return self.follow(self.attach(stripe, req, offset, cover)).await;
         }
         // In a block of its own (pooled): its tables would otherwise be part of every small
         // write's state.
         PooledFuture::new(self.write_stripes(req, offset, shares)).await
+    }
+
+    /// A write within one data chunk, alone on its stripe, by read-modify-write straight to
+    /// the members: under the stripe's lock, the old data and parity are read, the parity
+    /// updated, and data and parity written, with none of the cache's gathering (rows the
+    /// cache kept of the stripe are dropped). `None`, with nothing written, when parts wait
+    /// on the stripe or a leader works on it, a member it needs is not in sync, parity is
+    /// not trusted yet, or a read fails: the caller then writes through the cache, which
+    /// handles all of these.
+    async fn write_alone(
+        &self,
+        stripe: u64,
+        dd: usize,
+        rows: Range<u64>,
+        req: &Req,
+    ) -> Option<Result<()>> {
+        let pg = self.pg();
+        let map = pg.stripe_map(stripe);
+        let end = self.stripe_end(stripe);
+        let data = map.data[dd];
+        let mut members: SmallVec<[usize; 3]> = smallvec::smallvec![data, map.p];
+        members.extend(map.q);
+        let ready = || self.parity_trusted(end) && members.iter().all(|&m| self.in_sync_at(m, end));
+        if !ready() {
+            return None;
+        }
+        let _lock = self.locks.lock(stripe, stripe).await;
+        if !ready() {
+            return None;
+        }
+        recycle::give_cached_list(self.cache.claim(stripe)?);
+        let mut old = match self.read_rows(stripe, &rows, &members).await {
+            Ok(old) => old,
+            Err(e) => return Some(Err(e)),
+        };
+        if members.iter().any(|&m| old[m].is_none()) {
+            return None; // a member failed the read: the cache plans without it
+        }
+        let len = req.len();
+        debug_assert_eq!(len as u64, (rows.end - rows.start) * SECTOR_SIZE);
+        let new = req.bytes(0..len);
+        if let crate::iov::Bytes::Copy(c) = &new {
+            self.counters.add(|s| &s.copied_bytes, c.len() as u64);
+        }
+        let d = old[data].take().expect("read above");
+        let mut p = old[map.p].take().expect("read above");
+        let mut q = map.q.map(|q| old[q].take().expect("read above"));
+        raidd_parity::rmw_update(q_index(&map, dd), &d, &new, &mut p, q.as_deref_mut());
+        drop(new);
+        self.count_strategy(Strategy::ReadModifyWrite);
+        // A member that failed while the reads were out (another request's error) is not
+        // written, as in a batch: its new contents live in the parity, or the parity is
+        // gone and the data stands alone.
+        let sector = pg.member_sector(stripe, rows.start);
+        let mut writes = Batch::default();
+        if self.in_sync_at(data, end) {
+            let mut at = self.member_offset(data, sector);
+            for w in req.take(0..len) {
+                let n = w.len() as u64;
+                writes.push(data, at, w);
+                at += n;
+            }
+        }
+        let parity = std::iter::once((map.p, p)).chain(map.q.zip(q));
+        for (m, buf) in parity.filter(|(m, _)| self.in_sync_at(*m, end)) {
+            let at = self.member_offset(m, sector);
+            writes.push(m, at, SharedBuf::new(buf).slice(0..len).expect("fresh"));
+        }
+        if let Err(e) = self.check_alive() {
+            return Some(Err(e));
+        }
+        Some(self.written(&self.issue_writes(writes.into_ios()).await))
     }
 
     fn attach(&self, stripe: u64, req: Arc<Req>, offset: u64, cover: ChunkCover) -> Share<'_> {

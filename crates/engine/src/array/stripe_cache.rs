@@ -19,6 +19,10 @@
 //!   slot, and the parts that arrive meanwhile join its batch (seed 004's "simulate the
 //!   delay of a busy drive").
 //!
+//! A small write that finds its stripe idle may skip all of this (see [`Alone`]): random
+//! small writes gather nothing, and the attach, plug and hand-off cost them a third of their
+//! time. [`StripeCache::claim`] is how such a write makes sure nothing here holds its stripe.
+//!
 //! The cache is write-through: a write is acknowledged once its data and parity are on the
 //! members, so the members always hold every acknowledged write and reads bypass the cache
 //! entirely. What the cache saves is *reads*: the contents of small written rows (data of
@@ -101,6 +105,65 @@ impl std::str::FromStr for Gather {
                     "unknown gather policy {s:?}: use none, plug, limit or limit:N (N > 0)"
                 )),
             },
+        }
+    }
+}
+
+/// Whether a small write that finds its stripe idle skips the cache: written at once by
+/// read-modify-write under the stripe's lock, with none of the gathering (plug, batch,
+/// hand-off) that costs a random small write about a third of its time and gathers nothing
+/// for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alone {
+    /// Under [`Gather::Plug`], while gathering does not pay on this thread: each window of
+    /// batches through the cache that gathered (and hit kept rows) for fewer than 1 in 16
+    /// lets the next small writes go alone, then the cache is tried again. Never under the
+    /// other policies, which say how to gather.
+    Auto,
+    /// Every write within one data chunk whose stripe is idle, under any policy.
+    Always,
+    /// None: every write goes through the cache.
+    Never,
+}
+
+impl Alone {
+    fn encode(self) -> u8 {
+        match self {
+            Alone::Auto => 0,
+            Alone::Always => 1,
+            Alone::Never => 2,
+        }
+    }
+
+    fn decode(v: u8) -> Alone {
+        match v {
+            1 => Alone::Always,
+            2 => Alone::Never,
+            _ => Alone::Auto,
+        }
+    }
+}
+
+impl std::fmt::Display for Alone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Alone::Auto => "auto",
+            Alone::Always => "always",
+            Alone::Never => "never",
+        })
+    }
+}
+
+impl std::str::FromStr for Alone {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Alone, String> {
+        match s {
+            "auto" => Ok(Alone::Auto),
+            "always" => Ok(Alone::Always),
+            "never" => Ok(Alone::Never),
+            _ => Err(format!(
+                "unknown policy for small writes {s:?}: use auto, always or never"
+            )),
         }
     }
 }
@@ -204,6 +267,11 @@ impl ChunkCover {
             };
             (dd, from..to)
         })
+    }
+
+    /// The one chunk it covers and its rows, when it covers one.
+    pub(crate) fn single(&self) -> Option<(usize, Range<u64>)> {
+        (self.first == self.last).then_some((self.first, self.start..self.end))
     }
 
     /// Whether it writes every one of `data_chunks` chunks over all their rows.
@@ -448,6 +516,11 @@ const KEEP_WINDOW: u64 = 1024;
 /// Batches that keep nothing after a window that did not pay.
 const KEEP_PAUSE: u64 = 16 * KEEP_WINDOW;
 
+/// Batches through the cache judged at a time by the alone governor.
+const ALONE_WINDOW: u64 = 64;
+/// Small writes that may go alone after a window in which gathering did not pay.
+const ALONE_RUN: u64 = 64 * ALONE_WINDOW;
+
 /// One thread's stripe-cache counters and keep governor, alone on its cache lines: a batch
 /// counts and judges on its own thread, so no line is written by every core on every batch
 /// (shared counters and a shared pause countdown cost the second thread 40% more CPU per
@@ -472,6 +545,12 @@ pub(crate) struct CacheStats {
     hits_at_start: AtomicU64,
     /// Batches left in a pause.
     pause: AtomicU64,
+    /// The alone governor: `batches`, `gathered_parts` and `hits` when its window began,
+    /// and the small writes that may still go alone.
+    window_batches: AtomicU64,
+    window_gathered: AtomicU64,
+    window_hits: AtomicU64,
+    alone_left: AtomicU64,
 }
 
 pub(crate) struct StripeCache {
@@ -481,6 +560,7 @@ pub(crate) struct StripeCache {
     shard_budget: AtomicUsize,
     gather: AtomicU8,
     limit: AtomicUsize,
+    alone: AtomicU8,
     in_flight: InFlight,
     stats: PerThread<CacheStats>,
 }
@@ -494,6 +574,7 @@ impl Default for StripeCache {
             shard_budget: AtomicUsize::new(0),
             gather: AtomicU8::new(0),
             limit: AtomicUsize::new(0),
+            alone: AtomicU8::new(Alone::Auto.encode()),
             in_flight: InFlight::default(),
             stats: PerThread::default(),
         };
@@ -516,6 +597,62 @@ impl StripeCache {
             1 => Gather::Plug,
             2 => Gather::Limit(self.limit.load(Ordering::Relaxed)),
             _ => Gather::None,
+        }
+    }
+
+    pub(crate) fn set_alone(&self, alone: Alone) {
+        self.alone.store(alone.encode(), Ordering::Relaxed);
+    }
+
+    /// Whether a small write on this thread may go alone now (see [`Alone`]); under
+    /// `Auto`, each yes spends one of the run a window granted.
+    pub(crate) fn alone(&self) -> bool {
+        match Alone::decode(self.alone.load(Ordering::Relaxed)) {
+            Alone::Always => true,
+            Alone::Never => false,
+            Alone::Auto if self.gather() != Gather::Plug => false,
+            Alone::Auto => {
+                let (st, owned) = self.stats.mine();
+                let left = st.alone_left.load(Ordering::Relaxed);
+                if left == 0 {
+                    return false;
+                }
+                if owned {
+                    st.alone_left.store(left - 1, Ordering::Relaxed);
+                    true
+                } else {
+                    st.alone_left
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(1))
+                        .is_ok()
+                }
+            }
+        }
+    }
+
+    /// Counts a batch of `parts` in this thread's stats, and judges the alone governor's
+    /// window once it is full.
+    fn count_batch(&self, parts: usize) {
+        let (st, owned) = self.stats.mine();
+        bump(&st.batches, 1, owned);
+        if parts > 1 {
+            bump(&st.gathered_parts, parts as u64 - 1, owned);
+        }
+        self.judge_alone(st);
+    }
+
+    fn judge_alone(&self, st: &CacheStats) {
+        let batches = st.batches.load(Ordering::Relaxed);
+        let n = batches.wrapping_sub(st.window_batches.load(Ordering::Relaxed));
+        if n < ALONE_WINDOW {
+            return;
+        }
+        let gathered = st.gathered_parts.load(Ordering::Relaxed);
+        let hits = st.hits.load(Ordering::Relaxed);
+        let g = gathered.wrapping_sub(st.window_gathered.swap(gathered, Ordering::Relaxed));
+        let h = hits.wrapping_sub(st.window_hits.swap(hits, Ordering::Relaxed));
+        st.window_batches.store(batches, Ordering::Relaxed);
+        if g * 16 < n && h * 16 < n {
+            st.alone_left.store(ALONE_RUN, Ordering::Relaxed);
         }
     }
 
@@ -582,6 +719,31 @@ impl StripeCache {
     }
 
     /// The leader takes every pending part and the cached contents.
+    /// Claims `stripe` for a write that goes alone: `None` when parts are waiting on it or
+    /// a leader works on it; otherwise its kept rows, dropped (the write is about to make
+    /// them stale), and the stripe holds nothing in the cache. The caller holds the
+    /// stripe's lock, so it stays so until the lock is dropped: only a leader, which takes
+    /// that lock first, changes the stripe's members or kept rows.
+    pub(crate) fn claim(&self, stripe: u64) -> Option<Vec<Cached>> {
+        let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let Some(head) = sh.heads.get_mut(&stripe) else {
+            return Some(Vec::new());
+        };
+        if head.leader {
+            return None;
+        }
+        // Parts wait only on a stripe some request leads (the first to attach leads, and a
+        // leader hands over to the oldest waiting part).
+        assert!(
+            head.pending.is_empty(),
+            "parts wait on stripe {stripe} with no leader"
+        );
+        let cached = std::mem::take(&mut head.cached);
+        sh.cached_bytes -= cached.iter().map(Cached::bytes).sum::<usize>();
+        sh.heads.remove(&stripe);
+        Some(cached)
+    }
+
     pub(crate) fn take(&self, stripe: u64) -> Taken {
         let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
         let Some(head) = sh.heads.get_mut(&stripe) else {
@@ -594,11 +756,8 @@ impl StripeCache {
         let parts = std::mem::take(&mut head.pending);
         let cached = std::mem::take(&mut head.cached);
         sh.cached_bytes -= cached.iter().map(Cached::bytes).sum::<usize>();
-        let (st, owned) = self.stats.mine();
-        bump(&st.batches, 1, owned);
-        if parts.len() > 1 {
-            bump(&st.gathered_parts, parts.len() as u64 - 1, owned);
-        }
+        drop(sh);
+        self.count_batch(parts.len());
         Taken { parts, cached }
     }
 
@@ -984,6 +1143,61 @@ mod tests {
             "c is woken when b frees its slot"
         );
         assert!(c.as_mut().poll(&mut Context::from_waker(&wc)).is_ready());
+    }
+
+    #[test]
+    fn small_writes_go_alone_while_gathering_does_not_pay() {
+        let g = StripeCache::default();
+        assert!(!g.alone(), "a new cache gathers first");
+        // A window of batches that gathered nothing: a run of small writes may go alone.
+        for _ in 0..ALONE_WINDOW {
+            g.count_batch(1);
+        }
+        let run = (0..2 * ALONE_RUN).take_while(|_| g.alone()).count() as u64;
+        assert_eq!(run, ALONE_RUN);
+        // The writes through the cache after the run gather: no new run.
+        for _ in 0..ALONE_WINDOW {
+            g.count_batch(2);
+        }
+        assert!(
+            !g.alone(),
+            "gathering pays: writes keep going through the cache"
+        );
+        // A window in which 1 batch in 16 gathers is enough to keep gathering; fewer is not.
+        for i in 0..ALONE_WINDOW {
+            g.count_batch(if i % 16 == 0 { 2 } else { 1 });
+        }
+        assert!(!g.alone());
+        for i in 0..ALONE_WINDOW {
+            g.count_batch(if i == 0 { 2 } else { 1 });
+        }
+        assert!(g.alone());
+        // Kept rows that hit keep writes in the cache as gathering does.
+        let g = StripeCache::default();
+        for i in 0..ALONE_WINDOW {
+            if i % 8 == 0 {
+                g.hit();
+            }
+            g.count_batch(1);
+        }
+        assert!(!g.alone(), "hits pay");
+        // The policy: never under the other gathering policies unless always.
+        let g = StripeCache::default();
+        for _ in 0..ALONE_WINDOW {
+            g.count_batch(1);
+        }
+        g.configure(0, Gather::None);
+        assert!(!g.alone());
+        g.set_alone(Alone::Always);
+        assert!(g.alone());
+        g.configure(0, Gather::Plug);
+        g.set_alone(Alone::Never);
+        assert!(!g.alone());
+        g.set_alone(Alone::Auto);
+        assert!(g.alone(), "the run granted before is still there");
+        assert_eq!("always".parse::<Alone>(), Ok(Alone::Always));
+        assert_eq!(Alone::Never.to_string().parse::<Alone>(), Ok(Alone::Never));
+        assert!("sometimes".parse::<Alone>().is_err());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::{FileMember, MemMember, OpenOptions};
-use raidd_engine::{Array, Gather, Member};
+use raidd_engine::{Alone, Array, Gather, Member};
 use raidd_layout::Level;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
@@ -69,6 +69,10 @@ pub struct IoArgs {
     /// RAID4/5/6 gathering: none, plug, limit or limit:N.
     #[arg(long, default_value = "plug", value_parser = parse_gather)]
     pub gather: Gather,
+    /// RAID4/5/6 small writes that find their stripe idle skip the cache: auto (while
+    /// gathering does not pay, under plug), always or never.
+    #[arg(long, default_value = "auto", value_parser = parse_alone)]
+    pub alone: Alone,
     /// Buffer memory registered with every thread's io_uring, as `raidd serve` does by
     /// default (0: none): file members' reads and writes into it go out as fixed-buffer
     /// operations.
@@ -140,6 +144,10 @@ fn parse_rw(s: &str) -> Result<Rw, String> {
 }
 
 fn parse_gather(s: &str) -> Result<Gather, String> {
+    s.parse()
+}
+
+fn parse_alone(s: &str) -> Result<Alone, String> {
     s.parse()
 }
 
@@ -512,6 +520,7 @@ pub struct IoReport {
     pub qd: u32,
     pub threads: u16,
     pub gather: String,
+    pub alone: String,
     pub stripe_cache: u64,
     pub seconds: f64,
     /// Requests completed in the measured window.
@@ -595,6 +604,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
             };
             let array = raidd_rt::block_on(create(spec))?.array;
             array.set_stripe_cache(args.stripe_cache as usize, args.gather);
+            array.set_write_alone(args.alone);
             Device::Array(array)
         }
     };
@@ -682,6 +692,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         qd: args.qd,
         threads: args.threads,
         gather: args.gather.to_string(),
+        alone: args.alone.to_string(),
         stripe_cache: args.stripe_cache,
         seconds: args.seconds,
         ops: total.counted,

@@ -589,6 +589,56 @@ fn an_idle_array_is_marked_clean_while_served() {
     assert_eq!(on_disk(&survivors[0]), "clean", "a clean stop");
 }
 
+/// `write_alone` per array: small random writes through NBD go past the stripe cache where
+/// it says always, and through it (as batches) where it says never; the data reads back.
+#[test]
+fn write_alone_is_set_per_array() {
+    let dir = scratch();
+    let a = create(dir.path(), "raid5", 4, &["--chunk", "64K"]);
+    let b = create(dir.path(), "raid6", 5, &["--chunk", "64K"]);
+    let cfg = format!(
+        "{}write_alone = \"always\"\n{}write_alone = \"never\"\n",
+        config("raid5", &a),
+        config("raid6", &b)
+    );
+    let d = Daemon::start(dir.path(), &cfg);
+    let ctl = d.control.display().to_string();
+    for (name, policy, alone) in [("raid5", "always", true), ("raid6", "never", false)] {
+        // 64 single-sector writes, one per stripe, then read back.
+        let script = format!(
+            "import nbd\nh = nbd.NBD()\nh.connect_uri({:?})\n\
+             for i in range(64):\n    h.pwrite(bytes([i]) * 512, i * (1 << 20) + 4096)\n\
+             h.flush()\n\
+             assert all(h.pread(512, i * (1 << 20) + 4096) == bytes([i]) * 512 for i in range(64))\n\
+             h.shutdown()\nprint('ok')\n",
+            d.uri(name)
+        );
+        let (ok, out, err) = run_tool(tool("nbdsh").args(["-c", &script]));
+        assert!(ok && out.contains("ok"), "{name}: {out}{err}");
+        let det = raidd(&["detail", name, "--json", "--control", &ctl])
+            .ok()
+            .json();
+        let c = &det["array"]["counters"];
+        let sc = &c["stripe_cache"];
+        assert_eq!(sc["write_alone"], policy, "{det}");
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert_eq!(n("rmw_writes") + n("rcw_writes"), 64, "{name}: {det}");
+        let batches = sc["batches"].as_u64().unwrap();
+        if alone {
+            // Alone is read-modify-write, whatever reconstruct-write would have cost.
+            assert_eq!(n("rmw_writes"), 64, "{name}: {det}");
+            assert_eq!(batches, 0, "{name}: every write went alone: {det}");
+        } else {
+            assert!(batches >= 64, "{name}: every write was a batch: {det}");
+        }
+        let text = raidd(&["detail", name, "--control", &ctl]).ok().text();
+        assert!(
+            text.contains(&format!("small writes alone {policy}")),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn control_socket_status_and_detail() {
     let dir = scratch();

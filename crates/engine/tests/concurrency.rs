@@ -420,9 +420,12 @@ fn without(array: &Array, gone: usize) -> Array {
     .unwrap()
 }
 
-const LEVELS: [(Level, usize); 4] = [
+// RAID6 twice: over 5 its small writes always go through the cache (reconstruct-write
+// reads less), over 6 they may go alone.
+const LEVELS: [(Level, usize); 5] = [
     (Level::Raid5, 4),
     (Level::Raid6, 5),
+    (Level::Raid6, 6),
     (Level::Raid1, 3),
     (Level::Raid10, 4),
 ];

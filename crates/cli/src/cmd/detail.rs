@@ -313,10 +313,12 @@ impl Gathered<'_> {
             b.add(
                 "Stripe Cache",
                 format!(
-                    "{} kept of {}, gather {}; {} batches, {} joined, {} with rows known",
+                    "{} kept of {}, gather {}, small writes alone {}; {} batches, {} joined, \
+                     {} with rows known",
                     size::human(sc.cached_bytes as u64),
                     size::human(sc.limit_bytes as u64),
                     sc.gather,
+                    sc.write_alone,
                     sc.batches,
                     sc.gathered,
                     sc.hits

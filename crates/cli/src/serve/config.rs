@@ -139,6 +139,9 @@ struct RawArray {
     stripe_cache: Option<String>,
     /// RAID4/5/6: how partial-stripe writes gather company (none, plug, limit, limit:N).
     gather: Option<String>,
+    /// RAID4/5/6: whether small writes on an idle stripe skip the cache (auto, always,
+    /// never).
+    write_alone: Option<String>,
     /// RAID4/5/6: start even if stopped uncleanly and degraded (data may read back wrong).
     #[serde(default)]
     start_dirty_degraded: bool,
@@ -281,6 +284,8 @@ pub struct ArrayConfig {
     /// The RAID4/5/6 stripe cache's size in bytes and gathering policy.
     pub stripe_cache: usize,
     pub gather: raidd_engine::Gather,
+    /// Whether small writes that find their stripe idle skip the stripe cache.
+    pub write_alone: raidd_engine::Alone,
     /// Start the array even if it was stopped uncleanly and is degraded (RAID4/5/6).
     pub start_dirty_degraded: bool,
     /// Mark the array clean once no write has started for this long (md's safe mode);
@@ -482,6 +487,12 @@ impl Config {
                     .parse::<raidd_engine::Gather>()
                     .map_err(|e| format!("array {:?}: {e}", a.name))?,
             };
+            let write_alone = match &a.write_alone {
+                None => raidd_engine::Alone::Auto,
+                Some(w) => w
+                    .parse::<raidd_engine::Alone>()
+                    .map_err(|e| format!("array {:?}: write_alone: {e}", a.name))?,
+            };
             let safe_mode_delay = match a.safe_mode_delay.as_deref() {
                 None => Some(DEFAULT_SAFE_MODE_DELAY),
                 Some(t) => parse_delay(t)
@@ -494,6 +505,7 @@ impl Config {
                 spare_group: a.spare_group,
                 stripe_cache,
                 gather,
+                write_alone,
                 start_dirty_degraded: a.start_dirty_degraded,
                 safe_mode_delay,
             });
@@ -1166,13 +1178,15 @@ mod tests {
     fn stripe_cache_and_gather_per_array() {
         let c = parse(
             "[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstripe_cache = \"4M\"\ngather = \"limit:16\"\n\
-             [[array]]\nname = \"b\"\nmembers = [\"y\"]\n",
+             write_alone = \"never\"\n[[array]]\nname = \"b\"\nmembers = [\"y\"]\n",
         )
         .expect("valid");
         assert_eq!(c.arrays[0].stripe_cache, 4 << 20);
         assert_eq!(c.arrays[0].gather, raidd_engine::Gather::Limit(16));
         assert_eq!(c.arrays[1].stripe_cache, raidd_engine::DEFAULT_CACHE_BYTES);
         assert_eq!(c.arrays[1].gather, raidd_engine::Gather::Plug);
+        assert_eq!(c.arrays[0].write_alone, raidd_engine::Alone::Never);
+        assert_eq!(c.arrays[1].write_alone, raidd_engine::Alone::Auto);
         let none = parse("[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstripe_cache = \"0\"\n")
             .expect("valid");
         assert_eq!(none.arrays[0].stripe_cache, 0);
@@ -1181,6 +1195,7 @@ mod tests {
             ("stripe_cache = \"1T\"", "up to 64G"),
             ("gather = \"sometimes\"", "unknown gather policy"),
             ("gather = \"limit:0\"", "unknown gather policy"),
+            ("write_alone = \"sometimes\"", "write_alone: unknown policy"),
         ] {
             let e = parse(&format!(
                 "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n{line}\n"

@@ -241,6 +241,7 @@ async fn assemble_all(config: &Config) -> CliResult<(Vec<Served>, Vec<NotStarted
         }
         for asm in &session.arrays {
             asm.array.set_stripe_cache(a.stripe_cache, a.gather);
+            asm.array.set_write_alone(a.write_alone);
         }
         let root = session.root();
         if root.needs_resync() {

@@ -275,6 +275,8 @@ pub struct CounterStatus {
 pub struct StripeCacheStatus {
     /// How partial stripes gather company (`none`, `plug`, `limit:N`).
     pub gather: String,
+    /// Whether small writes on an idle stripe skip the cache (`auto`, `always`, `never`).
+    pub write_alone: String,
     /// Bytes of stripe contents it may keep, and keeps now.
     pub limit_bytes: usize,
     pub cached_bytes: usize,
@@ -1194,6 +1196,7 @@ impl Array {
                     let (batches, gathered, hits) = sc.totals();
                     StripeCacheStatus {
                         gather: sc.gather().to_string(),
+                        write_alone: sc.alone_policy().to_string(),
                         limit_bytes: sc.cache_bytes(),
                         cached_bytes: sc.cached_bytes(),
                         batches,

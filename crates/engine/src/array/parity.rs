@@ -399,8 +399,8 @@ impl Array {
     /// updated, and data and parity written, with none of the cache's gathering (rows the
     /// cache kept of the stripe are dropped). `None`, with nothing written, when parts wait
     /// on the stripe or a leader works on it, a member it needs is not in sync, parity is
-    /// not trusted yet, or a read fails: the caller then writes through the cache, which
-    /// handles all of these.
+    /// not trusted yet, a read fails, or reconstruct-write would read less: the caller then
+    /// writes through the cache, which handles all of these.
     async fn write_alone(
         &self,
         stripe: u64,
@@ -410,6 +410,13 @@ impl Array {
     ) -> Option<Result<()>> {
         let pg = self.pg();
         let map = pg.stripe_map(stripe);
+        // Read-modify-write reads the chunk and each parity; reconstruct-write, the other
+        // data chunks. Where those are fewer (RAID5 over 3, RAID6 over 4 or 5), the cache's
+        // planner writes it better.
+        let parity = 1 + usize::from(map.q.is_some());
+        if map.data.len() - 1 < 1 + parity {
+            return None;
+        }
         let end = self.stripe_end(stripe);
         let data = map.data[dd];
         let mut members: SmallVec<[usize; 3]> = smallvec::smallvec![data, map.p];
@@ -455,8 +462,8 @@ impl Array {
                 at += n;
             }
         }
-        let parity = std::iter::once((map.p, p)).chain(map.q.zip(q));
-        for (m, buf) in parity.filter(|(m, _)| self.in_sync_at(*m, end)) {
+        let parity_bufs = std::iter::once((map.p, p)).chain(map.q.zip(q));
+        for (m, buf) in parity_bufs.filter(|(m, _)| self.in_sync_at(*m, end)) {
             let at = self.member_offset(m, sector);
             writes.push(m, at, SharedBuf::new(buf).slice(0..len).expect("fresh"));
         }

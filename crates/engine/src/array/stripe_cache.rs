@@ -604,10 +604,14 @@ impl StripeCache {
         self.alone.store(alone.encode(), Ordering::Relaxed);
     }
 
+    pub(crate) fn alone_policy(&self) -> Alone {
+        Alone::decode(self.alone.load(Ordering::Relaxed))
+    }
+
     /// Whether a small write on this thread may go alone now (see [`Alone`]); under
     /// `Auto`, each yes spends one of the run a window granted.
     pub(crate) fn alone(&self) -> bool {
-        match Alone::decode(self.alone.load(Ordering::Relaxed)) {
+        match self.alone_policy() {
             Alone::Always => true,
             Alone::Never => false,
             Alone::Auto if self.gather() != Gather::Plug => false,

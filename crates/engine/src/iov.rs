@@ -374,6 +374,20 @@ impl<W: Window> Batch<W> {
         self.items.push((member, offset, window));
     }
 
+    /// Pushes `windows` one after the other on `member` from byte `offset`.
+    pub(crate) fn push_all(
+        &mut self,
+        member: usize,
+        mut offset: u64,
+        windows: impl IntoIterator<Item = W>,
+    ) {
+        for w in windows {
+            let n = w.len() as u64;
+            self.push(member, offset, w);
+            offset += n;
+        }
+    }
+
     /// Joins parts contiguous on the same member into one I/O of at most IOV_MAX windows.
     /// Overlapping parts on one member are an engine bug and panic.
     pub(crate) fn into_ios(mut self) -> MemberIos<W> {

@@ -380,7 +380,10 @@ impl Array {
         if shares.stripes() == 1 {
             // The common small write: one share, no futures to join.
             let (stripe, cover) = shares.next().expect("one stripe");
-            if let Some((dd, rows)) = cover.single().filter(|_| self.cache.alone()) {
+            let alone = cover
+                .single()
+                .filter(|_| self.rmw_reads_least() && self.cache.alone());
+            if let Some((dd, rows)) = alone {
                 let alone = PooledFuture::new(self.write_alone(stripe, dd, rows, &req));
                 if let Some(r) = alone.await {
                     recycle::give_req(req);
@@ -394,13 +397,23 @@ impl Array {
         PooledFuture::new(self.write_stripes(req, offset, shares)).await
     }
 
+    /// Whether a write within one chunk reads no more members by read-modify-write (the
+    /// chunk and each parity) than by reconstruct-write (the other data chunks). Where it
+    /// reads more (RAID5 over 3, RAID6 over 4 or 5) small writes never go alone: the
+    /// cache's planner writes them better. Decided before the governor spends a write.
+    fn rmw_reads_least(&self) -> bool {
+        let pg = self.pg();
+        let parity = pg.members - pg.data_members();
+        pg.data_members() > 1 + parity
+    }
+
     /// A write within one data chunk, alone on its stripe, by read-modify-write straight to
     /// the members: under the stripe's lock, the old data and parity are read, the parity
     /// updated, and data and parity written, with none of the cache's gathering (rows the
     /// cache kept of the stripe are dropped). `None`, with nothing written, when parts wait
     /// on the stripe or a leader works on it, a member it needs is not in sync, parity is
-    /// not trusted yet, a read fails, or reconstruct-write would read less: the caller then
-    /// writes through the cache, which handles all of these.
+    /// not trusted yet, or a read fails: the caller then writes through the cache, which
+    /// handles all of these.
     async fn write_alone(
         &self,
         stripe: u64,
@@ -410,13 +423,6 @@ impl Array {
     ) -> Option<Result<()>> {
         let pg = self.pg();
         let map = pg.stripe_map(stripe);
-        // Read-modify-write reads the chunk and each parity; reconstruct-write, the other
-        // data chunks. Where those are fewer (RAID5 over 3, RAID6 over 4 or 5), the cache's
-        // planner writes it better.
-        let parity = 1 + usize::from(map.q.is_some());
-        if map.data.len() - 1 < 1 + parity {
-            return None;
-        }
         let end = self.stripe_end(stripe);
         let data = map.data[dd];
         let mut members: SmallVec<[usize; 3]> = smallvec::smallvec![data, map.p];
@@ -455,12 +461,7 @@ impl Array {
         let sector = pg.member_sector(stripe, rows.start);
         let mut writes = Batch::default();
         if self.in_sync_at(data, end) {
-            let mut at = self.member_offset(data, sector);
-            for w in req.take(0..len) {
-                let n = w.len() as u64;
-                writes.push(data, at, w);
-                at += n;
-            }
+            writes.push_all(data, self.member_offset(data, sector), req.take(0..len));
         }
         let parity_bufs = std::iter::once((map.p, p)).chain(map.q.zip(q));
         for (m, buf) in parity_bufs.filter(|(m, _)| self.in_sync_at(*m, end)) {
@@ -1015,12 +1016,8 @@ impl Array {
                 let start =
                     (pg.array_sector(stripe, dd, r.start) * SECTOR_SIZE - p.offset) as usize;
                 let n = ((r.end - r.start) * SECTOR_SIZE) as usize;
-                let mut at = self.member_offset(m, pg.member_sector(stripe, r.start));
-                for win in p.req.take(start..start + n) {
-                    let wn = win.len() as u64;
-                    writes.push(m, at, win);
-                    at += wn;
-                }
+                let at = self.member_offset(m, pg.member_sector(stripe, r.start));
+                writes.push_all(m, at, p.req.take(start..start + n));
             }
         }
         let sector = pg.member_sector(stripe, hull.start);

@@ -1,15 +1,11 @@
 //! `raidd`: create, examine and inspect md-compatible arrays, and move data in and out of
-//! them, in mdadm's spirit. Human-readable output by default, `--json` for scripts, and the
-//! exit codes in EXIT_CODES.md.
+//! them, in mdadm's spirit; run the daemon (`serve`, which is `raidd-server`'s) and talk to
+//! it over its control socket. Human-readable output by default, `--json` for scripts, and
+//! the exit codes in EXIT_CODES.md.
 
 mod cmd;
-mod exit;
-mod members;
 mod output;
 mod progress;
-mod serve;
-mod session;
-mod size;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -17,14 +13,14 @@ use std::process::ExitCode;
 use clap::{ArgAction, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use crate::exit::{CliResult, Exit};
+use raidd_admin::exit::{AdminResult, Exit};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "raidd",
     version,
     about = "User-space software RAID, compatible with Linux md (v1.2 superblocks)",
-    after_help = exit::HELP
+    after_help = raidd_admin::exit::HELP
 )]
 struct Cli {
     /// More log output on stderr: -v info, -vv debug (RUST_LOG overrides).
@@ -55,7 +51,7 @@ enum Command {
     /// Benchmarks.
     Bench(cmd::bench::BenchArgs),
     /// Run the storage daemon: assemble the configured arrays and serve them over NBD.
-    Serve(serve::ServeArgs),
+    Serve(cmd::serve::ServeArgs),
     /// What the running daemon serves: every array and export, briefly, with running
     /// recoveries, resyncs and scrubs.
     Status(cmd::status::StatusArgs),
@@ -95,7 +91,7 @@ fn init_logging(verbose: u8) {
         .try_init();
 }
 
-fn dispatch(cli: Cli) -> CliResult {
+fn dispatch(cli: Cli) -> AdminResult {
     let json = cli.json;
     match cli.command {
         Command::Create(a) => cmd::create::run(a, json),
@@ -105,7 +101,7 @@ fn dispatch(cli: Cli) -> CliResult {
         Command::Write(a) => cmd::write::run(a, json),
         Command::Pattern(a) => cmd::pattern::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
-        Command::Serve(a) => serve::run(a, json),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a, json),
         Command::Fail(a) => cmd::manage::fail(a, json),
         Command::Remove(a) => cmd::manage::remove(a, json),

@@ -11,10 +11,10 @@ use raidd_engine::Member;
 use raidd_layout::{Level, ParityLayout, Raid0Layout, Raid10Layout};
 
 use crate::cmd::detail;
-use crate::exit::{CliError, CliResult, Exit};
-use crate::members::{self, Access, Limited, MISSING};
 use crate::progress::Progress;
-use crate::size;
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::members::{self, Access, Limited, MISSING};
+use raidd_admin::size;
 
 #[derive(Args, Debug)]
 pub struct CreateArgs {
@@ -132,7 +132,7 @@ struct Plan {
     to_create: Vec<PathBuf>,
 }
 
-fn plan(args: &CreateArgs) -> CliResult<Plan> {
+fn plan(args: &CreateArgs) -> AdminResult<Plan> {
     let slots: Vec<Option<PathBuf>> = args
         .members
         .iter()
@@ -145,7 +145,7 @@ fn plan(args: &CreateArgs) -> CliResult<Plan> {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if args.size.is_none() {
-                    return Err(CliError::new(
+                    return Err(AdminError::new(
                         Exit::NotFound,
                         format!(
                             "{} does not exist (give --size to create image files)",
@@ -158,7 +158,7 @@ fn plan(args: &CreateArgs) -> CliResult<Plan> {
                     _ => PathBuf::from("."),
                 };
                 if !parent.is_dir() {
-                    return Err(CliError::new(
+                    return Err(AdminError::new(
                         Exit::NotFound,
                         format!(
                             "cannot create {}: directory {} does not exist",
@@ -169,18 +169,18 @@ fn plan(args: &CreateArgs) -> CliResult<Plan> {
                 }
                 to_create.push(p.clone());
             }
-            Err(e) => return Err(CliError::io(format!("checking {}", p.display()), &e)),
+            Err(e) => return Err(AdminError::io(format!("checking {}", p.display()), &e)),
         }
     }
     Ok(Plan { slots, to_create })
 }
 
-fn open_member(path: &Path, size: Option<u64>) -> CliResult<Arc<dyn Member>> {
+fn open_member(path: &Path, size: Option<u64>) -> AdminResult<Arc<dyn Member>> {
     let m = members::open(path, Access::ReadWrite)?;
     let Some(limit) = size else { return Ok(m) };
     let have = m.info().size_bytes;
     if have < limit {
-        return Err(CliError::usage(format!(
+        return Err(AdminError::usage(format!(
             "{} has {have} bytes, less than --size {limit}",
             path.display()
         )));
@@ -191,13 +191,13 @@ fn open_member(path: &Path, size: Option<u64>) -> CliResult<Arc<dyn Member>> {
     Ok(Arc::new(Limited::new(m, limit)))
 }
 
-pub fn run(args: CreateArgs, json: bool) -> CliResult {
+pub fn run(args: CreateArgs, json: bool) -> AdminResult {
     let layout = args
         .layout
         .as_deref()
         .map(|t| layout_number(args.level, t))
         .transpose()
-        .map_err(CliError::usage)?;
+        .map_err(AdminError::usage)?;
     let chunk_sectors = match args.chunk {
         Some(bytes) if matches!(args.level, Level::Linear | Level::Raid1) => {
             tracing::warn!(
@@ -209,13 +209,13 @@ pub fn run(args: CreateArgs, json: bool) -> CliResult {
         }
         Some(bytes) => Some(
             u32::try_from(bytes / size::SECTOR)
-                .map_err(|_| CliError::usage("chunk size too large"))?,
+                .map_err(|_| AdminError::usage("chunk size too large"))?,
         ),
         None => None,
     };
     let plan = plan(&args)?;
     let mut created: Vec<PathBuf> = Vec::new();
-    let result = (|| -> CliResult {
+    let result = (|| -> AdminResult {
         for p in &plan.to_create {
             let bytes = args.size.unwrap_or(0);
             FileMember::create_image(p, bytes)?;
@@ -237,13 +237,13 @@ pub fn run(args: CreateArgs, json: bool) -> CliResult {
         let all_new = plan.slots.iter().flatten().count() == created.len();
         let bitmap_chunk = match (args.bitmap.as_str(), args.bitmap_chunk) {
             ("none", Some(_)) => {
-                return Err(CliError::usage("--bitmap-chunk needs --bitmap internal"))
+                return Err(AdminError::usage("--bitmap-chunk needs --bitmap internal"))
             }
             ("none", None) => None,
             (_, chunk) => {
                 let chunk = chunk.unwrap_or(DEFAULT_BITMAP_CHUNK);
                 Some(u32::try_from(chunk).map_err(|_| {
-                    CliError::usage(format!("--bitmap-chunk {chunk}: at most 2 GiB"))
+                    AdminError::usage(format!("--bitmap-chunk {chunk}: at most 2 GiB"))
                 })?)
             }
         };
@@ -267,11 +267,11 @@ pub fn run(args: CreateArgs, json: bool) -> CliResult {
                 array
                     .resync(|done, total| progress.update(done, total))
                     .await
-                    .map_err(CliError::from)
+                    .map_err(AdminError::from)
             } else {
                 Ok(())
             };
-            let closed = array.close().await.map_err(CliError::from);
+            let closed = array.close().await.map_err(AdminError::from);
             synced?;
             closed?;
             detail::print(std::slice::from_ref(&assembled), 0, &[], json).await

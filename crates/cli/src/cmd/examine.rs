@@ -4,15 +4,16 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
+use raidd_admin::exit::{AdminError, AdminResult, ErrorJson, Exit};
+use raidd_admin::md_names::{layout_text, level_text};
+use raidd_admin::members::{self, Access};
+use raidd_admin::size;
+use raidd_admin::text::{self, KvBlock};
 use raidd_engine::array::uuid_string;
-use raidd_layout::{Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::{feature, DevRole, Superblock, MD_SB_MAGIC};
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult, Exit};
-use crate::members::{self, Access};
-use crate::output::{self, KvBlock};
-use crate::size;
+use crate::output;
 
 #[derive(Args, Debug)]
 pub struct ExamineArgs {
@@ -28,26 +29,6 @@ pub struct MemberJson {
     /// `null` when the member could not be examined (see `error`).
     pub superblock: Option<SuperblockJson>,
     pub error: Option<ErrorJson>,
-}
-
-/// An error in JSON output.
-#[derive(Debug, Serialize)]
-pub struct ErrorJson {
-    /// The exit code this error maps to.
-    pub exit_code: u8,
-    /// Short name of the exit code (`not_found`, `corrupt`, ...).
-    pub kind: &'static str,
-    pub message: String,
-}
-
-impl From<&CliError> for ErrorJson {
-    fn from(e: &CliError) -> ErrorJson {
-        ErrorJson {
-            exit_code: e.exit.code(),
-            kind: e.exit.name(),
-            message: e.to_string(),
-        }
-    }
 }
 
 /// A superblock in `examine --json` (the fields `mdadm --examine` prints).
@@ -105,34 +86,6 @@ pub fn devflag_names(devflags: u8) -> Vec<&'static str> {
     .filter(|(bit, _)| devflags & bit != 0)
     .map(|(_, name)| *name)
     .collect()
-}
-
-/// md's name for a level number.
-pub fn level_text(level: i32) -> String {
-    Level::from_md_number(level).map_or_else(|| "-unknown-".to_string(), |l| l.to_string())
-}
-
-/// The layout line of examine/detail, as mdadm names it; `None` where a level has none.
-pub fn layout_text(level: i32, layout: u32, feature_map: u32) -> Option<String> {
-    match level {
-        4..=6 => Some(
-            ParityLayout::from_md_number(layout)
-                .map_or_else(|| format!("-unknown- ({layout})"), |l| l.to_string()),
-        ),
-        10 => Some(Raid10Layout::from_md_number(layout).map_or_else(
-            || format!("-unknown- ({layout:#x})"),
-            |l| l.to_string().replace(',', ", "),
-        )),
-        0 if feature_map & feature::RAID0_LAYOUT != 0 => Some(match layout {
-            0 => "dangerous".to_string(),
-            n => match Raid0Layout::from_md_number(n) {
-                Some(Raid0Layout::Original) => "original".to_string(),
-                Some(Raid0Layout::Alternate) => "alternate".to_string(),
-                None => format!("-unknown- ({n})"),
-            },
-        }),
-        _ => None,
-    }
 }
 
 /// The array size mdadm derives from one superblock (bytes); `None` for linear and raid0.
@@ -239,7 +192,7 @@ pub fn render(member: &str, sb: &Superblock) -> String {
     b.add("Feature Map", format!("{:#x}", sb.feature_map));
     b.add("Array UUID", j.array_uuid);
     b.add("Name", j.name);
-    b.add("Creation Time", output::md_time_text(sb.ctime));
+    b.add("Creation Time", text::md_time_text(sb.ctime));
     b.add("Raid Level", j.level);
     b.add("Raid Devices", j.raid_devices.to_string());
     b.blank();
@@ -267,7 +220,7 @@ pub fn render(member: &str, sb: &Superblock) -> String {
             format!("{} sectors from superblock", sb.bitmap_offset),
         );
     }
-    b.add("Update Time", output::md_time_text(sb.utime));
+    b.add("Update Time", text::md_time_text(sb.utime));
     if sb.bblog_size != 0 && sb.bblog_offset != 0 {
         b.add(
             "Bad Block Log",
@@ -307,7 +260,7 @@ pub fn render(member: &str, sb: &Superblock) -> String {
     format!("{member}:\n{}", b.render(15))
 }
 
-pub fn run(args: ExamineArgs, json: bool) -> CliResult {
+pub fn run(args: ExamineArgs, json: bool) -> AdminResult {
     raidd_rt::block_on(async move {
         let mut results = Vec::new();
         for p in &args.members {
@@ -315,7 +268,7 @@ pub fn run(args: ExamineArgs, json: bool) -> CliResult {
             let r = match members::open(p, Access::Inspect) {
                 Ok(m) => raidd_engine::assemble::examine(&*m)
                     .await
-                    .map_err(CliError::from),
+                    .map_err(AdminError::from),
                 Err(e) => Err(e),
             };
             results.push((name, r));
@@ -324,7 +277,7 @@ pub fn run(args: ExamineArgs, json: bool) -> CliResult {
     })
 }
 
-fn report(results: Vec<(String, CliResult<Superblock>)>, json: bool) -> CliResult {
+fn report(results: Vec<(String, AdminResult<Superblock>)>, json: bool) -> AdminResult {
     let mut first_error: Option<Exit> = None;
     let mut text = String::new();
     let mut out = Vec::new();
@@ -368,7 +321,7 @@ fn report(results: Vec<(String, CliResult<Superblock>)>, json: bool) -> CliResul
         output::emit(&text)?;
     }
     match first_error {
-        Some(exit) => Err(CliError::reported(exit)),
+        Some(exit) => Err(AdminError::reported(exit)),
         None => Ok(()),
     }
 }

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::status::{ask_and_print, control_socket};
-use crate::exit::{CliError, CliResult, Exit};
+use raidd_admin::control::{self, socket_path as control_socket, Request};
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+
+use super::status::ask_and_print;
 use crate::output;
-use crate::serve::control::{self, Request};
 
 #[derive(Args, Debug)]
 pub struct Target {
@@ -86,11 +87,11 @@ pub enum SpareAction {
 }
 
 /// The daemon runs elsewhere: send it absolute paths.
-fn absolute(p: &Path) -> CliResult<PathBuf> {
-    std::path::absolute(p).map_err(|e| CliError::io(format!("{}", p.display()), &e))
+fn absolute(p: &Path) -> AdminResult<PathBuf> {
+    std::path::absolute(p).map_err(|e| AdminError::io(format!("{}", p.display()), &e))
 }
 
-pub fn fail(args: MemberArgs, json: bool) -> CliResult {
+pub fn fail(args: MemberArgs, json: bool) -> AdminResult {
     let req = Request::Fail {
         array: args.target.array,
         member: absolute(&args.member)?.display().to_string(),
@@ -98,7 +99,7 @@ pub fn fail(args: MemberArgs, json: bool) -> CliResult {
     ask_and_print(&control_socket(args.target.control), &req, json)
 }
 
-pub fn remove(args: MemberArgs, json: bool) -> CliResult {
+pub fn remove(args: MemberArgs, json: bool) -> AdminResult {
     let req = Request::Remove {
         array: args.target.array,
         member: absolute(&args.member)?.display().to_string(),
@@ -106,7 +107,7 @@ pub fn remove(args: MemberArgs, json: bool) -> CliResult {
     ask_and_print(&control_socket(args.target.control), &req, json)
 }
 
-pub fn add(args: AddArgs, json: bool) -> CliResult {
+pub fn add(args: AddArgs, json: bool) -> AdminResult {
     let socket = control_socket(args.member.target.control);
     let array = args.member.target.array;
     let req = Request::Add {
@@ -120,7 +121,7 @@ pub fn add(args: AddArgs, json: bool) -> CliResult {
     Ok(())
 }
 
-pub fn replace(args: ReplaceArgs, json: bool) -> CliResult {
+pub fn replace(args: ReplaceArgs, json: bool) -> AdminResult {
     let socket = control_socket(args.member.target.control);
     let array = args.member.target.array;
     let req = Request::Replace {
@@ -135,7 +136,7 @@ pub fn replace(args: ReplaceArgs, json: bool) -> CliResult {
     Ok(())
 }
 
-pub fn scrub(args: ScrubArgs, repair: bool, json: bool) -> CliResult {
+pub fn scrub(args: ScrubArgs, repair: bool, json: bool) -> AdminResult {
     let socket = control_socket(args.target.control);
     let array = args.target.array;
     let req = if repair {
@@ -153,7 +154,7 @@ pub fn scrub(args: ScrubArgs, repair: bool, json: bool) -> CliResult {
     ask_and_print(&socket, &req, false)?;
     let mismatches = follow(&socket, &array, json)?;
     if !repair && mismatches > 0 {
-        return Err(CliError::new(
+        return Err(AdminError::new(
             Exit::BadData,
             format!("{array}: check found {mismatches} inconsistent sectors (run repair)"),
         ));
@@ -161,12 +162,12 @@ pub fn scrub(args: ScrubArgs, repair: bool, json: bool) -> CliResult {
     Ok(())
 }
 
-pub fn idle(args: Target, json: bool) -> CliResult {
+pub fn idle(args: Target, json: bool) -> AdminResult {
     let req = Request::Idle { array: args.array };
     ask_and_print(&control_socket(args.control), &req, json)
 }
 
-pub fn spare(args: SpareArgs, json: bool) -> CliResult {
+pub fn spare(args: SpareArgs, json: bool) -> AdminResult {
     match args.action {
         SpareAction::Add {
             member,
@@ -209,7 +210,7 @@ fn passes(detail: &serde_json::Value) -> (Vec<serde_json::Value>, Vec<serde_json
 
 /// Shows the running passes of `array` until none is left; returns the mismatches the
 /// last passes found.
-fn follow(socket: &Path, array: &str, json: bool) -> CliResult<u64> {
+fn follow(socket: &Path, array: &str, json: bool) -> AdminResult<u64> {
     let tty = std::io::stderr().is_terminal();
     let req = Request::Detail {
         array: array.to_string(),
@@ -220,7 +221,7 @@ fn follow(socket: &Path, array: &str, json: bool) -> CliResult<u64> {
     loop {
         let resp = control::ask(socket, &req)?;
         if resp.exit != 0 {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::from_code(resp.exit),
                 resp.error.unwrap_or_default(),
             ));
@@ -263,14 +264,17 @@ fn follow(socket: &Path, array: &str, json: bool) -> CliResult<u64> {
                 }
             }
             if !failed.is_empty() {
-                return Err(CliError::failure(format!("{array}: {}", failed.join(", "))));
+                return Err(AdminError::failure(format!(
+                    "{array}: {}",
+                    failed.join(", ")
+                )));
             }
             return Ok(mismatches);
         }
         let lines: Vec<String> = running
             .iter()
             .filter_map(|s| serde_json::from_value::<raidd_engine::SyncStatus>(s.clone()).ok())
-            .map(|s| crate::progress::sync_line(&s))
+            .map(|s| raidd_admin::progress::sync_line(&s))
             .collect();
         if tty {
             eprint!("\r\x1b[K{}", lines.join("; "));

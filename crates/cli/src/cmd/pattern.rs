@@ -9,11 +9,11 @@ use raidd_engine::pattern::{self, Mismatch};
 use raidd_rt::AlignedBuf;
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult, Exit};
-use crate::members::Access;
 use crate::output;
-use crate::session::{self, IO_CHUNK};
-use crate::size;
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::members::Access;
+use raidd_admin::session::{self, IO_CHUNK};
+use raidd_admin::size;
 
 /// Mismatches listed in the report (the count covers all).
 const SHOW: usize = 10;
@@ -46,7 +46,7 @@ pub struct PatternArgs {
     #[arg(long)]
     pub raw: bool,
     #[command(flatten)]
-    pub start: session::StartArgs,
+    pub start: super::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is used).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -66,7 +66,7 @@ impl Target {
         }
     }
 
-    fn check_range(&self, offset: u64, length: Option<u64>) -> CliResult<u64> {
+    fn check_range(&self, offset: u64, length: Option<u64>) -> AdminResult<u64> {
         match self {
             Target::Array(s) => session::check_range(s.root(), offset, length),
             Target::Raw(m, name) => {
@@ -75,12 +75,12 @@ impl Target {
                 let size = info.size_bytes / bs * bs;
                 let len = length.unwrap_or(size.saturating_sub(offset));
                 if !offset.is_multiple_of(bs) || !len.is_multiple_of(bs) {
-                    return Err(CliError::usage(format!(
+                    return Err(AdminError::usage(format!(
                         "offset and length must be multiples of {name}'s block size ({bs} bytes)"
                     )));
                 }
                 if offset.checked_add(len).is_none_or(|end| end > size) {
-                    return Err(CliError::usage(format!(
+                    return Err(AdminError::usage(format!(
                         "{offset}+{len} is beyond the end of {name} ({size} bytes)"
                     )));
                 }
@@ -90,36 +90,36 @@ impl Target {
     }
 
     /// Writes `buf` at `pos`; returns a buffer of the same length to reuse.
-    async fn write(&self, pos: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+    async fn write(&self, pos: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
         match self {
             Target::Array(s) => session::write_at(s.root(), pos, buf).await,
             Target::Raw(m, name) => {
                 let len = buf.len();
                 raidd_engine::member::write_bytes(&**m, pos, buf)
                     .await
-                    .map_err(|e| CliError::io(format!("writing {name} at {pos}"), &e))?;
+                    .map_err(|e| AdminError::io(format!("writing {name} at {pos}"), &e))?;
                 Ok(AlignedBuf::for_overwrite(len))
             }
         }
     }
 
     /// Reads `buf.len()` bytes at `pos`.
-    async fn read(&self, pos: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+    async fn read(&self, pos: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
         match self {
             Target::Array(s) => session::read_at(s.root(), pos, buf).await,
             Target::Raw(m, name) => raidd_engine::member::read_bytes(&**m, pos, buf.len())
                 .await
-                .map_err(|e| CliError::io(format!("reading {name} at {pos}"), &e)),
+                .map_err(|e| AdminError::io(format!("reading {name} at {pos}"), &e)),
         }
     }
 
-    async fn close(&self) -> CliResult {
+    async fn close(&self) -> AdminResult {
         match self {
             Target::Array(s) => s.close().await,
             Target::Raw(m, name) => m
                 .flush()
                 .await
-                .map_err(|e| CliError::io(format!("flushing {name}"), &e)),
+                .map_err(|e| AdminError::io(format!("flushing {name}"), &e)),
         }
     }
 }
@@ -171,7 +171,7 @@ impl From<&Mismatch> for MismatchJson {
     }
 }
 
-pub fn run(args: PatternArgs, json: bool) -> CliResult {
+pub fn run(args: PatternArgs, json: bool) -> AdminResult {
     let access = match args.op {
         PatternOp::Write => Access::ReadWrite,
         PatternOp::Verify => Access::ReadOnly,
@@ -179,12 +179,14 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
     raidd_rt::block_on(async move {
         let target = if args.raw {
             let [path] = args.members.as_slice() else {
-                return Err(CliError::usage("--raw takes exactly one device or file"));
+                return Err(AdminError::usage("--raw takes exactly one device or file"));
             };
-            let m = crate::members::open(path, access)?;
+            let m = raidd_admin::members::open(path, access)?;
             Target::Raw(m, path.display().to_string())
         } else {
-            Target::Array(session::assemble(&args.members, access, false, args.start).await?)
+            Target::Array(
+                session::assemble(&args.members, access, false, args.start.start()).await?,
+            )
         };
         let result = async {
             let len = target.check_range(args.offset, args.length)?;
@@ -212,7 +214,7 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
                 }
                 done += n as u64;
             }
-            Ok::<_, CliError>((len, bad, shown))
+            Ok::<_, AdminError>((len, bad, shown))
         }
         .await;
         let closed = target.close().await;
@@ -258,7 +260,7 @@ pub fn run(args: PatternArgs, json: bool) -> CliResult {
             output::emit(&text)?;
         }
         if bad > 0 {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::BadData,
                 format!(
                     "verification failed: {bad} of {} sectors are wrong",

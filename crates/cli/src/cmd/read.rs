@@ -8,11 +8,11 @@ use clap::Args;
 use raidd_rt::AlignedBuf;
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult};
-use crate::members::Access;
 use crate::output;
-use crate::session::{self, IO_CHUNK};
-use crate::size;
+use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::members::Access;
+use raidd_admin::session::{self, IO_CHUNK};
+use raidd_admin::size;
 
 #[derive(Args, Debug)]
 pub struct ReadArgs {
@@ -26,7 +26,7 @@ pub struct ReadArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
-    pub start: session::StartArgs,
+    pub start: super::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is read).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -49,7 +49,7 @@ enum Sink {
 
 impl Sink {
     /// Writes all of `data`; `Ok(false)` when stdout's reader went away (stop quietly).
-    fn put(&mut self, data: &[u8], name: &str) -> CliResult<bool> {
+    fn put(&mut self, data: &[u8], name: &str) -> AdminResult<bool> {
         let r = match self {
             Sink::File(f) => f.write_all(data),
             Sink::Stdout => std::io::stdout().lock().write_all(data),
@@ -61,39 +61,40 @@ impl Sink {
             {
                 Ok(false)
             }
-            Err(e) => Err(CliError::io(format!("writing {name}"), &e)),
+            Err(e) => Err(AdminError::io(format!("writing {name}"), &e)),
         }
     }
 
-    fn finish(&mut self, name: &str) -> CliResult {
+    fn finish(&mut self, name: &str) -> AdminResult {
         let r = match self {
             Sink::File(f) => f.flush().and_then(|()| f.sync_all()),
             Sink::Stdout => std::io::stdout().lock().flush(),
         };
         match r {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                Err(CliError::io(format!("writing {name}"), &e))
+                Err(AdminError::io(format!("writing {name}"), &e))
             }
             _ => Ok(()),
         }
     }
 }
 
-pub fn run(args: ReadArgs, json: bool) -> CliResult {
+pub fn run(args: ReadArgs, json: bool) -> AdminResult {
     if json && args.output.is_none() {
-        return Err(CliError::usage(
+        return Err(AdminError::usage(
             "read --json needs --output FILE: stdout carries the JSON summary",
         ));
     }
     raidd_rt::block_on(async move {
-        let session = session::assemble(&args.members, Access::ReadOnly, false, args.start).await?;
+        let session =
+            session::assemble(&args.members, Access::ReadOnly, false, args.start.start()).await?;
         let array = session.root().clone();
         let len = session::check_range(&array, args.offset, args.length)?;
         let (mut sink, name) = match &args.output {
             Some(p) => (
                 Sink::File(
                     File::create(p)
-                        .map_err(|e| CliError::io(format!("creating {}", p.display()), &e))?,
+                        .map_err(|e| AdminError::io(format!("creating {}", p.display()), &e))?,
                 ),
                 p.display().to_string(),
             ),

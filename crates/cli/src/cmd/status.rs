@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::exit::{CliError, CliResult, Exit};
+use raidd_admin::control::{self, Request};
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+
 use crate::output;
-use crate::serve::config::DEFAULT_CONTROL_SOCKET;
-use crate::serve::control::{self, Request};
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
@@ -16,19 +16,12 @@ pub struct StatusArgs {
     pub control: Option<PathBuf>,
 }
 
-/// The control socket to use: the option, then `$RAIDD_CONTROL`, then the default.
-pub fn control_socket(option: Option<PathBuf>) -> PathBuf {
-    option
-        .or_else(|| std::env::var_os("RAIDD_CONTROL").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET))
-}
-
 /// Asks the daemon and prints its answer (text or JSON); its exit code becomes ours.
-pub fn ask_and_print(socket: &Path, req: &Request, json: bool) -> CliResult {
+pub fn ask_and_print(socket: &Path, req: &Request, json: bool) -> AdminResult {
     let resp = control::ask(socket, req)?;
     if resp.exit != 0 {
         let exit = Exit::from_code(resp.exit);
-        return Err(CliError::new(
+        return Err(AdminError::new(
             exit,
             resp.error
                 .unwrap_or_else(|| "the daemon reported a failure".into()),
@@ -41,6 +34,6 @@ pub fn ask_and_print(socket: &Path, req: &Request, json: bool) -> CliResult {
     }
 }
 
-pub fn run(args: StatusArgs, json: bool) -> CliResult {
-    ask_and_print(&control_socket(args.control), &Request::Status, json)
+pub fn run(args: StatusArgs, json: bool) -> AdminResult {
+    ask_and_print(&control::socket_path(args.control), &Request::Status, json)
 }

@@ -9,11 +9,11 @@ use clap::Args;
 use raidd_rt::AlignedBuf;
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult};
-use crate::members::Access;
 use crate::output;
-use crate::session::{self, IO_CHUNK};
-use crate::size;
+use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::members::Access;
+use raidd_admin::session::{self, IO_CHUNK};
+use raidd_admin::size;
 
 #[derive(Args, Debug)]
 pub struct WriteArgs {
@@ -25,7 +25,7 @@ pub struct WriteArgs {
     #[arg(short, long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     #[command(flatten)]
-    pub start: session::StartArgs,
+    pub start: super::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is written).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -41,30 +41,30 @@ pub struct WriteJson {
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-fn fill(input: &mut dyn Read, buf: &mut [u8], name: &str) -> CliResult<usize> {
+fn fill(input: &mut dyn Read, buf: &mut [u8], name: &str) -> AdminResult<usize> {
     let mut got = 0;
     while got < buf.len() {
         match input.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(CliError::io(format!("reading {name}"), &e)),
+            Err(e) => return Err(AdminError::io(format!("reading {name}"), &e)),
         }
     }
     Ok(got)
 }
 
-pub fn run(args: WriteArgs, json: bool) -> CliResult {
+pub fn run(args: WriteArgs, json: bool) -> AdminResult {
     // Open the input first: a missing input file must not touch the array.
     let (mut input, name, known_len): (Box<dyn Read>, String, Option<u64>) = match &args.input {
         Some(p) => {
-            let f =
-                File::open(p).map_err(|e| CliError::io(format!("opening {}", p.display()), &e))?;
+            let f = File::open(p)
+                .map_err(|e| AdminError::io(format!("opening {}", p.display()), &e))?;
             let meta = f
                 .metadata()
-                .map_err(|e| CliError::io(format!("opening {}", p.display()), &e))?;
+                .map_err(|e| AdminError::io(format!("opening {}", p.display()), &e))?;
             if meta.is_dir() {
-                return Err(CliError::usage(format!("{} is a directory", p.display())));
+                return Err(AdminError::usage(format!("{} is a directory", p.display())));
             }
             let len = meta.is_file().then_some(meta.len());
             (Box::new(f), p.display().to_string(), len)
@@ -73,7 +73,7 @@ pub fn run(args: WriteArgs, json: bool) -> CliResult {
     };
     raidd_rt::block_on(async move {
         let session =
-            session::assemble(&args.members, Access::ReadWrite, false, args.start).await?;
+            session::assemble(&args.members, Access::ReadWrite, false, args.start.start()).await?;
         let array = session.root().clone();
         let copied = async {
             let bs = u64::from(array.block_size());
@@ -81,12 +81,12 @@ pub fn run(args: WriteArgs, json: bool) -> CliResult {
             session::check_range(&array, args.offset, Some(0))?;
             if let Some(len) = known_len {
                 if !len.is_multiple_of(bs) {
-                    return Err(CliError::usage(format!(
+                    return Err(AdminError::usage(format!(
                         "{name} has {len} bytes, not a multiple of the array's block size ({bs} bytes); nothing was written"
                     )));
                 }
                 session::check_range(&array, args.offset, Some(len)).map_err(|e| {
-                    CliError::new(e.exit, format!("{}; nothing was written", e.message))
+                    AdminError::new(e.exit, format!("{}; nothing was written", e.message))
                 })?;
             }
             let mut buf = AlignedBuf::zeroed(IO_CHUNK);
@@ -99,13 +99,13 @@ pub fn run(args: WriteArgs, json: bool) -> CliResult {
                     break;
                 }
                 if !(n as u64).is_multiple_of(bs) {
-                    return Err(CliError::usage(format!(
+                    return Err(AdminError::usage(format!(
                         "the input's length ({} bytes) is not a multiple of the array's block size ({bs} bytes); the first {done} bytes were written",
                         done + n as u64
                     )));
                 }
                 if pos + n as u64 > array.size_bytes() {
-                    return Err(CliError::usage(format!(
+                    return Err(AdminError::usage(format!(
                         "the input runs past the end of the array ({} bytes); the first {done} bytes were written at offset {}",
                         array.size_bytes(),
                         args.offset

@@ -24,9 +24,9 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
 
 use crate::cmd::create::parse_level;
-use crate::exit::{CliError, CliResult};
 use crate::output;
-use crate::size;
+use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::size;
 
 #[derive(Args, Debug)]
 pub struct IoArgs {
@@ -380,9 +380,9 @@ async fn thread_load(
 
 /// Member files in `dir`, created and filled with data when missing or of another size
 /// (written under a temporary name, so a file of the right name is always complete).
-fn member_files(dir: &Path, n: usize, size: u64) -> CliResult<Vec<PathBuf>> {
+fn member_files(dir: &Path, n: usize, size: u64) -> AdminResult<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::io(format_args!("cannot create {}", dir.display()), &e))?;
+        .map_err(|e| AdminError::io(format_args!("cannot create {}", dir.display()), &e))?;
     let mut paths = Vec::new();
     for i in 0..n {
         let path = dir.join(format!("raidd-bench-{i}.img"));
@@ -396,7 +396,7 @@ fn member_files(dir: &Path, n: usize, size: u64) -> CliResult<Vec<PathBuf>> {
     Ok(paths)
 }
 
-fn fill_file(path: &Path, size: u64, seed: u64) -> CliResult {
+fn fill_file(path: &Path, size: u64, seed: u64) -> AdminResult {
     use std::io::Write;
     let tmp = path.with_extension("filling");
     let write = || -> std::io::Result<()> {
@@ -416,7 +416,7 @@ fn fill_file(path: &Path, size: u64, seed: u64) -> CliResult {
     write().map_err(|e| {
         // A half-written file (a full disk, most likely) is not left behind.
         let _ = std::fs::remove_file(&tmp);
-        CliError::io(format_args!("cannot fill {}", tmp.display()), &e)
+        AdminError::io(format_args!("cannot fill {}", tmp.display()), &e)
     })
 }
 
@@ -428,7 +428,7 @@ fn fill_block(block: &mut [u8], x: &mut u64) {
     }
 }
 
-fn open_members(args: &IoArgs) -> CliResult<(Vec<Arc<dyn Member>>, bool)> {
+fn open_members(args: &IoArgs) -> AdminResult<(Vec<Arc<dyn Member>>, bool)> {
     let n = usize::from(args.members);
     let Some(dir) = &args.dir else {
         let m = (0..n)
@@ -551,12 +551,12 @@ fn future_bytes<F: std::future::Future>(_: &F) -> usize {
     std::mem::size_of::<F>()
 }
 
-pub fn run(args: IoArgs, json: bool) -> CliResult {
+pub fn run(args: IoArgs, json: bool) -> AdminResult {
     if args.bs > 64 << 20 {
-        return Err(CliError::usage("--bs is at most 64M"));
+        return Err(AdminError::usage("--bs is at most 64M"));
     }
     if args.member_size < args.bs * 4 {
-        return Err(CliError::usage(
+        return Err(AdminError::usage(
             "--member-size must hold at least four requests of --bs",
         ));
     }
@@ -566,7 +566,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         let want = u64::from(args.members).saturating_mul(args.member_size);
         if let Some(avail) = mem_available() {
             if want > avail / 10 * 9 {
-                return Err(CliError::usage(format!(
+                return Err(AdminError::usage(format!(
                     "{} members of {} need {} of memory; {} is available (use --dir for file \
                      members, or a smaller --member-size)",
                     args.members,
@@ -580,7 +580,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
     if args.registered > 0 {
         let bytes = usize::try_from(args.registered).unwrap_or(usize::MAX);
         raidd_rt::register_arena(bytes)
-            .map_err(|e| CliError::usage(format!("--registered: {e}")))?;
+            .map_err(|e| AdminError::usage(format!("--registered: {e}")))?;
     }
     let (members, direct) = open_members(&args)?;
     let member_kind = if args.dir.is_some() { "file" } else { "memory" };
@@ -592,7 +592,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         Target::Array(level) => {
             let spec = CreateSpec {
                 name: "bench".into(),
-                homehost: crate::members::hostname(),
+                homehost: raidd_admin::members::hostname(),
                 level,
                 layout: None,
                 chunk_sectors: Some((args.chunk / size::SECTOR) as u32),
@@ -609,7 +609,7 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         }
     };
     if dev.size() / args.bs < u64::from(args.threads) {
-        return Err(CliError::usage(
+        return Err(AdminError::usage(
             "the device holds fewer requests of --bs than there are threads",
         ));
     }
@@ -631,9 +631,9 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
             std::thread::Builder::new()
                 .name(format!("raidd-bench-{t}"))
                 .spawn(move || raidd_rt::block_on(thread_load(dev, w, qd, t, n)))
-                .map_err(|e| CliError::io("cannot start a load thread", &e))
+                .map_err(|e| AdminError::io("cannot start a load thread", &e))
         })
-        .collect::<CliResult<_>>()?;
+        .collect::<AdminResult<_>>()?;
     std::thread::sleep(ramp);
     w.phase.store(MEASURE, Ordering::Relaxed);
     let measure = Instant::now();
@@ -658,8 +658,8 @@ pub fn run(args: IoArgs, json: bool) -> CliResult {
         })?;
     }
     if let Some(e) = failure {
-        return Err(CliError::new(
-            crate::exit::Exit::Failure,
+        return Err(AdminError::new(
+            raidd_admin::exit::Exit::Failure,
             format!("bench: {e}"),
         ));
     }

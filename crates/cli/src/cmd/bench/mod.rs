@@ -3,8 +3,8 @@
 
 use clap::{Args, Subcommand};
 
-use crate::exit::CliResult;
-use crate::size;
+use raidd_admin::exit::AdminResult;
+use raidd_admin::size;
 
 pub mod io;
 pub mod parity;
@@ -29,7 +29,7 @@ pub enum BenchWhat {
     Io(io::IoArgs),
 }
 
-pub fn run(args: BenchArgs, json: bool) -> CliResult {
+pub fn run(args: BenchArgs, json: bool) -> AdminResult {
     match args.what {
         BenchWhat::Parity { seconds } => parity::run(seconds, json),
         BenchWhat::Io(a) => io::run(a, json),

@@ -4,9 +4,9 @@
 use raidd_parity::bench;
 use serde::Serialize;
 
-use crate::exit::CliResult;
 use crate::output;
-use crate::size;
+use raidd_admin::exit::AdminResult;
+use raidd_admin::size;
 
 /// The configurations measured: (data blocks, block bytes).
 pub const CONFIGS: [(usize, usize); 4] =
@@ -35,7 +35,7 @@ pub fn split_name(name: &str) -> (String, String) {
     }
 }
 
-pub fn run(seconds: f64, json: bool) -> CliResult {
+pub fn run(seconds: f64, json: bool) -> AdminResult {
     let mut rows = Vec::new();
     for (data_blocks, block_bytes) in CONFIGS {
         for r in bench::run(data_blocks, block_bytes, seconds) {

@@ -9,17 +9,15 @@ use raidd_engine::assemble::{assemble_all, examine, AssembleOptions, Assembled};
 use raidd_engine::{Array, Member};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{AdminError, AdminResult, Exit};
 use crate::members::{self, Access};
 
-/// How the commands that work on an array's data offline start it (`read`, `write`,
-/// `pattern`).
-#[derive(clap::Args, Clone, Copy, Debug, Default)]
-pub struct StartArgs {
+/// How an array is started when it was stopped uncleanly (md's `start_dirty_degraded`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Start {
     /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6).
     /// Where writes were in flight, data of the missing member may then read back wrong.
-    #[arg(long)]
-    pub start_dirty_degraded: bool,
+    pub dirty_degraded: bool,
 }
 
 /// Largest single request to the array: large and aligned, so it reaches the members as
@@ -40,7 +38,7 @@ pub fn step(pos: u64, remaining: u64) -> usize {
 #[derive(Debug)]
 pub struct Unavailable {
     pub member: String,
-    pub error: CliError,
+    pub error: AdminError,
 }
 
 /// The arrays put together from the members.
@@ -60,11 +58,11 @@ impl Session {
 
     /// Clean shutdown, outermost array first (it writes through the inner ones). Returns the
     /// first error after trying every array.
-    pub async fn close(&self) -> CliResult {
+    pub async fn close(&self) -> AdminResult {
         let mut first = None;
         for a in self.arrays.iter().rev() {
             if let Err(e) = a.array.close().await {
-                first.get_or_insert(CliError::from(e));
+                first.get_or_insert(AdminError::from(e));
             }
         }
         first.map_or(Ok(()), Err)
@@ -113,8 +111,8 @@ pub async fn assemble(
     paths: &[PathBuf],
     access: Access,
     lenient: bool,
-    start: StartArgs,
-) -> CliResult<Session> {
+    start: Start,
+) -> AdminResult<Session> {
     members::check_distinct(paths.iter().map(PathBuf::as_path))?;
     let mut opened: Vec<Arc<dyn Member>> = Vec::new();
     let mut unavailable = Vec::new();
@@ -133,7 +131,7 @@ pub async fn assemble(
         };
         if lenient {
             if let Err(e) = examine(&*m).await {
-                let error = CliError::from(e);
+                let error = AdminError::from(e);
                 unavailable.push(Unavailable {
                     member: name,
                     error,
@@ -146,17 +144,17 @@ pub async fn assemble(
     if opened.is_empty() {
         return Err(match unavailable.into_iter().next() {
             Some(u) => u.error,
-            None => CliError::usage("no members given"),
+            None => AdminError::usage("no members given"),
         });
     }
     let opts = AssembleOptions {
         read_only: access != Access::ReadWrite,
-        start_dirty_degraded: start.start_dirty_degraded,
+        start_dirty_degraded: start.dirty_degraded,
     };
     // Too few members: say which were set aside and why (busy, unreadable), the likely
     // cause.
     let arrays = assemble_all(opened, opts).await.map_err(|e| {
-        let mut e = CliError::from(e);
+        let mut e = AdminError::from(e);
         if !unavailable.is_empty() {
             let why: Vec<String> = unavailable
                 .iter()
@@ -170,7 +168,7 @@ pub async fn assemble(
     let root = match roots.as_slice() {
         [one] => *one,
         [] => {
-            return Err(CliError::failure(
+            return Err(AdminError::failure(
                 "the members form no outermost array (a cycle?)",
             ))
         }
@@ -186,7 +184,7 @@ pub async fn assemble(
                     )
                 })
                 .collect();
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::Conflict,
                 format!(
                     "the members belong to {} different arrays: {}; name the members of one",
@@ -218,29 +216,29 @@ pub async fn assemble(
 
 /// Checks a byte range against the array: offset and length multiples of the block size,
 /// within the array. `length` `None` = to the end. Returns the length.
-pub fn check_range(array: &Array, offset: u64, length: Option<u64>) -> CliResult<u64> {
+pub fn check_range(array: &Array, offset: u64, length: Option<u64>) -> AdminResult<u64> {
     let bs = u64::from(array.block_size());
     let size = array.size_bytes();
     if !offset.is_multiple_of(bs) {
-        return Err(CliError::usage(format!(
+        return Err(AdminError::usage(format!(
             "offset {offset} is not a multiple of the array's block size ({bs} bytes)"
         )));
     }
     if let Some(len) = length {
         if !len.is_multiple_of(bs) {
-            return Err(CliError::usage(format!(
+            return Err(AdminError::usage(format!(
                 "length {len} is not a multiple of the array's block size ({bs} bytes)"
             )));
         }
     }
     if offset > size {
-        return Err(CliError::usage(format!(
+        return Err(AdminError::usage(format!(
             "offset {offset} is beyond the end of the array ({size} bytes)"
         )));
     }
     let len = length.unwrap_or(size - offset);
     if offset.checked_add(len).is_none_or(|end| end > size) {
-        return Err(CliError::usage(format!(
+        return Err(AdminError::usage(format!(
             "{len} bytes at offset {offset} run past the end of the array ({size} bytes)"
         )));
     }
@@ -248,14 +246,14 @@ pub fn check_range(array: &Array, offset: u64, length: Option<u64>) -> CliResult
 }
 
 /// Reads `buf.len()` bytes at `offset` into `buf` and hands it back.
-pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
     let len = buf.len();
     let shared = SharedBuf::new(buf);
     let mut iov = IoVecMut::new();
     iov.push(
         shared
             .slice_mut(0..len)
-            .map_err(|e| CliError::failure(format!("internal buffer error: {e}")))?,
+            .map_err(|e| AdminError::failure(format!("internal buffer error: {e}")))?,
     );
     let (r, iov) = array.read(offset, iov).await;
     drop(iov);
@@ -266,20 +264,20 @@ pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> CliResult<A
         Err(shared) => shared
             .slice(0..len)
             .map(|w| AlignedBuf::from_slice(w.as_slice()))
-            .map_err(|e| CliError::failure(format!("internal buffer error: {e}"))),
+            .map_err(|e| AdminError::failure(format!("internal buffer error: {e}"))),
     }
 }
 
 /// Writes `buf` at `offset`; hands the buffer back for reuse when the engine is done with it
 /// (a fresh one otherwise).
-pub async fn write_at(array: &Array, offset: u64, buf: AlignedBuf) -> CliResult<AlignedBuf> {
+pub async fn write_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
     let len = buf.len();
     let shared = SharedBuf::new(buf);
     let mut iov = IoVec::new();
     iov.push(
         shared
             .slice(0..len)
-            .map_err(|e| CliError::failure(format!("internal buffer error: {e}")))?,
+            .map_err(|e| AdminError::failure(format!("internal buffer error: {e}")))?,
     );
     array.write(offset, iov).await?;
     Ok(shared

@@ -28,9 +28,9 @@ use raidd_iscsi::{Secret, TargetLimits};
 use raidd_rt::net::{Part, Stream};
 use raidd_scsi::{LunInfo, ModeState, Reservations, Sense};
 
-use super::config::{ChapConfig, IscsiConfig};
-use super::link::{Input, Link};
-use super::Stop;
+use crate::config::{ChapConfig, IscsiConfig};
+use crate::link::{Input, Link};
+use crate::shared::Stop;
 
 /// A client must log in within this time.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);

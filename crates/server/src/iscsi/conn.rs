@@ -18,9 +18,9 @@ use raidd_rt::{AlignedBuf, BufSlice};
 
 use super::task::{self, TaskCtl};
 use super::{read_data_tail, read_header, End, IscsiState, CMD_WINDOW, MAX_RECV_SEGMENT};
-use crate::serve::link::{Input, Link};
-use crate::serve::outq::OutQueue;
-use crate::serve::Stop;
+use crate::link::{Input, Link};
+use crate::outq::OutQueue;
+use crate::shared::Stop;
 
 /// Bytes of command buffers a connection may hold (reads and writes together).
 const BYTES_IN_FLIGHT: u64 = 128 << 20;

@@ -1,7 +1,10 @@
-//! Exit codes (documented in `raidd --help` and EXIT_CODES.md) and the CLI's error type.
+//! Exit codes (documented in `raidd --help` and EXIT_CODES.md) and the error an operation
+//! reports: one line and its exit code, whether the CLI or the daemon met it.
 
 use std::fmt;
 use std::process::ExitCode;
+
+use serde::Serialize;
 
 use raidd_engine::ErrorKind;
 
@@ -106,45 +109,45 @@ impl From<Exit> for ExitCode {
 
 /// A failure to report: one line for stderr and the exit code.
 #[derive(Debug)]
-pub struct CliError {
+pub struct AdminError {
     pub exit: Exit,
     pub message: String,
 }
 
-pub type CliResult<T = ()> = Result<T, CliError>;
+pub type AdminResult<T = ()> = Result<T, AdminError>;
 
-impl CliError {
-    pub fn new(exit: Exit, message: impl Into<String>) -> CliError {
-        CliError {
+impl AdminError {
+    pub fn new(exit: Exit, message: impl Into<String>) -> AdminError {
+        AdminError {
             exit,
             message: message.into(),
         }
     }
 
     /// A failure whose details were already printed on stderr: only the exit code remains.
-    pub fn reported(exit: Exit) -> CliError {
-        CliError::new(exit, "")
+    pub fn reported(exit: Exit) -> AdminError {
+        AdminError::new(exit, "")
     }
 
-    pub fn usage(message: impl Into<String>) -> CliError {
-        CliError::new(Exit::Usage, message)
+    pub fn usage(message: impl Into<String>) -> AdminError {
+        AdminError::new(Exit::Usage, message)
     }
 
-    pub fn failure(message: impl Into<String>) -> CliError {
-        CliError::new(Exit::Failure, message)
+    pub fn failure(message: impl Into<String>) -> AdminError {
+        AdminError::new(Exit::Failure, message)
     }
 
     /// An I/O error on something other than a member (input/output files, stdout).
-    pub fn io(context: impl fmt::Display, e: &std::io::Error) -> CliError {
+    pub fn io(context: impl fmt::Display, e: &std::io::Error) -> AdminError {
         let exit = match e.kind() {
             std::io::ErrorKind::NotFound => Exit::NotFound,
             _ => Exit::Failure,
         };
-        CliError::new(exit, format!("{context}: {e}"))
+        AdminError::new(exit, format!("{context}: {e}"))
     }
 }
 
-impl fmt::Display for CliError {
+impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // One line, whatever the message carries.
         let one_line: String = self
@@ -156,9 +159,29 @@ impl fmt::Display for CliError {
     }
 }
 
-impl From<raidd_engine::Error> for CliError {
-    fn from(e: raidd_engine::Error) -> CliError {
-        CliError::new(Exit::from_kind(e.kind()), e.to_string())
+impl From<raidd_engine::Error> for AdminError {
+    fn from(e: raidd_engine::Error) -> AdminError {
+        AdminError::new(Exit::from_kind(e.kind()), e.to_string())
+    }
+}
+
+/// An error in JSON output.
+#[derive(Debug, Serialize)]
+pub struct ErrorJson {
+    /// The exit code this error maps to.
+    pub exit_code: u8,
+    /// Short name of the exit code (`not_found`, `corrupt`, ...).
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl From<&AdminError> for ErrorJson {
+    fn from(e: &AdminError) -> ErrorJson {
+        ErrorJson {
+            exit_code: e.exit.code(),
+            kind: e.exit.name(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -189,7 +212,7 @@ mod tests {
 
     #[test]
     fn messages_stay_on_one_line() {
-        let e = CliError::failure("a\nb\rc");
+        let e = AdminError::failure("a\nb\rc");
         assert_eq!(e.to_string(), "a b c");
     }
 }

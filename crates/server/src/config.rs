@@ -10,8 +10,7 @@ use serde::Deserialize;
 
 /// Where NBD clients connect when the config names no address: loopback only.
 pub const DEFAULT_NBD_LISTEN: &str = "127.0.0.1:10809";
-/// The control socket when neither the config nor the command line names one.
-pub const DEFAULT_CONTROL_SOCKET: &str = "/run/raidd/raidd.sock";
+pub use raidd_admin::control::DEFAULT_CONTROL_SOCKET;
 /// Buffer memory registered with io_uring unless the config says otherwise: enough for
 /// every request in flight of a busy server; pinned from the start.
 pub const DEFAULT_REGISTERED_BUFFERS: usize = 64 << 20;
@@ -295,9 +294,9 @@ pub struct ArrayConfig {
 
 impl ArrayConfig {
     /// How the array is started (`start_dirty_degraded`).
-    pub fn start(&self) -> crate::session::StartArgs {
-        crate::session::StartArgs {
-            start_dirty_degraded: self.start_dirty_degraded,
+    pub fn start(&self) -> raidd_admin::session::Start {
+        raidd_admin::session::Start {
+            dirty_degraded: self.start_dirty_degraded,
         }
     }
 }
@@ -414,7 +413,7 @@ impl Config {
         }
         let registered_buffers = match &raw.registered_buffers {
             None => DEFAULT_REGISTERED_BUFFERS,
-            Some(t) => crate::size::parse_size(t)
+            Some(t) => raidd_admin::size::parse_size(t)
                 .ok()
                 .and_then(|b| usize::try_from(b).ok())
                 .filter(|&b| b == 0 || (4096..=raidd_rt::MAX_ARENA).contains(&b))
@@ -470,7 +469,7 @@ impl Config {
             }
             let stripe_cache = match &a.stripe_cache {
                 None => raidd_engine::DEFAULT_CACHE_BYTES,
-                Some(t) => crate::size::parse_size(t)
+                Some(t) => raidd_admin::size::parse_size(t)
                     .ok()
                     .and_then(|b| usize::try_from(b).ok())
                     .filter(|&b| b <= 64 << 30)

@@ -20,11 +20,11 @@ use raidd_nbd::request::{self, Command, Limits, Refusal, Request, REQUEST_LEN};
 use raidd_nbd::{reply, Handshake, Negotiated, Step};
 use raidd_rt::net::{Part, Stream};
 
-use super::link::{Input, Link};
+use crate::link::{Input, Link};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
-use super::outq::OutQueue;
-use super::{SharedState, Stop};
+use crate::outq::OutQueue;
+use crate::shared::{SharedState, Stop};
 
 /// Largest READ or WRITE payload (advertised as the maximum block size).
 pub const MAX_PAYLOAD: u32 = 32 << 20;

@@ -12,7 +12,7 @@ use raidd_engine::member::{FileMember, MemberFuture, OpenOptions};
 use raidd_engine::{Member, MemberInfo};
 use raidd_rt::{IoVec, IoVecMut};
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{AdminError, AdminResult, Exit};
 
 /// The word that stands for an absent member in `create`.
 pub const MISSING: &str = "missing";
@@ -29,7 +29,7 @@ pub enum Access {
 }
 
 /// Opens one member file or block device.
-pub fn open(path: &Path, access: Access) -> CliResult<Arc<dyn Member>> {
+pub fn open(path: &Path, access: Access) -> AdminResult<Arc<dyn Member>> {
     let opts = OpenOptions {
         write: access == Access::ReadWrite,
         direct: None,
@@ -41,7 +41,7 @@ pub fn open(path: &Path, access: Access) -> CliResult<Arc<dyn Member>> {
 
 /// Refuses the same file given twice (also through another name: a symlink, `./x` vs
 /// `x`, a hard link). Paths that do not exist are compared by their absolute form.
-pub fn check_distinct<'a>(paths: impl IntoIterator<Item = &'a Path>) -> CliResult {
+pub fn check_distinct<'a>(paths: impl IntoIterator<Item = &'a Path>) -> AdminResult {
     let mut seen: HashMap<Identity, &Path> = HashMap::new();
     for p in paths {
         let id = identity(p);
@@ -55,7 +55,7 @@ pub fn check_distinct<'a>(paths: impl IntoIterator<Item = &'a Path>) -> CliResul
                     p.display()
                 )
             };
-            return Err(CliError::new(Exit::Conflict, msg));
+            return Err(AdminError::new(Exit::Conflict, msg));
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
-//! The control socket: a Unix socket, readable and writable by root only, through which the
-//! runtime CLI (`raidd status`, `raidd detail NAME`) asks the daemon. One request per
-//! connection: a JSON line in, a JSON line out.
+//! The control socket's protocol: a Unix socket, readable and writable by root only, through
+//! which the CLI (`raidd status`, `raidd detail NAME`, `raidd add`, ...) asks the daemon. One
+//! request per connection: a JSON line in, a JSON line out. The daemon's side (the listener
+//! and the handlers) is `raidd-server`'s; the client ([`ask`]) is here.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -9,7 +10,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit::{CliError, Exit};
+use crate::exit::{AdminError, Exit};
+
+/// The control socket when neither the config nor the command line names one.
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/raidd/raidd.sock";
+
+/// The control socket a client uses: the option, then `$RAIDD_CONTROL`, then the default.
+pub fn socket_path(option: Option<PathBuf>) -> PathBuf {
+    option
+        .or_else(|| std::env::var_os("RAIDD_CONTROL").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET))
+}
 
 /// Longest request line the daemon reads; anything longer is refused unread.
 pub const MAX_REQUEST: usize = 64 * 1024;
@@ -118,13 +129,13 @@ pub fn encode_response(r: &Response) -> Vec<u8> {
 }
 
 /// Sends `req` to the daemon at `socket` and returns its answer.
-pub fn ask(socket: &Path, req: &Request) -> Result<Response, CliError> {
+pub fn ask(socket: &Path, req: &Request) -> Result<Response, AdminError> {
     let mut stream = UnixStream::connect(socket).map_err(|e| {
         let exit = match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => Exit::NotFound,
             _ => Exit::Failure,
         };
-        CliError::new(
+        AdminError::new(
             exit,
             format!(
                 "no raidd daemon answers at {}: {e} (is `raidd serve` running? --control names another socket)",
@@ -133,11 +144,11 @@ pub fn ask(socket: &Path, req: &Request) -> Result<Response, CliError> {
         )
     })?;
     let timeout = Some(Duration::from_secs(30));
-    let io = |e: std::io::Error| CliError::io(format!("control socket {}", socket.display()), &e);
+    let io = |e: std::io::Error| AdminError::io(format!("control socket {}", socket.display()), &e);
     stream.set_read_timeout(timeout).map_err(io)?;
     stream.set_write_timeout(timeout).map_err(io)?;
     let mut line = serde_json::to_vec(req)
-        .map_err(|e| CliError::failure(format!("cannot encode the request: {e}")))?;
+        .map_err(|e| AdminError::failure(format!("cannot encode the request: {e}")))?;
     line.push(b'\n');
     stream.write_all(&line).map_err(io)?;
     let mut reply = Vec::new();
@@ -145,7 +156,7 @@ pub fn ask(socket: &Path, req: &Request) -> Result<Response, CliError> {
         .read_until(b'\n', &mut reply)
         .map_err(io)?;
     serde_json::from_slice(&reply).map_err(|e| {
-        CliError::failure(format!(
+        AdminError::failure(format!(
             "the daemon at {} sent an answer raidd cannot read: {e}",
             socket.display()
         ))

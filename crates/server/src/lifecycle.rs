@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use raidd_engine::{Added, Array, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
 
-use crate::exit::{CliError, CliResult, Exit};
-use crate::members::{self, Access};
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::members::{self, Access};
 
 /// How often the monitor looks at every array.
 pub const TICK: Duration = Duration::from_millis(500);
@@ -105,9 +105,9 @@ impl Lifecycle {
     }
 
     /// Adds a member to the shared pool (`raidd spare add`).
-    pub fn pool_add(&self, path: &Path, group: Option<String>) -> CliResult<()> {
+    pub fn pool_add(&self, path: &Path, group: Option<String>) -> AdminResult<()> {
         if self.pool.borrow().iter().any(|s| s.path == path) {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::Conflict,
                 format!("{} is already in the spare pool", path.display()),
             ));
@@ -122,10 +122,10 @@ impl Lifecycle {
     }
 
     /// Takes a member out of the shared pool (`raidd spare remove`); its file is released.
-    pub fn pool_remove(&self, path: &Path) -> CliResult<()> {
+    pub fn pool_remove(&self, path: &Path) -> AdminResult<()> {
         let mut pool = self.pool.borrow_mut();
         let Some(i) = pool.iter().position(|s| s.path == path) else {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::NotFound,
                 format!("{} is not in the spare pool", path.display()),
             ));
@@ -191,35 +191,35 @@ impl Lifecycle {
     }
 
     /// Starts a check, repair or resync of `w` in the background.
-    pub fn start_scrub(self: &Rc<Self>, w: &Watched, kind: SyncKind) -> CliResult<()> {
+    pub fn start_scrub(self: &Rc<Self>, w: &Watched, kind: SyncKind) -> AdminResult<()> {
         let a = &w.array;
         if !a.can_scrub() {
-            return Err(CliError::usage(format!(
+            return Err(AdminError::usage(format!(
                 "{} is {}: it has no redundancy to {kind}",
                 a.name(),
                 a.geometry().level()
             )));
         }
         if !a.can_scrub_now() {
-            return Err(CliError::usage(format!(
+            return Err(AdminError::usage(format!(
                 "{} is degraded: a {kind} of parity needs every member",
                 a.name()
             )));
         }
         if let Some(p) = a.sync_progress() {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::Conflict,
                 format!("{}: a {} is already running", a.name(), p.kind),
             ));
         }
         if self.running_for(a) {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::Conflict,
                 format!("{}: another pass is starting", a.name()),
             ));
         }
         if kind != SyncKind::Check && a.is_read_only() {
-            return Err(CliError::new(
+            return Err(AdminError::new(
                 Exit::Failure,
                 format!("{} is read-only", a.name()),
             ));

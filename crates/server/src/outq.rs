@@ -14,7 +14,7 @@ use std::task::{Poll, Waker};
 
 use raidd_rt::net::Part;
 
-use super::link::Link;
+use crate::link::Link;
 
 /// The largest batch Vec kept for reuse (in parts).
 const SPARE_MAX: usize = 1024;

@@ -1,0 +1,229 @@
+//! The daemon's status report (`raidd status`): every array it serves with its exports,
+//! the arrays that did not start, the iSCSI target and the spare pool. The daemon fills in
+//! a [`StatusReport`]; the text and the JSON are both made from it here.
+
+use std::fmt::Write as _;
+
+use raidd_engine::array::ArrayStatus;
+use raidd_engine::{ArrayState, SlotState};
+use serde::Serialize;
+
+use crate::progress::sync_line;
+use crate::size;
+
+/// What `raidd status --json` prints (JSON.md documents the fields).
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub version: String,
+    pub nbd_listen: String,
+    pub iscsi: Option<IscsiStatus>,
+    pub threads: usize,
+    pub arrays: Vec<ServedArray>,
+    pub not_started: Vec<NotStarted>,
+    pub spare_pool: Vec<PoolSpare>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ServedArray {
+    /// The name in the daemon's config.
+    pub name: String,
+    /// The outermost array.
+    pub status: ArrayStatus,
+    /// The inner arrays of a nested array, innermost first (their passes and loose members
+    /// are shown too).
+    #[serde(skip)]
+    pub inner: Vec<ArrayStatus>,
+    pub exports: Vec<ExportStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExportStatus {
+    pub name: String,
+    pub read_only: bool,
+    /// Connections open on it now.
+    pub connections: usize,
+    /// Requests served since the start.
+    pub requests: u64,
+    /// WRITE payload bytes the server copied (the rest went from the socket straight into
+    /// the buffer the members are written from).
+    pub copied_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct IscsiStatus {
+    pub listen: String,
+    pub targets: Vec<TargetStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TargetStatus {
+    pub name: String,
+    /// Sessions (I_T nexuses) logged in now.
+    pub sessions: usize,
+    pub luns: Vec<LunStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LunStatus {
+    pub lun: u64,
+    pub array: String,
+    pub read_only: bool,
+}
+
+/// A configured array that could not be started, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct NotStarted {
+    pub name: String,
+    pub error: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PoolSpare {
+    pub member: String,
+    pub group: Option<String>,
+}
+
+fn state_word(s: ArrayState) -> &'static str {
+    match s {
+        ArrayState::Clean => "clean",
+        ArrayState::Active => "active",
+        ArrayState::Degraded => "degraded",
+        ArrayState::Failed => "FAILED",
+    }
+}
+
+impl StatusReport {
+    /// The mdstat-like summary.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "raidd {}: NBD on {}, {} worker threads\n",
+            self.version, self.nbd_listen, self.threads
+        );
+        if let Some(st) = &self.iscsi {
+            let sessions: usize = st.targets.iter().map(|t| t.sessions).sum();
+            let _ = writeln!(
+                text,
+                "iSCSI on {}, {} targets, {sessions} sessions",
+                st.listen,
+                st.targets.len(),
+            );
+        }
+        text.push('\n');
+        for (i, a) in self.arrays.iter().enumerate() {
+            a.write_text(&mut text);
+            if i + 1 < self.arrays.len() {
+                text.push('\n');
+            }
+        }
+        for n in &self.not_started {
+            let _ = writeln!(text, "\n{} : not started: {}", n.name, n.error);
+        }
+        if !self.spare_pool.is_empty() {
+            let names: Vec<String> = self
+                .spare_pool
+                .iter()
+                .map(|s| match &s.group {
+                    Some(g) => format!("{} (group {g})", s.member),
+                    None => s.member.clone(),
+                })
+                .collect();
+            let _ = writeln!(text, "\nspare pool: {}", names.join(", "));
+        }
+        text
+    }
+}
+
+impl ServedArray {
+    fn write_text(&self, text: &mut String) {
+        let st = &self.status;
+        let members: Vec<String> = st
+            .slots
+            .iter()
+            .filter_map(|sl| sl.member.as_ref().map(|m| format!("{m}[{}]", sl.role)))
+            .collect();
+        let map: String = st
+            .slots
+            .iter()
+            .map(|sl| {
+                if sl.state == SlotState::InSync {
+                    'U'
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let in_sync = map.chars().filter(|&c| c == 'U').count();
+        let state = if st.read_only {
+            "active (read-only)"
+        } else {
+            "active"
+        };
+        let _ = writeln!(
+            text,
+            "{} : {state} {} {}",
+            self.name,
+            st.level,
+            members.join(" ")
+        );
+        let mut geo = format!("      {}", size::kib_text(st.size_bytes));
+        if st.chunk_bytes != 0 {
+            let _ = write!(geo, ", chunk {}", size::chunk_text(st.chunk_bytes));
+        }
+        if let Some(l) = &st.layout {
+            let _ = write!(geo, ", {l}");
+        }
+        let resync = if st.needs_resync {
+            ", needs resync"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            text,
+            "{geo} [{}/{in_sync}] [{map}], {}{resync}",
+            st.raid_devices,
+            state_word(st.state),
+        );
+        if let Some(b) = &st.bitmap {
+            let _ = writeln!(text, "      bitmap: {}/{} chunks dirty", b.dirty, b.chunks);
+        }
+        // Passes and loose members of the inner arrays, then of the array.
+        for inner in &self.inner {
+            write_passes(text, inner, &format!("{}: ", inner.name));
+        }
+        write_passes(text, st, "");
+        for e in &self.exports {
+            let access = if e.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            };
+            let plural = if e.connections == 1 { "" } else { "s" };
+            let _ = writeln!(
+                text,
+                "      export {} ({access}): {} connection{plural}, {} requests, {} of \
+                 payload copied",
+                e.name,
+                e.connections,
+                e.requests,
+                size::short(e.copied_bytes)
+            );
+        }
+    }
+}
+
+/// A running pass, failed members not yet removed and spares, each on a line of its own.
+fn write_passes(text: &mut String, st: &ArrayStatus, who: &str) {
+    if let Some(sync) = &st.sync {
+        let _ = writeln!(text, "      {who}{}", sync_line(sync));
+    }
+    if !st.faulty.is_empty() {
+        let _ = writeln!(
+            text,
+            "      {who}failed, not yet removed: {}",
+            st.faulty.join(" ")
+        );
+    }
+    if !st.spares.is_empty() {
+        let _ = writeln!(text, "      {who}spares: {}", st.spares.join(" "));
+    }
+}

@@ -1,0 +1,177 @@
+//! The configured arrays: assembled at start (pool spares that carry an array's superblock
+//! go to that array's assembly; an array that cannot start is left out, not fatal), the
+//! spare pool from what no array took, and the close at the end.
+
+use std::path::PathBuf;
+
+use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::members::{self, Access};
+use raidd_admin::session::{self, Session};
+use raidd_admin::status::NotStarted;
+
+use crate::config::{ArrayConfig, Config};
+use crate::lifecycle::PoolSpare;
+
+/// A configured array that runs: its configuration and the arrays assembled for it.
+pub struct Served {
+    pub config: ArrayConfig,
+    pub session: Session,
+}
+
+/// The array UUID the first readable superblock among `paths` names.
+async fn uuid_of(paths: &[PathBuf]) -> Option<[u8; 16]> {
+    for p in paths {
+        let Ok(m) = members::open(p, Access::Inspect) else {
+            continue;
+        };
+        if let Ok(sb) = raidd_engine::assemble::examine(&*m).await {
+            return Some(sb.set_uuid);
+        }
+    }
+    None
+}
+
+/// Pool spares that carry a configured array's superblock (claimed before a restart) go to
+/// that array's assembly, which decides whether they are current; returns the extra
+/// members per array.
+async fn claimed_spares(config: &Config) -> Vec<Vec<PathBuf>> {
+    let mut extra = vec![Vec::new(); config.arrays.len()];
+    let mut uuids = Vec::new();
+    for a in &config.arrays {
+        uuids.push(uuid_of(&a.members).await);
+    }
+    for s in &config.spares {
+        let Some(u) = uuid_of(std::slice::from_ref(&s.path)).await else {
+            continue;
+        };
+        if let Some(i) = uuids.iter().position(|x| *x == Some(u)) {
+            tracing::info!(
+                array = %config.arrays[i].name,
+                spare = %s.path.display(),
+                "the spare holds a member of this array: assembling it with the array"
+            );
+            extra[i].push(s.path.clone());
+        }
+    }
+    extra
+}
+
+/// The pool: configured spares that no array took at assembly.
+pub fn open_pool(config: &Config, served: &[Served]) -> Vec<PoolSpare> {
+    let used: std::collections::HashSet<String> = served
+        .iter()
+        .flat_map(|s| s.session.arrays.iter())
+        .flat_map(|a| a.report.iter())
+        .filter(|r| {
+            matches!(
+                r.decision,
+                raidd_engine::assemble::Decision::Active { .. }
+                    | raidd_engine::assemble::Decision::Recovering { .. }
+                    | raidd_engine::assemble::Decision::Spare
+            )
+        })
+        .map(|r| r.member.clone())
+        .collect();
+    let mut pool = Vec::new();
+    for s in &config.spares {
+        if used.contains(&s.path.display().to_string()) {
+            continue;
+        }
+        match members::open(&s.path, Access::ReadWrite) {
+            Ok(member) => pool.push(PoolSpare {
+                path: s.path.clone(),
+                member,
+                group: s.group.clone(),
+            }),
+            Err(e) => tracing::warn!(spare = %s.path.display(), "spare not usable: {}", e.message),
+        }
+    }
+    pool
+}
+
+/// Assembles every configured array. One that cannot be started (refused as dirty and
+/// degraded, too few members, bad metadata) is logged and left out with its exports, so
+/// the others still serve; only when none starts is that an error (the first one's).
+pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotStarted>)> {
+    let extra = claimed_spares(config).await;
+    let mut served = Vec::new();
+    let mut refused: Vec<(NotStarted, AdminError)> = Vec::new();
+    for (a, extra) in config.arrays.iter().zip(extra) {
+        let access = if a.read_only {
+            Access::ReadOnly
+        } else {
+            Access::ReadWrite
+        };
+        let mut paths = a.members.clone();
+        paths.extend(extra);
+        let session = match session::assemble(&paths, access, true, a.start()).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(array = %a.name, "not started: {}", e.message);
+                eprintln!("raidd: array {} not started: {}", a.name, e.message);
+                let not = NotStarted {
+                    name: a.name.clone(),
+                    error: e.message.clone(),
+                };
+                let e = AdminError::new(e.exit, format!("array {}: {}", a.name, e.message));
+                refused.push((not, e));
+                continue;
+            }
+        };
+        for u in &session.unavailable {
+            tracing::warn!(array = %a.name, member = %u.member, "member not used: {}", u.error);
+        }
+        for asm in &session.arrays {
+            for r in &asm.report {
+                tracing::info!(array = %a.name, member = %r.member, events = r.events, "{}", r.decision);
+            }
+        }
+        for asm in &session.arrays {
+            asm.array.set_stripe_cache(a.stripe_cache, a.gather);
+            asm.array.set_write_alone(a.write_alone);
+        }
+        let root = session.root();
+        if root.needs_resync() {
+            tracing::warn!(
+                array = %a.name,
+                "the array was not shut down cleanly: parity/mirrors may disagree where writes were in flight; resyncing"
+            );
+        }
+        if root.is_degraded() {
+            let missing = root.slots_not_in_sync();
+            tracing::warn!(array = %a.name, "running degraded: slots {missing:?} are not in sync");
+        }
+        tracing::info!(
+            array = %a.name,
+            level = %root.geometry().level(),
+            size = root.size_bytes(),
+            read_only = root.is_read_only(),
+            "array assembled"
+        );
+        served.push(Served {
+            config: a.clone(),
+            session,
+        });
+    }
+    if served.is_empty() {
+        if let Some((_, first)) = refused.into_iter().next() {
+            return Err(first);
+        }
+        return Ok((served, Vec::new()));
+    }
+    Ok((served, refused.into_iter().map(|(n, _)| n).collect()))
+}
+
+pub async fn close_all(served: &[Served]) -> bool {
+    let mut ok = true;
+    for s in served {
+        match s.session.close().await {
+            Ok(()) => tracing::info!(array = %s.config.name, "array closed cleanly"),
+            Err(e) => {
+                ok = false;
+                tracing::error!(array = %s.config.name, "closing the array failed: {}", e.message);
+            }
+        }
+    }
+    ok
+}

@@ -1,0 +1,469 @@
+//! The control socket's server side: the listener (a Unix socket, mode 0600), one request
+//! line per connection, and the handlers: `detail`, member management (`fail`, `remove`,
+//! `add`, `replace`, the spare pool) and scrubbing (`check`, `repair`, `idle`). `status` is
+//! gathered in [`crate::status`]. The protocol and the reports are `raidd-admin`'s.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{self, Either};
+use raidd_admin::control::{self, Request, Response};
+use raidd_admin::detail::Gathered;
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::members::{self, Access};
+use raidd_admin::status::NotStarted;
+use raidd_engine::{Array, SlotState};
+use raidd_rt::net::{Stream, UnixListener};
+
+use crate::arrays::Served;
+use crate::config;
+use crate::lifecycle::{Lifecycle, Watched};
+use crate::shared::SharedState;
+
+/// Binds the control socket at `path`: its directory made root-only if new, a socket left
+/// by a dead daemon removed (one that answers is a conflict), the socket itself mode 0600.
+pub fn bind(path: &Path) -> AdminResult<UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| AdminError::io(format!("cannot create {}", dir.display()), &e))?;
+        }
+    }
+    // A socket file left by a daemon that died: remove it only if nobody answers on it.
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(AdminError::new(
+                Exit::Conflict,
+                format!("another daemon answers on {}", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| AdminError::io(format!("cannot remove stale {}", path.display()), &e))?;
+    }
+    // Created with a umask that keeps others out from the first moment, then set exactly.
+    // SAFETY: umask only changes this process's file-creation mask.
+    let old = unsafe { libc::umask(0o077) };
+    let listener = UnixListener::bind(path);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let listener =
+        listener.map_err(|e| AdminError::io(format!("cannot listen on {}", path.display()), &e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| AdminError::io(format!("cannot restrict {}", path.display()), &e))?;
+    Ok(listener)
+}
+
+/// What the handlers work on: the daemon's arrays, exports and monitor.
+pub struct ControlCtx {
+    pub served: Vec<Served>,
+    /// Configured arrays that could not be started, and why.
+    pub not_started: Vec<NotStarted>,
+    pub shared: SharedState,
+    pub listen: String,
+    pub threads: usize,
+    pub life: Rc<Lifecycle>,
+    /// Every array of every configured array (inner ones of nested arrays too).
+    pub watched: Vec<Watched>,
+}
+
+/// Answers control connections, each on a task of its own, until dropped.
+pub async fn serve(listener: UnixListener, ctx: Rc<ControlCtx>) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let ctx = ctx.clone();
+                raidd_rt::spawn_local(async move {
+                    if let Err(e) = control_connection(stream, &ctx).await {
+                        tracing::debug!("control connection: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!("control socket accept failed: {e}");
+                raidd_rt::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn control_connection(stream: Stream, ctx: &ControlCtx) -> std::io::Result<()> {
+    // One request line, bounded; a client that sends more or never ends its line is cut off.
+    let read_line = async {
+        let mut line = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let (r, b) = stream.read(buf).await;
+            buf = b;
+            let n = r?;
+            if n == 0 {
+                break;
+            }
+            line.extend_from_slice(&buf[..n]);
+            if line.contains(&b'\n') || line.len() > control::MAX_REQUEST {
+                break;
+            }
+        }
+        Ok::<Vec<u8>, std::io::Error>(line)
+    };
+    let timeout = raidd_rt::time::sleep(Duration::from_secs(10));
+    futures::pin_mut!(read_line, timeout);
+    let line = match future::select(read_line, timeout).await {
+        Either::Left((r, _)) => r?,
+        Either::Right(_) => return Ok(()),
+    };
+    let resp = if line.len() > control::MAX_REQUEST {
+        Response::err(Exit::Usage, "control request too long")
+    } else {
+        let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+        match control::parse_request(&line[..end]) {
+            Ok(req) => answer(ctx, req).await,
+            Err(e) => Response::err(Exit::Usage, e),
+        }
+    };
+    let (r, _) = stream.write_all(control::encode_response(&resp)).await;
+    r
+}
+
+async fn answer(ctx: &ControlCtx, req: Request) -> Response {
+    let r = match req {
+        Request::Status => {
+            let report = crate::status::report(ctx).await;
+            let json = serde_json::to_value(&report).unwrap_or(serde_json::Value::Null);
+            return Response::ok(report.text(), json);
+        }
+        Request::Detail { array } => detail(ctx, &array).await,
+        Request::Fail { array, member } => fail(ctx, &array, &member).await,
+        Request::Remove { array, member } => remove(ctx, &array, &member).await,
+        Request::Add { array, member } => add(ctx, &array, &member).await,
+        Request::Replace {
+            array,
+            member,
+            with,
+        } => replace(ctx, &array, &member, &with).await,
+        Request::Check { array } => scrub(ctx, &array, raidd_engine::SyncKind::Check),
+        Request::Repair { array } => scrub(ctx, &array, raidd_engine::SyncKind::Repair),
+        Request::Idle { array } => idle(ctx, &array),
+        Request::SpareAdd { member, group } => {
+            if let Some(g) = &group {
+                if let Err(e) = config::check_spare_group(g) {
+                    return Response::err(Exit::Usage, e);
+                }
+            }
+            if let Some(owner) = owner_of(ctx, &member.display().to_string()) {
+                return Response::err(
+                    Exit::Conflict,
+                    format!("{} is a member of {owner}", member.display()),
+                );
+            }
+            ctx.life.pool_add(&member, group).map(|()| {
+                (
+                    format!("{} is in the spare pool\n", member.display()),
+                    serde_json::json!({ "spare": member }),
+                )
+            })
+        }
+        Request::SpareRemove { member } => ctx.life.pool_remove(&member).map(|()| {
+            (
+                format!("{} left the spare pool\n", member.display()),
+                serde_json::json!({ "spare": member }),
+            )
+        }),
+    };
+    match r {
+        Ok((text, json)) => Response::ok(text, json),
+        Err(e) => Response::err(e.exit, e.message),
+    }
+}
+
+type Answer = AdminResult<(String, serde_json::Value)>;
+
+fn served<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<&'a Served> {
+    ctx.served
+        .iter()
+        .find(|s| s.config.name == array)
+        .ok_or_else(|| {
+            if let Some(n) = ctx.not_started.iter().find(|n| n.name == array) {
+                return AdminError::new(
+                    Exit::Conflict,
+                    format!("array {array:?} was not started: {}", n.error),
+                );
+            }
+            let names: Vec<&str> = ctx.served.iter().map(|s| s.config.name.as_str()).collect();
+            AdminError::new(
+                Exit::NotFound,
+                format!("no array named {array:?} (arrays: {})", names.join(", ")),
+            )
+        })
+}
+
+async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let g = Gathered::new(&s.session.arrays, s.session.root).await;
+    let json =
+        serde_json::to_value(g.json(&s.session.unavailable)).unwrap_or(serde_json::Value::Null);
+    Ok((g.text(&s.session.unavailable), json))
+}
+
+/// Whether two member names denote the same file (names are paths as given at opening).
+fn same_member(name: &str, given: &str) -> bool {
+    if name == given {
+        return true;
+    }
+    match (std::fs::canonicalize(name), std::fs::canonicalize(given)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The array (of a configured array's arrays, inner ones included) that holds `member` in
+/// a slot, as a failed member out of its slot, or as its spare; with the engine's name.
+fn holder(s: &Served, member: &str) -> Option<(Arc<Array>, String)> {
+    s.session.arrays.iter().find_map(|a| {
+        let name = a
+            .array
+            .member_names()
+            .into_iter()
+            .find(|n| same_member(n, member))?;
+        Some((a.array.clone(), name))
+    })
+}
+
+/// The configured array or the pool that uses `member`, if any.
+fn owner_of(ctx: &ControlCtx, member: &str) -> Option<String> {
+    for s in &ctx.served {
+        if holder(s, member).is_some() {
+            return Some(format!("array {}", s.config.name));
+        }
+    }
+    ctx.life
+        .pool_names()
+        .into_iter()
+        .any(|(p, _)| same_member(&p, member))
+        .then(|| "the spare pool".to_string())
+}
+
+/// Whether the configured array lists `member` (so the next start assembles it).
+fn in_config(s: &Served, member: &str) -> bool {
+    s.config
+        .members
+        .iter()
+        .any(|p| same_member(&p.display().to_string(), member))
+}
+
+fn not_a_member(array: &str, member: &str) -> AdminError {
+    AdminError::new(
+        Exit::NotFound,
+        format!("{member} is not a member of {array}"),
+    )
+}
+
+async fn fail(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
+    let role = a.role_of(&name).ok_or_else(|| {
+        AdminError::new(
+            Exit::Conflict,
+            format!("{name} is not working in {array} (already failed, or a spare)"),
+        )
+    })?;
+    a.fail_member(role).await?;
+    Ok((
+        format!("{name} failed in {array}; the array runs degraded\n"),
+        serde_json::json!({ "array": array, "member": name, "role": role }),
+    ))
+}
+
+async fn remove(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
+    a.remove_member(&name).await?;
+    Ok((
+        format!("{name} removed from {array}\n"),
+        serde_json::json!({ "array": array, "member": name }),
+    ))
+}
+
+async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer {
+    let s = served(ctx, array)?;
+    let text = member.display().to_string();
+    if let Some(owner) = owner_of(ctx, &text) {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!("{text} is already used by {owner}"),
+        ));
+    }
+    // The array that needs it most: an inner one with a free slot first (nested arrays),
+    // else the first with redundancy, where it waits as a spare.
+    let redundant: Vec<&raidd_engine::assemble::Assembled> = s
+        .session
+        .arrays
+        .iter()
+        .filter(|a| a.array.can_scrub() && !a.array.is_read_only())
+        .collect();
+    let target = redundant
+        .iter()
+        .find(|a| {
+            (0..a.array.geometry().members()).any(|r| {
+                matches!(
+                    a.array.slot_state(r),
+                    SlotState::Missing | SlotState::Faulty
+                )
+            })
+        })
+        .or(redundant.first())
+        .ok_or_else(|| {
+            AdminError::usage(format!(
+                "{array} has no redundancy (or is read-only): there is nothing to add a member to"
+            ))
+        })?;
+    let m = members::open(member, Access::ReadWrite)?;
+    let added = target.array.add_member(m).await?;
+    let by_bitmap = match added {
+        raidd_engine::Added::Recovering(r) => target.array.recovering_by_bitmap(r),
+        raidd_engine::Added::Spare => false,
+    };
+    let mut out = match added {
+        raidd_engine::Added::Recovering(role) => {
+            if let Some(w) = ctx
+                .watched
+                .iter()
+                .find(|w| Arc::ptr_eq(&w.array, &target.array))
+            {
+                ctx.life.start_recovery(w, role);
+            }
+            let how = if by_bitmap {
+                " (re-added: only the chunks its write-intent bitmap marks)"
+            } else {
+                ""
+            };
+            format!(
+                "{text} added to {} in slot {role}; recovery started{how}\n",
+                target.array.name()
+            )
+        }
+        raidd_engine::Added::Spare => {
+            format!("{text} added to {} as a spare\n", target.array.name())
+        }
+    };
+    if !in_config(s, &text) {
+        out.push_str(&format!(
+            "note: add {text} to the members of array {array} in the config, or the next start will not assemble it\n"
+        ));
+    }
+    let json = serde_json::json!({
+        "array": array,
+        "member": text,
+        "role": match added {
+            raidd_engine::Added::Recovering(r) => Some(r),
+            raidd_engine::Added::Spare => None,
+        },
+        "by_bitmap": by_bitmap,
+    });
+    Ok((out, json))
+}
+
+async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::Path) -> Answer {
+    let s = served(ctx, array)?;
+    let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
+    let role = a
+        .role_of(&name)
+        .filter(|&r| a.slot_state(r) == SlotState::InSync)
+        .ok_or_else(|| {
+            AdminError::new(
+                Exit::Conflict,
+                format!("{name} is not working in {array}: only a working member can be replaced"),
+            )
+        })?;
+    let text = with.display().to_string();
+    if let Some(owner) = owner_of(ctx, &text) {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!("{text} is already used by {owner}"),
+        ));
+    }
+    if let Some(p) = a.sync_progress() {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!(
+                "{}: a {} is running; try again when it ends",
+                a.name(),
+                p.kind
+            ),
+        ));
+    }
+    let new = members::open(with, Access::ReadWrite)?;
+    let w = ctx
+        .watched
+        .iter()
+        .find(|w| Arc::ptr_eq(&w.array, &a))
+        .ok_or_else(|| AdminError::failure("the array is not watched"))?;
+    ctx.life.start_replace(w, role, new);
+    let mut out = format!("replacing {name} with {text} in {}\n", a.name());
+    if !in_config(s, &text) {
+        out.push_str(&format!(
+            "note: put {text} in place of {name} in the members of array {array} in the config\n"
+        ));
+    }
+    Ok((
+        out,
+        serde_json::json!({ "array": array, "member": name, "with": text, "role": role }),
+    ))
+}
+
+fn scrub(ctx: &ControlCtx, array: &str, kind: raidd_engine::SyncKind) -> Answer {
+    let s = served(ctx, array)?;
+    let targets: Vec<&Watched> = ctx
+        .watched
+        .iter()
+        .filter(|w| {
+            w.array.can_scrub()
+                && s.session
+                    .arrays
+                    .iter()
+                    .any(|a| Arc::ptr_eq(&a.array, &w.array))
+        })
+        .collect();
+    if targets.is_empty() {
+        return Err(AdminError::usage(format!(
+            "{array} has no redundancy: there is nothing to {kind}"
+        )));
+    }
+    let mut names = Vec::new();
+    for w in targets {
+        ctx.life.start_scrub(w, kind)?;
+        names.push(w.array.name().to_string());
+    }
+    Ok((
+        format!("{kind} started on {}\n", names.join(", ")),
+        serde_json::json!({ "array": array, "started": names, "kind": kind }),
+    ))
+}
+
+fn idle(ctx: &ControlCtx, array: &str) -> Answer {
+    let s = served(ctx, array)?;
+    let stopped: Vec<String> = s
+        .session
+        .arrays
+        .iter()
+        .filter(|a| a.array.cancel_sync())
+        .map(|a| a.array.name().to_string())
+        .collect();
+    let text = if stopped.is_empty() {
+        format!("nothing runs on {array}\n")
+    } else {
+        format!(
+            "stopping the pass on {} (a recovery resumes from its checkpoint)\n",
+            stopped.join(", ")
+        )
+    };
+    Ok((
+        text,
+        serde_json::json!({ "array": array, "stopped": stopped }),
+    ))
+}

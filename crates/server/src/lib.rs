@@ -1,0 +1,74 @@
+//! raidd-server: everything `raidd serve` runs. It assembles the configured arrays, serves
+//! their exports over NBD and iSCSI from a pool of worker threads (each with its own
+//! executor and io_uring), keeps them redundant (the monitor: spares, recovery, resync,
+//! safe mode), answers the control socket, and on SIGTERM/SIGINT stops accepting, drains
+//! in-flight requests, flushes the members and marks the superblocks clean.
+//!
+//! Threads: the main thread runs the acceptors, the control socket, the monitor and the
+//! signal wait; accepted connections are handed round-robin to the workers, and a connection
+//! stays on its worker for its whole life. Arrays are shared (`Arc<Array>`); nothing on the
+//! data path takes a lock across threads except the engine's per-stripe locks.
+//!
+//! Modules, from the outside in:
+//! - [`config`]: the configuration file, parsed and checked (pure);
+//! - `daemon`: start, the acceptors and workers, and the stop;
+//! - `arrays`: assembling the configured arrays and the spare pool, and closing them;
+//! - `control` and `status`: the control socket's handlers (the protocol and the reports
+//!   are `raidd-admin`'s);
+//! - `lifecycle`: the monitor;
+//! - `shared`: what every worker shares (exports, limits, the stop signal);
+//! - `nbd` and `iscsi`: one connection of each protocol; `link` (plain or TLS bytes) and
+//!   `outq` (the send queue) serve both.
+
+mod arrays;
+pub mod config;
+mod control;
+mod daemon;
+mod iscsi;
+mod lifecycle;
+mod link;
+mod nbd;
+mod outq;
+mod shared;
+mod status;
+
+use std::path::PathBuf;
+
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_rt::signal::Signals;
+
+use config::Config;
+
+/// How `raidd serve` was started.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The configuration file (TOML).
+    pub config: PathBuf,
+    /// The control socket, overriding the config's `control_socket`.
+    pub control: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT; the error says why it could not start or did not
+/// stop cleanly.
+pub fn run(options: Options) -> AdminResult {
+    let mut config = Config::load(&options.config).map_err(AdminError::usage)?;
+    if let Some(c) = options.control {
+        config.control_socket = c;
+    }
+    // Before any ring exists, so that every thread's ring registers it.
+    if config.registered_buffers > 0 {
+        if let Err(e) = raidd_rt::register_arena(config.registered_buffers) {
+            tracing::warn!("registered_buffers: {e}; member I/O will not use fixed buffers");
+        }
+    }
+    if raidd_rt::backend() != raidd_rt::Backend::IoUring {
+        return Err(AdminError::new(
+            Exit::Unsupported,
+            "raidd serve needs io_uring, which this system refuses (seccomp? RAIDD_NO_URING?)",
+        ));
+    }
+    // Before any thread starts, so every thread inherits the blocked mask.
+    let signals = Signals::new(&[libc::SIGTERM, libc::SIGINT])
+        .map_err(|e| AdminError::io("cannot set up signal handling", &e))?;
+    raidd_rt::block_on(daemon::serve(config, signals))
+}

@@ -1,0 +1,47 @@
+//! What every worker thread shares: the exports, the NBD offer, TLS, the iSCSI target and
+//! the limits, and the signal that the daemon is stopping.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Arc;
+
+use futures::channel::oneshot;
+use futures::future::Shared;
+use raidd_engine::Array;
+
+use crate::iscsi;
+
+/// Resolves when the daemon is stopping; cheap to clone into every task on every thread.
+pub type Stop = Shared<oneshot::Receiver<()>>;
+
+/// One export as the connections see it.
+#[derive(Debug)]
+pub struct Export {
+    pub name: String,
+    pub description: String,
+    pub array: Arc<Array>,
+    pub read_only: bool,
+    /// Connections now open on it (for `status`).
+    pub connections: AtomicUsize,
+    /// Requests served (for `status`).
+    pub requests: AtomicU64,
+    /// WRITE payload bytes the server copied (out of a connection's receive-ahead buffer,
+    /// when they arrived with their header); all others go from the socket straight into
+    /// the buffer the members are written from (for `status`, beside the engine's own
+    /// `counters.copied_bytes`).
+    pub copied_bytes: AtomicU64,
+}
+
+/// What every worker shares.
+#[derive(Debug)]
+pub struct ServerState {
+    pub exports: Vec<Export>,
+    /// What the NBD handshake offers (the same exports, as the protocol sees them).
+    pub offer: raidd_nbd::Offer,
+    /// For STARTTLS, when configured.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub max_in_flight: usize,
+    /// The iSCSI target, when configured.
+    pub iscsi: Option<Arc<iscsi::IscsiState>>,
+}
+
+pub type SharedState = Arc<ServerState>;

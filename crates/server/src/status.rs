@@ -1,0 +1,89 @@
+//! `raidd status`: the daemon's arrays, exports, iSCSI target and spare pool, gathered into
+//! `raidd-admin`'s report (which writes it as text and JSON).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use raidd_admin::status::{
+    ExportStatus, IscsiStatus, LunStatus, PoolSpare, ServedArray, StatusReport, TargetStatus,
+};
+
+use crate::arrays::Served;
+use crate::control::ControlCtx;
+
+/// The report as of now.
+pub async fn report(ctx: &ControlCtx) -> StatusReport {
+    let mut arrays = Vec::with_capacity(ctx.served.len());
+    for s in &ctx.served {
+        arrays.push(served_array(ctx, s).await);
+    }
+    StatusReport {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        nbd_listen: ctx.listen.clone(),
+        iscsi: iscsi(ctx),
+        threads: ctx.threads,
+        arrays,
+        not_started: ctx.not_started.clone(),
+        spare_pool: ctx
+            .life
+            .pool_names()
+            .into_iter()
+            .map(|(member, group)| PoolSpare { member, group })
+            .collect(),
+    }
+}
+
+async fn served_array(ctx: &ControlCtx, s: &Served) -> ServedArray {
+    let status = s.session.root().status().await;
+    let mut inner = Vec::new();
+    for (k, a) in s.session.arrays.iter().enumerate() {
+        if k != s.session.root {
+            inner.push(a.array.status().await);
+        }
+    }
+    let exports = ctx
+        .shared
+        .exports
+        .iter()
+        .filter(|e| Arc::ptr_eq(&e.array, s.session.root()))
+        .map(|e| ExportStatus {
+            name: e.name.clone(),
+            read_only: e.read_only,
+            connections: e.connections.load(Ordering::Relaxed),
+            requests: e.requests.load(Ordering::Relaxed),
+            copied_bytes: e.copied_bytes.load(Ordering::Relaxed),
+        })
+        .collect();
+    ServedArray {
+        name: s.config.name.clone(),
+        status,
+        inner,
+        exports,
+    }
+}
+
+fn iscsi(ctx: &ControlCtx) -> Option<IscsiStatus> {
+    let st = ctx.shared.iscsi.as_ref()?;
+    let targets = st
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TargetStatus {
+            name: t.name.clone(),
+            sessions: st.nexuses_of(i).len(),
+            luns: t
+                .luns
+                .iter()
+                .map(|l| LunStatus {
+                    lun: l.number,
+                    array: l.array.name().to_string(),
+                    read_only: l.info.read_only,
+                })
+                .collect(),
+        })
+        .collect();
+    Some(IscsiStatus {
+        listen: st.portal.address.clone(),
+        targets,
+    })
+}

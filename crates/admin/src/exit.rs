@@ -57,7 +57,9 @@ impl Exit {
     pub fn from_kind(kind: ErrorKind) -> Exit {
         match kind {
             ErrorKind::InvalidInput | ErrorKind::Unaligned | ErrorKind::OutOfRange => Exit::Usage,
-            ErrorKind::ReadOnly | ErrorKind::Io | ErrorKind::Interrupted => Exit::Failure,
+            ErrorKind::ReadOnly | ErrorKind::Io | ErrorKind::Interrupted | ErrorKind::TimedOut => {
+                Exit::Failure
+            }
             ErrorKind::NotFound => Exit::NotFound,
             ErrorKind::Conflict => Exit::Conflict,
             ErrorKind::InsufficientMembers => Exit::Insufficient,
@@ -197,6 +199,7 @@ mod tests {
             (ErrorKind::OutOfRange, 2),
             (ErrorKind::ReadOnly, 1),
             (ErrorKind::Io, 1),
+            (ErrorKind::TimedOut, 1),
             (ErrorKind::NotFound, 3),
             (ErrorKind::Conflict, 4),
             (ErrorKind::InsufficientMembers, 5),

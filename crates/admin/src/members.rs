@@ -30,10 +30,21 @@ pub enum Access {
 
 /// Opens one member file or block device.
 pub fn open(path: &Path, access: Access) -> AdminResult<Arc<dyn Member>> {
+    open_timed(path, access, None)
+}
+
+/// Opens one member file or block device whose I/O fails after `timeout` (see
+/// [`OpenOptions::timeout`]).
+pub fn open_timed(
+    path: &Path,
+    access: Access,
+    timeout: Option<std::time::Duration>,
+) -> AdminResult<Arc<dyn Member>> {
     let opts = OpenOptions {
         write: access == Access::ReadWrite,
         direct: None,
         exclusive: access != Access::Inspect,
+        timeout,
     };
     let m = FileMember::open(path, opts)?;
     Ok(Arc::new(m))

@@ -6,18 +6,22 @@ use std::ptr;
 use std::sync::Arc;
 
 use raidd_engine::assemble::{assemble_all, examine, AssembleOptions, Assembled};
-use raidd_engine::{Array, Member};
+use raidd_engine::{Array, Closed, Member};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use crate::exit::{AdminError, AdminResult, Exit};
 use crate::members::{self, Access};
 
-/// How an array is started when it was stopped uncleanly (md's `start_dirty_degraded`).
+/// How the arrays are started.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Start {
-    /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6).
-    /// Where writes were in flight, data of the missing member may then read back wrong.
+    /// Start the array even if it was not shut down cleanly and is degraded (RAID4/5/6;
+    /// md's `start_dirty_degraded`). Where writes were in flight, data of the missing
+    /// member may then read back wrong.
     pub dirty_degraded: bool,
+    /// Member I/O that does not complete in this time fails the member (see
+    /// [`raidd_engine::member::OpenOptions::timeout`]); `None`: it waits.
+    pub member_timeout: Option<std::time::Duration>,
 }
 
 /// Largest single request to the array: large and aligned, so it reaches the members as
@@ -56,16 +60,22 @@ impl Session {
         &self.arrays[self.root].array
     }
 
-    /// Clean shutdown, outermost array first (it writes through the inner ones). Returns the
-    /// first error after trying every array.
-    pub async fn close(&self) -> AdminResult {
+    /// Shutdown, outermost array first (it writes through the inner ones): how the array
+    /// that was left least clean was left (see [`Array::close`]). Returns the first error
+    /// after trying every array.
+    pub async fn close(&self) -> AdminResult<Closed> {
         let mut first = None;
+        let mut worst = Closed::Clean;
         for a in self.arrays.iter().rev() {
-            if let Err(e) = a.array.close().await {
-                first.get_or_insert(AdminError::from(e));
+            match a.array.close().await {
+                Ok(Closed::Clean) => {}
+                Ok(c) => worst = c,
+                Err(e) => {
+                    first.get_or_insert(AdminError::from(e));
+                }
             }
         }
-        first.map_or(Ok(()), Err)
+        first.map_or(Ok(worst), Err)
     }
 }
 
@@ -118,7 +128,7 @@ pub async fn assemble(
     let mut unavailable = Vec::new();
     for p in paths {
         let name = p.display().to_string();
-        let m = match members::open(p, access) {
+        let m = match members::open_timed(p, access, start.member_timeout) {
             Ok(m) => m,
             Err(error) if lenient => {
                 unavailable.push(Unavailable {

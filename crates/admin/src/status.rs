@@ -18,6 +18,12 @@ pub struct StatusReport {
     pub nbd_listen: String,
     pub iscsi: Option<IscsiStatus>,
     pub threads: usize,
+    /// Client connections open now, and the most the daemon takes.
+    pub connections: usize,
+    pub max_connections: usize,
+    /// Request and reply buffer memory the connections hold now, and the budget.
+    pub buffer_memory_used_bytes: u64,
+    pub buffer_memory_bytes: u64,
     pub arrays: Vec<ServedArray>,
     pub not_started: Vec<NotStarted>,
     pub spare_pool: Vec<PoolSpare>,
@@ -98,6 +104,14 @@ impl StatusReport {
         let mut text = format!(
             "raidd {}: NBD on {}, {} worker threads\n",
             self.version, self.nbd_listen, self.threads
+        );
+        let _ = writeln!(
+            text,
+            "connections: {} of at most {}; buffer memory: {} of {} in use",
+            self.connections,
+            self.max_connections,
+            size::short(self.buffer_memory_used_bytes),
+            size::short(self.buffer_memory_bytes)
         );
         if let Some(st) = &self.iscsi {
             let sessions: usize = st.targets.iter().map(|t| t.sessions).sum();

@@ -31,6 +31,9 @@ pub enum ErrorKind {
     Unsupported,
     /// Background work stopped on request (it resumes where it stopped).
     Interrupted,
+    /// A member did not answer in time and was failed. A read's windows did not come back
+    /// (the member may still write into them): read again, into new ones.
+    TimedOut,
 }
 
 /// An engine error. `Display` gives the whole story in one line.
@@ -56,6 +59,7 @@ impl Error {
         let kind = match source.kind() {
             io::ErrorKind::NotFound => ErrorKind::NotFound,
             io::ErrorKind::InvalidInput => ErrorKind::InvalidInput,
+            io::ErrorKind::TimedOut => ErrorKind::TimedOut,
             _ => ErrorKind::Io,
         };
         Error {
@@ -83,6 +87,7 @@ impl Error {
             ErrorKind::Unsupported => libc::EOPNOTSUPP,
             ErrorKind::Interrupted => libc::EINTR,
             ErrorKind::Io
+            | ErrorKind::TimedOut
             | ErrorKind::BadMetadata
             | ErrorKind::Conflict
             | ErrorKind::InsufficientMembers => libc::EIO,

@@ -171,6 +171,14 @@ impl ReqMut {
     /// The windows in request order, once every one is back, the pieces of each window the
     /// request came with joined again: the caller gets back the windows it lent, not one per
     /// member piece (a 1 MiB read of 64K chunks came back as sixteen, and spilled).
+    /// The windows still here, after a member read timed out and kept some of them (the
+    /// request fails: what is returned is only handed back, never read).
+    pub(crate) fn into_partial(mut self) -> IoVecMut {
+        let out = self.frags.drain(..).map(|(_, w)| w).collect();
+        keep_vec(std::mem::take(&mut self.frags), FRAG_LIST_MAX);
+        out
+    }
+
     pub(crate) fn into_iov(mut self) -> IoVecMut {
         let mut pos = 0;
         let mut out = IoVecMut::new();

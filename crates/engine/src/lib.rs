@@ -15,9 +15,13 @@ mod meta;
 pub mod pattern;
 
 pub use array::{
-    Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, CounterStatus, Gather, LastSync,
-    SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress, SyncStatus,
-    DEFAULT_CACHE_BYTES,
+    Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, Closed, CounterStatus, Gather,
+    LastSync, SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress,
+    SyncStatus, DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use member::{Member, MemberInfo};
+
+/// What a lock that a panicking thread held says: `raidd serve` aborts on panic, so a
+/// poisoned lock is a bug to stop at, never state to go on with.
+pub(crate) const POISONED: &str = "a thread panicked while holding this lock";

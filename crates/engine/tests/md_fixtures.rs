@@ -36,6 +36,7 @@ fn open_members(fixture: &Path, dir: &Path) -> Vec<Arc<dyn Member>> {
                 write: false,
                 direct: None,
                 exclusive: true,
+                timeout: None,
             };
             Arc::new(FileMember::open(&path, opts).unwrap()) as Arc<dyn Member>
         })

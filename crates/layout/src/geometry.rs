@@ -336,6 +336,35 @@ impl Geometry {
         debug_assert!(out.len() <= self.piece_room(sector, count));
     }
 
+    /// Which members a write of `[sector, sector + count)` writes: every copy of its data,
+    /// and for parity levels the parity of every stripe it touches (`true` at the member's
+    /// index). What a write that must be durable on its own (FUA) has to flush. Panics if
+    /// the range is outside the array, as [`Geometry::pieces`].
+    pub fn members_written(&self, sector: u64, count: u64) -> Vec<bool> {
+        let n = self.members();
+        let mut written = vec![false; n];
+        for p in self.pieces(sector, count) {
+            for c in &p.copies {
+                written[c.member] = true;
+            }
+        }
+        if let Geometry::Parity(g) = self {
+            if count > 0 {
+                let first = g.locate(sector).0;
+                let last = g.locate(sector + count - 1).0;
+                // Parity rotates: as many stripes as members put it on every member.
+                for stripe in first..=last.min(first + n as u64) {
+                    let map = g.stripe_map(stripe);
+                    written[map.p] = true;
+                    if let Some(q) = map.q {
+                        written[q] = true;
+                    }
+                }
+            }
+        }
+        written
+    }
+
     /// The most pieces `[sector, sector + count)` splits into (one per chunk it touches; one
     /// per member it touches on linear; one on RAID1), for [`Geometry::pieces_into`].
     #[inline]

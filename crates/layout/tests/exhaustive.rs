@@ -340,3 +340,51 @@ fn raid0_range_over_all_members_is_one_run_per_member() {
         check_coalesce(&pieces, 2, |_| 0);
     }
 }
+
+/// `members_written` against sector-by-sector reasoning: every copy of every sector in the
+/// range, and for parity levels the parity members of each sector's stripe.
+fn members_written_by_sectors(g: &Geometry, sector: u64, count: u64) -> Vec<bool> {
+    let mut w = vec![false; g.members()];
+    for s in sector..sector + count {
+        for l in locs_of(g, s) {
+            w[l.member] = true;
+        }
+        if let Some(p) = g.as_parity() {
+            let map = p.stripe_map(p.locate(s).0);
+            w[map.p] = true;
+            if let Some(q) = map.q {
+                w[q] = true;
+            }
+        }
+    }
+    w
+}
+
+#[test]
+fn members_written_are_every_copy_and_parity_touched() {
+    let mut geometries = Vec::new();
+    for (level, members, layout) in parity_cases() {
+        geometries.push(Geometry::parity(level, members, layout, 8, 9 * 8).expect("valid"));
+    }
+    for layout in raid10_layouts() {
+        if let Ok(g) = Geometry::raid10(5, layout, 8, 64) {
+            geometries.push(g);
+        }
+    }
+    geometries.push(Geometry::raid0(&unequal_sizes(4, 8), 8, Raid0Layout::Alternate).expect("r0"));
+    geometries.push(Geometry::linear(&unequal_sizes(3, 8), 0).expect("linear"));
+    geometries.push(Geometry::raid1(3, 64).expect("raid1"));
+    for g in &geometries {
+        let total = g.array_sectors();
+        for (sector, count) in ranges(total, 8)
+            .into_iter()
+            .chain((0..total).step_by(5).map(|s| (s, (total - s).min(13))))
+        {
+            assert_eq!(
+                g.members_written(sector, count),
+                members_written_by_sectors(g, sector, count),
+                "{g:?} {sector}+{count}"
+            );
+        }
+    }
+}

@@ -123,10 +123,7 @@ impl Arena {
     /// A block of `cap` bytes (a pool class size) and whether it held data before (a fresh
     /// block is zero, as the mapping was); None when the region is used up.
     pub fn alloc(&self, class: usize, cap: usize) -> Option<(NonNull<u8>, bool)> {
-        let reused = self.free[class]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
+        let reused = self.free[class].lock().expect(crate::POISONED).pop();
         if let Some(p) = reused {
             return Some((NonNull::new(p as *mut u8)?, true));
         }
@@ -144,7 +141,7 @@ impl Arena {
         debug_assert!(self.contains(ptr.as_ptr(), ALIGN));
         self.free[class]
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .expect(crate::POISONED)
             .push(ptr.as_ptr() as usize);
     }
 }

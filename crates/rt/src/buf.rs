@@ -303,7 +303,7 @@ struct Inner {
 
 impl Inner {
     fn borrows(&self) -> std::sync::MutexGuard<'_, Borrows> {
-        self.borrows.lock().unwrap_or_else(|e| e.into_inner())
+        self.borrows.lock().expect(crate::POISONED)
     }
 
     fn borrow(&self, range: Range<usize>, kind: BorrowKind) -> Result<(), BorrowError> {

@@ -829,6 +829,21 @@ impl Driver {
         }
     }
 
+    /// Submits queued SQEs and waits for a completion, at most `limit` (the end of a
+    /// driver, which must not wait forever).
+    fn submit_wait_for(&self, limit: std::time::Duration) {
+        let Some(ring) = self.ring.as_ref() else {
+            return;
+        };
+        self.flush_plug();
+        let ts = types::Timespec::from(limit);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        // ETIME (nothing completed in time) and EINTR just mean another round.
+        if ring.borrow().submitter().submit_with_args(1, &args).is_ok() {
+            self.unsubmitted.set(0);
+        }
+    }
+
     /// Submits queued SQEs, waiting for at least `want` completions.
     fn submit(&self, want: usize) {
         let Some(ring) = self.ring.as_ref() else {
@@ -1124,6 +1139,9 @@ impl Driver {
     }
 }
 
+/// How long a driver being dropped waits for the kernel to give back what it was lent.
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Drop for Driver {
     fn drop(&mut self) {
         if self.ring.is_none() {
@@ -1134,8 +1152,21 @@ impl Drop for Driver {
         let one = 1u64;
         // SAFETY: writes 8 bytes from `one` to our eventfd.
         unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        let deadline = std::time::Instant::now() + DROP_WAIT;
         while self.in_flight() > 0 || self.eventfd_armed.get() {
-            self.submit(1);
+            if std::time::Instant::now() >= deadline {
+                // An operation the kernel never finishes (a hung network or FUSE file, an
+                // abandoned timed-out member I/O): its buffers and the ring stay allocated
+                // for the rest of the process rather than be freed under the kernel.
+                tracing::warn!(
+                    "{} I/O operations never completed; leaving their memory allocated",
+                    self.in_flight()
+                );
+                std::mem::forget(std::mem::take(&mut *self.ops.borrow_mut()));
+                std::mem::forget(self.ring.take());
+                return;
+            }
+            self.submit_wait_for(std::time::Duration::from_millis(100));
             self.reap();
         }
     }

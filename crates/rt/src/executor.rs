@@ -41,10 +41,7 @@ impl Remote {
         if !self.alive.load(Ordering::Acquire) {
             return;
         }
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(key);
+        self.queue.lock().expect(crate::POISONED).push(key);
         if !self.signalled.swap(true, Ordering::AcqRel) {
             let one = 1u64;
             // SAFETY: writes 8 bytes from `one` to an eventfd kept open by our Arc.
@@ -216,8 +213,7 @@ impl Runtime {
 
     fn drain_remote(&self) {
         self.remote.signalled.store(false, Ordering::Release);
-        let woken =
-            std::mem::take(&mut *self.remote.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        let woken = std::mem::take(&mut *self.remote.queue.lock().expect(crate::POISONED));
         let tasks = self.tasks.borrow();
         let mut ready = self.ready.borrow_mut();
         for key in woken {

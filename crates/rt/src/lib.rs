@@ -33,3 +33,7 @@ pub use executor::{
     spawn_local, unplugged, yield_now, JoinHandle,
 };
 pub use pooled::{PooledFuture, BLOCK_ALIGN};
+
+/// What a lock that a panicking thread held says: `raidd serve` aborts on panic, so a
+/// poisoned lock is a bug to stop at, never state to go on with.
+pub(crate) const POISONED: &str = "a thread panicked while holding this lock";

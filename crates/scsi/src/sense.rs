@@ -232,6 +232,11 @@ impl Sense {
     pub const fn power_on_reset() -> Sense {
         Sense::new(key::UNIT_ATTENTION, 0x29, 0)
     }
+    /// BUS DEVICE RESET FUNCTION OCCURRED (6/29/03): what SAM has a LOGICAL UNIT RESET
+    /// leave for every I_T nexus.
+    pub const fn lun_reset() -> Sense {
+        Sense::new(key::UNIT_ATTENTION, 0x29, 0x03)
+    }
     /// I_T NEXUS LOSS OCCURRED (6/29/07).
     pub const fn it_nexus_loss() -> Sense {
         Sense::new(key::UNIT_ATTENTION, 0x29, 0x07)

@@ -3,11 +3,13 @@
 //! spare pool from what no array took, and the close at the end.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use raidd_admin::exit::{AdminError, AdminResult};
 use raidd_admin::members::{self, Access};
 use raidd_admin::session::{self, Session};
 use raidd_admin::status::NotStarted;
+use raidd_engine::Closed;
 
 use crate::config::{ArrayConfig, Config};
 use crate::lifecycle::PoolSpare;
@@ -19,9 +21,9 @@ pub struct Served {
 }
 
 /// The array UUID the first readable superblock among `paths` names.
-async fn uuid_of(paths: &[PathBuf]) -> Option<[u8; 16]> {
+async fn uuid_of(paths: &[PathBuf], timeout: Option<Duration>) -> Option<[u8; 16]> {
     for p in paths {
-        let Ok(m) = members::open(p, Access::Inspect) else {
+        let Ok(m) = members::open_timed(p, Access::Inspect, timeout) else {
             continue;
         };
         if let Ok(sb) = raidd_engine::assemble::examine(&*m).await {
@@ -38,10 +40,11 @@ async fn claimed_spares(config: &Config) -> Vec<Vec<PathBuf>> {
     let mut extra = vec![Vec::new(); config.arrays.len()];
     let mut uuids = Vec::new();
     for a in &config.arrays {
-        uuids.push(uuid_of(&a.members).await);
+        uuids.push(uuid_of(&a.members, config.limits.member_timeout).await);
     }
     for s in &config.spares {
-        let Some(u) = uuid_of(std::slice::from_ref(&s.path)).await else {
+        let Some(u) = uuid_of(std::slice::from_ref(&s.path), config.limits.member_timeout).await
+        else {
             continue;
         };
         if let Some(i) = uuids.iter().position(|x| *x == Some(u)) {
@@ -77,7 +80,7 @@ pub fn open_pool(config: &Config, served: &[Served]) -> Vec<PoolSpare> {
         if used.contains(&s.path.display().to_string()) {
             continue;
         }
-        match members::open(&s.path, Access::ReadWrite) {
+        match members::open_timed(&s.path, Access::ReadWrite, config.limits.member_timeout) {
             Ok(member) => pool.push(PoolSpare {
                 path: s.path.clone(),
                 member,
@@ -104,7 +107,8 @@ pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotS
         };
         let mut paths = a.members.clone();
         paths.extend(extra);
-        let session = match session::assemble(&paths, access, true, a.start()).await {
+        let start = a.start(config.limits.member_timeout);
+        let session = match session::assemble(&paths, access, true, start).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(array = %a.name, "not started: {}", e.message);
@@ -162,11 +166,23 @@ pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotS
     Ok((served, refused.into_iter().map(|(n, _)| n).collect()))
 }
 
+/// Closes every array; whether each was marked clean (one closed while a resync it needs
+/// was unfinished counts as clean: it stays marked for that resync, as it should).
 pub async fn close_all(served: &[Served]) -> bool {
     let mut ok = true;
     for s in served {
         match s.session.close().await {
-            Ok(()) => tracing::info!(array = %s.config.name, "array closed cleanly"),
+            Ok(Closed::Clean) => tracing::info!(array = %s.config.name, "array closed cleanly"),
+            Ok(Closed::NeedsResync) => {
+                tracing::info!(array = %s.config.name, "array closed; its resync is still due")
+            }
+            Ok(Closed::LeftDirty) => {
+                ok = false;
+                tracing::warn!(
+                    array = %s.config.name,
+                    "array closed with writes in flight: left marked unclean, the next start resyncs it"
+                );
+            }
             Err(e) => {
                 ok = false;
                 tracing::error!(array = %s.config.name, "closing the array failed: {}", e.message);

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -25,6 +26,16 @@ struct RawConfig {
     poll_us: Option<u64>,
     /// Buffer memory registered with io_uring (a size; "0": none).
     registered_buffers: Option<String>,
+    /// Request and reply buffer memory for the whole server (a size).
+    buffer_memory: Option<String>,
+    /// Client connections open at once (NBD and iSCSI together).
+    max_connections: Option<usize>,
+    /// A request whose bytes stop arriving for this long closes its connection.
+    request_timeout: Option<String>,
+    /// Replies a client does not take for this long close its connection.
+    send_timeout: Option<String>,
+    /// A member I/O that does not complete in this time fails the member ("off": never).
+    member_timeout: Option<String>,
     #[serde(default)]
     nbd: RawNbd,
     #[serde(default, rename = "array")]
@@ -52,6 +63,8 @@ struct RawIscsi {
     discovery_chap: Option<RawChap>,
     /// Seconds between NOP-In pings on an idle connection (0: never).
     nop_interval: Option<u64>,
+    /// Buffer memory one connection's commands may hold (a size).
+    connection_memory: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +126,10 @@ struct RawNbd {
     listen: Option<String>,
     /// Most requests a connection may have in flight.
     max_in_flight: Option<usize>,
+    /// Buffer memory one connection's requests may hold (a size).
+    connection_memory: Option<String>,
+    /// A connection with nothing in flight and no request for this long is closed.
+    idle_timeout: Option<String>,
     tls: Option<RawTls>,
 }
 
@@ -179,6 +196,159 @@ pub struct Config {
     pub spares: Vec<SpareConfig>,
     /// The iSCSI target, when the config has an `[iscsi]` section or `[[target]]`s.
     pub iscsi: Option<IscsiConfig>,
+    /// What clients and members may make the server hold, and for how long.
+    pub limits: Limits,
+}
+
+/// What clients and members may make the server hold, and for how long. Every one has a
+/// default; the README lists them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Bytes of request and reply buffers all connections together may hold.
+    pub buffer_memory: u64,
+    /// Client connections (NBD and iSCSI) open at once; more are refused.
+    pub max_connections: usize,
+    /// Bytes one NBD connection's requests may hold.
+    pub nbd_connection_memory: u64,
+    /// Bytes one iSCSI connection's commands may hold.
+    pub iscsi_connection_memory: u64,
+    /// A request whose bytes stop arriving for this long closes its connection.
+    pub request_timeout: Duration,
+    /// Replies a client does not take for this long close its connection.
+    pub send_timeout: Duration,
+    /// An NBD connection idle this long is closed; `None`: never.
+    pub nbd_idle_timeout: Option<Duration>,
+    /// A member I/O that does not complete in this time fails the member; `None`: never.
+    pub member_timeout: Option<Duration>,
+}
+
+/// The largest request either protocol takes (NBD's maximum block size, iSCSI's MAXIMUM
+/// TRANSFER LENGTH): what every connection's memory must hold at least.
+pub const MAX_REQUEST: u64 = 32 << 20;
+/// Client connections unless the config says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Each NBD and iSCSI connection's buffer memory unless the config says otherwise.
+pub const DEFAULT_NBD_CONNECTION_MEMORY: u64 = 64 << 20;
+pub const DEFAULT_ISCSI_CONNECTION_MEMORY: u64 = 128 << 20;
+/// The time limits unless the config says otherwise (the SCSI layer's command timeout for
+/// members).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_MEMBER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The server's buffer memory unless the config says otherwise: an eighth of the machine's
+/// memory, at least 256 MiB and at most 4 GiB.
+pub fn default_buffer_memory() -> u64 {
+    // SAFETY: sysconf only reads system constants.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let ram = u64::try_from(pages)
+        .unwrap_or(0)
+        .saturating_mul(u64::try_from(page).unwrap_or(0));
+    (ram / 8).clamp(256 << 20, 4 << 30)
+}
+
+/// A size key, or its default; `what` names it in the error.
+fn size_key(
+    what: &str,
+    text: Option<&str>,
+    default: u64,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<u64, String> {
+    let Some(t) = text else { return Ok(default) };
+    raidd_admin::size::parse_size(t)
+        .ok()
+        .filter(|b| range.contains(b))
+        .ok_or_else(|| {
+            format!(
+                "{what} = {t:?}: not a size from {} to {}",
+                raidd_admin::size::human(*range.start()),
+                raidd_admin::size::human(*range.end())
+            )
+        })
+}
+
+/// A time-limit key ("30s"), or its default; "off" only where `off_ok`.
+fn delay_key(
+    what: &str,
+    text: Option<&str>,
+    default: Option<Duration>,
+    off_ok: bool,
+) -> Result<Option<Duration>, String> {
+    let Some(t) = text else { return Ok(default) };
+    match parse_delay(t).map_err(|e| format!("{what} {e}"))? {
+        None if !off_ok => Err(format!("{what} = {t:?}: must be a delay, not off")),
+        d => Ok(d),
+    }
+}
+
+impl Limits {
+    fn parse(raw: &RawConfig) -> Result<Limits, String> {
+        let max_connections = raw.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+        if !(1..=MAX_CONNECTIONS).contains(&max_connections) {
+            return Err(format!(
+                "max_connections = {max_connections}: must be 1..={MAX_CONNECTIONS}"
+            ));
+        }
+        let conn = MAX_REQUEST..=MAX_MEMORY;
+        let nbd_connection_memory = size_key(
+            "nbd.connection_memory",
+            raw.nbd.connection_memory.as_deref(),
+            DEFAULT_NBD_CONNECTION_MEMORY,
+            conn.clone(),
+        )?;
+        let iscsi_connection_memory = size_key(
+            "iscsi.connection_memory",
+            raw.iscsi
+                .as_ref()
+                .and_then(|i| i.connection_memory.as_deref()),
+            DEFAULT_ISCSI_CONNECTION_MEMORY,
+            conn,
+        )?;
+        let floor = nbd_connection_memory.max(iscsi_connection_memory);
+        let buffer_memory = size_key(
+            "buffer_memory",
+            raw.buffer_memory.as_deref(),
+            default_buffer_memory().max(floor),
+            floor..=MAX_MEMORY,
+        )?;
+        let request_timeout = delay_key(
+            "request_timeout",
+            raw.request_timeout.as_deref(),
+            Some(DEFAULT_REQUEST_TIMEOUT),
+            false,
+        )?;
+        let send_timeout = delay_key(
+            "send_timeout",
+            raw.send_timeout.as_deref(),
+            Some(DEFAULT_SEND_TIMEOUT),
+            false,
+        )?;
+        Ok(Limits {
+            buffer_memory,
+            max_connections,
+            nbd_connection_memory,
+            iscsi_connection_memory,
+            request_timeout: request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+            send_timeout: send_timeout.unwrap_or(DEFAULT_SEND_TIMEOUT),
+            nbd_idle_timeout: delay_key(
+                "nbd.idle_timeout",
+                raw.nbd.idle_timeout.as_deref(),
+                None,
+                true,
+            )?,
+            member_timeout: delay_key(
+                "member_timeout",
+                raw.member_timeout.as_deref(),
+                Some(DEFAULT_MEMBER_TIMEOUT),
+                true,
+            )?,
+        })
+    }
 }
 
 /// How long an array is idle before it is marked clean, unless the config says otherwise
@@ -293,10 +463,12 @@ pub struct ArrayConfig {
 }
 
 impl ArrayConfig {
-    /// How the array is started (`start_dirty_degraded`).
-    pub fn start(&self) -> raidd_admin::session::Start {
+    /// How the array is started (`start_dirty_degraded`), its members' I/O failing after
+    /// `member_timeout`.
+    pub fn start(&self, member_timeout: Option<Duration>) -> raidd_admin::session::Start {
         raidd_admin::session::Start {
             dirty_degraded: self.start_dirty_degraded,
+            member_timeout,
         }
     }
 }
@@ -314,6 +486,10 @@ pub struct ExportConfig {
 /// can pin unbounded server memory (payload is bounded separately).
 const MAX_IN_FLIGHT: std::ops::RangeInclusive<usize> = 1..=1024;
 const MAX_THREADS: usize = 256;
+/// Bounds on the memory and connection keys (far above any machine raidd runs on, low
+/// enough that sums of them cannot overflow).
+const MAX_MEMORY: u64 = 1 << 40;
+const MAX_CONNECTIONS: usize = 1 << 20;
 /// Polling longer than this saves nothing a sleep would cost and burns a core.
 const MAX_POLL_US: u64 = 1000;
 /// NBD export names are at most 4096 bytes (the spec's limit on strings).
@@ -401,6 +577,7 @@ impl Config {
     /// Parses and checks config text; relative paths are taken relative to `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Config, String> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let limits = Limits::parse(&raw)?;
         let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
 
         let threads = raw.threads.unwrap_or_else(default_threads);
@@ -608,6 +785,7 @@ impl Config {
             },
             arrays,
             exports,
+            limits,
         })
     }
 }

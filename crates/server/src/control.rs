@@ -70,6 +70,8 @@ pub struct ControlCtx {
     pub life: Rc<Lifecycle>,
     /// Every array of every configured array (inner ones of nested arrays too).
     pub watched: Vec<Watched>,
+    /// How long members added at run time may take to answer an I/O.
+    pub member_timeout: Option<std::time::Duration>,
 }
 
 /// Answers control connections, each on a task of its own, until dropped.
@@ -322,7 +324,7 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
                 "{array} has no redundancy (or is read-only): there is nothing to add a member to"
             ))
         })?;
-    let m = members::open(member, Access::ReadWrite)?;
+    let m = members::open_timed(member, Access::ReadWrite, ctx.member_timeout)?;
     let added = target.array.add_member(m).await?;
     let by_bitmap = match added {
         raidd_engine::Added::Recovering(r) => target.array.recovering_by_bitmap(r),
@@ -397,7 +399,7 @@ async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::
             ),
         ));
     }
-    let new = members::open(with, Access::ReadWrite)?;
+    let new = members::open_timed(with, Access::ReadWrite, ctx.member_timeout)?;
     let w = ctx
         .watched
         .iter()

@@ -1,6 +1,7 @@
 //! The daemon's life: start (certificates, arrays, listeners, workers), the main thread's
 //! loop (acceptors, control socket, monitor, safe mode, signals) and the stop.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
@@ -8,29 +9,34 @@ use std::time::Duration;
 
 use futures::channel::{mpsc, oneshot};
 use futures::future::{self, Either, FutureExt};
-use futures::StreamExt;
 use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::status::NotStarted;
 use raidd_engine::{Array, Member};
-use raidd_rt::net::{Stream, TcpListener};
+use raidd_rt::net::{TcpListener, UnixListener};
 use raidd_rt::signal::Signals;
 
-use crate::arrays::{self, close_all};
+use crate::accept::{self, Accepted, Proto};
+use crate::arrays::{self, close_all, Served};
+use crate::budget::Budget;
 use crate::config::Config;
 use crate::control::{self, ControlCtx};
 use crate::lifecycle::{self, Lifecycle, Watched};
 use crate::shared::{Export, ServerState, SharedState, Stop};
-use crate::{iscsi, link, nbd};
-
-/// Which protocol an accepted connection speaks.
-#[derive(Clone, Copy, Debug)]
-enum Proto {
-    Nbd,
-    Iscsi,
-}
+use crate::{iscsi, link, nbd, watch, worker};
 
 /// How long a stopping daemon waits for connections to finish their requests before it
-/// closes them anyway.
+/// closes the arrays anyway (leaving those with writes in flight marked unclean).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Descriptors kept for everything but client connections (listeners, the control socket
+/// and its clients, rings and eventfds) besides two per member.
+const FD_RESERVE: u64 = 64;
+
+/// The listening sockets.
+struct Listeners {
+    nbd: TcpListener,
+    iscsi: Option<TcpListener>,
+    control: UnixListener,
+}
 
 /// Serves until a signal arrives, then stops.
 pub async fn serve(config: Config, signals: Signals) -> AdminResult {
@@ -40,45 +46,166 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         None => None,
     };
     let (served, not_started) = arrays::assemble_all(&config).await?;
-    // The arrays that did not start leave with their exports and LUNs; indices into the
-    // configuration's arrays now match `served`.
-    let config = {
-        let gone: Vec<usize> = not_started
-            .iter()
-            .filter_map(|n| config.arrays.iter().position(|a| a.name == n.name))
-            .collect();
-        let (config, notes) = config.without_arrays(&gone);
-        for n in notes {
-            tracing::warn!("{n}");
+    let config = without_not_started(config, &not_started);
+    let listeners = match bind(&config) {
+        Ok(l) => l,
+        Err(e) => {
+            close_all(&served).await;
+            return Err(e);
         }
-        config
+    };
+    let max_connections = connection_limit(&config);
+    let shared = match shared_state(&config, &served, &listeners, tls, max_connections) {
+        Ok(s) => s,
+        Err(e) => {
+            close_all(&served).await;
+            return Err(e);
+        }
     };
     let pool = arrays::open_pool(&config, &served);
-    let life = Rc::new(Lifecycle::new(config.sync, config.program.clone(), pool));
-    let watched: Vec<Watched> = served
+    let life = Rc::new(Lifecycle::new(
+        config.sync,
+        config.program.clone(),
+        pool,
+        config.limits.member_timeout,
+    ));
+    let watched = watched(&served);
+    let ctx = Rc::new(ControlCtx {
+        served,
+        not_started,
+        shared: shared.clone(),
+        listen: listeners.nbd.local_addr().to_string(),
+        threads: config.threads,
+        life,
+        watched,
+        member_timeout: config.limits.member_timeout,
+    });
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stop: Stop = stop_rx.shared();
+    let (workers, to_workers) = match start_workers(&config, &shared, &stop) {
+        Ok(w) => w,
+        Err(e) => {
+            close_all(&ctx.served).await;
+            return Err(e);
+        }
+    };
+    announce(&config, &shared, &listeners);
+    run_until_signal(&ctx, listeners, to_workers, signals, stop_tx).await;
+    ctx.life.stop(&ctx.watched).await;
+    drain(workers).await;
+    let _ = std::fs::remove_file(&config.control_socket);
+    if close_all(&ctx.served).await {
+        tracing::info!("stopped");
+        Ok(())
+    } else {
+        Err(AdminError::failure(
+            "stopped, but not every array closed cleanly (see the log)",
+        ))
+    }
+}
+
+/// The configuration without the arrays that did not start: their exports and LUNs go
+/// with them, and indices into the configuration's arrays match the served ones.
+fn without_not_started(config: Config, not_started: &[NotStarted]) -> Config {
+    let gone: Vec<usize> = not_started
         .iter()
-        .flat_map(|s| {
-            s.session.arrays.iter().map(|a| Watched {
-                array: a.array.clone(),
-                group: s.config.spare_group.clone(),
-                safe_mode: s.config.safe_mode_delay,
-            })
-        })
+        .filter_map(|n| config.arrays.iter().position(|a| a.name == n.name))
         .collect();
-    let exports: Vec<Export> = config
+    let (config, notes) = config.without_arrays(&gone);
+    for n in notes {
+        tracing::warn!("{n}");
+    }
+    config
+}
+
+fn bind(config: &Config) -> AdminResult<Listeners> {
+    let nbd = TcpListener::bind(config.nbd.listen).map_err(|e| {
+        AdminError::io(
+            format!("cannot listen for NBD on {}", config.nbd.listen),
+            &e,
+        )
+    })?;
+    let iscsi = match &config.iscsi {
+        None => None,
+        Some(ic) => Some(TcpListener::bind(ic.listen).map_err(|e| {
+            AdminError::io(format!("cannot listen for iSCSI on {}", ic.listen), &e)
+        })?),
+    };
+    let control = control::bind(&config.control_socket)?;
+    Ok(Listeners {
+        nbd,
+        iscsi,
+        control,
+    })
+}
+
+/// `max_connections`, lowered to what the descriptor limit leaves room for. The soft limit
+/// is raised to the hard one first.
+fn connection_limit(config: &Config) -> usize {
+    let wanted = config.limits.max_connections;
+    let Some(fds) = raise_fd_limit() else {
+        return wanted;
+    };
+    let members: usize =
+        config.arrays.iter().map(|a| a.members.len()).sum::<usize>() + config.spares.len();
+    let others = FD_RESERVE + 2 * members as u64 + 4 * config.threads as u64;
+    let room = usize::try_from(fds.saturating_sub(others)).unwrap_or(usize::MAX);
+    if room >= wanted {
+        return wanted;
+    }
+    let limit = room.max(1);
+    tracing::warn!(
+        "max_connections = {wanted}, but the descriptor limit ({fds}) leaves room for {limit}: \
+         serving at most {limit} connections (raise the limit, e.g. LimitNOFILE=)"
+    );
+    limit
+}
+
+/// Raises this process's soft descriptor limit to its hard limit; the limit now.
+fn raise_fd_limit() -> Option<u64> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+        return None;
+    }
+    if l.rlim_cur < l.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: l.rlim_max,
+            rlim_max: l.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            l = raised;
+        }
+    }
+    Some(l.rlim_cur)
+}
+
+fn exports(config: &Config, served: &[Served]) -> Vec<Export> {
+    config
         .exports
         .iter()
-        .map(|e| Export {
-            name: e.name.clone(),
-            description: e.description.clone(),
-            array: served[e.array].session.root().clone(),
-            read_only: e.read_only || served[e.array].session.root().is_read_only(),
-            connections: AtomicUsize::new(0),
-            requests: AtomicU64::new(0),
-            copied_bytes: AtomicU64::new(0),
+        .map(|e| {
+            let root = served[e.array].session.root();
+            Export {
+                name: e.name.clone(),
+                description: e.description.clone(),
+                array: root.clone(),
+                read_only: e.read_only || root.is_read_only(),
+                connections: AtomicUsize::new(0),
+                requests: AtomicU64::new(0),
+                copied_bytes: AtomicU64::new(0),
+            }
         })
-        .collect();
-    let offer = raidd_nbd::Offer {
+        .collect()
+}
+
+/// What the NBD handshake offers.
+fn offer(config: &Config, exports: &[Export], tls: bool) -> raidd_nbd::Offer {
+    raidd_nbd::Offer {
         exports: exports
             .iter()
             .map(|e| {
@@ -95,71 +222,82 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
             })
             .collect(),
         default_export: (exports.len() == 1).then_some(0),
-        tls: tls.is_some(),
+        tls,
         tls_required: config.nbd.tls.as_ref().is_some_and(|t| t.require),
-    };
-    let iscsi_listener = match &config.iscsi {
-        None => None,
-        Some(ic) => match TcpListener::bind(ic.listen) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                close_all(&served).await;
-                return Err(AdminError::io(
-                    format!("cannot listen for iSCSI on {}", ic.listen),
-                    &e,
-                ));
-            }
-        },
-    };
-    let iscsi_state = match (&config.iscsi, &iscsi_listener) {
+    }
+}
+
+fn shared_state(
+    config: &Config,
+    served: &[Served],
+    listeners: &Listeners,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    max_connections: usize,
+) -> AdminResult<SharedState> {
+    let exports = exports(config, served);
+    let offer = offer(config, &exports, tls.is_some());
+    let iscsi = match (&config.iscsi, &listeners.iscsi) {
         (Some(ic), Some(l)) => {
             let roots: Vec<Arc<Array>> = served.iter().map(|s| s.session.root().clone()).collect();
-            Some(Arc::new(iscsi::state(ic, &roots, l.local_addr())))
+            let st = iscsi::state(ic, &roots, l.local_addr())
+                .map_err(|e| AdminError::io("cannot start the iSCSI target", &e))?;
+            Some(Arc::new(st))
         }
         _ => None,
     };
-    let shared: SharedState = Arc::new(ServerState {
+    let l = &config.limits;
+    Ok(Arc::new(ServerState {
         exports,
         offer,
         tls,
         max_in_flight: config.nbd.max_in_flight,
-        iscsi: iscsi_state,
-    });
+        iscsi,
+        budget: Arc::new(Budget::new(l.buffer_memory)),
+        nbd_connection_memory: l.nbd_connection_memory,
+        iscsi_connection_memory: l.iscsi_connection_memory,
+        limits: watch::Limits {
+            request: l.request_timeout,
+            send: l.send_timeout,
+            idle: l.nbd_idle_timeout,
+        },
+        connections: AtomicUsize::new(0),
+        max_connections,
+    }))
+}
 
-    let listener = match TcpListener::bind(config.nbd.listen) {
-        Ok(l) => l,
-        Err(e) => {
-            close_all(&served).await;
-            return Err(AdminError::io(
-                format!("cannot listen for NBD on {}", config.nbd.listen),
-                &e,
-            ));
-        }
-    };
-    let control = match control::bind(&config.control_socket) {
-        Ok(c) => c,
-        Err(e) => {
-            close_all(&served).await;
-            return Err(e);
-        }
-    };
-    let listen_addr = listener.local_addr();
+/// Every array of every configured array (inner ones of nested arrays too), as the monitor
+/// looks after them.
+fn watched(served: &[Served]) -> Vec<Watched> {
+    served
+        .iter()
+        .flat_map(|s| {
+            s.session.arrays.iter().map(|a| Watched {
+                array: a.array.clone(),
+                group: s.config.spare_group.clone(),
+                safe_mode: s.config.safe_mode_delay,
+            })
+        })
+        .collect()
+}
 
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let stop: Stop = stop_rx.shared();
+type Workers = (
+    Vec<std::thread::JoinHandle<()>>,
+    Vec<mpsc::UnboundedSender<Accepted>>,
+);
+
+fn start_workers(config: &Config, shared: &SharedState, stop: &Stop) -> AdminResult<Workers> {
     let mut to_workers = Vec::new();
     let mut workers = Vec::new();
     let poll = config.poll;
     for i in 0..config.threads {
-        let (tx, rx) = mpsc::unbounded::<(Proto, Stream)>();
+        let (tx, rx) = mpsc::unbounded::<Accepted>();
         to_workers.push(tx);
-        let shared = shared.clone();
-        let stop = stop.clone();
+        let (shared, stop) = (shared.clone(), stop.clone());
         let handle = std::thread::Builder::new()
             .name(format!("raidd-worker-{i}"))
             .spawn(move || {
                 raidd_rt::set_poll(poll);
-                raidd_rt::block_on(worker(rx, shared, stop));
+                raidd_rt::block_on(worker::run(rx, shared, stop));
                 let io = raidd_rt::io_stats();
                 tracing::info!(
                     "worker {i}: {} member reads and writes went to the kernel as {} \
@@ -174,44 +312,61 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
             .map_err(|e| AdminError::io("cannot start a worker thread", &e))?;
         workers.push(handle);
     }
+    Ok((workers, to_workers))
+}
+
+fn announce(config: &Config, shared: &SharedState, listeners: &Listeners) {
+    let nbd = listeners.nbd.local_addr();
     tracing::info!(
-        "serving NBD on {listen_addr} ({} exports, {} worker threads); control socket {}",
+        "serving NBD on {nbd} ({} exports, {} worker threads, at most {} connections, {} of \
+         buffer memory); control socket {}",
         shared.exports.len(),
         config.threads,
+        shared.max_connections,
+        raidd_admin::size::human(shared.budget.limit()),
         config.control_socket.display()
     );
-    if let Some(l) = &iscsi_listener {
+    if let Some(l) = &listeners.iscsi {
         let st = shared.iscsi.as_ref().map_or(0, |s| s.targets.len());
         tracing::info!("serving iSCSI on {} ({st} targets)", l.local_addr());
         eprintln!("raidd: ready, iSCSI on {}", l.local_addr());
     }
     // Test harnesses wait for this line on stderr before connecting.
-    eprintln!("raidd: ready, NBD on {listen_addr}");
+    eprintln!("raidd: ready, NBD on {nbd}");
+}
 
-    let ctx = Rc::new(ControlCtx {
-        served,
-        not_started,
-        shared: shared.clone(),
-        listen: listen_addr.to_string(),
-        threads: config.threads,
-        life,
-        watched,
-    });
+/// The main thread's work until SIGTERM or SIGINT: the acceptors, the control socket, the
+/// monitor and safe mode. Then tells the workers to stop (`stop`), and returns with all of
+/// them stopped: the acceptors and the control loop dropped (which closes the channels to
+/// the workers), the monitor and safe mode at the end of a round (dropped in the middle of
+/// one, a superblock or bitmap write they started would still be in flight when the arrays
+/// close).
+async fn run_until_signal(
+    ctx: &Rc<ControlCtx>,
+    listeners: Listeners,
+    to_workers: Vec<mpsc::UnboundedSender<Accepted>>,
+    signals: Signals,
+    stop: oneshot::Sender<()>,
+) {
+    let shared = ctx.shared.clone();
     let accept = {
-        let nbd = accept_loop(listener, Proto::Nbd, to_workers.clone());
+        let nbd = accept::run(
+            listeners.nbd,
+            Proto::Nbd,
+            shared.clone(),
+            to_workers.clone(),
+        );
+        let iscsi_listener = listeners.iscsi;
         let iscsi = async move {
             match iscsi_listener {
-                Some(l) => accept_loop(l, Proto::Iscsi, to_workers).await,
+                Some(l) => accept::run(l, Proto::Iscsi, shared, to_workers).await,
                 None => future::pending().await,
             }
         };
         future::join(nbd, iscsi)
     };
-    let control_task = control::serve(control, ctx.clone());
-    // The monitor and safe mode run as tasks of their own that stop between rounds: dropped
-    // in the middle of one, a superblock or bitmap write they started would still be in
-    // flight when the arrays close.
-    let running = Rc::new(std::cell::Cell::new(true));
+    let control_task = control::serve(listeners.control, ctx.clone());
+    let running = Rc::new(Cell::new(true));
     let monitor = {
         let (ctx, on) = (ctx.clone(), running.clone());
         raidd_rt::spawn_local(async move {
@@ -235,17 +390,16 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         }
     };
     futures::pin_mut!(accept, control_task, signal);
-    // The acceptor and the control loop run until a signal arrives; dropping them stops
-    // accepting and closes the channels to the workers.
     let _ = future::select(future::select(accept, control_task), signal).await;
-    let _ = stop_tx.send(());
+    let _ = stop.send(());
     running.set(false);
     monitor.await;
     safe_mode.await;
-    // Background passes stop (a recovery checkpoints where it is) before the arrays close.
-    ctx.life.stop(&ctx.watched).await;
+}
 
-    // The workers end once their connections have drained.
+/// Waits for the workers to end (once their connections have drained), at most
+/// [`DRAIN_TIMEOUT`].
+async fn drain(workers: Vec<std::thread::JoinHandle<()>>) {
     let (done_tx, done_rx) = oneshot::channel::<()>();
     std::thread::spawn(move || {
         for w in workers {
@@ -256,82 +410,8 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     match future::select(done_rx, Box::pin(raidd_rt::time::sleep(DRAIN_TIMEOUT))).await {
         Either::Left(_) => tracing::info!("all connections drained"),
         Either::Right(_) => tracing::warn!(
-            "connections still busy after {DRAIN_TIMEOUT:?}; closing the arrays anyway"
+            "connections still busy after {DRAIN_TIMEOUT:?}: closing the arrays anyway; \
+             those with writes in flight stay marked unclean"
         ),
-    }
-    let _ = std::fs::remove_file(&config.control_socket);
-    let ok = close_all(&ctx.served).await;
-    if ok {
-        tracing::info!("stopped");
-        Ok(())
-    } else {
-        Err(AdminError::failure(
-            "stopped, but not every array closed cleanly (see the log)",
-        ))
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    proto: Proto,
-    workers: Vec<mpsc::UnboundedSender<(Proto, Stream)>>,
-) {
-    let mut next = 0usize;
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                tracing::debug!(%peer, ?proto, "connection");
-                if workers[next % workers.len()]
-                    .unbounded_send((proto, stream))
-                    .is_err()
-                {
-                    tracing::error!("a worker thread has gone; connection dropped");
-                }
-                next = next.wrapping_add(1);
-            }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("accept failed: {e}");
-                raidd_rt::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-async fn worker(mut rx: mpsc::UnboundedReceiver<(Proto, Stream)>, shared: SharedState, stop: Stop) {
-    let mut conns: Vec<(raidd_rt::JoinHandle<()>, Stream)> = Vec::new();
-    loop {
-        let next = rx.next();
-        let stopping = stop.clone();
-        futures::pin_mut!(next);
-        match future::select(next, stopping).await {
-            Either::Left((Some((proto, stream)), _)) => {
-                conns.retain(|(h, _)| !h.is_finished());
-                let handle = match (proto, &shared.iscsi) {
-                    (Proto::Iscsi, Some(st)) => raidd_rt::spawn_local(iscsi::serve_connection(
-                        stream.clone(),
-                        st.clone(),
-                        stop.clone(),
-                    )),
-                    _ => raidd_rt::spawn_local(nbd::serve_connection(
-                        stream.clone(),
-                        shared.clone(),
-                        stop.clone(),
-                    )),
-                };
-                conns.push((handle, stream));
-            }
-            Either::Left((None, _)) | Either::Right(_) => break,
-        }
-    }
-    // Stopping: no new requests. Shutting the read side ends each connection's wait for its
-    // next request; requests already taken finish and their replies still go out.
-    for (h, s) in &conns {
-        if !h.is_finished() {
-            let _ = s.shutdown(std::net::Shutdown::Read);
-        }
-    }
-    for (h, _) in conns {
-        h.await;
     }
 }

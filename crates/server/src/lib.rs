@@ -11,7 +11,10 @@
 //!
 //! Modules, from the outside in:
 //! - [`config`]: the configuration file, parsed and checked (pure);
-//! - `daemon`: start, the acceptors and workers, and the stop;
+//! - `daemon`: start, the main thread's loop, and the stop;
+//! - `accept` and `worker`: taking connections (within `max_connections`) and serving them
+//!   on the worker threads;
+//! - `budget` and `watch`: the memory and the time clients may make the server hold;
 //! - `arrays`: assembling the configured arrays and the spare pool, and closing them;
 //! - `control` and `status`: the control socket's handlers (the protocol and the reports
 //!   are `raidd-admin`'s);
@@ -20,17 +23,22 @@
 //! - `nbd` and `iscsi`: one connection of each protocol; `link` (plain or TLS bytes) and
 //!   `outq` (the send queue) serve both.
 
+mod accept;
 mod arrays;
+mod budget;
 pub mod config;
 mod control;
 mod daemon;
 mod iscsi;
 mod lifecycle;
 mod link;
+mod logtext;
 mod nbd;
 mod outq;
 mod shared;
 mod status;
+mod watch;
+mod worker;
 
 use std::path::PathBuf;
 
@@ -51,6 +59,7 @@ pub struct Options {
 /// Runs the daemon until SIGTERM or SIGINT; the error says why it could not start or did not
 /// stop cleanly.
 pub fn run(options: Options) -> AdminResult {
+    abort_on_panic();
     let mut config = Config::load(&options.config).map_err(AdminError::usage)?;
     if let Some(c) = options.control {
         config.control_socket = c;
@@ -72,3 +81,20 @@ pub fn run(options: Options) -> AdminResult {
         .map_err(|e| AdminError::io("cannot set up signal handling", &e))?;
     raidd_rt::block_on(daemon::serve(config, signals))
 }
+
+/// A panic anywhere ends the process at once, after its message: a daemon with one worker
+/// gone would serve some clients and drop others, and its arrays, left as they are, stay
+/// marked dirty (the next start resyncs). Release builds abort on panic anyway (the
+/// workspace's profile); this makes it so in every build.
+fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        tracing::error!("panic: {info}; aborting");
+        std::process::abort();
+    }));
+}
+
+/// What a lock that a panicking thread held says: `raidd serve` aborts on panic, so a
+/// poisoned lock is a bug to stop at, never state to go on with.
+pub(crate) const POISONED: &str = "a thread panicked while holding this lock";

@@ -43,6 +43,8 @@ pub struct Watched {
 pub struct Lifecycle {
     limits: SyncLimits,
     program: Option<PathBuf>,
+    /// How long members put into the pool may take to answer an I/O.
+    member_timeout: Option<Duration>,
     pool: RefCell<Vec<PoolSpare>>,
     tasks: RefCell<Vec<raidd_rt::JoinHandle<()>>>,
     /// Slot states last seen, per array (by name), to turn changes into events.
@@ -61,10 +63,16 @@ fn name_of(m: &Arc<dyn Member>) -> String {
 }
 
 impl Lifecycle {
-    pub fn new(limits: SyncLimits, program: Option<PathBuf>, pool: Vec<PoolSpare>) -> Lifecycle {
+    pub fn new(
+        limits: SyncLimits,
+        program: Option<PathBuf>,
+        pool: Vec<PoolSpare>,
+        member_timeout: Option<Duration>,
+    ) -> Lifecycle {
         Lifecycle {
             limits,
             program,
+            member_timeout,
             pool: RefCell::new(pool),
             tasks: RefCell::new(Vec::new()),
             seen: RefCell::new(HashMap::new()),
@@ -112,7 +120,7 @@ impl Lifecycle {
                 format!("{} is already in the spare pool", path.display()),
             ));
         }
-        let member = members::open(path, Access::ReadWrite)?;
+        let member = members::open_timed(path, Access::ReadWrite, self.member_timeout)?;
         self.pool.borrow_mut().push(PoolSpare {
             path: path.to_path_buf(),
             member,

@@ -8,11 +8,18 @@ use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
+use std::rc::Rc;
+
 use raidd_rt::net::{IoBufMut, Part, Stream};
 use raidd_rt::AlignedBuf;
 
+use crate::watch::{Wait, Watch};
+
 /// Size of a connection's receive-ahead buffer.
 const INPUT_BUF: usize = 16 * 1024;
+/// A payload is received in pieces of at most this much (each one system call or ring
+/// operation), so the watchdog sees it arrive: a stall is no piece within the time limit.
+const RECV_PIECE: usize = 1 << 20;
 
 pub struct Link {
     pub sock: Stream,
@@ -207,8 +214,10 @@ fn closed() -> io::Error {
 
 /// Bytes received ahead of what is being parsed: one receive takes in as many queued
 /// requests as have arrived, so a deep queue of small requests costs one system call per
-/// batch rather than one per header.
+/// batch rather than one per header. Every wait for the client is stamped on the
+/// connection's [`Watch`]: the rest of a request that has begun is [`Wait::Request`].
 pub struct Input {
+    watch: Rc<Watch>,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -220,8 +229,9 @@ pub struct Input {
 }
 
 impl Input {
-    pub fn new() -> Input {
+    pub fn new(watch: Rc<Watch>) -> Input {
         Input {
+            watch,
             buf: vec![0u8; INPUT_BUF],
             start: 0,
             end: 0,
@@ -249,11 +259,19 @@ impl Input {
         v
     }
 
-    /// Exactly `n` bytes (callers bound `n`).
+    /// Receives more of a request that has begun.
+    async fn more(&mut self, link: &Link) -> io::Result<()> {
+        self.watch.waiting(Wait::Request);
+        let r = link.fill(self).await;
+        self.watch.waiting(Wait::Nothing);
+        r
+    }
+
+    /// Exactly `n` bytes of a request (callers bound `n`).
     pub async fn exact(&mut self, link: &Link, n: usize) -> io::Result<Vec<u8>> {
         if n <= INPUT_BUF {
             while self.available() < n {
-                link.fill(self).await?;
+                self.more(link).await?;
             }
             let v = self.buf[self.start..self.start + n].to_vec();
             self.start += n;
@@ -267,8 +285,33 @@ impl Input {
             if v.len() == n {
                 return Ok(v);
             }
-            link.fill(self).await?;
+            self.more(link).await?;
         }
+    }
+
+    /// Receives `buf[have..to]` straight into place on a plain connection, in pieces the
+    /// watchdog sees arrive.
+    async fn recv_into(
+        &self,
+        link: &Link,
+        buf: AlignedBuf,
+        mut have: usize,
+        to: usize,
+    ) -> (io::Result<()>, AlignedBuf) {
+        let mut w = Window { buf, to };
+        while have < to {
+            w.to = to.min(have + RECV_PIECE);
+            self.watch.waiting(Wait::Request);
+            let (r, back) = link.sock.read_exact_from(w, have).await;
+            w = back;
+            if let Err(e) = r {
+                self.watch.waiting(Wait::Nothing);
+                return (Err(e), w.buf);
+            }
+            have = w.to;
+        }
+        self.watch.waiting(Wait::Nothing);
+        (Ok(()), w.buf)
     }
 
     /// Fills `buf[from..to]`: what is buffered is copied; on a plain connection the rest is
@@ -291,19 +334,31 @@ impl Input {
                 return (Ok(()), buf);
             }
             if !link.is_tls() {
-                let (r, w) = link.sock.read_exact_from(Window { buf, to }, have).await;
-                return (r, w.buf);
+                return self.recv_into(link, buf, have, to).await;
             }
-            if let Err(e) = link.fill(self).await {
+            if let Err(e) = self.more(link).await {
                 return (Err(e), buf);
             }
         }
     }
 
-    /// The next fixed-size header.
-    pub async fn header<const N: usize>(&mut self, link: &Link) -> io::Result<[u8; N]> {
+    /// The next fixed-size header. Until its first byte arrives the reader waits for
+    /// `before` ([`Wait::Idle`] when nothing is in flight); after that, for the rest of a
+    /// request.
+    pub async fn header<const N: usize>(
+        &mut self,
+        link: &Link,
+        before: Wait,
+    ) -> io::Result<[u8; N]> {
         while self.available() < N {
-            link.fill(self).await?;
+            if self.available() > 0 {
+                self.more(link).await?;
+                continue;
+            }
+            self.watch.waiting(before);
+            let r = link.fill(self).await;
+            self.watch.waiting(Wait::Nothing);
+            r?;
         }
         let mut h = [0u8; N];
         h.copy_from_slice(&self.buf[self.start..self.start + N]);
@@ -326,11 +381,11 @@ impl Input {
                 return Ok(out);
             }
             if !link.is_tls() {
-                let (r, o) = link.sock.read_exact_from(out, have).await;
+                let (r, o) = self.recv_into(link, out, have, len).await;
                 r?;
                 return Ok(o);
             }
-            link.fill(self).await?;
+            self.more(link).await?;
         }
     }
 
@@ -343,7 +398,7 @@ impl Input {
             if len == 0 {
                 return Ok(());
             }
-            link.fill(self).await?;
+            self.more(link).await?;
         }
     }
 }

@@ -2,8 +2,14 @@
 //! transmission phase. A reader loop takes requests off the socket (a WRITE payload lands
 //! straight in an aligned buffer that goes to the array without a copy) and spawns a task per
 //! request; tasks finish in any order and queue their replies; one writer sends whatever is
-//! queued with a single gathered `sendmsg` (READ data as windows of the buffer the array
-//! filled). In-flight requests and bytes are bounded per connection.
+//! queued with a gathered `sendmsg` per batch (READ data as windows of the buffer the array
+//! filled).
+//!
+//! In-flight requests are bounded per connection (`max_in_flight`), and their bytes against
+//! the connection's and the server's budgets ([`crate::budget`]): a READ's until its reply
+//! has been sent, a WRITE's (reserved before its payload is received) until it is done,
+//! WRITE_ZEROES' and TRIM's as the one piece they hold at a time. The waits for the client
+//! are limited in time ([`crate::watch`]).
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -18,21 +24,23 @@ use raidd_engine::{Array, ErrorKind};
 use raidd_nbd::consts::*;
 use raidd_nbd::request::{self, Command, Limits, Refusal, Request, REQUEST_LEN};
 use raidd_nbd::{reply, Handshake, Negotiated, Step};
-use raidd_rt::net::{Part, Stream};
+use raidd_rt::net::Part;
+use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 
+use crate::budget::{Account, Credit};
 use crate::link::{Input, Link};
-use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
-
+use crate::logtext::Escaped;
 use crate::outq::OutQueue;
 use crate::shared::{SharedState, Stop};
+use crate::watch::{Wait, Watch};
 
 /// Largest READ or WRITE payload (advertised as the maximum block size).
 pub const MAX_PAYLOAD: u32 = 32 << 20;
-/// Bytes of payload a connection may hold in flight (reads and writes together).
-const BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// A client must finish the handshake within this time.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Zeroes are written in pieces of this size.
+/// WRITE_ZEROES and TRIM go to the array in pieces of this size: what one holds at a time
+/// (and what it counts as against the budgets), and how often it looks whether the daemon
+/// is stopping.
 const ZERO_PIECE: usize = 1 << 20;
 /// Read replies at least this large are sent by their own task when the send queue is idle
 /// (`OutQueue::push_direct`); smaller ones gather into the writer's batches.
@@ -60,13 +68,14 @@ pub fn export_flags(read_only: bool, rotational: bool) -> u16 {
 }
 
 /// Serves one client until it disconnects, misbehaves, or the daemon stops.
-pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
-    let peer = sock
+pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: SharedState, stop: Stop) {
+    let peer = link
+        .sock
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    let mut link = Link::plain(sock);
-    let mut input = Input::new();
+    let mut link = link;
+    let mut input = Input::new(watch.clone());
     let outcome = {
         let hs = handshake(&mut link, &mut input, &shared);
         let timeout = raidd_rt::time::sleep(HANDSHAKE_TIMEOUT);
@@ -80,7 +89,7 @@ pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
     let negotiated = match outcome {
         Some(Ok(n)) => n,
         Some(Err(why)) => {
-            tracing::debug!(%peer, "handshake ended: {why}");
+            tracing::debug!(%peer, "handshake ended: {}", Escaped(&why));
             return;
         }
         None => {
@@ -96,10 +105,17 @@ pub async fn serve_connection(sock: Stream, shared: SharedState, stop: Stop) {
         "client connected"
     );
     export.connections.fetch_add(1, Ordering::Relaxed);
-    let conn = Rc::new(Conn::new(link, shared.clone(), &negotiated));
-    let why = transmission(&conn, input, &stop).await;
+    let conn = Rc::new(Conn::new(
+        link,
+        shared.clone(),
+        &negotiated,
+        watch.clone(),
+        stop,
+    ));
+    let why = transmission(&conn, input).await;
     export.connections.fetch_sub(1, Ordering::Relaxed);
-    tracing::info!(%peer, export = %export.name, "client disconnected: {why}");
+    let why = watch.closed_for().map_or(why, str::to_string);
+    tracing::info!(%peer, export = %export.name, "client disconnected: {}", Escaped(&why));
 }
 
 async fn handshake(
@@ -144,14 +160,16 @@ struct Conn {
     limits: Limits,
     /// Replies ready to send.
     out: OutQueue,
-    /// The reader waits here for capacity, and the drain for zero.
+    /// The connection's share of the buffer budget.
+    account: Rc<Account>,
+    stop: Stop,
+    /// The reader waits here for a free request slot, and the drain for zero.
     reader: RefCell<Option<Waker>>,
     in_flight: Cell<usize>,
-    bytes_in_flight: Cell<u64>,
 }
 
 impl Conn {
-    fn new(link: Link, shared: SharedState, n: &Negotiated) -> Conn {
+    fn new(link: Link, shared: SharedState, n: &Negotiated, watch: Rc<Watch>, stop: Stop) -> Conn {
         let e = &shared.exports[n.export];
         let limits = Limits {
             size: e.array.size_bytes(),
@@ -161,16 +179,18 @@ impl Conn {
             structured_replies: n.structured_replies,
             meta_context: n.meta_context.is_some(),
         };
+        let account = Account::new(shared.budget.clone(), shared.nbd_connection_memory);
         Conn {
             link,
             export: n.export,
             structured: n.structured_replies,
             limits,
             shared,
-            out: OutQueue::default(),
+            out: OutQueue::new(watch),
+            account,
+            stop,
             reader: RefCell::new(None),
             in_flight: Cell::new(0),
-            bytes_in_flight: Cell::new(0),
         }
     }
 
@@ -181,17 +201,17 @@ impl Conn {
     /// Queues a reply for the writer; the connection's only request in flight sends its
     /// own when the queue is idle (nothing could gather with it, and the writer task's
     /// wake and turn are saved).
-    fn queue<const N: usize>(&self, parts: [Part; N]) {
+    fn queue<const N: usize>(&self, parts: [Part; N], credit: Option<Credit>) {
         if self.in_flight.get() == 1 {
-            self.out.push_direct(&self.link, parts);
+            self.out.push_direct(&self.link, parts, credit);
         } else {
-            self.out.push(parts);
+            self.out.push(parts, credit);
         }
     }
 
     /// Queues the reply header that `build` writes.
     fn queue_header(&self, build: impl FnOnce(&mut Vec<u8>)) {
-        self.queue([header_part(build)]);
+        self.queue([header_part(build)], None);
     }
 
     fn fail(&self, cookie: u64, errno: u32, message: &str) {
@@ -209,21 +229,49 @@ impl Conn {
         }
     }
 
-    fn finished(&self, bytes: u64) {
+    fn finished(&self) {
         self.in_flight.set(self.in_flight.get() - 1);
-        self.bytes_in_flight.set(self.bytes_in_flight.get() - bytes);
         self.wake_reader();
     }
 
-    fn has_room(&self, bytes: u64) -> bool {
-        self.in_flight.get() < self.shared.max_in_flight
-            && (self.in_flight.get() == 0 || self.bytes_in_flight.get() + bytes <= BYTES_IN_FLIGHT)
+    /// Waits for a free request slot and for the send queue to have room; false when the
+    /// replies can no longer be sent.
+    async fn slot(&self) -> bool {
+        poll_fn(|cx| {
+            if self.out.is_broken() {
+                return Poll::Ready(false);
+            }
+            if self.in_flight.get() >= self.shared.max_in_flight {
+                *self.reader.borrow_mut() = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            self.out.poll_room(cx).map(|()| !self.out.is_broken())
+        })
+        .await
+    }
+
+    /// Waits until `bytes` fit the connection's and the server's budgets; `None` when the
+    /// replies can no longer be sent.
+    async fn reserve(&self, bytes: u64) -> Option<Credit> {
+        poll_fn(|cx| {
+            if self.out.is_broken() {
+                return Poll::Ready(None);
+            }
+            self.account.poll_reserve(bytes, cx).map(Some)
+        })
+        .await
     }
 }
 
 async fn writer(conn: Rc<Conn>) {
-    // The reader may be waiting for the next request: a failed send ends that wait too.
-    conn.out.run(&conn.link, || conn.wake_reader()).await;
+    // The reader may be waiting for the next request or for room: a failed send ends
+    // those waits too.
+    conn.out
+        .run(&conn.link, || {
+            conn.wake_reader();
+            conn.account.wake();
+        })
+        .await;
 }
 
 fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
@@ -231,13 +279,14 @@ fn errno_of(e: &raidd_engine::Error, write: bool) -> u32 {
         ErrorKind::ReadOnly => EPERM,
         ErrorKind::OutOfRange if write => ENOSPC,
         ErrorKind::OutOfRange | ErrorKind::Unaligned | ErrorKind::InvalidInput => EINVAL,
+        ErrorKind::Interrupted => ESHUTDOWN,
         _ => EIO,
     }
 }
 
-async fn transmission(conn: &Rc<Conn>, input: Input, stop: &Stop) -> String {
+async fn transmission(conn: &Rc<Conn>, input: Input) -> String {
     let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
-    let why = reader(conn, input, stop).await;
+    let why = reader(conn, input).await;
     // Drain: every request already taken gets its reply before the connection closes.
     poll_fn(|cx| {
         if conn.in_flight.get() == 0 {
@@ -253,28 +302,31 @@ async fn transmission(conn: &Rc<Conn>, input: Input, stop: &Stop) -> String {
     why
 }
 
+/// Bytes a request holds while it runs: its payload or its reply's data, or the piece of
+/// WRITE_ZEROES and TRIM that goes to the array at a time.
+fn cost(req: &Request) -> u64 {
+    match req.command {
+        Command::Read | Command::Write => u64::from(req.length),
+        Command::WriteZeroes | Command::Trim => u64::from(req.length).min(ZERO_PIECE as u64),
+        _ => 0,
+    }
+}
+
 /// Takes requests until the client leaves or misbehaves. A stopping daemon shuts the read
-/// side of the socket (see `serve::worker`), which ends the wait for the next header without
-/// any per-request check of a shared stop signal.
-async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
+/// side of the socket (see `crate::watch::Registry::stop_reading`), which ends the wait for
+/// the next header without any per-request check of a shared stop signal.
+async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
     loop {
-        // Room for at least one more request, or the end.
-        let room = poll_fn(|cx| {
-            if conn.out.is_broken() {
-                return Poll::Ready(false);
-            }
-            if conn.has_room(0) {
-                return Poll::Ready(true);
-            }
-            *conn.reader.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await;
-        if !room {
+        if !conn.slot().await {
             return "the client stopped reading replies".into();
         }
-        let r = input.header::<REQUEST_LEN>(&conn.link).await;
-        if r.is_err() && stop.peek().is_some() {
+        let before = if conn.in_flight.get() == 0 {
+            Wait::Idle
+        } else {
+            Wait::Nothing
+        };
+        let r = input.header::<REQUEST_LEN>(&conn.link, before).await;
+        if r.is_err() && conn.stop.peek().is_some() {
             return "the daemon is stopping".into();
         }
         let raw = match r {
@@ -306,19 +358,11 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
         if req.command == Command::Disc {
             return "the client disconnected (NBD_CMD_DISC)".into();
         }
-        let bytes = match req.command {
-            Command::Read | Command::Write => u64::from(req.length),
-            _ => 0,
+        // Room in the budgets before any buffer exists: the server's own back-pressure, so
+        // the reader waits for nothing from the client meanwhile.
+        let Some(credit) = conn.reserve(cost(&req)).await else {
+            return "the client stopped reading replies".into();
         };
-        // Wait for byte room (the count check passed above).
-        poll_fn(|cx| {
-            if conn.has_room(bytes) || conn.out.is_broken() {
-                return Poll::Ready(());
-            }
-            *conn.reader.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await;
         let payload = if req.command == Command::Write {
             let copied = input.copied;
             match input.payload(&conn.link, req.length as usize).await {
@@ -334,20 +378,20 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> String {
             None
         };
         conn.in_flight.set(conn.in_flight.get() + 1);
-        conn.bytes_in_flight.set(conn.bytes_in_flight.get() + bytes);
         let c = conn.clone();
         // A task per request, from the thread's pool. Reads get a task of their own: a
         // task's block is as large as its largest state, and a read's is a sixth of a
         // RAID5 write's (about 0.9 KiB against 5.2).
         if req.command == Command::Read {
             raidd_rt::spawn_detached(async move {
-                read(&c, &req).await;
-                c.finished(bytes);
+                read(&c, &req, credit).await;
+                c.finished();
             });
         } else {
             raidd_rt::spawn_detached(async move {
                 run_request(&c, req, payload).await;
-                c.finished(bytes);
+                drop(credit);
+                c.finished();
             });
         }
     }
@@ -358,7 +402,6 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
     let cookie = req.cookie;
     let fua = req.fua();
     let result = match req.command {
-        Command::Read => return read(conn, &req).await,
         Command::Write => {
             let Some(buf) = payload else {
                 return conn.fail(cookie, EIO, "internal: write without payload");
@@ -366,13 +409,13 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
             write_buf(array, req.offset, buf).await
         }
         Command::Flush => array.flush().await,
-        Command::Trim => array.discard(req.offset, u64::from(req.length)).await,
+        Command::Trim => zero_or_trim(conn, req.offset, u64::from(req.length), true).await,
         Command::WriteZeroes => {
             if req.flags & CMD_FLAG_FAST_ZERO != 0 {
                 // Zeroing costs as much as writing here: say so at once, as FAST_ZERO asks.
                 return conn.fail(cookie, ENOTSUP, "zeroing is not faster than writing");
             }
-            write_zeroes(array, req.offset, u64::from(req.length)).await
+            zero_or_trim(conn, req.offset, u64::from(req.length), false).await
         }
         Command::Cache => Ok(()),
         Command::BlockStatus => {
@@ -382,8 +425,12 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
                 reply::block_status(h, cookie, BASE_ALLOCATION_ID, &[(len, 0)]);
             });
         }
-        Command::Disc | Command::Unknown(_) => return conn.fail(cookie, EINVAL, "bad command"),
+        // Reads run in tasks of their own (`read`).
+        Command::Read | Command::Disc | Command::Unknown(_) => {
+            return conn.fail(cookie, EINVAL, "bad command")
+        }
     };
+    // FUA: durable on its own, before the reply; only the members it went to are flushed.
     let result = match result {
         Ok(())
             if fua
@@ -392,7 +439,7 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
                     Command::Write | Command::Trim | Command::WriteZeroes
                 ) =>
         {
-            array.flush().await
+            array.flush_range(req.offset, u64::from(req.length)).await
         }
         r => r,
     };
@@ -413,21 +460,17 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
     }
 }
 
-async fn read(conn: &Conn, req: &Request) {
+/// A READ: its reply goes out with `credit`, which the send queue gives back once the
+/// data has been sent.
+async fn read(conn: &Conn, req: &Request, credit: Credit) {
     let len = req.length as usize;
-    let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
-    let window = match buf.slice_mut(0..len) {
-        Ok(w) => w,
-        Err(e) => return conn.fail(req.cookie, EIO, &format!("internal: {e}")),
+    let buf = match conn.array().read_new(req.offset, len).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(offset = req.offset, length = req.length, "read failed: {e}");
+            return conn.fail(req.cookie, errno_of(&e, false), e.message());
+        }
     };
-    let mut iov = IoVecMut::new();
-    iov.push(window);
-    let (r, iov) = conn.array().read(req.offset, iov).await;
-    drop(iov);
-    if let Err(e) = r {
-        tracing::warn!(offset = req.offset, length = req.length, "read failed: {e}");
-        return conn.fail(req.cookie, errno_of(&e, false), e.message());
-    }
     let data = match buf.slice(0..len) {
         Ok(d) => d,
         Err(e) => return conn.fail(req.cookie, EIO, &format!("internal: {e}")),
@@ -441,9 +484,9 @@ async fn read(conn: &Conn, req: &Request) {
     });
     let parts = [h, Part::Slice(data)];
     if len >= DIRECT_SEND_MIN {
-        conn.out.push_direct(&conn.link, parts);
+        conn.out.push_direct(&conn.link, parts, Some(credit));
     } else {
-        conn.queue(parts);
+        conn.queue(parts, Some(credit));
     }
 }
 
@@ -476,14 +519,32 @@ async fn write_buf(array: &Array, offset: u64, buf: AlignedBuf) -> raidd_engine:
     array.write(offset, window(&shared, len)?).await
 }
 
-async fn write_zeroes(array: &Array, offset: u64, len: u64) -> raidd_engine::Result<()> {
-    let piece = (len as usize).min(ZERO_PIECE);
-    let zeroes = SharedBuf::new(AlignedBuf::zeroed(piece));
+/// This thread's piece of zeroes, shared read-only by every WRITE_ZEROES on it.
+fn zeroes() -> SharedBuf {
+    thread_local!(static ZEROES: SharedBuf = SharedBuf::new(AlignedBuf::zeroed(ZERO_PIECE)));
+    ZEROES.with(SharedBuf::clone)
+}
+
+/// WRITE_ZEROES (`trim` false) or TRIM over a range, a piece at a time, each after a look at
+/// whether the daemon is stopping: a stop waits for the requests in flight, and one over a
+/// whole large array would outlast it.
+async fn zero_or_trim(conn: &Conn, offset: u64, len: u64, trim: bool) -> raidd_engine::Result<()> {
+    let array = conn.array();
+    let zeroes = (!trim).then(zeroes);
     let mut done = 0u64;
     while done < len {
-        let n = (len - done).min(piece as u64) as usize;
-        array.write(offset + done, window(&zeroes, n)?).await?;
-        done += n as u64;
+        if conn.stop.peek().is_some() {
+            return Err(raidd_engine::Error::new(
+                ErrorKind::Interrupted,
+                "the server is shutting down",
+            ));
+        }
+        let n = (len - done).min(ZERO_PIECE as u64);
+        match &zeroes {
+            Some(z) => array.write(offset + done, window(z, n as usize)?).await?,
+            None => array.discard(offset + done, n).await?,
+        }
+        done += n;
     }
     Ok(())
 }
@@ -493,7 +554,9 @@ mod tests {
     use super::*;
 
     /// The size of the future a function returns, without calling it.
-    fn future_size<'a, A: 'a, B: 'a, F: std::future::Future + 'a>(_: fn(&'a A, B) -> F) -> usize {
+    fn future_size<'a, A: 'a, B: 'a, C: 'a, F: std::future::Future + 'a>(
+        _: fn(&'a A, B, C) -> F,
+    ) -> usize {
         std::mem::size_of::<F>()
     }
 
@@ -502,8 +565,8 @@ mod tests {
     /// is its own so that reads do not carry a write's state.
     #[test]
     fn a_request_in_flight_holds_a_bounded_state() {
-        let read_state = future_size::<Conn, &Request, _>(read);
-        let any_state = future_size::<Conn, Request, _>(|c, r| run_request(c, r, None));
+        let read_state = future_size::<Conn, &Request, Credit, _>(read);
+        let any_state = future_size::<Conn, Request, Option<AlignedBuf>, _>(run_request);
         eprintln!("request state: read {read_state} B, any command {any_state} B");
         assert!(read_state <= 1024, "a read's state grew to {read_state} B");
         assert!(any_state <= 8192, "a write's state grew to {any_state} B");

@@ -1,5 +1,5 @@
-//! What every worker thread shares: the exports, the NBD offer, TLS, the iSCSI target and
-//! the limits, and the signal that the daemon is stopping.
+//! What every worker thread shares: the exports, the NBD offer, TLS, the iSCSI target, the
+//! buffer budget and the limits, and the signal that the daemon is stopping.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
@@ -8,7 +8,8 @@ use futures::channel::oneshot;
 use futures::future::Shared;
 use raidd_engine::Array;
 
-use crate::iscsi;
+use crate::budget::Budget;
+use crate::{iscsi, watch};
 
 /// Resolves when the daemon is stopping; cheap to clone into every task on every thread.
 pub type Stop = Shared<oneshot::Receiver<()>>;
@@ -42,6 +43,15 @@ pub struct ServerState {
     pub max_in_flight: usize,
     /// The iSCSI target, when configured.
     pub iscsi: Option<Arc<iscsi::IscsiState>>,
+    /// The buffer memory all connections share, and each one's share.
+    pub budget: Arc<Budget>,
+    pub nbd_connection_memory: u64,
+    pub iscsi_connection_memory: u64,
+    /// How long the server waits for a client.
+    pub limits: watch::Limits,
+    /// Client connections open now (a `crate::accept::Place` each), and the most allowed.
+    pub connections: AtomicUsize,
+    pub max_connections: usize,
 }
 
 pub type SharedState = Arc<ServerState>;

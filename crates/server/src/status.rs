@@ -22,6 +22,10 @@ pub async fn report(ctx: &ControlCtx) -> StatusReport {
         nbd_listen: ctx.listen.clone(),
         iscsi: iscsi(ctx),
         threads: ctx.threads,
+        connections: ctx.shared.connections.load(Ordering::Relaxed),
+        max_connections: ctx.shared.max_connections,
+        buffer_memory_used_bytes: ctx.shared.budget.used(),
+        buffer_memory_bytes: ctx.shared.budget.limit(),
         arrays,
         not_started: ctx.not_started.clone(),
         spare_pool: ctx

@@ -272,6 +272,7 @@ pub fn run(args: CreateArgs, json: bool) -> AdminResult {
                 Ok(())
             };
             let closed = array.close().await.map_err(AdminError::from);
+            let closed = closed.map(|_| ());
             synced?;
             closed?;
             detail::print(std::slice::from_ref(&assembled), 0, &[], json).await

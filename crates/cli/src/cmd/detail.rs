@@ -61,6 +61,7 @@ pub fn run(args: DetailArgs, json: bool) -> AdminResult {
         // Inspection only: a dirty degraded array is shown (state, Needs Resync), not refused.
         let start = session::Start {
             dirty_degraded: true,
+            member_timeout: None,
         };
         let session: Session =
             session::assemble(&args.members, Access::ReadOnly, true, start).await?;

@@ -25,6 +25,7 @@ impl StartArgs {
     pub fn start(self) -> raidd_admin::session::Start {
         raidd_admin::session::Start {
             dirty_degraded: self.start_dirty_degraded,
+            member_timeout: None,
         }
     }
 }

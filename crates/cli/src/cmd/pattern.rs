@@ -115,7 +115,7 @@ impl Target {
 
     async fn close(&self) -> AdminResult {
         match self {
-            Target::Array(s) => s.close().await,
+            Target::Array(s) => s.close().await.map(|_| ()),
             Target::Raw(m, name) => m
                 .flush()
                 .await

@@ -35,14 +35,14 @@ struct Bucket {
 
 impl Bucket {
     fn wake_all(&self) {
-        let ws = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|e| e.into_inner()));
+        let ws = std::mem::take(&mut *self.waiters.lock().expect(crate::POISONED));
         for w in ws {
             w.wake();
         }
     }
 
     fn register(&self, w: &Waker) {
-        let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ws = self.waiters.lock().expect(crate::POISONED);
         if !ws.iter().any(|x| x.will_wake(w)) {
             ws.push(w.clone());
         }

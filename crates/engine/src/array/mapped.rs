@@ -68,6 +68,9 @@ impl Array {
             }
             let mut failed = HashSet::new();
             for (member, r, (iov, layout)) in self.issue_reads(batch.into_ios()).await {
+                if crate::member::windows_lost(&r) {
+                    return (Err(self.lost_windows(member)), req.into_partial());
+                }
                 req.restore(&layout, iov);
                 if r.is_err() {
                     failed.insert(member);

@@ -319,11 +319,7 @@ impl Array {
     pub(super) fn abort_replacement(&self, role: usize, why: &io::Error) {
         let slot = &self.slots[role];
         slot.replacing.store(false, Ordering::Release);
-        let gone = slot
-            .replacement
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let gone = slot.replacement.write().expect(crate::POISONED).take();
         if let Some((m, _)) = gone {
             tracing::error!(array = %self.name, member = %m.info().name, role, "replacement failed, replace abandoned: {why}");
         }

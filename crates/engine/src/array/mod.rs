@@ -291,6 +291,17 @@ pub struct StripeCacheStatus {
 const INTENT_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// md-style UUID text: 8:8:8:8 hex.
+/// How [`Array::close`] left the array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// Flushed, and marked clean (or it needs no marking: read-only, no redundancy, failed).
+    Clean,
+    /// Writes were still in flight: flushed, but the superblocks stay dirty.
+    LeftDirty,
+    /// A resync it needs has not finished: it stays marked for one.
+    NeedsResync,
+}
+
 pub fn uuid_string(u: &[u8; 16]) -> String {
     let hex: String = u.iter().map(|b| format!("{b:02x}")).collect();
     format!(
@@ -792,7 +803,7 @@ impl Array {
             return;
         }
         {
-            let mut last = self.intent_swept.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = self.intent_swept.lock().expect(crate::POISONED);
             if last.elapsed() < self.intent_period() {
                 return;
             }
@@ -861,7 +872,7 @@ impl Array {
         }
         let writes = self.counters.sum(|s| &s.writes);
         {
-            let mut seen = self.idle_since.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.idle_since.lock().expect(crate::POISONED);
             if seen.0 != writes {
                 *seen = (writes, std::time::Instant::now());
                 return false;
@@ -956,7 +967,10 @@ impl Array {
         })
     }
 
-    /// Reads `iov`'s total length at `offset`. The windows come back whatever the outcome.
+    /// Reads `iov`'s total length at `offset`. The windows come back whatever the outcome,
+    /// but for [`ErrorKind::TimedOut`]: a member that did not answer in time (and is failed
+    /// now) kept some, and may still write into them; the caller reads again into new ones
+    /// ([`Array::read_new`] does).
     pub async fn read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         if let Err(e) = self.check_range(offset, len, false) {
@@ -977,6 +991,9 @@ impl Array {
                     let at = self.member_offset(loc.member, loc.sector);
                     match self.read_member(loc.member, at, iov).await {
                         (Ok(()), iov) => return (Ok(()), iov),
+                        (r, iov) if crate::member::windows_lost(&r) => {
+                            return (Err(self.lost_windows(loc.member)), iov)
+                        }
                         (Err(_), iov) => iov, // that member is failed now: plan without it
                     }
                 }
@@ -994,6 +1011,44 @@ impl Array {
                 raidd_rt::PooledFuture::new(self.parity_read(offset, iov, &pieces)).await
             }
             _ => raidd_rt::PooledFuture::new(self.mapped_read(offset, iov, &pieces)).await,
+        }
+    }
+
+    /// The error of a read whose windows a member that timed out (and was failed) kept.
+    pub(super) fn lost_windows(&self, role: usize) -> Error {
+        Error::new(
+            ErrorKind::TimedOut,
+            format!(
+                "{}: member {role} did not answer in time and was failed; read again into new \
+                 buffers",
+                self.name
+            ),
+        )
+    }
+
+    /// Reads `len` bytes at `offset` into a new buffer. A read whose buffer a member that
+    /// timed out kept (see [`Array::read`]) is read again into a new one, from the members
+    /// left: at most once per member.
+    pub async fn read_new(&self, offset: u64, len: usize) -> Result<SharedBuf> {
+        let mut attempt = 0;
+        loop {
+            let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
+            let mut iov = IoVecMut::new();
+            if len > 0 {
+                iov.push(
+                    buf.slice_mut(0..len)
+                        .expect("a fresh buffer has no windows out"),
+                );
+            }
+            let (r, iov) = self.read(offset, iov).await;
+            drop(iov);
+            match r {
+                Err(e) if e.kind() == ErrorKind::TimedOut && attempt < self.slots.len() => {
+                    attempt += 1;
+                    tracing::warn!(array = %self.name, "{e}");
+                }
+                r => return r.map(|()| buf),
+            }
         }
     }
 
@@ -1031,9 +1086,24 @@ impl Array {
 
     /// Makes every acknowledged write durable on every in-sync member.
     pub async fn flush(&self) -> Result<()> {
+        self.flush_members(|_| true).await
+    }
+
+    /// Makes an acknowledged write of `len` bytes at `offset` durable (FUA): flushes only the
+    /// members that write went to (its data's copies, and the parity of its stripes).
+    pub async fn flush_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_range(offset, len, true)?;
+        let written = self
+            .geometry
+            .members_written(offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        self.flush_members(|r| written[r]).await
+    }
+
+    /// Flushes the in-sync members `which` picks, failing those whose flush fails.
+    async fn flush_members(&self, which: impl Fn(usize) -> bool) -> Result<()> {
         self.check_alive()?;
         let roles: Vec<usize> = (0..self.slots.len())
-            .filter(|&r| self.takes_writes(r))
+            .filter(|&r| which(r) && self.takes_writes(r))
             .collect();
         futures::future::join_all(roles.iter().map(|&r| async move {
             let member = self.member_ref(r);
@@ -1058,14 +1128,9 @@ impl Array {
         self.mapped_discard(offset, len).await
     }
 
-    /// Convenience: reads `len` bytes at `offset` into a new buffer.
+    /// Convenience: reads `len` bytes at `offset` into a new buffer ([`Array::read_new`]).
     pub async fn read_to_buf(&self, offset: u64, len: usize) -> Result<AlignedBuf> {
-        let buf = SharedBuf::new(AlignedBuf::zeroed(len));
-        let mut iov = IoVecMut::new();
-        iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
-        let (r, iov) = self.read(offset, iov).await;
-        drop(iov);
-        r?;
+        let buf = self.read_new(offset, len).await?;
         Ok(buf.try_into_inner().expect("read released the buffer"))
     }
 
@@ -1078,25 +1143,34 @@ impl Array {
         self.write(offset, iov).await
     }
 
-    /// Clean shutdown: flush, then record in the superblocks that the array is consistent
-    /// (unless a resync it needs has not finished: then it stays marked for one).
-    pub async fn close(&self) -> Result<()> {
+    /// Shutdown: flushes, then records in the superblocks that the array is consistent,
+    /// under a whole-array barrier raised only while no write holds a pass (as safe mode
+    /// does). A write still in flight (a stop that gave up waiting for its requests) may
+    /// have left parity or mirrors behind its data, so then the superblocks stay dirty and
+    /// the next start resyncs (only what the bitmap marks, where there is one). Writes that
+    /// come after a clean close mark the array dirty again before they reach a member.
+    pub async fn close(&self) -> Result<Closed> {
         if self.read_only || self.failed.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(Closed::Clean);
         }
         self.flush().await?;
+        let Some(barrier) = self.gate.try_barrier_all() else {
+            tracing::warn!(array = %self.name, "closed with writes in flight: left marked unclean, the next start resyncs");
+            return Ok(Closed::LeftDirty);
+        };
         // Everything is on the members: no chunk needs its bit any more.
         self.sweep_intent(true).await;
         if self.needs_resync() {
             tracing::warn!(array = %self.name, "closed before its resync finished: it stays marked unclean");
-            return Ok(());
+            return Ok(Closed::NeedsResync);
         }
         if let Some(meta) = &self.meta {
             if meta.is_dirty() {
                 self.superblocks_failed(meta.mark_clean().await).await;
             }
         }
-        Ok(())
+        drop(barrier);
+        Ok(Closed::Clean)
     }
 
     /// Whether the array was not shut down cleanly and has not been resynced since.
@@ -1221,7 +1295,7 @@ impl Array {
         }
         self.scrub(SyncKind::Resync, SyncLimits::UNLIMITED, progress)
             .await?;
-        self.close().await
+        self.close().await.map(|_| ())
     }
 }
 
@@ -1232,12 +1306,12 @@ fn same_member(a: &Arc<dyn Member>, b: &Arc<dyn Member>) -> bool {
 }
 
 fn read_lock<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
+    l.read().expect(crate::POISONED)
 }
 
 fn names(l: &Mutex<Vec<Arc<dyn Member>>>) -> Vec<String> {
     l.lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .expect(crate::POISONED)
         .iter()
         .map(|m| m.info().name.clone())
         .collect()

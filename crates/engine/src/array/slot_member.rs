@@ -71,11 +71,7 @@ impl SlotMember {
 
     /// This thread's shard, locked for reading: while it is held, the member cannot change.
     pub(super) fn read(&self) -> RwLockReadGuard<'_, Option<MemberRef>> {
-        self.shards
-            .mine()
-            .0
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+        self.shards.mine().0.read().expect(crate::POISONED)
     }
 
     /// Puts `member` in the slot; returns the one it held.
@@ -85,7 +81,7 @@ impl SlotMember {
         let mut locked: Vec<RwLockWriteGuard<'_, Option<MemberRef>>> = self
             .shards
             .iter()
-            .map(|s| s.write().unwrap_or_else(|e| e.into_inner()))
+            .map(|s| s.write().expect(crate::POISONED))
             .collect();
         let old = locked[0].as_ref().map(|r| Arc::clone(r));
         for shard in &mut locked {

@@ -381,7 +381,7 @@ pub(crate) struct Signal(Mutex<SignalState>);
 impl Signal {
     fn post(&self, o: Outcome) {
         let waker = {
-            let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = self.0.lock().expect(crate::POISONED);
             st.outcome = Some(o);
             st.waker.take()
         };
@@ -392,13 +392,13 @@ impl Signal {
 
     /// Whether the lead was posted here and not yet taken.
     pub(crate) fn holds_lead(&self) -> bool {
-        let st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let st = self.0.lock().expect(crate::POISONED);
         matches!(st.outcome, Some(Outcome::Lead))
     }
 
     /// Takes the lead posted here without waiting; false if there is none.
     pub(crate) fn take_lead(&self) -> bool {
-        let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.0.lock().expect(crate::POISONED);
         if matches!(st.outcome, Some(Outcome::Lead)) {
             st.outcome = None;
             true
@@ -408,12 +408,12 @@ impl Signal {
     }
 
     fn abandoned(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).abandoned
+        self.0.lock().expect(crate::POISONED).abandoned
     }
 
     pub(crate) async fn wait(&self) -> Outcome {
         std::future::poll_fn(|cx| {
-            let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = self.0.lock().expect(crate::POISONED);
             match st.outcome.take() {
                 Some(o) => Poll::Ready(o),
                 None => {
@@ -503,7 +503,7 @@ impl Drop for Slot<'_> {
             // queue may hold stale wakers of tasks that got a slot meanwhile (or were
             // dropped), and waking only the front one could spend the release on such a
             // waker and leave a live waiter asleep with a slot free. The losers re-register.
-            let woken = std::mem::take(&mut *f.waiters.lock().unwrap_or_else(|e| e.into_inner()));
+            let woken = std::mem::take(&mut *f.waiters.lock().expect(crate::POISONED));
             for w in woken {
                 w.wake();
             }
@@ -679,7 +679,7 @@ impl StripeCache {
         cover: ChunkCover,
     ) -> Arc<Signal> {
         let mut signal = super::recycle::signal();
-        let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let mut sh = self.shard(stripe).lock().expect(crate::POISONED);
         sh.clock += 1;
         let clock = sh.clock;
         let head = sh.heads.entry(stripe).or_default();
@@ -688,7 +688,7 @@ impl StripeCache {
             head.leader = true;
             // Not shared yet: no other reference can see it.
             let st = Arc::get_mut(&mut signal).expect("fresh signal");
-            st.0.get_mut().unwrap_or_else(|e| e.into_inner()).outcome = Some(Outcome::Lead);
+            st.0.get_mut().expect(crate::POISONED).outcome = Some(Outcome::Lead);
         }
         head.pending.push(Part {
             req,
@@ -702,7 +702,7 @@ impl StripeCache {
     /// Whether the parts pending on `stripe` cover every data chunk over `chunk_rows` (a
     /// batch that needs no company).
     pub(crate) fn pending_full(&self, stripe: u64, data_chunks: usize, chunk_rows: u64) -> bool {
-        let sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let sh = self.shard(stripe).lock().expect(crate::POISONED);
         let Some(head) = sh.heads.get(&stripe) else {
             return false;
         };
@@ -729,7 +729,7 @@ impl StripeCache {
     /// stripe's lock, so it stays so until the lock is dropped: only a leader, which takes
     /// that lock first, changes the stripe's members or kept rows.
     pub(crate) fn claim(&self, stripe: u64) -> Option<Vec<Cached>> {
-        let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let mut sh = self.shard(stripe).lock().expect(crate::POISONED);
         let Some(head) = sh.heads.get_mut(&stripe) else {
             return Some(Vec::new());
         };
@@ -749,7 +749,7 @@ impl StripeCache {
     }
 
     pub(crate) fn take(&self, stripe: u64) -> Taken {
-        let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+        let mut sh = self.shard(stripe).lock().expect(crate::POISONED);
         let Some(head) = sh.heads.get_mut(&stripe) else {
             return Taken {
                 parts: Parts::new(),
@@ -777,7 +777,7 @@ impl StripeCache {
         let budget = self.shard_budget.load(Ordering::Relaxed);
         let mut not_kept = Vec::new();
         let evicted = {
-            let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+            let mut sh = self.shard(stripe).lock().expect(crate::POISONED);
             sh.clock += 1;
             let clock = sh.clock;
             let head = sh.heads.get_mut(&stripe).expect("a led stripe has a head");
@@ -839,9 +839,9 @@ impl StripeCache {
     /// A leader gives up (its future was dropped): its own part is abandoned, parts it had
     /// taken are told they failed, and the lead passes on.
     pub(crate) fn resign(&self, stripe: u64, own: &Signal, taken: Parts) {
-        own.0.lock().unwrap_or_else(|e| e.into_inner()).abandoned = true;
+        own.0.lock().expect(crate::POISONED).abandoned = true;
         {
-            let mut sh = self.shard(stripe).lock().unwrap_or_else(|e| e.into_inner());
+            let mut sh = self.shard(stripe).lock().expect(crate::POISONED);
             if let Some(head) = sh.heads.get_mut(&stripe) {
                 Self::pass_lead(head);
                 Self::drop_if_idle(&mut sh, stripe);
@@ -859,7 +859,7 @@ impl StripeCache {
     /// lead on.
     pub(crate) fn abandon(&self, stripe: u64, signal: &Signal) {
         let had_lead = {
-            let mut st = signal.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = signal.0.lock().expect(crate::POISONED);
             st.abandoned = true;
             matches!(st.outcome, Some(Outcome::Lead))
         };
@@ -901,7 +901,7 @@ impl StripeCache {
             let mut n = f.count.load(Ordering::Acquire);
             loop {
                 if n >= limit {
-                    let mut w = f.waiters.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut w = f.waiters.lock().expect(crate::POISONED);
                     w.push_back(cx.waker().clone());
                     // A slot freed between the load and the registration must not be lost.
                     if f.count.load(Ordering::Acquire) < limit {
@@ -975,7 +975,7 @@ impl StripeCache {
     pub(crate) fn cached_bytes(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).cached_bytes)
+            .map(|s| s.lock().expect(crate::POISONED).cached_bytes)
             .sum()
     }
 }

@@ -192,7 +192,7 @@ impl Drop for SyncGuard<'_> {
         } else {
             "failed"
         };
-        let mut slot = self.array.sync.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.array.sync.lock().expect(crate::POISONED);
         slot.running = None;
         slot.last = Some(LastSync {
             kind: p.kind,
@@ -288,7 +288,7 @@ impl Array {
         total: u64,
         start: u64,
     ) -> Result<Arc<SyncProgress>> {
-        let mut cur = self.sync.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.sync.lock().expect(crate::POISONED);
         if let Some(p) = cur.running.as_ref() {
             return Err(Error::new(
                 ErrorKind::Conflict,
@@ -312,20 +312,12 @@ impl Array {
 
     /// The pass running now, if any.
     pub fn sync_progress(&self) -> Option<Arc<SyncProgress>> {
-        self.sync
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .running
-            .clone()
+        self.sync.lock().expect(crate::POISONED).running.clone()
     }
 
     /// How the last pass ended, once one has.
     pub fn last_sync(&self) -> Option<LastSync> {
-        self.sync
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last
-            .clone()
+        self.sync.lock().expect(crate::POISONED).last.clone()
     }
 
     pub(super) fn sync_status(&self) -> Option<SyncStatus> {
@@ -418,7 +410,7 @@ impl Array {
         self.check_writable()?;
         let _membership = self.membership.lock().await;
         let take = |l: &std::sync::Mutex<Vec<Arc<dyn Member>>>| {
-            let mut v = l.lock().unwrap_or_else(|e| e.into_inner());
+            let mut v = l.lock().expect(crate::POISONED);
             let i = v.iter().position(|m| m.info().name == name)?;
             Some(v.remove(i))
         };
@@ -509,10 +501,7 @@ impl Array {
         let free = own.or_else(|| (0..self.slots.len()).find(|&r| is_free(r)));
         let Some(role) = free else {
             let failed = meta.add_member(None, member.clone(), None).await?.failed;
-            self.spares_list
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(member);
+            self.spares_list.lock().expect(crate::POISONED).push(member);
             tracing::info!(array = %self.name, member = %name, "added as a spare");
             self.superblocks_failed(failed).await;
             return Ok(Added::Spare);
@@ -544,10 +533,7 @@ impl Array {
             }
         };
         if let Some(d) = detached {
-            self.detached
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(d);
+            self.detached.lock().expect(crate::POISONED).push(d);
         }
         let slot = &self.slots[role];
         slot.data_offset.store(added.data_offset, Ordering::Relaxed);
@@ -610,7 +596,7 @@ impl Array {
             return Ok(None);
         }
         let spare = {
-            let mut v = self.spares_list.lock().unwrap_or_else(|e| e.into_inner());
+            let mut v = self.spares_list.lock().expect(crate::POISONED);
             if v.is_empty() {
                 return Ok(None);
             }
@@ -853,8 +839,7 @@ impl Array {
         self.superblocks_failed(failed).await;
         let slot = &self.slots[role];
         slot.replaced.store(0, Ordering::Release);
-        *slot.replacement.write().unwrap_or_else(|e| e.into_inner()) =
-            Some((new.clone(), data_offset));
+        *slot.replacement.write().expect(crate::POISONED) = Some((new.clone(), data_offset));
         slot.replacing.store(true, Ordering::Release);
         drop(membership);
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace started");
@@ -938,15 +923,9 @@ impl Array {
         });
         if let Err(e) = result {
             slot.replacing.store(false, Ordering::Release);
-            slot.replacement
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
+            slot.replacement.write().expect(crate::POISONED).take();
             // The new member stays the array's spare: a failed slot claims it.
-            self.spares_list
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(new);
+            self.spares_list.lock().expect(crate::POISONED).push(new);
             return Err(e);
         }
         // Swap: every write since the copy finished went to both.
@@ -954,14 +933,8 @@ impl Array {
         slot.write_mostly.store(false, Ordering::Relaxed); // the new member's own: none
         slot.member.replace(Some(new));
         slot.replacing.store(false, Ordering::Release);
-        slot.replacement
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        self.detached
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(old);
+        slot.replacement.write().expect(crate::POISONED).take();
+        self.detached.lock().expect(crate::POISONED).push(old);
         self.superblocks_failed(failed).await;
         drop(membership);
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace finished");

@@ -1,6 +1,11 @@
 //! A fault-injecting member for tests and simulations: wraps any member and injects I/O
-//! errors, silent corruption, latency and disappearance, on a schedule derived from a seed
-//! and the operation's sequence number, so a failing run replays exactly.
+//! errors, silent corruption, latency, disappearance and hangs, on a schedule derived from a
+//! seed and the operation's sequence number, so a failing run replays exactly.
+//!
+//! A hung device answers nothing: its operations never complete, and what they were lent
+//! stays lent (a read's windows are kept by the member, as a kernel keeps the buffers of an
+//! operation it never finishes). With a `timeout` the member gives up on each operation as
+//! a disk's driver does, and the array then fails it.
 
 use std::fmt;
 use std::io;
@@ -28,6 +33,11 @@ pub struct FaultPlan {
     pub delay_yields: Option<(u32, u32)>,
     /// After this many operations the device is gone: every later operation fails ENODEV.
     pub disappear_after_ops: Option<u64>,
+    /// After this many operations the device hangs: no later operation completes.
+    pub hang_after_ops: Option<u64>,
+    /// An operation that does not complete in this time fails with
+    /// `io::ErrorKind::TimedOut` (what `FileMember`'s timeout does).
+    pub timeout: Option<Duration>,
 }
 
 /// Counters and switches shared between a [`FaultMember`] and the test driving it.
@@ -39,8 +49,13 @@ pub struct FaultControl {
     writes: AtomicU64,
     failing: AtomicBool,
     gone: AtomicBool,
+    hung: AtomicBool,
     injected_errors: AtomicU64,
     injected_corruptions: AtomicU64,
+    /// Operations started while hung (they never complete).
+    hung_ops: AtomicU64,
+    /// Read windows that hung operations were lent: kept for good.
+    stuck: Mutex<Vec<IoVecMut>>,
 }
 
 impl FaultControl {
@@ -52,12 +67,22 @@ impl FaultControl {
     pub fn vanish(&self) {
         self.gone.store(true, Ordering::SeqCst);
     }
+    /// The device hangs: every later operation waits for ever.
+    pub fn hang(&self) {
+        self.hung.store(true, Ordering::SeqCst);
+    }
+    /// Operations that started while the device hung.
+    pub fn hung_ops(&self) -> u64 {
+        self.hung_ops.load(Ordering::SeqCst)
+    }
+    /// Later operations work again (those that hung stay hung).
     pub fn heal(&self) {
         self.failing.store(false, Ordering::SeqCst);
         self.gone.store(false, Ordering::SeqCst);
+        self.hung.store(false, Ordering::SeqCst);
     }
     pub fn set_plan(&self, plan: FaultPlan) {
-        *self.plan.lock().unwrap_or_else(|e| e.into_inner()) = plan;
+        *self.plan.lock().expect(crate::POISONED) = plan;
     }
     pub fn ops(&self) -> u64 {
         self.ops.load(Ordering::SeqCst)
@@ -95,8 +120,11 @@ fn hit(seed: u64, n: u64, purpose: u64, ppm: u32) -> bool {
 struct Verdict {
     delay: Option<Duration>,
     yields: u32,
+    /// The device hangs: the operation never completes.
+    hang: bool,
     error: Option<io::Error>,
     corrupt_at: Option<u64>,
+    timeout: Option<Duration>,
 }
 
 pub struct FaultMember {
@@ -137,14 +165,16 @@ impl FaultMember {
             OpClass::Write => self.control.writes.fetch_add(1, Ordering::SeqCst),
             OpClass::Other => 0,
         };
-        let plan = self
-            .control
-            .plan
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let plan = self.control.plan.lock().expect(crate::POISONED).clone();
         if plan.disappear_after_ops.is_some_and(|limit| n >= limit) {
             self.control.gone.store(true, Ordering::SeqCst);
+        }
+        if plan.hang_after_ops.is_some_and(|limit| n >= limit) {
+            self.control.hung.store(true, Ordering::SeqCst);
+        }
+        let hang = self.control.hung.load(Ordering::SeqCst);
+        if hang {
+            self.control.hung_ops.fetch_add(1, Ordering::SeqCst);
         }
         let delay = plan.delay_us.map(|(lo, hi)| {
             let span = hi.saturating_sub(lo) + 1;
@@ -175,8 +205,10 @@ impl FaultMember {
         Verdict {
             delay,
             yields,
+            hang,
             error,
             corrupt_at,
+            timeout: plan.timeout,
         }
     }
 }
@@ -190,80 +222,154 @@ async fn pause(v: &Verdict) {
     }
 }
 
+/// What a hung read holds: its windows, handed to the control when it is given up on, so
+/// nobody reads or reuses that memory again.
+struct Stuck<'a> {
+    control: &'a FaultControl,
+    iov: Option<IoVecMut>,
+}
+
+impl Drop for Stuck<'_> {
+    fn drop(&mut self) {
+        if let Some(iov) = self.iov.take() {
+            self.control.stuck.lock().expect(crate::POISONED).push(iov);
+        }
+    }
+}
+
+/// An operation of a hung device: never completes.
+async fn hang() -> ! {
+    std::future::pending::<()>().await;
+    unreachable!("a pending future never completes")
+}
+
 impl Member for FaultMember {
     fn info(&self) -> &MemberInfo {
         self.inner.info()
     }
 
-    fn read(&self, offset: u64, mut iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
+    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Read, len);
-        MemberFuture::new(async move {
-            pause(&v).await;
-            if let Some(e) = v.error {
-                return (Err(e), iov);
-            }
-            let Some(at) = v.corrupt_at else {
-                return self.inner.read(offset, iov).await;
-            };
-            // The rare corrupting read goes through a bounce buffer: the caller's windows are
-            // moved into the inner read and could not be touched afterwards.
-            let bounce = SharedBuf::new(AlignedBuf::zeroed(len as usize));
-            let mut whole: IoVecMut = smallvec::SmallVec::new();
-            whole.push(bounce.slice_mut(0..len as usize).expect("fresh buffer"));
-            let (r, whole) = self.inner.read(offset, whole).await;
-            drop(whole);
-            if let Err(e) = r {
-                return (Err(e), iov);
-            }
-            let mut data = bounce
-                .try_into_inner()
-                .expect("inner read released the buffer");
-            data[at as usize] ^= 0xff;
-            let mut pos = 0;
-            for w in iov.iter_mut() {
-                let n = w.len();
-                w.as_mut_slice().copy_from_slice(&data[pos..pos + n]);
-                pos += n;
-            }
-            self.control
-                .injected_corruptions
-                .fetch_add(1, Ordering::SeqCst);
-            (Ok(()), iov)
-        })
+        let timeout = v.timeout;
+        let name = &self.inner.info().name;
+        MemberFuture::new(super::within(
+            timeout,
+            name,
+            self.read_now(offset, iov, v),
+            |e| (Err(e), IoVecMut::new()),
+        ))
     }
 
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Write, len);
-        MemberFuture::new(async move {
-            pause(&v).await;
-            if let Some(e) = v.error {
-                return Err(e);
-            }
-            self.inner.write(offset, iov).await
-        })
+        let (timeout, name) = (v.timeout, &self.inner.info().name);
+        MemberFuture::new(super::within(
+            timeout,
+            name,
+            async move {
+                pause(&v).await;
+                if v.hang {
+                    let _held = iov;
+                    hang().await;
+                }
+                if let Some(e) = v.error {
+                    return Err(e);
+                }
+                self.inner.write(offset, iov).await
+            },
+            Err,
+        ))
     }
 
     fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
-        MemberFuture::new(async move {
-            pause(&v).await;
-            if let Some(e) = v.error {
-                return Err(e);
-            }
-            self.inner.flush().await
-        })
+        let (timeout, name) = (v.timeout, &self.inner.info().name);
+        MemberFuture::new(super::within(
+            timeout,
+            name,
+            async move {
+                pause(&v).await;
+                if v.hang {
+                    hang().await;
+                }
+                if let Some(e) = v.error {
+                    return Err(e);
+                }
+                self.inner.flush().await
+            },
+            Err,
+        ))
     }
 
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
-        MemberFuture::new(async move {
-            pause(&v).await;
-            if let Some(e) = v.error {
-                return Err(e);
-            }
-            self.inner.discard(offset, len).await
-        })
+        let (timeout, name) = (v.timeout, &self.inner.info().name);
+        MemberFuture::new(super::within(
+            timeout,
+            name,
+            async move {
+                pause(&v).await;
+                if v.hang {
+                    hang().await;
+                }
+                if let Some(e) = v.error {
+                    return Err(e);
+                }
+                self.inner.discard(offset, len).await
+            },
+            Err,
+        ))
+    }
+}
+
+impl FaultMember {
+    /// A read after its verdict: a hang, an error, a corruption, or the inner read.
+    async fn read_now(
+        &self,
+        offset: u64,
+        mut iov: IoVecMut,
+        v: Verdict,
+    ) -> (io::Result<()>, IoVecMut) {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        pause(&v).await;
+        if v.hang {
+            let _held = Stuck {
+                control: &self.control,
+                iov: Some(iov),
+            };
+            hang().await;
+        }
+        if let Some(e) = v.error {
+            return (Err(e), iov);
+        }
+        let Some(at) = v.corrupt_at else {
+            return self.inner.read(offset, iov).await;
+        };
+        // The rare corrupting read goes through a bounce buffer: the caller's windows are
+        // moved into the inner read and could not be touched afterwards.
+        let bounce = SharedBuf::new(AlignedBuf::zeroed(len as usize));
+        let mut whole: IoVecMut = smallvec::SmallVec::new();
+        whole.push(bounce.slice_mut(0..len as usize).expect("fresh buffer"));
+        let (r, whole) = self.inner.read(offset, whole).await;
+        drop(whole);
+        if let Err(e) = r {
+            return (Err(e), iov);
+        }
+        let mut data = bounce
+            .try_into_inner()
+            .expect("inner read released the buffer");
+        data[at as usize] ^= 0xff;
+        let mut pos = 0;
+        for w in iov.iter_mut() {
+            let n = w.len();
+            w.as_mut_slice().copy_from_slice(&data[pos..pos + n]);
+            pos += n;
+        }
+        self.control
+            .injected_corruptions
+            .fetch_add(1, Ordering::SeqCst);
+        (Ok(()), iov)
     }
 }

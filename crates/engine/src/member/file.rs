@@ -7,10 +7,12 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use raidd_rt::{fs::File, IoVec, IoVecMut};
 
-use super::{assert_request, Member, MemberFuture, MemberInfo};
+use super::syncs::Syncs;
+use super::{assert_request, within, Member, MemberFuture, MemberInfo};
 use crate::error::{Error, Result};
 
 /// How to open a member file.
@@ -23,6 +25,10 @@ pub struct OpenOptions {
     /// Take an exclusive lock (O_EXCL on block devices, flock on files) so two processes
     /// cannot run the same member.
     pub exclusive: bool,
+    /// An I/O that does not complete in this time fails (`io::ErrorKind::TimedOut`), as a
+    /// hung disk's command is failed by the SCSI layer's timeout; the array then fails the
+    /// member. `None`: I/O waits as long as the device takes.
+    pub timeout: Option<Duration>,
 }
 
 impl Default for OpenOptions {
@@ -31,6 +37,7 @@ impl Default for OpenOptions {
             write: true,
             direct: None,
             exclusive: true,
+            timeout: None,
         }
     }
 }
@@ -41,6 +48,9 @@ pub struct FileMember {
     file: File,
     direct: bool,
     is_block_device: bool,
+    timeout: Option<Duration>,
+    /// Flushes asked for while one runs share the next (see `syncs`).
+    syncs: Syncs,
 }
 
 impl fmt::Debug for FileMember {
@@ -230,6 +240,8 @@ impl FileMember {
             file,
             direct,
             is_block_device: bdev,
+            timeout: opts.timeout,
+            syncs: Syncs::default(),
         })
     }
 
@@ -272,28 +284,40 @@ impl Member for FileMember {
     fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
-        MemberFuture::new(self.file.readv_exact_at(iov, offset))
+        if self.timeout.is_none() {
+            return MemberFuture::new(self.file.readv_exact_at(iov, offset));
+        }
+        // Timed out, the windows stay with the abandoned read (see `Member::read`).
+        let read = self.file.readv_exact_at(iov, offset);
+        MemberFuture::new(within(self.timeout, &self.info.name, read, |e| {
+            (Err(e), IoVecMut::new())
+        }))
     }
 
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let total: u64 = iov.iter().map(|w| w.len() as u64).sum();
         assert_request(&self.info, offset, total);
         MemberFuture::new(async move {
-            let (r, iov) = self.file.writev_all_at(iov, offset).await;
-            raidd_rt::buf::give_iov(iov);
-            r
+            let write = async {
+                let (r, iov) = self.file.writev_all_at(iov, offset).await;
+                raidd_rt::buf::give_iov(iov);
+                r
+            };
+            within(self.timeout, &self.info.name, write, Err).await
         })
     }
 
     fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
-        MemberFuture::new(async move { self.file.sync(true).await })
+        let sync = self.syncs.run(|| self.file.sync(true));
+        MemberFuture::new(within(self.timeout, &self.info.name, sync, Err))
     }
 
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         assert_request(&self.info, offset, len);
         MemberFuture::new(async move {
             let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-            match self.file.fallocate(mode, offset, len).await {
+            let punch = self.file.fallocate(mode, offset, len);
+            match within(self.timeout, &self.info.name, punch, Err).await {
                 // Discard is advisory: a device that cannot do it keeps the old data.
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(()),
                 r => r,

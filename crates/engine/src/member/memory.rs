@@ -84,7 +84,7 @@ impl MemMember {
     }
 
     fn shard(&self, i: usize) -> MutexGuard<'_, Shard> {
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.shards[i].lock().expect(crate::POISONED)
     }
 
     /// Calls `f(member_offset, bytes)` for each shard-bounded piece of `[offset, offset+len)`.

@@ -5,6 +5,7 @@
 mod fault;
 mod file;
 mod memory;
+mod syncs;
 
 use std::fmt;
 use std::io;
@@ -37,6 +38,33 @@ pub async fn write_bytes(member: &dyn Member, offset: u64, data: AlignedBuf) -> 
     member.write(offset, iov).await
 }
 
+/// Whether a member read's result says its windows did not come back: it timed out, and
+/// the device may still write into them, so that memory must not be read or reused.
+pub fn windows_lost(r: &io::Result<()>) -> bool {
+    matches!(r, Err(e) if e.kind() == io::ErrorKind::TimedOut)
+}
+
+/// Runs a member operation within `limit` (none: as long as it takes): `lost` makes its
+/// result from the timeout's error when it gives up (`io::ErrorKind::TimedOut`, naming the
+/// member). The operation is dropped then; what it lent the device stays with it.
+pub(crate) async fn within<T>(
+    limit: Option<std::time::Duration>,
+    name: &str,
+    op: impl std::future::Future<Output = T>,
+    lost: impl FnOnce(io::Error) -> T,
+) -> T {
+    let Some(limit) = limit else {
+        return op.await;
+    };
+    match raidd_rt::time::timeout(limit, op).await {
+        Some(v) => v,
+        None => lost(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{name}: no answer within {limit:?}"),
+        )),
+    }
+}
+
 /// Static facts about a member.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberInfo {
@@ -63,7 +91,10 @@ pub trait Member: Send + Sync + fmt::Debug {
     fn info(&self) -> &MemberInfo;
     /// Fills the windows of `iov`, in order, from `offset`, and hands the windows back (possibly
     /// split further, always covering the same bytes in the same order) so that a failed read
-    /// can be retried elsewhere into the same client buffer.
+    /// can be retried elsewhere into the same client buffer. The one exception is a read
+    /// that timed out (`io::ErrorKind::TimedOut`): the device may still write into its
+    /// windows, so they stay with the abandoned operation and none come back (see
+    /// [`windows_lost`]).
     fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)>;
     /// Writes the windows of `iov`, in order, at `offset`.
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>>;

@@ -1,6 +1,12 @@
 //! The full feature phase of one connection: the reader loop, CmdSN ordering, Data-Out
 //! collection, the send queue with StatSN assignment, NOP, Text, Logout and task
 //! management.
+//!
+//! The initiator's window: a command it sends takes one of [`CMD_WINDOW`] places, and
+//! MaxCmdSN moves on only when a command ends, so no more than that many run or wait at
+//! once. Each command's buffers (immediate data, Data-Out, what it reads) are reserved
+//! against the connection's and the server's budgets before they exist; a command that
+//! finds no room ends with TASK SET FULL, and its reads' credits go out with their Data-In.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -18,12 +24,12 @@ use raidd_rt::{AlignedBuf, BufSlice};
 
 use super::task::{self, TaskCtl};
 use super::{read_data_tail, read_header, End, IscsiState, CMD_WINDOW, MAX_RECV_SEGMENT};
+use crate::budget::{Account, Credit};
 use crate::link::{Input, Link};
 use crate::outq::OutQueue;
 use crate::shared::Stop;
+use crate::watch::{Wait, Watch};
 
-/// Bytes of command buffers a connection may hold (reads and writes together).
-const BYTES_IN_FLIGHT: u64 = 128 << 20;
 /// Text exchanges accumulate at most this much.
 const TEXT_MAX: usize = 64 * 1024;
 
@@ -62,12 +68,23 @@ pub struct Collector {
     pub next_r2tsn: u32,
 }
 
+/// A command's immediate data, as the reader took it.
+#[derive(Default)]
+pub struct Immediate {
+    pub buf: Option<AlignedBuf>,
+    /// Its bytes against the budgets.
+    pub credit: Option<Credit>,
+    /// There was no room for it: it was dropped unread, and the command ends with TASK SET
+    /// FULL.
+    pub refused: bool,
+}
+
 /// What waits for its CmdSN turn.
 struct Held {
     bhs: Bhs,
     request: Request,
     data: Vec<u8>,
-    imm: Option<AlignedBuf>,
+    imm: Immediate,
 }
 
 /// State shared by a connection's reader, writer and tasks (one thread).
@@ -86,7 +103,8 @@ pub struct Conn {
     /// Wakes whoever waits for tasks to end (drain, logout, task management).
     idle: RefCell<Vec<Waker>>,
     next_ttt: Cell<u32>,
-    bytes_in_flight: Cell<u64>,
+    /// The connection's share of the buffer budget.
+    pub account: Rc<Account>,
     /// A text exchange in progress: its ITT, accumulated request, or response still to send.
     text: RefCell<Option<TextState>>,
     pub last_heard: Cell<Instant>,
@@ -106,29 +124,43 @@ pub enum Data {
     Slice(BufSlice),
 }
 
+/// What the full feature phase starts from: the logged-in connection.
+pub struct Setup {
+    pub link: Link,
+    pub input: Input,
+    pub watch: Rc<Watch>,
+    pub state: Arc<IscsiState>,
+    pub account: Rc<Account>,
+    pub negotiated: Negotiated,
+    pub seq: Seq,
+    pub nexus: String,
+}
+
 impl Conn {
-    fn new(link: Link, state: Arc<IscsiState>, n: &Negotiated, seq: Seq, nexus: String) -> Conn {
+    fn new(s: Setup) -> (Conn, Input) {
+        let n = &s.negotiated;
         let digests = Digests {
             header: n.params.header_digest,
             data: n.params.data_digest,
         };
-        Conn {
-            link,
-            state,
+        let conn = Conn {
+            link: s.link,
+            state: s.state,
             target: n.target,
-            nexus,
+            nexus: s.nexus,
             params: RefCell::new(n.params.clone()),
             digests,
-            seq: Cell::new(seq),
-            out: OutQueue::default(),
+            seq: Cell::new(s.seq),
+            out: OutQueue::new(s.watch),
             tasks: RefCell::new(HashMap::new()),
             held: RefCell::new(BTreeMap::new()),
             idle: RefCell::new(Vec::new()),
             next_ttt: Cell::new(1),
-            bytes_in_flight: Cell::new(0),
+            account: s.account,
             text: RefCell::new(None),
             last_heard: Cell::new(Instant::now()),
-        }
+        };
+        (conn, s.input)
     }
 
     /// A fresh target transfer tag (never the reserved value).
@@ -153,27 +185,39 @@ impl Conn {
     /// Queues a PDU; `header` gets the sequence numbers current at queueing time, so StatSN
     /// follows the order PDUs go out.
     pub fn send(&self, status: bool, header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN], data: Data) {
+        self.send_with(status, header, data, None);
+    }
+
+    /// [`Conn::send`] of a command's last PDU, with the credit that holds its buffers: given
+    /// back once the PDU (and so every one queued before it) has been sent.
+    pub fn send_with(
+        &self,
+        status: bool,
+        header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN],
+        data: Data,
+        credit: Option<Credit>,
+    ) {
         let h = header(self.take_seq(status));
         // A PDU's header (and a data segment's padding and digest) go out as inline parts:
         // queueing a Data-In or a response allocates nothing.
         match data {
             Data::None => {
                 let f = pdu::frame(&h, &[], self.digests);
-                self.out.push([Part::header(f.head())]);
+                self.out.push([Part::header(f.head())], credit);
             }
             Data::Bytes(b) => {
                 let f = pdu::frame(&h, &b, self.digests);
                 self.out
-                    .push([Part::Bytes([f.head(), &b, f.tail()].concat())]);
+                    .push([Part::Bytes([f.head(), &b, f.tail()].concat())], credit);
             }
             Data::Slice(s) => {
                 let f = pdu::frame(&h, s.as_slice(), self.digests);
                 let head = Part::header(f.head());
                 if f.tail().is_empty() {
-                    self.out.push([head, Part::Slice(s)]);
+                    self.out.push([head, Part::Slice(s)], credit);
                 } else {
                     self.out
-                        .push([head, Part::Slice(s), Part::header(f.tail())]);
+                        .push([head, Part::Slice(s), Part::header(f.tail())], credit);
                 }
             }
         }
@@ -188,20 +232,19 @@ impl Conn {
         );
     }
 
-    /// Claims buffer room for a command; false when the connection holds too much.
-    pub fn reserve_bytes(&self, n: u64) -> bool {
-        let used = self.bytes_in_flight.get();
-        if used > 0 && used + n > BYTES_IN_FLIGHT {
-            return false;
-        }
-        self.bytes_in_flight.set(used + n);
-        true
+    /// A command that took a place in the window ended (or never became a task): the
+    /// initiator may send one more (MaxCmdSN moves on).
+    fn free_place(&self) {
+        let mut s = self.seq.get();
+        s.maxcmdsn = s.maxcmdsn.wrapping_add(1);
+        self.seq.set(s);
     }
 
-    /// A task has ended: its bytes and tag are free.
-    pub fn finished(&self, itt: u32, bytes: u64) {
-        self.bytes_in_flight
-            .set(self.bytes_in_flight.get().saturating_sub(bytes));
+    /// A task has ended: its tag is free, and its place in the window if it took one.
+    pub fn finished(&self, itt: u32, placed: bool) {
+        if placed {
+            self.free_place();
+        }
         self.tasks.borrow_mut().remove(&itt);
         for w in self.idle.borrow_mut().drain(..) {
             w.wake();
@@ -235,19 +278,22 @@ impl Conn {
     }
 
     /// Admits a CmdSN-ordered request: Some(true) run now, Some(false) hold for the gap,
-    /// None outside the window (ignored, as RFC 7143 3.2.2.1 says).
+    /// None outside the window (ignored, as RFC 7143 3.2.2.1 says). An admitted request
+    /// takes a place in the window; MaxCmdSN stays until a place is freed.
     fn admit(&self, cmdsn: u32) -> Option<bool> {
         let mut s = self.seq.get();
-        let max = s.expcmdsn.wrapping_add(CMD_WINDOW - 1);
-        if sn_lt(cmdsn, s.expcmdsn) || sn_lt(max, cmdsn) {
+        if sn_lt(cmdsn, s.expcmdsn) || sn_lt(s.maxcmdsn, cmdsn) {
             return None;
         }
         if cmdsn != s.expcmdsn {
             return Some(false);
         }
         s.expcmdsn = s.expcmdsn.wrapping_add(1);
-        s.maxcmdsn = s.expcmdsn.wrapping_add(CMD_WINDOW - 1);
         self.seq.set(s);
+        debug_assert!(
+            s.maxcmdsn.wrapping_sub(s.expcmdsn).wrapping_add(1) <= CMD_WINDOW,
+            "the window never grows past CMD_WINDOW"
+        );
         Some(true)
     }
 
@@ -257,6 +303,7 @@ impl Conn {
 }
 
 async fn writer(conn: Rc<Conn>) {
+    // The reader may be waiting for the queue to have room: a failed send ends that wait.
     conn.out.run(&conn.link, || {}).await;
 }
 
@@ -269,7 +316,7 @@ async fn pinger(conn: Rc<Conn>, every: Duration) {
         }
         let silent = conn.last_heard.get().elapsed();
         if silent >= every * 3 {
-            tracing::warn!(nexus = %conn.nexus, "no answer to NOP-In pings for {silent:?}; closing");
+            tracing::warn!(nexus = %crate::logtext::Escaped(&conn.nexus), "no answer to NOP-In pings for {silent:?}; closing");
             let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
             return;
         }
@@ -286,17 +333,10 @@ async fn pinger(conn: Rc<Conn>, every: Duration) {
 }
 
 /// Runs the full feature phase until logout, an error, or the daemon stopping.
-pub async fn full_feature(
-    link: Link,
-    input: Input,
-    state: Arc<IscsiState>,
-    n: Negotiated,
-    seq: Seq,
-    nexus: String,
-    stop: Stop,
-) -> String {
-    let nop = state.nop_interval;
-    let conn = Rc::new(Conn::new(link, state, &n, seq, nexus));
+pub async fn full_feature(setup: Setup, stop: Stop) -> String {
+    let nop = setup.state.nop_interval;
+    let (conn, input) = Conn::new(setup);
+    let conn = Rc::new(conn);
     let writer_task = raidd_rt::spawn_local(writer(conn.clone()));
     let pinger_task = nop.map(|every| raidd_rt::spawn_local(pinger(conn.clone(), every)));
     let why = match reader(&conn, input, &stop).await {
@@ -319,13 +359,70 @@ pub async fn full_feature(
     why
 }
 
+/// Waits until the send queue has room for more replies.
+async fn room(conn: &Conn) {
+    std::future::poll_fn(|cx| conn.out.poll_room(cx)).await
+}
+
+/// A command's immediate data: received into an aligned buffer (it becomes array writes)
+/// once its bytes are reserved, or dropped unread when there is no room (the command then
+/// ends with TASK SET FULL). `None`: a data digest mismatch (rejected).
+async fn immediate(
+    conn: &Conn,
+    input: &mut Input,
+    bhs: &Bhs,
+    framing: &pdu::Framing,
+) -> Result<Option<Immediate>, End> {
+    let Some(credit) = conn.account.try_reserve(framing.data as u64) else {
+        let skip = framing.data + framing.pad() + if framing.data_digest { 4 } else { 0 };
+        input.skip(&conn.link, skip).await?;
+        return Ok(Some(Immediate {
+            refused: true,
+            ..Immediate::default()
+        }));
+    };
+    let b = input.payload(&conn.link, framing.data).await?;
+    if !read_data_tail(&conn.link, input, framing, &b).await? {
+        conn.reject(reject::DATA_DIGEST, bhs);
+        return Ok(None);
+    }
+    Ok(Some(Immediate {
+        buf: Some(b),
+        credit: Some(credit),
+        refused: false,
+    }))
+}
+
+/// Holds a request that came ahead of its CmdSN turn. Its data is reserved against the
+/// budgets (a command's immediate data already is); a connection whose held requests do
+/// not fit is ended.
+fn hold(conn: &Conn, cmdsn: u32, mut h: Held) -> Result<(), End> {
+    if !h.data.is_empty() {
+        let Some(c) = conn.account.try_reserve(h.data.len() as u64) else {
+            return Err(End::Protocol(
+                "requests held for their CmdSN turn exceed the connection's memory".into(),
+            ));
+        };
+        h.imm.credit = Some(c);
+    }
+    conn.held.borrow_mut().insert(cmdsn, h);
+    Ok(())
+}
+
 /// Takes PDUs until logout or failure; Ok carries why the session ended normally.
 async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> Result<String, End> {
     loop {
+        room(conn).await;
         if conn.out.is_broken() {
             return Ok("the initiator stopped reading".into());
         }
-        let (bhs, request, framing) = read_header(&conn.link, &mut input, conn.digests).await?;
+        let before = if conn.tasks.borrow().is_empty() {
+            Wait::Idle
+        } else {
+            Wait::Nothing
+        };
+        let (bhs, request, framing) =
+            read_header(&conn.link, &mut input, conn.digests, before).await?;
         conn.last_heard.set(Instant::now());
         if stop.peek().is_some() {
             return Ok("the daemon is stopping".into());
@@ -341,27 +438,24 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> Result<String
             data_out(conn, &mut input, &bhs, &request, &framing).await?;
             continue;
         }
-        // Immediate data goes to an aligned buffer (it becomes array writes); other data
-        // segments are small.
         let (imm, data) = match &request {
             Request::Command(_) if framing.data > 0 => {
-                let b = input.payload(&conn.link, framing.data).await?;
-                let ok = read_data_tail(&conn.link, &mut input, &framing, &b).await?;
-                if !ok {
-                    conn.reject(reject::DATA_DIGEST, &bhs);
-                    continue;
+                match immediate(conn, &mut input, &bhs, &framing).await? {
+                    Some(imm) => (imm, Vec::new()),
+                    None => continue,
                 }
-                (Some(b), Vec::new())
             }
+            // Other data segments are small (at most MaxRecvDataSegmentLength).
             _ => {
                 let d = input.exact(&conn.link, framing.data).await?;
                 if !read_data_tail(&conn.link, &mut input, &framing, &d).await? {
                     conn.reject(reject::DATA_DIGEST, &bhs);
                     continue;
                 }
-                (None, d)
+                (Immediate::default(), d)
             }
         };
+        let mut placed = false;
         if let Some((cmdsn, immediate)) = request.cmdsn() {
             if !immediate {
                 match conn.admit(cmdsn) {
@@ -370,22 +464,20 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> Result<String
                         continue;
                     }
                     Some(false) => {
-                        conn.held.borrow_mut().insert(
-                            cmdsn,
-                            Held {
-                                bhs,
-                                request,
-                                data,
-                                imm,
-                            },
-                        );
+                        let h = Held {
+                            bhs,
+                            request,
+                            data,
+                            imm,
+                        };
+                        hold(conn, cmdsn, h)?;
                         continue;
                     }
-                    Some(true) => {}
+                    Some(true) => placed = true,
                 }
             }
         }
-        if let Some(end) = dispatch(conn, bhs, request, data, imm).await? {
+        if let Some(end) = dispatch(conn, bhs, request, data, imm, placed).await? {
             return Ok(end);
         }
         // Requests held for this gap can go now, in CmdSN order.
@@ -395,38 +487,28 @@ async fn reader(conn: &Rc<Conn>, mut input: Input, stop: &Stop) -> Result<String
                 break;
             };
             let _ = conn.admit(next);
-            if let Some(end) = dispatch(conn, h.bhs, h.request, h.data, h.imm).await? {
+            if let Some(end) = dispatch(conn, h.bhs, h.request, h.data, h.imm, true).await? {
                 return Ok(end);
             }
         }
     }
 }
 
-/// Acts on one admitted PDU; Some(why) ends the session.
+/// Acts on one admitted PDU; Some(why) ends the session. `placed`: it took a place in the
+/// initiator's window, which is freed when it ends (a command's task) or at once.
 async fn dispatch(
     conn: &Rc<Conn>,
     bhs: Bhs,
     request: Request,
     data: Vec<u8>,
-    imm: Option<AlignedBuf>,
+    imm: Immediate,
+    placed: bool,
 ) -> Result<Option<String>, End> {
-    match request {
+    let mut started = false;
+    let end = match request {
         Request::Command(c) => {
-            if conn.target.is_none() {
-                // Discovery sessions carry text and logout only.
-                conn.reject(reject::PROTOCOL_ERROR, &bhs);
-                return Ok(None);
-            }
-            if c.immediate && conn.tasks.borrow().len() >= 2 * CMD_WINDOW as usize {
-                conn.reject(reject::IMMEDIATE_REJECT, &bhs);
-                return Ok(None);
-            }
-            if conn.tasks.borrow().contains_key(&c.itt) {
-                // A tag still in use: RFC 7143 says reject with "task in progress".
-                conn.reject(reject::TASK_IN_PROGRESS, &bhs);
-                return Ok(None);
-            }
-            start_command(conn, c, imm);
+            started = command(conn, &bhs, c, imm, placed);
+            None
         }
         Request::NopOut { itt, lun, .. } => {
             if itt != RESERVED_TAG {
@@ -437,6 +519,7 @@ async fn dispatch(
                     Data::Bytes(data),
                 );
             }
+            None
         }
         Request::Text {
             itt,
@@ -445,47 +528,82 @@ async fn dispatch(
             lun,
             final_bit,
             ..
-        } => text(conn, &bhs, itt, ttt, cont || !final_bit, lun, data),
-        Request::Logout { itt, reason, .. } => {
-            // Reason 0 closes the session, 1 this connection (the same thing here); 2
-            // (remove for recovery) needs error recovery level 2.
-            if reason == 2 {
-                conn.send(true, |s| pdu::logout_response(itt, 2, s), Data::None);
-                return Ok(None);
-            }
-            conn.abort_collecting();
-            conn.wait_tasks(None).await;
-            // Before the response: once the initiator has it, another may take the unit.
-            if let Some(t) = conn.target {
-                conn.state.nexus_gone(t, &conn.nexus);
-            }
-            conn.send(true, |s| pdu::logout_response(itt, 0, s), Data::None);
-            return Ok(Some("logged out".into()));
+        } => {
+            text(conn, &bhs, itt, ttt, cont || !final_bit, lun, data);
+            None
         }
+        Request::Logout { itt, reason, .. } => logout(conn, itt, reason).await,
         Request::TaskMgmt {
             function,
             lun,
             itt,
             referenced_tag,
             ..
-        } => task_management(conn, function, lun, itt, referenced_tag),
-        Request::Snack { .. } => conn.reject(reject::SNACK, &bhs),
-        Request::Login { .. } => conn.reject(reject::PROTOCOL_ERROR, &bhs),
-        Request::DataOut { .. } => conn.reject(reject::PROTOCOL_ERROR, &bhs),
-        Request::Unknown(_) => conn.reject(reject::NOT_SUPPORTED, &bhs),
+        } => {
+            task_management(conn, function, lun, itt, referenced_tag);
+            None
+        }
+        Request::Snack { .. } => {
+            conn.reject(reject::SNACK, &bhs);
+            None
+        }
+        Request::Login { .. } | Request::DataOut { .. } => {
+            conn.reject(reject::PROTOCOL_ERROR, &bhs);
+            None
+        }
+        Request::Unknown(_) => {
+            conn.reject(reject::NOT_SUPPORTED, &bhs);
+            None
+        }
+    };
+    if placed && !started {
+        conn.free_place();
     }
-    Ok(None)
+    Ok(end)
 }
 
-fn start_command(conn: &Rc<Conn>, c: ScsiCommand, imm: Option<AlignedBuf>) {
+/// Logout: reason 0 closes the session, 1 this connection (the same thing here); 2 (remove
+/// for recovery) needs error recovery level 2. Some(why) ends the session.
+async fn logout(conn: &Rc<Conn>, itt: u32, reason: u8) -> Option<String> {
+    if reason == 2 {
+        conn.send(true, |s| pdu::logout_response(itt, 2, s), Data::None);
+        return None;
+    }
+    conn.abort_collecting();
+    conn.wait_tasks(None).await;
+    // Before the response: once the initiator has it, another may take the unit.
+    if let Some(t) = conn.target {
+        conn.state.nexus_gone(t, &conn.nexus);
+    }
+    conn.send(true, |s| pdu::logout_response(itt, 0, s), Data::None);
+    Some("logged out".into())
+}
+
+/// A SCSI command: refused with a Reject, or started as a task (true).
+fn command(conn: &Rc<Conn>, bhs: &Bhs, c: ScsiCommand, imm: Immediate, placed: bool) -> bool {
+    if conn.target.is_none() {
+        // Discovery sessions carry text and logout only.
+        conn.reject(reject::PROTOCOL_ERROR, bhs);
+        return false;
+    }
+    if c.immediate && conn.tasks.borrow().len() >= 2 * CMD_WINDOW as usize {
+        conn.reject(reject::IMMEDIATE_REJECT, bhs);
+        return false;
+    }
+    if conn.tasks.borrow().contains_key(&c.itt) {
+        // A tag still in use: RFC 7143 says reject with "task in progress".
+        conn.reject(reject::TASK_IN_PROGRESS, bhs);
+        return false;
+    }
     let first_burst = conn.params().first_burst_length as usize;
     let ctl = task::prepare(conn, &c, imm, first_burst);
     conn.tasks.borrow_mut().insert(c.itt, ctl.clone());
     let conn2 = conn.clone();
     raidd_rt::spawn_detached(async move {
-        let bytes = task::run(&conn2, &ctl, c).await;
-        conn2.finished(ctl.itt, bytes);
+        task::run(&conn2, &ctl, c).await;
+        conn2.finished(ctl.itt, placed);
     });
+    true
 }
 
 /// Data-Out: checked against the command's collector, received straight into its buffer.
@@ -650,7 +768,10 @@ fn text(conn: &Rc<Conn>, bhs: &Bhs, itt: u32, ttt: u32, more: bool, lun: u64, da
     let answer = match answer {
         Ok(a) => a,
         Err(e) => {
-            tracing::debug!("text request refused: {e}");
+            tracing::debug!(
+                "text request refused: {}",
+                crate::logtext::Escaped(&e.to_string())
+            );
             *st = None;
             drop(st);
             conn.reject(reject::PROTOCOL_ERROR, bhs);
@@ -734,14 +855,22 @@ fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced
             t.abort();
         }
     }
-    // Resets leave a unit attention for every other initiator on the affected units.
+    // Resets leave unit attentions on the affected units (SAM-5): a LOGICAL UNIT RESET for
+    // every I_T nexus, the one it came on included; a warm target reset for every other.
     if matches!(function, tmf::LOGICAL_UNIT_RESET | tmf::TARGET_WARM_RESET) {
         if let (Some(ti), Some(t)) = (conn.target, target) {
             let nexuses = conn.state.nexuses_of(ti);
-            let sense = raidd_scsi::Sense::power_on_reset();
+            let (sense, except) = if function == tmf::LOGICAL_UNIT_RESET {
+                (raidd_scsi::Sense::lun_reset(), None)
+            } else {
+                (
+                    raidd_scsi::Sense::power_on_reset(),
+                    Some(conn.nexus.as_str()),
+                )
+            };
             for l in &t.luns {
                 if function == tmf::TARGET_WARM_RESET || Some(l.number) == lun_no {
-                    l.attention_for(&nexuses, Some(&conn.nexus), &sense);
+                    l.attention_for(&nexuses, except, &sense);
                     super::lock(&l.reservations).reset();
                 }
             }

@@ -12,10 +12,12 @@
 //! connection ends its session, and the initiator logs in again.
 
 mod conn;
+mod pr_store;
 mod task;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,12 +27,15 @@ use raidd_engine::{Array, Member};
 use raidd_iscsi::login::{self, Login, Portal, Step, TargetEntry};
 use raidd_iscsi::pdu::{self, Bhs, Digests, LoginHeader, Request, Seq, BHS_LEN};
 use raidd_iscsi::{Secret, TargetLimits};
-use raidd_rt::net::{Part, Stream};
+use raidd_rt::net::Part;
 use raidd_scsi::{LunInfo, ModeState, Reservations, Sense};
 
+use crate::budget::Account;
 use crate::config::{ChapConfig, IscsiConfig};
 use crate::link::{Input, Link};
-use crate::shared::Stop;
+use crate::logtext::Escaped;
+use crate::shared::{SharedState, Stop};
+use crate::watch::{Wait, Watch};
 
 /// A client must log in within this time.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,9 +98,9 @@ impl Lun {
     }
 }
 
-/// A mutex whose holder panicked is still usable: the data it guards is plain state.
+/// The LUN state's mutexes (a poisoned one is a bug: see `crate::POISONED`).
 pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().expect(crate::POISONED)
 }
 
 #[derive(Debug)]
@@ -119,6 +124,8 @@ pub struct IscsiState {
     next_tsih: AtomicU16,
     /// The initiator ports logged in to each target (for unit attentions).
     pub nexuses: Mutex<Vec<(usize, String)>>,
+    /// Where persistent reservations are saved.
+    pub pr_store: pr_store::Store,
 }
 
 impl IscsiState {
@@ -244,7 +251,7 @@ pub fn state(
     config: &IscsiConfig,
     arrays: &[Arc<Array>],
     listen: std::net::SocketAddr,
-) -> IscsiState {
+) -> std::io::Result<IscsiState> {
     let targets: Vec<Target> = config
         .targets
         .iter()
@@ -301,13 +308,14 @@ pub fn state(
         tpgt: 1,
         discovery_chap: secret(&config.discovery_chap),
     };
-    IscsiState {
+    Ok(IscsiState {
         portal,
         targets,
         nop_interval: config.nop_interval,
         next_tsih: AtomicU16::new(1),
         nexuses: Mutex::new(Vec::new()),
-    }
+        pr_store: pr_store::Store::new()?,
+    })
 }
 
 /// A received PDU: its header, parsed request and data segment (padding and digests
@@ -345,12 +353,14 @@ impl From<std::io::Error> for End {
 }
 
 /// Reads a header and what follows it up to the data segment; checks the header digest.
+/// Until the header's first byte arrives the reader waits for `before`.
 pub async fn read_header(
     link: &Link,
     input: &mut Input,
     digests: Digests,
+    before: Wait,
 ) -> Result<(Bhs, Request, pdu::Framing), End> {
-    let bhs = Bhs(input.header::<BHS_LEN>(link).await?);
+    let bhs = Bhs(input.header::<BHS_LEN>(link, before).await?);
     let framing = bhs.framing(digests);
     let tail = input.exact(link, framing.header_tail()).await?;
     let (ahs, hd) = tail.split_at(framing.ahs);
@@ -394,7 +404,7 @@ pub async fn read_pdu(
     digests: Digests,
     max_data: usize,
 ) -> Result<Option<Pdu>, End> {
-    let (bhs, request, framing) = read_header(link, input, digests).await?;
+    let (bhs, request, framing) = read_header(link, input, digests, Wait::Nothing).await?;
     if framing.data > max_data {
         return Err(End::Protocol(format!(
             "data segment of {} bytes, more than the {max_data} allowed",
@@ -415,13 +425,19 @@ pub fn encode(header: [u8; BHS_LEN], data: &[u8], digests: Digests) -> Vec<u8> {
 }
 
 /// Serves one initiator connection until it logs out, fails, or the daemon stops.
-pub async fn serve_connection(sock: Stream, state: Arc<IscsiState>, stop: Stop) {
-    let peer = sock
+pub async fn serve_connection(
+    link: Link,
+    watch: Rc<Watch>,
+    state: Arc<IscsiState>,
+    shared: &SharedState,
+    stop: Stop,
+) {
+    let peer = link
+        .sock
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    let link = Link::plain(sock);
-    let mut input = Input::new();
+    let mut input = Input::new(watch.clone());
     let outcome = {
         let l = login_phase(&link, &mut input, &state);
         let timeout = raidd_rt::time::sleep(LOGIN_TIMEOUT);
@@ -439,7 +455,7 @@ pub async fn serve_connection(sock: Stream, state: Arc<IscsiState>, stop: Stop) 
             return;
         }
         Some(Err(why)) => {
-            tracing::debug!(%peer, "iSCSI login ended: {why}");
+            tracing::debug!(%peer, "iSCSI login ended: {}", Escaped(&why.to_string()));
             return;
         }
         None => {
@@ -447,10 +463,11 @@ pub async fn serve_connection(sock: Stream, state: Arc<IscsiState>, stop: Stop) 
             return;
         }
     };
-    let initiator = negotiated.params.initiator_name.clone();
+    // The initiator's name came from the network: logged escaped.
+    let initiator = Escaped(&negotiated.params.initiator_name).to_string();
     let target = negotiated.target;
     let isid = hex(&negotiated.isid);
-    let nexus = format!("{initiator},i,0x{isid}");
+    let nexus = format!("{},i,0x{isid}", negotiated.params.initiator_name);
     match target {
         Some(t) => {
             tracing::info!(%peer, %initiator, target = %state.targets[t].name, "iSCSI session started")
@@ -460,23 +477,29 @@ pub async fn serve_connection(sock: Stream, state: Arc<IscsiState>, stop: Stop) 
     if let Some(t) = target {
         lock(&state.nexuses).push((t, nexus.clone()));
     }
+    let account = Account::new(shared.budget.clone(), shared.iscsi_connection_memory);
     let why = conn::full_feature(
-        link,
-        input,
-        state.clone(),
-        negotiated,
-        seq,
-        nexus.clone(),
+        conn::Setup {
+            link,
+            input,
+            watch: watch.clone(),
+            state: state.clone(),
+            account,
+            negotiated,
+            seq,
+            nexus: nexus.clone(),
+        },
         stop,
     )
     .await;
+    let why = watch.closed_for().map_or(why, str::to_string);
     if let Some(t) = target {
         let mut n = lock(&state.nexuses);
         if let Some(i) = n.iter().position(|(x, s)| *x == t && *s == nexus) {
             n.swap_remove(i);
         }
     }
-    tracing::info!(%peer, %initiator, "iSCSI session ended: {why}");
+    tracing::info!(%peer, %initiator, "iSCSI session ended: {}", Escaped(&why));
 }
 
 /// Runs the login; `Ok(None)` when the target refused it (the refusal has been sent).

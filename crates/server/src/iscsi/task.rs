@@ -10,11 +10,12 @@ use std::task::{Poll, Waker};
 
 use raidd_engine::{Array, ErrorKind};
 use raidd_iscsi::pdu::{self, Residual, ScsiCommand};
-use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
+use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 use raidd_scsi::{Op, PrError, RespondCtx, Sense, Status};
 
-use super::conn::{lun_number, Collector, Conn, Data};
-use super::{lock, Lun};
+use super::conn::{lun_number, Collector, Conn, Data, Immediate};
+use super::{lock, pr_store, Lun};
+use crate::budget::Credit;
 
 /// Zeroes and WRITE SAME patterns are written in pieces of this size.
 const PIECE: usize = 1 << 20;
@@ -28,8 +29,8 @@ pub struct TaskCtl {
     waker: RefCell<Option<Waker>>,
     aborted: Cell<bool>,
     plan: RefCell<Option<Plan>>,
-    /// Buffer bytes reserved for it.
-    bytes: Cell<u64>,
+    /// Its buffers' bytes against the budgets, given back with its last PDU.
+    credit: RefCell<Option<Credit>>,
 }
 
 impl TaskCtl {
@@ -64,15 +65,27 @@ enum Plan {
     Refuse(Residual),
 }
 
-/// Decodes the command and sets up its Data-Out collection. Runs in the reader, before
-/// any later PDU is read, so Data-Out for it always finds it.
-pub fn prepare(
-    conn: &Conn,
-    c: &ScsiCommand,
-    imm: Option<AlignedBuf>,
-    first_burst: usize,
-) -> Rc<TaskCtl> {
-    let plan = plan(conn, c);
+/// Bytes of buffers a command holds besides its Data-Out: what it reads from the array
+/// (its Data-In, or what it compares or merges with), or the piece WRITE SAME writes from.
+fn buffer_cost(op: &Op, block_size: u32) -> u64 {
+    let bytes = |blocks: u64| blocks * u64::from(block_size);
+    match *op {
+        Op::Read { blocks, .. } | Op::Verify { blocks, .. } | Op::WriteAndVerify { blocks, .. } => {
+            bytes(u64::from(blocks))
+        }
+        Op::CompareAndWrite { blocks, .. } => bytes(u64::from(blocks)),
+        Op::OrWrite { blocks, .. } => 2 * bytes(u64::from(blocks)),
+        Op::WriteSame { .. } => PIECE as u64,
+        _ => 0,
+    }
+}
+
+/// Decodes the command, reserves its buffers and sets up its Data-Out collection. Runs in
+/// the reader, before any later PDU is read, so Data-Out for it always finds it. A command
+/// whose buffers do not fit the budgets (or whose immediate data did not) ends with TASK
+/// SET FULL, and no Data-Out is asked for.
+pub fn prepare(conn: &Conn, c: &ScsiCommand, imm: Immediate, first_burst: usize) -> Rc<TaskCtl> {
+    let mut plan = plan(conn, c);
     let ctl = Rc::new(TaskCtl {
         itt: c.itt,
         lun: c.lun,
@@ -80,30 +93,39 @@ pub fn prepare(
         waker: RefCell::new(None),
         aborted: Cell::new(false),
         plan: RefCell::new(None),
-        bytes: Cell::new(0),
+        credit: RefCell::new(None),
     });
-    let want = match &plan {
+    let (want, extra) = match &plan {
         Plan::Run { lun, op, .. } => {
             let info = &lun_ref(conn, *lun).info;
-            op.data_out_len(info)
+            (op.data_out_len(info), buffer_cost(op, info.block_size))
         }
-        _ => 0,
+        _ => (0, 0),
     };
     let edtl = u64::from(c.expected_len);
     // What raidd asks for: the Data-Out of the command as fitted to the expected length.
-    let len = want.min(edtl) as usize;
+    let mut len = want.min(edtl) as usize;
     // The login always settles InitialR2T=Yes, so the only data sent unasked is immediate
     // data (up to FirstBurstLength); beyond `len` it is absorbed unused.
-    let imm_len = imm.as_ref().map_or(0, |b| b.len()).min(first_burst);
-    let size = len.max(imm_len);
-    let mut plan = plan;
-    if size > 0 {
-        if !conn.reserve_bytes(size as u64) {
+    let imm_len = imm.buf.as_ref().map_or(0, |b| b.len()).min(first_burst);
+    let mut size = len.max(imm_len);
+    let mut credit = imm.credit;
+    let held = credit.as_ref().map_or(0, Credit::bytes);
+    let need = (size as u64 + extra).saturating_sub(held);
+    match conn.account.try_reserve(need) {
+        Some(more) if !imm.refused => match credit.as_mut() {
+            Some(c) => c.join(more),
+            None => credit = Some(more),
+        },
+        _ => {
             plan = Plan::Fail(Status::TaskSetFull, None);
-        } else {
-            ctl.bytes.set(size as u64);
+            len = 0;
+            size = imm_len;
         }
-        let buf = match imm {
+    }
+    *ctl.credit.borrow_mut() = credit;
+    if size > 0 {
+        let buf = match imm.buf {
             Some(b) if b.len() == size => b,
             imm => {
                 let mut b = AlignedBuf::for_overwrite(size);
@@ -304,11 +326,10 @@ async fn collect(conn: &Conn, ctl: &TaskCtl) -> bool {
     .await
 }
 
-/// Runs the command to its status; returns the buffer bytes it had reserved.
-pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) -> u64 {
-    let bytes = ctl.bytes.get();
+/// Runs the command to its status (none for an aborted one).
+pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) {
     if !collect(conn, ctl).await {
-        return bytes;
+        return;
     }
     let data_out = ctl
         .collector
@@ -357,10 +378,9 @@ pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) -> u64 {
         }
     };
     if ctl.aborted.get() {
-        return bytes;
+        return;
     }
     respond(conn, ctl, &c, outcome);
-    bytes
 }
 
 fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {
@@ -392,10 +412,13 @@ fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {
                 let st = last.then_some((status, residual));
                 let piece = slice.sub(offset..offset + n);
                 let (o2, d2) = (offset as u32, datasn);
-                conn.send(
+                // The buffers' credit goes with the last PDU: back once all have been sent.
+                let credit = if last { ctl.credit.take() } else { None };
+                conn.send_with(
                     last,
                     |s| pdu::data_in(itt, lun, d2, o2, n, final_bit, st, s),
                     Data::Slice(piece),
+                    credit,
                 );
                 offset += n;
                 datasn = datasn.wrapping_add(1);
@@ -417,10 +440,11 @@ fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {
         pdu::sense_segment(&bytes)
     });
     let len = sense.as_ref().map_or(0, |s| s.len());
-    conn.send(
+    conn.send_with(
         true,
         |s| pdu::scsi_response(itt, status, residual, 0, s, len),
         sense.map_or(Data::None, Data::Bytes),
+        ctl.credit.take(),
     );
 }
 
@@ -431,20 +455,6 @@ fn io_sense(e: &raidd_engine::Error, lba: u64, write: bool) -> Sense {
         _ if write => Sense::write_error(lba),
         _ => Sense::unrecovered_read_error(lba),
     }
-}
-
-async fn read(array: &Array, offset: u64, len: usize) -> Result<SharedBuf, raidd_engine::Error> {
-    let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
-    if len == 0 {
-        return Ok(buf);
-    }
-    let mut iov = IoVecMut::new();
-    iov.push(buf.slice_mut(0..len).map_err(|e| {
-        raidd_engine::Error::new(ErrorKind::Io, format!("internal buffer error: {e}"))
-    })?);
-    let (r, iov) = array.read(offset, iov).await;
-    drop(iov);
-    r.map(|()| buf)
 }
 
 async fn write(
@@ -472,9 +482,10 @@ async fn write_status(
     range: std::ops::Range<usize>,
     fua: bool,
 ) -> Outcome {
+    let len = range.len() as u64;
     let mut r = write(array, lba * block, buf, range).await;
     if r.is_ok() && fua {
-        r = array.flush().await;
+        r = array.flush_range(lba * block, len).await;
     }
     match r {
         Ok(()) => Outcome::good(),
@@ -513,7 +524,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             fua: _,
         } => {
             let len = (u64::from(blocks) * bs) as usize;
-            match read(array, lba * bs, len).await {
+            match array.read_new(lba * bs, len).await {
                 Ok(buf) => Outcome {
                     status: Status::Good,
                     sense: None,
@@ -548,7 +559,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
                     return Outcome::check(io_sense(&e, lba, true));
                 }
             }
-            match read(array, lba * bs, len).await {
+            match array.read_new(lba * bs, len).await {
                 Err(e) => Outcome::check(io_sense(&e, lba, false)),
                 Ok(got) => {
                     if bytchk || writes {
@@ -622,7 +633,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             let len = usize::from(blocks) * bs as usize;
             // Nothing else writes the LUN between the compare and the write.
             let _x = l.atomic.exclusive().await;
-            let got = match read(array, lba * bs, len).await {
+            let got = match array.read_new(lba * bs, len).await {
                 Ok(g) => g,
                 Err(e) => return Outcome::check(io_sense(&e, lba, false)),
             };
@@ -639,7 +650,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             }
             // Read, OR, write with no other write in between, as COMPARE AND WRITE.
             let _x = l.atomic.exclusive().await;
-            let got = match read(array, lba * bs, len).await {
+            let got = match array.read_new(lba * bs, len).await {
                 Ok(g) => g,
                 Err(e) => return Outcome::check(io_sense(&e, lba, false)),
             };
@@ -699,14 +710,18 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             kind,
             ..
         } => {
-            let (r, persist) = {
+            // A change is queued for saving under the lock, so saves keep its order.
+            let (r, saving) = {
                 let mut pr = lock(&l.reservations);
                 let r = pr.pr_out(action, scope, kind, &data_out, &nexus());
-                let persist = match &r {
-                    Ok(o) if o.changed => Some(pr.aptpl().then(|| pr.encode())),
+                let saving = match &r {
+                    Ok(o) if o.changed => {
+                        let bytes = pr.aptpl().then(|| pr.encode());
+                        Some(conn.state.pr_store.queue(&l.reservations_file, bytes))
+                    }
                     _ => None,
                 };
-                (r, persist)
+                (r, saving)
             };
             l.reservations_used.store(true, Ordering::Release);
             match r {
@@ -714,10 +729,14 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
                     for (n, s) in &outcome.unit_attentions {
                         l.attention_for(std::slice::from_ref(&n.initiator), None, s);
                     }
-                    if let Some(p) = persist {
-                        save_reservations(&l.reservations_file, p.as_deref());
+                    let saved = match saving {
+                        Some(s) => pr_store::saved(s).await,
+                        None => Ok(()),
+                    };
+                    match saved {
+                        Ok(()) => Outcome::good(),
+                        Err(_) => Outcome::check(Sense::internal_target_failure()),
                     }
-                    Outcome::good()
                 }
                 Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
                 Err(PrError::Check(s)) => Outcome::check(s),
@@ -766,29 +785,6 @@ fn luns_of(conn: &Conn) -> Vec<u64> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Writes the reservations file (None: removes it, APTPL is off). Atomic by rename, so a
-/// crash leaves the old state or the new one.
-fn save_reservations(path: &std::path::Path, bytes: Option<&[u8]>) {
-    let r = match bytes {
-        None => match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        },
-        Some(b) => (|| {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, b)?;
-            std::fs::File::open(&tmp)?.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })(),
-    };
-    if let Err(e) = r {
-        tracing::error!(file = %path.display(), "cannot save persistent reservations: {e}");
-    }
 }
 
 /// Writes share the LUN; COMPARE AND WRITE takes it alone, so its compare and its write

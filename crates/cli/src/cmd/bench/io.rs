@@ -457,6 +457,7 @@ fn open_members(args: &IoArgs) -> AdminResult<(Vec<Arc<dyn Member>>, bool)> {
             write: true,
             direct: None,
             exclusive: true,
+            timeout: None,
         };
         let m = FileMember::open(&path, opts)?;
         direct &= m.is_direct();
@@ -654,7 +655,7 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
     if let Device::Array(a) = &*dev {
         raidd_rt::block_on({
             let a = a.clone();
-            async move { a.close().await }
+            async move { a.close().await.map(|_| ()) }
         })?;
     }
     if let Some(e) = failure {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use common::daemon::{
     array_config as config, create_array as create, must, run_tool, tool, Daemon,
 };
+use common::iscsi_raw as raw;
 use common::{raidd, scratch, sectors};
 
 const SEED: u64 = 0x15c5_1000;
@@ -207,294 +208,6 @@ fn chap_mutual_chap_and_initiator_acls() {
 
     let log = d.stop();
     assert!(log.contains("iSCSI login refused"), "{log}");
-}
-
-/// A bare iSCSI initiator over a TCP socket, for the protocol errors real initiators never
-/// make.
-mod raw {
-    use raidd_iscsi::digest;
-    use raidd_iscsi::pdu::{build, op, Bhs, BHS_LEN};
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpStream};
-    use std::time::Duration;
-
-    pub struct Raw {
-        pub s: TcpStream,
-        pub cmdsn: u32,
-        pub statsn: u32,
-        pub header_digest: bool,
-        pub data_digest: bool,
-        itt: u32,
-    }
-
-    fn be32(b: &[u8], at: usize) -> u32 {
-        u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
-    }
-
-    fn text(pairs: &[(&str, &str)]) -> Vec<u8> {
-        let mut v = Vec::new();
-        for (k, val) in pairs {
-            v.extend_from_slice(format!("{k}={val}").as_bytes());
-            v.push(0);
-        }
-        v
-    }
-
-    fn login_pdu(csg: u8, nsg: u8, itt: u32, data: &[u8]) -> [u8; BHS_LEN] {
-        let mut h = [0u8; BHS_LEN];
-        h[0] = 0x40 | op::LOGIN;
-        h[1] = 0x80 | (csg << 2) | nsg;
-        h[5] = (data.len() >> 16) as u8;
-        h[6] = (data.len() >> 8) as u8;
-        h[7] = data.len() as u8;
-        h[8..14].copy_from_slice(&[0x80, 0, 0x23, 0x45, 0, 1]);
-        h[16..20].copy_from_slice(&itt.to_be_bytes());
-        h
-    }
-
-    impl Raw {
-        /// Logs in to `target` (no authentication) with the given header digest.
-        pub fn login(addr: SocketAddr, initiator: &str, target: &str, header_digest: bool) -> Raw {
-            Raw::login_with(addr, initiator, target, header_digest, false)
-        }
-
-        /// Logs in with the given header and data digests.
-        pub fn login_with(
-            addr: SocketAddr,
-            initiator: &str,
-            target: &str,
-            header_digest: bool,
-            data_digest: bool,
-        ) -> Raw {
-            let s = TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            // Login PDUs are immediate: the first command carries the login's CmdSN (0).
-            let mut r = Raw {
-                s,
-                cmdsn: 0,
-                statsn: 0,
-                header_digest: false,
-                data_digest: false,
-                itt: 1,
-            };
-            let sec = text(&[
-                ("InitiatorName", initiator),
-                ("TargetName", target),
-                ("SessionType", "Normal"),
-                ("AuthMethod", "None"),
-            ]);
-            r.send(login_pdu(0, 1, 0, &sec), &sec);
-            let (h, d) = r.recv();
-            assert_eq!(h.opcode(), op::LOGIN_RESPONSE);
-            assert_eq!(
-                (h.0[36], h.0[37]),
-                (0, 0),
-                "{}",
-                String::from_utf8_lossy(&d)
-            );
-            let hd = if header_digest { "CRC32C" } else { "None" };
-            let dd = if data_digest { "CRC32C" } else { "None" };
-            let opn = text(&[
-                ("HeaderDigest", hd),
-                ("DataDigest", dd),
-                ("MaxRecvDataSegmentLength", "65536"),
-                ("InitialR2T", "Yes"),
-                ("ImmediateData", "No"),
-                ("MaxBurstLength", "65536"),
-                ("FirstBurstLength", "65536"),
-                ("ErrorRecoveryLevel", "0"),
-            ]);
-            r.send(login_pdu(1, 3, 0, &opn), &opn);
-            let (h, d) = r.recv();
-            assert_eq!(
-                (h.0[36], h.0[37]),
-                (0, 0),
-                "{}",
-                String::from_utf8_lossy(&d)
-            );
-            assert!(h.0[1] & 0x80 != 0 && h.0[1] & 3 == 3, "full feature phase");
-            let answer = String::from_utf8_lossy(&d).to_string();
-            assert!(answer.contains(&format!("HeaderDigest={hd}")), "{answer}");
-            assert!(answer.contains(&format!("DataDigest={dd}")), "{answer}");
-            r.header_digest = header_digest;
-            r.data_digest = data_digest;
-            r
-        }
-
-        pub fn itt(&mut self) -> u32 {
-            self.itt += 1;
-            self.itt
-        }
-
-        /// Sends a header (its digest computed when on, or `bad_digest` flipped) and data.
-        pub fn send_with(&mut self, h: [u8; BHS_LEN], data: &[u8], bad_digest: bool) {
-            self.send_digests(h, data, bad_digest, false)
-        }
-
-        /// Like `send_with`, with a flipped data digest when `bad_data` is set.
-        pub fn send_digests(
-            &mut self,
-            h: [u8; BHS_LEN],
-            data: &[u8],
-            bad_header: bool,
-            bad_data: bool,
-        ) {
-            let mut v = h.to_vec();
-            if self.header_digest {
-                let mut d = digest::wire(digest::crc32c(&[&h]));
-                if bad_header {
-                    d[0] ^= 1;
-                }
-                v.extend_from_slice(&d);
-            }
-            let start = v.len();
-            v.extend_from_slice(data);
-            v.resize(v.len() + (4 - data.len() % 4) % 4, 0);
-            if self.data_digest && !data.is_empty() {
-                let mut d = digest::wire(digest::crc32c(&[&v[start..]]));
-                if bad_data {
-                    d[3] ^= 0x80;
-                }
-                v.extend_from_slice(&d);
-            }
-            self.s.write_all(&v).unwrap();
-        }
-
-        pub fn send(&mut self, h: [u8; BHS_LEN], data: &[u8]) {
-            self.send_with(h, data, false)
-        }
-
-        /// The next PDU, or None when the target closed the connection.
-        pub fn try_recv(&mut self) -> Option<(Bhs, Vec<u8>)> {
-            let mut h = [0u8; BHS_LEN];
-            self.s.read_exact(&mut h).ok()?;
-            let bhs = Bhs(h);
-            let mut tail = vec![0u8; bhs.ahs_len() + if self.header_digest { 4 } else { 0 }];
-            self.s.read_exact(&mut tail).ok()?;
-            if self.header_digest {
-                let got: [u8; 4] = tail[bhs.ahs_len()..].try_into().unwrap();
-                assert!(
-                    digest::matches(&[&h, &tail[..bhs.ahs_len()]], got),
-                    "target's header digest"
-                );
-            }
-            let n = bhs.data_len();
-            let mut d = vec![0u8; n + (4 - n % 4) % 4];
-            self.s.read_exact(&mut d).ok()?;
-            if self.data_digest && n > 0 {
-                let mut dd = [0u8; 4];
-                self.s.read_exact(&mut dd).ok()?;
-                assert!(digest::matches(&[&d], dd), "target's data digest");
-            }
-            d.truncate(n);
-            if matches!(bhs.opcode(), 0x21 | 0x22 | 0x24 | 0x26 | 0x3f)
-                || bhs.opcode() == 0x20 && bhs.itt() != u32::MAX
-            {
-                self.statsn = be32(&h, 24).wrapping_add(1);
-            }
-            Some((bhs, d))
-        }
-
-        pub fn recv(&mut self) -> (Bhs, Vec<u8>) {
-            self.try_recv().expect("the target closed the connection")
-        }
-
-        /// A SCSI command (no data out); returns the next CmdSN's PDU.
-        pub fn command(&mut self, cdb: &[u8], read_len: u32, cmdsn: u32) -> u32 {
-            let itt = self.itt();
-            let h = build::command(
-                itt,
-                0,
-                cdb,
-                read_len > 0,
-                false,
-                read_len,
-                cmdsn,
-                self.statsn,
-                0,
-            );
-            self.send(h, &[]);
-            itt
-        }
-
-        /// A command with Data-Out, answering R2Ts until the status comes (InitialR2T=Yes,
-        /// ImmediateData=No as `login` negotiates).
-        pub fn command_out(&mut self, cdb: &[u8], data: &[u8]) -> (Bhs, Vec<u8>) {
-            let itt = self.itt();
-            let h = build::command(
-                itt,
-                0,
-                cdb,
-                false,
-                true,
-                data.len() as u32,
-                self.cmdsn,
-                self.statsn,
-                0,
-            );
-            self.cmdsn += 1;
-            self.send(h, &[]);
-            loop {
-                let (b, d) = self.recv();
-                if b.opcode() != op::R2T {
-                    assert_eq!(b.itt(), itt);
-                    return (b, d);
-                }
-                let ttt = be32(&b.0, 20);
-                let off = be32(&b.0, 40) as usize;
-                let len = be32(&b.0, 44) as usize;
-                let chunk = &data[off..off + len];
-                self.send(build::data_out(itt, ttt, 0, off as u32, true, len), chunk);
-            }
-        }
-
-        /// A command with Data-In: (status, data, sense data of a CHECK CONDITION).
-        pub fn command_in(&mut self, cdb: &[u8], alloc: u32) -> (u8, Vec<u8>, Vec<u8>) {
-            let itt = self.itt();
-            let h = build::command(itt, 0, cdb, true, false, alloc, self.cmdsn, self.statsn, 0);
-            self.cmdsn += 1;
-            self.send(h, &[]);
-            let mut data = Vec::new();
-            loop {
-                let (b, d) = self.recv();
-                assert_eq!(b.itt(), itt);
-                match b.opcode() {
-                    op::DATA_IN => {
-                        data.extend_from_slice(&d);
-                        if b.0[1] & 0x01 != 0 {
-                            return (b.0[3], data, Vec::new());
-                        }
-                    }
-                    op::SCSI_RESPONSE => {
-                        let sense = if d.len() > 2 {
-                            d[2..].to_vec()
-                        } else {
-                            Vec::new()
-                        };
-                        return (b.0[3], data, sense);
-                    }
-                    other => panic!("unexpected opcode {other:#x}"),
-                }
-            }
-        }
-
-        /// NOP-Out ping with data; asserts the echo comes back.
-        pub fn ping(&mut self) {
-            let itt = self.itt();
-            let mut h = [0u8; BHS_LEN];
-            h[0] = 0x40;
-            h[1] = 0x80;
-            h[7] = 4;
-            h[16..20].copy_from_slice(&itt.to_be_bytes());
-            h[20..24].copy_from_slice(&u32::MAX.to_be_bytes());
-            h[24..28].copy_from_slice(&self.cmdsn.to_be_bytes());
-            h[28..32].copy_from_slice(&self.statsn.to_be_bytes());
-            self.send(h, b"ping");
-            let (b, d) = self.recv();
-            assert_eq!((b.opcode(), b.itt()), (op::NOP_IN, itt));
-            assert_eq!(d, b"ping");
-        }
-    }
 }
 
 /// Protocol errors get the RFC's answers and cost nobody else anything: an unknown opcode
@@ -729,6 +442,70 @@ fn persistent_reservations_survive_a_restart() {
     settle(&mut a);
     assert_eq!(prin_keys(&mut a), Vec::<u64>::new());
     drop(a);
+    d.stop();
+}
+
+/// A registration with APTPL whose save fails (the state directory cannot be written) is
+/// not answered GOOD: CHECK CONDITION, HARDWARE ERROR / INTERNAL TARGET FAILURE.
+#[test]
+fn a_reservation_that_cannot_be_saved_is_an_error() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid1", 2, &[]);
+    // A file where the state directory (`state`, next to the config) should be.
+    std::fs::write(dir.path().join("state"), b"not a directory").unwrap();
+    let cfg = iscsi_config("raid1", &members, "");
+    let t = target_name("raid1");
+    let d = Daemon::start(dir.path(), &cfg);
+    let mut a = raw::Raw::login(d.iscsi.unwrap(), INITIATOR, &t, false);
+    settle(&mut a);
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x5f; // PERSISTENT RESERVE OUT, REGISTER
+    cdb[8] = 24;
+    let mut p = [0u8; 24];
+    p[8..16].copy_from_slice(&7u64.to_be_bytes());
+    p[20] = 1; // APTPL
+    let (h, sense) = a.command_out(&cdb, &p);
+    assert_eq!(h.0[3], 0x02, "CHECK CONDITION");
+    let sense = &sense[2..];
+    assert_eq!(
+        (sense[2] & 0x0f, sense[12], sense[13]),
+        (0x04, 0x44, 0x00),
+        "{sense:02x?}"
+    );
+    // The registration stands (the target kept it, only not on disk); changed without
+    // APTPL, nothing needs saving, and the command is good.
+    assert_eq!(prin_keys(&mut a), vec![7]);
+    assert_eq!(prout_register(&mut a, 7, 8, false), 0);
+    assert_eq!(prin_keys(&mut a), vec![8]);
+    drop(a);
+    let log = d.stop();
+    assert!(log.contains("cannot save persistent reservations"), "{log}");
+}
+
+/// Two paths to one LUN (libiscsi's multipath tests): a LUN RESET on one leaves a unit
+/// attention on both, a write on one is read on the other.
+#[test]
+fn libiscsi_multipath_tests_pass_over_two_paths() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid5", 4, &["--chunk", "64K"]);
+    let d = Daemon::start(dir.path(), &iscsi_config("raid5", &members, ""));
+    let url = d.iscsi_url("", &target_name("raid5"), 0);
+    let (_, out, err) =
+        run_tool(tool("iscsi-test-cu").args(["--dataloss", "--test=SCSI.MultipathIO", &url, &url]));
+    let text = format!("{out}{err}");
+    let summary = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("tests "))
+        .unwrap_or_else(|| panic!("no summary in:\n{text}"));
+    let counts: Vec<u64> = summary
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(counts.len(), 5, "{text}");
+    assert!(counts[1] >= 3, "the multipath tests ran: {text}");
+    assert_eq!(counts[3], 0, "failures:\n{text}");
+    assert!(!text.contains("[SKIPPED]"), "{text}");
     d.stop();
 }
 

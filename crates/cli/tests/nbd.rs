@@ -15,6 +15,7 @@ use std::time::Duration;
 use common::daemon::{
     array_config as config, create_array as create, must, run_tool, tool, Daemon,
 };
+use common::nbd_raw::{closed, handshake_to_transmission};
 use common::{args_with, raidd, scratch, sectors};
 
 const SEED: u64 = 0x05ee_d0bd;
@@ -698,37 +699,6 @@ fn control_socket_status_and_detail() {
 
 fn d_control_exists(p: &str) -> bool {
     Path::new(p).exists()
-}
-
-fn handshake_to_transmission(addr: std::net::SocketAddr, export: &str) -> TcpStream {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut greet = [0u8; 18];
-    s.read_exact(&mut greet).unwrap();
-    s.write_all(&3u32.to_be_bytes()).unwrap(); // FIXED_NEWSTYLE | NO_ZEROES
-    let mut opt = Vec::new();
-    opt.extend_from_slice(b"IHAVEOPT");
-    opt.extend_from_slice(&1u32.to_be_bytes()); // EXPORT_NAME
-    opt.extend_from_slice(&(export.len() as u32).to_be_bytes());
-    opt.extend_from_slice(export.as_bytes());
-    s.write_all(&opt).unwrap();
-    let mut info = [0u8; 10];
-    s.read_exact(&mut info).unwrap();
-    s
-}
-
-fn closed(s: &mut TcpStream) -> bool {
-    let mut b = [0u8; 64];
-    loop {
-        match s.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) => {
-                return e.kind() != std::io::ErrorKind::WouldBlock
-                    && e.kind() != std::io::ErrorKind::TimedOut
-            }
-        }
-    }
 }
 
 /// Garbage, truncated and hostile clients are cut off; a well-behaved client working at the

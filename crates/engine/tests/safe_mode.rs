@@ -441,3 +441,53 @@ async fn race(level: Level, n: usize, seed: u64) {
     let model = model.replace(Model::new(0, 0));
     common::verify_all(&a, &model, &what).await;
 }
+
+/// A close while a write is still in flight (a stop that gave up waiting for it) leaves the
+/// superblocks dirty, so the next start resyncs. (Member 1 hangs with a timeout, so the
+/// close's flush and the write end once it is failed.)
+#[test]
+fn a_close_with_a_write_in_flight_leaves_the_array_dirty() {
+    raidd_rt::block_on(async {
+        let raw = mems(4);
+        let plan = FaultPlan {
+            timeout: Some(Duration::from_millis(300)),
+            ..FaultPlan::default()
+        };
+        let faulty = FaultMember::new(raw[1].clone(), plan);
+        let control = faulty.control();
+        let mut all = dyns(&raw);
+        all[1] = Arc::new(faulty);
+        let a = Arc::new(
+            create(spec(
+                Level::Raid5,
+                all.iter().cloned().map(Some).collect(),
+                false,
+            ))
+            .await
+            .unwrap()
+            .array,
+        );
+        a.write_buf(0, block(1)).await.unwrap();
+        // The next write (to the second chunk, on member 1) waits there.
+        control.hang();
+        let writer = {
+            let a = a.clone();
+            raidd_rt::spawn_local(async move { a.write_buf(64 << 10, block(2)).await })
+        };
+        // Waiting lets the thread go idle, which is when gathered writes leave.
+        for _ in 0..1000 {
+            if control.hung_ops() > 0 {
+                break;
+            }
+            raidd_rt::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(control.hung_ops() > 0, "the write reached the hung member");
+        assert_eq!(a.close().await.unwrap(), raidd_engine::Closed::LeftDirty);
+        let others: Vec<_> = [0, 2, 3].iter().map(|&i| raw[i].clone()).collect();
+        assert!(!on_disk_clean(&others, "closed with a write in flight").await);
+        writer.await.unwrap();
+        // Nothing in flight now: a close marks it clean.
+        assert_eq!(a.close().await.unwrap(), raidd_engine::Closed::Clean);
+        assert!(on_disk_clean(&others, "closed idle").await);
+    });
+}

@@ -442,9 +442,26 @@ struct Gathered {
     len: u64,
 }
 
-/// An operation in the plug or in a gathered one: its key, what it is, and its length in
-/// bytes (known from its extent when it was queued).
-type Queued = (Key, OpKind, u64);
+/// An operation in the plug or in a gathered one: its key, what it is, its length in bytes
+/// (known from its extent when it was queued), and whether it must go to a kernel worker.
+type Queued = (Key, OpKind, u64, bool);
+
+/// How an operation reaches the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dispatch {
+    /// Through the ring: the kernel tries it without blocking and hands it to one of its
+    /// worker threads if it would block.
+    #[default]
+    Ring,
+    /// Through the ring, straight to a kernel worker thread (IOSQE_ASYNC): for files whose
+    /// filesystem blocks even when asked not to (FUSE, network filesystems), which would
+    /// otherwise stall the submitting thread, and everything on it, for as long as the
+    /// file's server takes (for ever, when it hangs).
+    Worker,
+    /// On the spot, as a system call: for memory-backed files (tmpfs), whose I/O is a copy
+    /// that never waits, where a ring would pay a worker's context switches for it.
+    Inline,
+}
 
 /// The index the registered arena has among a ring's fixed buffers.
 const FIXED_INDEX: u16 = 0;
@@ -704,25 +721,29 @@ impl Driver {
         self.unsubmitted.get() as usize + self.plug.borrow().len()
     }
 
-    /// Queues a positioned read or write in the plug, or pushes any other operation.
-    fn start(&self, key: Key, kind: OpKind) {
+    /// Queues a positioned read or write in the plug, or pushes any other operation;
+    /// `worker`: straight to a kernel worker (see [`Dispatch::Worker`]).
+    fn start(&self, key: Key, kind: OpKind, worker: bool) {
         if let Some(e) = kind.extent() {
             self.count(|s| s.file_ops += 1);
             if self.gather.get() {
-                self.plug.borrow_mut().add(e, (key, kind, e.len));
+                self.plug.borrow_mut().add(e, (key, kind, e.len, worker));
                 return;
             }
         }
-        self.push_op(key, kind);
+        self.push_op(key, kind, worker);
     }
 
     /// Pushes `kind` for `key`, as a fixed-buffer operation where its memory allows.
-    fn push_op(&self, key: Key, kind: OpKind) {
+    fn push_op(&self, key: Key, kind: OpKind, worker: bool) {
         let fixed = self.fixed.and_then(|f| kind.fixed_sqe(f));
         if fixed.is_some() {
             self.count(|s| s.fixed += 1);
         }
-        let entry = fixed.unwrap_or_else(|| kind.sqe());
+        let mut entry = fixed.unwrap_or_else(|| kind.sqe());
+        if worker {
+            entry = entry.flags(squeue::Flags::ASYNC);
+        }
         self.push(&entry.user_data(key.to_u64()));
     }
 
@@ -734,12 +755,14 @@ impl Driver {
         }
         let mut runs = self.plug.borrow_mut().take();
         for run in runs.drain(..) {
-            if let [(key, kind, _)] = run.parts[..] {
-                self.push_op(key, kind);
+            if let [(key, kind, _, worker)] = run.parts[..] {
+                self.push_op(key, kind, worker);
                 continue;
             }
+            // The parts are on one file: they all go the way its first does.
+            let worker = run.parts[0].3;
             let mut g = self.gathered_free.borrow_mut().pop().unwrap_or_default();
-            for &(_, kind, _) in &run.parts {
+            for &(_, kind, _, _) in &run.parts {
                 kind.push_iovecs(&mut g.iovs);
             }
             debug_assert_eq!(g.iovs.len(), run.iovs);
@@ -764,7 +787,7 @@ impl Driver {
             g.parts.extend(run.parts);
             // The iovec array is the Vec's heap block, which stays put when the box moves.
             let key = self.ops.borrow_mut().insert(Slot::Gathered(g));
-            self.push_op(key, kind);
+            self.push_op(key, kind, worker);
             self.count(|s| {
                 s.gathered += 1;
                 s.gathered_parts += parts;
@@ -778,13 +801,13 @@ impl Driver {
     /// transfer reaches exactly the parts it concerns.
     fn complete_gathered(&self, mut g: Box<Gathered>, res: i32) {
         if u64::try_from(res).is_ok_and(|n| n == g.len) {
-            for &(key, _, len) in &g.parts {
+            for &(key, _, len, _) in &g.parts {
                 self.complete(key.to_u64(), i32::try_from(len).unwrap_or(i32::MAX));
             }
         } else {
             self.count(|s| s.split_again += 1);
-            for &(key, kind, _) in &g.parts {
-                self.push_op(key, kind);
+            for &(key, kind, _, worker) in &g.parts {
+                self.push_op(key, kind, worker);
             }
         }
         g.iovs.clear();
@@ -1195,24 +1218,25 @@ impl<T: 'static> Op<T> {
     /// the kernel may use it until the completion arrives, even after the `Op` is dropped.
     pub(crate) unsafe fn start(driver: &Rc<Driver>, kind: OpKind, data: T) -> Op<T> {
         // SAFETY: forwarded contract.
-        unsafe { Op::start_on(driver, false, kind, data) }
+        unsafe { Op::start_on(driver, Dispatch::Ring, kind, data) }
     }
 
-    /// Like [`Op::start`]; with `inline` the operation runs at once as a system call even
-    /// when the thread has a ring (timeouts always go to the ring).
+    /// Like [`Op::start`], dispatched as `how` says when the thread has a ring (timeouts
+    /// always go to the ring as they are).
     ///
     /// # Safety
     /// As for [`Op::start`].
     pub(crate) unsafe fn start_on(
         driver: &Rc<Driver>,
-        inline: bool,
+        how: Dispatch,
         kind: OpKind,
         data: T,
     ) -> Op<T> {
-        let inline = inline && !matches!(kind, OpKind::Timeout { .. });
+        let timeout = matches!(kind, OpKind::Timeout { .. });
+        let inline = how == Dispatch::Inline && !timeout;
         let state = if driver.ring.is_some() && !inline {
             let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));
-            driver.start(key, kind);
+            driver.start(key, kind, how == Dispatch::Worker && !timeout);
             OpState::InFlight(key)
         } else if let OpKind::Timeout { duration, .. } = kind {
             let key = driver.ops.borrow_mut().insert(Slot::Waiting(None));

@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::buf::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
-use crate::driver::{cqe_result, Op, OpKind};
+use crate::driver::{cqe_result, Dispatch, Op, OpKind};
 use crate::executor::driver;
 use crate::recycle;
 
@@ -19,10 +19,8 @@ pub const IOV_MAX: usize = 1024;
 #[derive(Clone)]
 pub struct File {
     fd: Arc<OwnedFd>,
-    /// Run operations as system calls on the spot instead of through io_uring: for files
-    /// whose I/O is a memory copy (tmpfs), where io_uring would hand each write to a kernel
-    /// worker thread and pay two context switches for it.
-    inline: bool,
+    /// How its operations reach the kernel (see [`Dispatch`]).
+    dispatch: Dispatch,
 }
 
 impl fmt::Debug for File {
@@ -35,7 +33,7 @@ impl From<std::fs::File> for File {
     fn from(f: std::fs::File) -> File {
         File {
             fd: Arc::new(OwnedFd::from(f)),
-            inline: false,
+            dispatch: Dispatch::Ring,
         }
     }
 }
@@ -84,16 +82,16 @@ fn io_len(len: usize) -> u32 {
 }
 
 impl File {
-    /// Whether operations run inline as system calls (see [`File::set_inline`]).
-    pub fn is_inline(&self) -> bool {
-        self.inline
+    /// How this handle's operations reach the kernel.
+    pub fn dispatch(&self) -> Dispatch {
+        self.dispatch
     }
 
-    /// Runs this handle's operations as immediate system calls rather than through
-    /// io_uring. Right for memory-backed files (tmpfs), where the call is a copy that never
-    /// waits for a device.
-    pub fn set_inline(&mut self, inline: bool) {
-        self.inline = inline;
+    /// Sets how this handle's operations reach the kernel: [`Dispatch::Inline`] for
+    /// memory-backed files (tmpfs), [`Dispatch::Worker`] for files whose filesystem blocks
+    /// the submitter (FUSE, network filesystems).
+    pub fn set_dispatch(&mut self, how: Dispatch) {
+        self.dispatch = how;
     }
 
     /// Reads up to `buf.len()` bytes at `offset`. Returns the byte count (0 at end of file).
@@ -110,7 +108,7 @@ impl File {
         };
         // SAFETY: the pointer is into `buf`'s heap allocation, which the op owns and which
         // does not move when `buf` moves; the fd is kept open by the cloned Arc.
-        let op = unsafe { Op::start_on(&driver(), self.inline, kind, (buf, self.fd.clone())) };
+        let op = unsafe { Op::start_on(&driver(), self.dispatch, kind, (buf, self.fd.clone())) };
         let (res, (buf, _fd)) = op.await;
         (cqe_result(res), buf)
     }
@@ -124,7 +122,7 @@ impl File {
             offset,
         };
         // SAFETY: as in read_at; the kernel only reads through the pointer.
-        let op = unsafe { Op::start_on(&driver(), self.inline, kind, (buf, self.fd.clone())) };
+        let op = unsafe { Op::start_on(&driver(), self.dispatch, kind, (buf, self.fd.clone())) };
         let (res, (buf, _fd)) = op.await;
         (cqe_result(res), buf)
     }
@@ -142,7 +140,7 @@ impl File {
         // SAFETY: `vecs` (heap) and every window it points into (exclusive BufSliceMuts,
         // which keep their buffer alive) are owned by the op until completion.
         let op =
-            unsafe { Op::start_on(&driver(), self.inline, kind, (vecs, iov, self.fd.clone())) };
+            unsafe { Op::start_on(&driver(), self.dispatch, kind, (vecs, iov, self.fd.clone())) };
         let (res, (_vecs, iov, _fd)) = op.await;
         (cqe_result(res), iov)
     }
@@ -159,7 +157,7 @@ impl File {
         };
         // SAFETY: as in readv_at; the kernel only reads through these pointers.
         let op =
-            unsafe { Op::start_on(&driver(), self.inline, kind, (vecs, iov, self.fd.clone())) };
+            unsafe { Op::start_on(&driver(), self.dispatch, kind, (vecs, iov, self.fd.clone())) };
         let (res, (_vecs, iov, _fd)) = op.await;
         (cqe_result(res), iov)
     }
@@ -312,7 +310,7 @@ impl File {
             datasync: data_only,
         };
         // SAFETY: no memory is lent; the fd is kept open by the Arc the op owns.
-        let op = unsafe { Op::start_on(&driver(), self.inline, kind, self.fd.clone()) };
+        let op = unsafe { Op::start_on(&driver(), self.dispatch, kind, self.fd.clone()) };
         cqe_result(op.await.0).map(|_| ())
     }
 
@@ -326,7 +324,7 @@ impl File {
             len,
         };
         // SAFETY: no memory is lent; the fd is kept open by the Arc the op owns.
-        let op = unsafe { Op::start_on(&driver(), self.inline, kind, self.fd.clone()) };
+        let op = unsafe { Op::start_on(&driver(), self.dispatch, kind, self.fd.clone()) };
         cqe_result(op.await.0).map(|_| ())
     }
 }

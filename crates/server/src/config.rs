@@ -36,6 +36,8 @@ struct RawConfig {
     send_timeout: Option<String>,
     /// A member I/O that does not complete in this time fails the member ("off": never).
     member_timeout: Option<String>,
+    /// How long a stop waits for requests in flight before it closes the arrays anyway.
+    drain_timeout: Option<String>,
     #[serde(default)]
     nbd: RawNbd,
     #[serde(default, rename = "array")]
@@ -220,6 +222,9 @@ pub struct Limits {
     pub nbd_idle_timeout: Option<Duration>,
     /// A member I/O that does not complete in this time fails the member; `None`: never.
     pub member_timeout: Option<Duration>,
+    /// How long a stop waits for the requests in flight before it closes the arrays anyway
+    /// (those with writes still in flight stay marked unclean).
+    pub drain_timeout: Duration,
 }
 
 /// The largest request either protocol takes (NBD's maximum block size, iSCSI's MAXIMUM
@@ -235,6 +240,7 @@ pub const DEFAULT_ISCSI_CONNECTION_MEMORY: u64 = 128 << 20;
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MEMBER_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The server's buffer memory unless the config says otherwise: an eighth of the machine's
 /// memory, at least 256 MiB and at most 4 GiB.
@@ -316,25 +322,21 @@ impl Limits {
             default_buffer_memory().max(floor),
             floor..=MAX_MEMORY,
         )?;
-        let request_timeout = delay_key(
-            "request_timeout",
-            raw.request_timeout.as_deref(),
-            Some(DEFAULT_REQUEST_TIMEOUT),
-            false,
-        )?;
-        let send_timeout = delay_key(
-            "send_timeout",
-            raw.send_timeout.as_deref(),
-            Some(DEFAULT_SEND_TIMEOUT),
-            false,
-        )?;
+        let delay = |what: &str, text: &Option<String>, default: Duration| {
+            delay_key(what, text.as_deref(), Some(default), false).map(|d| d.unwrap_or(default))
+        };
         Ok(Limits {
             buffer_memory,
             max_connections,
             nbd_connection_memory,
             iscsi_connection_memory,
-            request_timeout: request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
-            send_timeout: send_timeout.unwrap_or(DEFAULT_SEND_TIMEOUT),
+            request_timeout: delay(
+                "request_timeout",
+                &raw.request_timeout,
+                DEFAULT_REQUEST_TIMEOUT,
+            )?,
+            send_timeout: delay("send_timeout", &raw.send_timeout, DEFAULT_SEND_TIMEOUT)?,
+            drain_timeout: delay("drain_timeout", &raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT)?,
             nbd_idle_timeout: delay_key(
                 "nbd.idle_timeout",
                 raw.nbd.idle_timeout.as_deref(),
@@ -1069,6 +1071,65 @@ mod tests {
         assert_eq!((c.exports[0].name.as_str(), c.exports[0].array), ("vol", 0));
         assert_eq!(c.control_socket, PathBuf::from(DEFAULT_CONTROL_SOCKET));
         assert!(c.threads >= 1);
+    }
+
+    #[test]
+    fn limits_have_defaults_bounds_and_off_only_where_it_makes_sense() {
+        let base = "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n";
+        let d = parse(base).expect("valid").limits;
+        assert_eq!(d.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(d.nbd_connection_memory, DEFAULT_NBD_CONNECTION_MEMORY);
+        assert_eq!(d.iscsi_connection_memory, DEFAULT_ISCSI_CONNECTION_MEMORY);
+        assert_eq!(d.buffer_memory, default_buffer_memory());
+        assert!((256 << 20..=4 << 30).contains(&d.buffer_memory));
+        assert_eq!(d.request_timeout, DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(d.send_timeout, DEFAULT_SEND_TIMEOUT);
+        assert_eq!(d.drain_timeout, DEFAULT_DRAIN_TIMEOUT);
+        assert_eq!(d.member_timeout, Some(DEFAULT_MEMBER_TIMEOUT));
+        assert_eq!(
+            d.nbd_idle_timeout, None,
+            "kernel clients keep idle connections"
+        );
+        let with =
+            |top: &str, nbd: &str| parse(&format!("{top}\n{base}[nbd]\n{nbd}\n")).map(|c| c.limits);
+        let l = with(
+            "buffer_memory = \"512M\"\nmax_connections = 10\nrequest_timeout = \"2s\"\n\
+             send_timeout = \"1500ms\"\nmember_timeout = \"off\"\ndrain_timeout = \"5s\"",
+            "connection_memory = \"32M\"\nidle_timeout = \"10m\"",
+        );
+        assert!(l.is_err(), "minutes are not a unit: {l:?}");
+        let l = with(
+            "buffer_memory = \"512M\"\nmax_connections = 10\nrequest_timeout = \"2s\"\n\
+             send_timeout = \"1500ms\"\nmember_timeout = \"off\"\ndrain_timeout = \"5s\"",
+            "connection_memory = \"32M\"\nidle_timeout = \"600s\"",
+        )
+        .expect("valid");
+        assert_eq!(
+            (l.buffer_memory, l.max_connections, l.nbd_connection_memory),
+            (512 << 20, 10, 32 << 20)
+        );
+        assert_eq!(l.request_timeout, Duration::from_secs(2));
+        assert_eq!(l.send_timeout, Duration::from_millis(1500));
+        assert_eq!(l.drain_timeout, Duration::from_secs(5));
+        assert_eq!(l.member_timeout, None);
+        assert_eq!(l.nbd_idle_timeout, Some(Duration::from_secs(600)));
+        for (top, nbd, says) in [
+            ("max_connections = 0", "", "max_connections"),
+            ("buffer_memory = \"1M\"", "", "buffer_memory"),
+            (
+                "buffer_memory = \"64M\"",
+                "connection_memory = \"128M\"",
+                "buffer_memory",
+            ),
+            ("", "connection_memory = \"1M\"", "connection_memory"),
+            ("request_timeout = \"off\"", "", "request_timeout"),
+            ("send_timeout = \"0\"", "", "send_timeout"),
+            ("drain_timeout = \"3\"", "", "drain_timeout"),
+            ("member_timeout = \"soon\"", "", "member_timeout"),
+        ] {
+            let e = with(top, nbd).expect_err(top);
+            assert!(e.contains(says), "{top} {nbd}: {e}");
+        }
     }
 
     #[test]

@@ -24,9 +24,6 @@ use crate::lifecycle::{self, Lifecycle, Watched};
 use crate::shared::{Export, ServerState, SharedState, Stop};
 use crate::{iscsi, link, nbd, watch, worker};
 
-/// How long a stopping daemon waits for connections to finish their requests before it
-/// closes the arrays anyway (leaving those with writes in flight marked unclean).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Descriptors kept for everything but client connections (listeners, the control socket
 /// and its clients, rings and eventfds) besides two per member.
 const FD_RESERVE: u64 = 64;
@@ -92,7 +89,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     announce(&config, &shared, &listeners);
     run_until_signal(&ctx, listeners, to_workers, signals, stop_tx).await;
     ctx.life.stop(&ctx.watched).await;
-    drain(workers).await;
+    drain(workers, config.limits.drain_timeout).await;
     let _ = std::fs::remove_file(&config.control_socket);
     if close_all(&ctx.served).await {
         tracing::info!("stopped");
@@ -397,9 +394,8 @@ async fn run_until_signal(
     safe_mode.await;
 }
 
-/// Waits for the workers to end (once their connections have drained), at most
-/// [`DRAIN_TIMEOUT`].
-async fn drain(workers: Vec<std::thread::JoinHandle<()>>) {
+/// Waits for the workers to end (once their connections have drained), at most `limit`.
+async fn drain(workers: Vec<std::thread::JoinHandle<()>>, limit: Duration) {
     let (done_tx, done_rx) = oneshot::channel::<()>();
     std::thread::spawn(move || {
         for w in workers {
@@ -407,11 +403,11 @@ async fn drain(workers: Vec<std::thread::JoinHandle<()>>) {
         }
         let _ = done_tx.send(());
     });
-    match future::select(done_rx, Box::pin(raidd_rt::time::sleep(DRAIN_TIMEOUT))).await {
+    match future::select(done_rx, Box::pin(raidd_rt::time::sleep(limit))).await {
         Either::Left(_) => tracing::info!("all connections drained"),
         Either::Right(_) => tracing::warn!(
-            "connections still busy after {DRAIN_TIMEOUT:?}: closing the arrays anyway; \
-             those with writes in flight stay marked unclean"
+            "connections still busy after drain_timeout ({limit:?}): closing the arrays \
+             anyway; those with writes in flight stay marked unclean"
         ),
     }
 }

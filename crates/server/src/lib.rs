@@ -95,6 +95,19 @@ fn abort_on_panic() {
     }));
 }
 
+/// Debug builds only: `RAIDD_DEBUG_PANIC=POINT` makes the code at `POINT` panic, so the
+/// tests can show what a panic does to the daemon (it ends at once; its arrays stay marked
+/// unclean). Release builds have no such point.
+#[cfg(debug_assertions)]
+pub(crate) fn debug_panic(point: &str) {
+    if std::env::var("RAIDD_DEBUG_PANIC").is_ok_and(|v| v == point) {
+        panic!("RAIDD_DEBUG_PANIC={point}: panicking as asked");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn debug_panic(_point: &str) {}
+
 /// What a lock that a panicking thread held says: `raidd serve` aborts on panic, so a
 /// poisoned lock is a bug to stop at, never state to go on with.
 pub(crate) const POISONED: &str = "a thread panicked while holding this lock";

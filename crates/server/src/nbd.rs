@@ -417,7 +417,10 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
             }
             zero_or_trim(conn, req.offset, u64::from(req.length), false).await
         }
-        Command::Cache => Ok(()),
+        Command::Cache => {
+            crate::debug_panic("nbd-cache");
+            Ok(())
+        }
         Command::BlockStatus => {
             // No allocation tracking: the whole range is data.
             let len = (conn.limits.size - req.offset).min(u64::from(req.length)) as u32;

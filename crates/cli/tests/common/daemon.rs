@@ -38,10 +38,25 @@ impl Daemon {
         Daemon::try_start_with_env(dir, config, &[])
     }
 
+    /// Like `start`, with at most `nofile` open file descriptors (soft and hard limit).
+    pub fn start_with_nofile(dir: &Path, config: &str, nofile: u64) -> Daemon {
+        Daemon::launch(dir, config, &[], Some(nofile))
+            .unwrap_or_else(|log| panic!("raidd serve did not start:\n{log}"))
+    }
+
     fn try_start_with_env(
         dir: &Path,
         config: &str,
         env: &[(&str, &str)],
+    ) -> Result<Daemon, String> {
+        Daemon::launch(dir, config, env, None)
+    }
+
+    fn launch(
+        dir: &Path,
+        config: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
     ) -> Result<Daemon, String> {
         let control = dir.join("raidd.sock");
         let path = dir.join("raidd.toml");
@@ -59,16 +74,33 @@ impl Daemon {
             format!("{text}\n[nbd]\nlisten = \"127.0.0.1:0\"\n")
         };
         std::fs::write(&path, text).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_raidd"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_raidd"));
+        command
             .args(["serve", "-v", "--config"])
             .arg(&path)
             .env_remove("RUST_LOG")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches only the child's limits.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = command.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -117,6 +149,42 @@ impl Daemon {
         self.child.as_ref().unwrap().id()
     }
 
+    /// The daemon's resident memory, in bytes (VmRSS).
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        kib * 1024
+    }
+
+    /// The daemon's open file descriptors.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
+    }
+
+    /// `raidd status --json` through the control socket.
+    pub fn status(&self) -> serde_json::Value {
+        let out = super::raidd(&[
+            "status",
+            "--json",
+            "--control",
+            self.control.to_str().unwrap(),
+        ])
+        .ok();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Whether the process is still running (not exited, not a zombie).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
     /// `nbd://127.0.0.1:PORT/EXPORT`
     pub fn uri(&self, export: &str) -> String {
         format!("nbd://{}/{export}", self.addr)
@@ -160,12 +228,32 @@ impl Daemon {
     }
 
     /// SIGTERM and wait; asserts a clean exit. Returns the whole log.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        let (ok, log) = self.stop_status();
+        assert!(ok, "raidd serve did not exit cleanly:\n{log}");
+        log
+    }
+
+    /// SIGTERM and wait: whether it exited with success, and the whole log.
+    pub fn stop_status(mut self) -> (bool, String) {
         self.signal(libc::SIGTERM);
         let status = self.wait(Duration::from_secs(60));
-        let log = self.log();
-        assert!(status.success(), "raidd serve exited with {status}:\n{log}");
-        log
+        (status.success(), self.log())
+    }
+
+    /// The size of an export, as nbdinfo reports it.
+    pub fn export_size(&self, export: &str) -> u64 {
+        must(tool("nbdinfo").args(["--size", &self.uri(export)]))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Writes `len` bytes of pattern sectors of `generation` through the export named
+    /// after the array's level (nbdcopy from a file).
+    pub fn write_pattern(&self, export: &str, dir: &Path, len: u64, generation: u64, seed: u64) {
+        let input = super::sectors::pattern_file(dir, len, generation, seed);
+        must(tool("nbdcopy").args([input.to_str().unwrap(), &self.uri(export)]));
     }
 
     /// SIGKILL: an unclean end, as a crash or power loss would leave it.
@@ -179,7 +267,15 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
-            let _ = c.wait();
+            // Not for ever: a process with I/O in a hung FUSE filesystem ends only once that
+            // filesystem's process has (the test drops that after this).
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if !matches!(c.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 }

@@ -3,6 +3,9 @@
 #![allow(clippy::unwrap_used, dead_code)] // test helpers: a failed unwrap is a failed test
 
 pub mod daemon;
+pub mod fuse;
+pub mod iscsi_raw;
+pub mod nbd_raw;
 pub mod sectors;
 
 use std::io::Write;

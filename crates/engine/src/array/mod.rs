@@ -1143,21 +1143,24 @@ impl Array {
         self.write(offset, iov).await
     }
 
-    /// Shutdown: flushes, then records in the superblocks that the array is consistent,
-    /// under a whole-array barrier raised only while no write holds a pass (as safe mode
-    /// does). A write still in flight (a stop that gave up waiting for its requests) may
-    /// have left parity or mirrors behind its data, so then the superblocks stay dirty and
-    /// the next start resyncs (only what the bitmap marks, where there is one). Writes that
-    /// come after a clean close mark the array dirty again before they reach a member.
+    /// Shutdown: under a whole-array barrier raised only while no write holds a pass (as
+    /// safe mode does), flushes and records in the superblocks that the array is
+    /// consistent. A write still in flight (a stop that gave up waiting for its requests)
+    /// may have left parity or mirrors behind its data: then what is on the members is
+    /// flushed, but the superblocks stay dirty and the next start resyncs (only what the
+    /// bitmap marks, where there is one). Writes that come after a clean close mark the
+    /// array dirty again before they reach a member.
     pub async fn close(&self) -> Result<Closed> {
         if self.read_only || self.failed.load(Ordering::Acquire) {
             return Ok(Closed::Clean);
         }
-        self.flush().await?;
+        // The barrier first: nothing may start between the flush and the marking.
         let Some(barrier) = self.gate.try_barrier_all() else {
+            self.flush().await?;
             tracing::warn!(array = %self.name, "closed with writes in flight: left marked unclean, the next start resyncs");
             return Ok(Closed::LeftDirty);
         };
+        self.flush().await?;
         // Everything is on the members: no chunk needs its bit any more.
         self.sweep_intent(true).await;
         if self.needs_resync() {

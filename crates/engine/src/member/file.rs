@@ -9,7 +9,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use raidd_rt::{fs::File, IoVec, IoVecMut};
+use raidd_rt::{fs::File, Dispatch, IoVec, IoVecMut};
 
 use super::syncs::Syncs;
 use super::{assert_request, within, Member, MemberFuture, MemberInfo};
@@ -151,15 +151,33 @@ fn direct_io_works(f: &fs::File, len: u64) -> bool {
     r >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
 }
 
-/// Whether the file lives on tmpfs (its I/O is a memory copy that never waits).
-fn on_tmpfs(f: &fs::File) -> bool {
-    use std::os::fd::AsRawFd;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// How I/O on a file of the filesystem with magic number `fs_type` reaches the kernel:
+/// tmpfs I/O is a memory copy that never waits (inline system calls); FUSE and network
+/// filesystems block the submitting thread even when io_uring asks them not to (straight to
+/// a kernel worker, so a server that hangs holds up only that I/O, which the member's
+/// timeout then gives up on); everything else through the ring as usual.
+fn dispatch_for(fs_type: i64) -> Dispatch {
+    const TMPFS: i64 = 0x0102_1994;
+    const FUSE: i64 = 0x6573_5546;
+    const NFS: i64 = 0x6969;
+    const CIFS: i64 = 0xff53_4d42;
+    const SMB2: i64 = 0xfe53_4d42;
+    const CEPH: i64 = 0x00c3_6400;
+    const V9FS: i64 = 0x0102_1997;
+    match fs_type {
+        TMPFS => Dispatch::Inline,
+        FUSE | NFS | CIFS | SMB2 | CEPH | V9FS => Dispatch::Worker,
+        _ => Dispatch::Ring,
+    }
+}
+
+/// The filesystem magic number of the file's filesystem (`None` if it cannot be read).
+fn fs_type(f: &fs::File) -> Option<i64> {
     // SAFETY: statfs is plain data; fstatfs fills it for a descriptor we own.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     let r = unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
+    (r == 0).then_some(st.f_type as i64)
 }
 
 impl FileMember {
@@ -227,13 +245,13 @@ impl FileMember {
             block_size,
             rotational: bdev && rotational(&meta),
         };
-        let memory_backed = !bdev && on_tmpfs(&f);
+        let dispatch = match bdev {
+            true => Dispatch::Ring,
+            false => fs_type(&f).map_or(Dispatch::Ring, dispatch_for),
+        };
+        tracing::debug!("{}: I/O goes {dispatch:?}", path.display());
         let mut file = File::from(f);
-        if memory_backed {
-            // A copy to or from memory: io_uring would punt each op to a kernel worker.
-            tracing::debug!("{}: on tmpfs, I/O runs inline", path.display());
-            file.set_inline(true);
-        }
+        file.set_dispatch(dispatch);
         Ok(FileMember {
             info,
             path: path.to_owned(),
@@ -261,10 +279,10 @@ impl FileMember {
         &self.path
     }
 
-    /// Whether I/O runs inline as system calls (memory-backed files) rather than through
-    /// io_uring.
-    pub fn is_inline(&self) -> bool {
-        self.file.is_inline()
+    /// How its I/O reaches the kernel: inline system calls (memory-backed files), through
+    /// io_uring, or through io_uring straight to kernel workers (FUSE, network filesystems).
+    pub fn dispatch(&self) -> Dispatch {
+        self.file.dispatch()
     }
 
     pub fn is_direct(&self) -> bool {
@@ -323,5 +341,21 @@ impl Member for FileMember {
                 r => r,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filesystems_that_block_the_submitter_go_to_kernel_workers() {
+        assert_eq!(dispatch_for(0x0102_1994), Dispatch::Inline, "tmpfs");
+        for fuse_or_network in [0x6573_5546, 0x6969, 0xff53_4d42, 0xfe53_4d42] {
+            assert_eq!(dispatch_for(fuse_or_network), Dispatch::Worker);
+        }
+        for local in [0xef53, 0x5846_5342, 0x9123_683e] {
+            assert_eq!(dispatch_for(local), Dispatch::Ring, "ext4, xfs, btrfs");
+        }
     }
 }

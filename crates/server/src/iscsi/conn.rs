@@ -105,6 +105,8 @@ pub struct Conn {
     next_ttt: Cell<u32>,
     /// The connection's share of the buffer budget.
     pub account: Rc<Account>,
+    /// Resolves when the daemon is stopping.
+    pub stop: Stop,
     /// A text exchange in progress: its ITT, accumulated request, or response still to send.
     text: RefCell<Option<TextState>>,
     pub last_heard: Cell<Instant>,
@@ -134,6 +136,7 @@ pub struct Setup {
     pub negotiated: Negotiated,
     pub seq: Seq,
     pub nexus: String,
+    pub stop: Stop,
 }
 
 impl Conn {
@@ -157,6 +160,7 @@ impl Conn {
             idle: RefCell::new(Vec::new()),
             next_ttt: Cell::new(1),
             account: s.account,
+            stop: s.stop,
             text: RefCell::new(None),
             last_heard: Cell::new(Instant::now()),
         };
@@ -333,8 +337,9 @@ async fn pinger(conn: Rc<Conn>, every: Duration) {
 }
 
 /// Runs the full feature phase until logout, an error, or the daemon stopping.
-pub async fn full_feature(setup: Setup, stop: Stop) -> String {
+pub async fn full_feature(setup: Setup) -> String {
     let nop = setup.state.nop_interval;
+    let stop = setup.stop.clone();
     let (conn, input) = Conn::new(setup);
     let conn = Rc::new(conn);
     let writer_task = raidd_rt::spawn_local(writer(conn.clone()));

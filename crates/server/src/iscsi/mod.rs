@@ -478,19 +478,17 @@ pub async fn serve_connection(
         lock(&state.nexuses).push((t, nexus.clone()));
     }
     let account = Account::new(shared.budget.clone(), shared.iscsi_connection_memory);
-    let why = conn::full_feature(
-        conn::Setup {
-            link,
-            input,
-            watch: watch.clone(),
-            state: state.clone(),
-            account,
-            negotiated,
-            seq,
-            nexus: nexus.clone(),
-        },
+    let why = conn::full_feature(conn::Setup {
+        link,
+        input,
+        watch: watch.clone(),
+        state: state.clone(),
+        account,
+        negotiated,
+        seq,
+        nexus: nexus.clone(),
         stop,
-    )
+    })
     .await;
     let why = watch.closed_for().map_or(why, str::to_string);
     if let Some(t) = target {

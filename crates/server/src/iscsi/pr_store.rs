@@ -68,8 +68,10 @@ pub async fn saved(answer: oneshot::Receiver<io::Result<()>>) -> io::Result<()> 
 fn save(path: &Path, bytes: Option<&[u8]>) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     match bytes {
+        // Nothing kept there (no file, or no directory at all): nothing to remove.
         None => match std::fs::remove_file(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(()),
             r => r?,
         },
         Some(b) => {

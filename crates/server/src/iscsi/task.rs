@@ -608,6 +608,10 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             let pattern = SharedBuf::new(pattern);
             let mut done = 0u64;
             while done < len {
+                // A stop waits for commands in flight: one over a whole LUN would outlast it.
+                if conn.stop.peek().is_some() {
+                    return Outcome::check(Sense::not_ready());
+                }
                 let n = (len - done).min(piece_blocks * bs) as usize;
                 if let Err(e) = write(array, lba * bs + done, &pattern, 0..n).await {
                     return Outcome::check(io_sense(&e, lba + done / bs, true));

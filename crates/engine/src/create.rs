@@ -231,7 +231,7 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         sb.bblog_offset = bb_off;
         sb.bblog_size = bb_size;
         sb.bblog_shift = 0;
-        crate::assemble::clear_bad_blocks(&***m, &sb).await?;
+        crate::md_io::clear_bad_blocks(&***m, &sb).await?;
         write_superblock(&***m, &sb).await?;
         if let Some(bm) = &bitmap {
             write_bitmap(&***m, bm, probe.resync_offset != MAX_SECTOR).await?;

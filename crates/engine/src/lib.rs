@@ -2,14 +2,16 @@
 //! arrays), arrays of every md level with degraded operation and failure handling, md v1.2
 //! metadata, assembly and creation.
 //!
-//! The engine is async and runtime-agnostic in its logic; real members run on `raidd-rt`
-//! (io_uring). Layout math, parity and metadata encoding live in their own pure crates.
+//! The engine runs on `raidd-rt`: member I/O goes through the calling thread's io_uring,
+//! and what waits (gathering, recovery pacing, member timeouts) waits on its executor and
+//! timers. Layout math, parity and metadata encoding live in their own pure crates.
 
 pub mod array;
 pub mod assemble;
 pub mod create;
 pub mod error;
 mod iov;
+mod md_io;
 pub mod member;
 mod meta;
 pub mod pattern;

@@ -187,7 +187,7 @@ impl Metadata {
         // Before anything here changes (the log lies where the reference places its own):
         // rebuilt whole, or re-added by its bitmap only with an empty log
         // (`Array::add_member`), it keeps no bad block of an earlier life.
-        crate::assemble::clear_bad_blocks(&*member, &reference).await?;
+        crate::md_io::clear_bad_blocks(&*member, &reference).await?;
         let was_spare = st
             .spares
             .iter()

@@ -10,13 +10,16 @@ mod counters;
 mod gate;
 mod mapped;
 mod member_io;
+mod membership;
 mod parity;
+mod pass;
+mod passes;
+mod recovery;
 mod recycle;
 mod scrub;
 mod slot_member;
 mod stripe_cache;
 mod stripe_lock;
-mod sync;
 
 use std::fmt;
 use std::io;
@@ -33,10 +36,10 @@ use crate::member::{Member, MemberFuture, MemberInfo};
 use crate::meta::Metadata;
 use counters::Counters;
 use gate::Gate;
+pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 use slot_member::{MemberRef, SlotMember};
 pub use stripe_cache::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 use stripe_lock::StripeLocks;
-pub use sync::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 
 /// Health of one slot (md role).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -152,7 +155,7 @@ pub struct Array {
     /// Keeps sync work (recovery, resync, repair) and writes to the same region apart.
     gate: Gate,
     /// The sync work running now, if any (one at a time, as md).
-    sync: Mutex<sync::SyncSlot>,
+    sync: Mutex<pass::SyncSlot>,
     /// Failed members taken out of their slot (by a replacement), until removed.
     detached: Mutex<Vec<Arc<dyn Member>>>,
     /// Spares of this array (members with md's spare role).
@@ -446,7 +449,7 @@ impl Array {
             locks: StripeLocks::default(),
             cache: stripe_cache::StripeCache::default(),
             gate: Gate::default(),
-            sync: Mutex::new(sync::SyncSlot::default()),
+            sync: Mutex::new(pass::SyncSlot::default()),
             detached: Mutex::new(Vec::new()),
             spares_list: Mutex::new(parts.spares),
             membership: futures::lock::Mutex::new(()),

@@ -16,8 +16,9 @@ use raidd_layout::{Geometry, Level, StripeRole, SECTOR_SIZE};
 use raidd_rt::{AlignedBuf, SharedBuf};
 use smallvec::SmallVec;
 
-use super::sync::{SyncGuard, SyncProgress, Throttle};
-use super::{Array, SyncKind, SyncLimits};
+use super::pass::{SyncKind, SyncLimits, SyncProgress};
+use super::passes::{SyncGuard, Throttle};
+use super::Array;
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::Batch;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
-use super::{Member, MemberFuture, MemberInfo};
+use super::contract::{within, Member, MemberFuture, MemberInfo};
 
 /// What to inject. Probabilities are in parts per million per operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -253,19 +253,16 @@ impl Member for FaultMember {
         let v = self.verdict(OpClass::Read, len);
         let timeout = v.timeout;
         let name = &self.inner.info().name;
-        MemberFuture::new(super::within(
-            timeout,
-            name,
-            self.read_now(offset, iov, v),
-            |e| (Err(e), IoVecMut::new()),
-        ))
+        MemberFuture::new(within(timeout, name, self.read_now(offset, iov, v), |e| {
+            (Err(e), IoVecMut::new())
+        }))
     }
 
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let v = self.verdict(OpClass::Write, len);
         let (timeout, name) = (v.timeout, &self.inner.info().name);
-        MemberFuture::new(super::within(
+        MemberFuture::new(within(
             timeout,
             name,
             async move {
@@ -286,7 +283,7 @@ impl Member for FaultMember {
     fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
         let (timeout, name) = (v.timeout, &self.inner.info().name);
-        MemberFuture::new(super::within(
+        MemberFuture::new(within(
             timeout,
             name,
             async move {
@@ -306,7 +303,7 @@ impl Member for FaultMember {
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         let v = self.verdict(OpClass::Other, 0);
         let (timeout, name) = (v.timeout, &self.inner.info().name);
-        MemberFuture::new(super::within(
+        MemberFuture::new(within(
             timeout,
             name,
             async move {

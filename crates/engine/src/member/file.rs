@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use raidd_rt::{fs::File, Dispatch, IoVec, IoVecMut};
 
+use super::contract::{assert_request, within, Member, MemberFuture, MemberInfo};
 use super::syncs::Syncs;
-use super::{assert_request, within, Member, MemberFuture, MemberInfo};
 use crate::error::{Error, Result};
 
 /// How to open a member file.

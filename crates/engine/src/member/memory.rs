@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use raidd_rt::{IoVec, IoVecMut};
 
-use super::{assert_request, Member, MemberFuture, MemberInfo};
+use super::contract::{assert_request, Member, MemberFuture, MemberInfo};
 
 /// Bytes per lock shard.
 const SHARD_BYTES: u64 = 1 << 20;

@@ -1,124 +1,15 @@
 //! Members: what an array is made of. Everything an array does to a member goes through the
-//! [`Member`] trait, so files, block devices, memory, fault injectors and other arrays are
-//! interchangeable, and the same engine code runs against real and simulated disks.
+//! [`Member`] trait (`contract`), so files, block devices, memory, fault injectors and other
+//! arrays are interchangeable, and the same engine code runs against real and simulated
+//! disks.
 
+mod contract;
 mod fault;
 mod file;
 mod memory;
 mod syncs;
 
-use std::fmt;
-use std::io;
-
-use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
-
+pub use contract::{read_bytes, windows_lost, write_bytes, Member, MemberFuture, MemberInfo};
 pub use fault::{FaultControl, FaultMember, FaultPlan};
 pub use file::{FileMember, OpenOptions};
 pub use memory::MemMember;
-
-/// Reads `len` bytes at `offset` of a member into a new buffer (whole-buffer reads:
-/// metadata, copies, tools).
-pub async fn read_bytes(member: &dyn Member, offset: u64, len: usize) -> io::Result<AlignedBuf> {
-    // Every byte is overwritten by a successful read; a failed one drops the buffer.
-    let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
-    let mut iov = IoVecMut::new();
-    iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
-    let (r, iov) = member.read(offset, iov).await;
-    drop(iov);
-    r?;
-    Ok(buf.try_into_inner().expect("read released the buffer"))
-}
-
-/// Writes `data` at `offset` of a member.
-pub async fn write_bytes(member: &dyn Member, offset: u64, data: AlignedBuf) -> io::Result<()> {
-    let len = data.len();
-    let buf = SharedBuf::new(data);
-    let mut iov = IoVec::new();
-    iov.push(buf.slice(0..len).expect("fresh buffer"));
-    member.write(offset, iov).await
-}
-
-/// Whether a member read's result says its windows did not come back: it timed out, and
-/// the device may still write into them, so that memory must not be read or reused.
-pub fn windows_lost(r: &io::Result<()>) -> bool {
-    matches!(r, Err(e) if e.kind() == io::ErrorKind::TimedOut)
-}
-
-/// Runs a member operation within `limit` (none: as long as it takes): `lost` makes its
-/// result from the timeout's error when it gives up (`io::ErrorKind::TimedOut`, naming the
-/// member). The operation is dropped then; what it lent the device stays with it.
-pub(crate) async fn within<T>(
-    limit: Option<std::time::Duration>,
-    name: &str,
-    op: impl std::future::Future<Output = T>,
-    lost: impl FnOnce(io::Error) -> T,
-) -> T {
-    let Some(limit) = limit else {
-        return op.await;
-    };
-    match raidd_rt::time::timeout(limit, op).await {
-        Some(v) => v,
-        None => lost(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("{name}: no answer within {limit:?}"),
-        )),
-    }
-}
-
-/// Static facts about a member.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberInfo {
-    /// How the user named it (a path, "mem:3", "array:name").
-    pub name: String,
-    pub size_bytes: u64,
-    /// Smallest I/O unit (512 or 4096); every offset and length is a multiple of it.
-    pub block_size: u32,
-    /// Spinning media (seek-bound): exported so clients can schedule for it.
-    pub rotational: bool,
-}
-
-/// A device an array stores data on.
-///
-/// Offsets and lengths are bytes, multiples of [`MemberInfo::block_size`], within
-/// [`MemberInfo::size_bytes`]; callers (the arrays) guarantee this and implementations may
-/// assert it. The windows of an I/O are released when the returned future completes; if it
-/// is dropped early they are released when the device is done with them.
-/// A member operation in flight: boxed (the trait is used as an object), its block from the
-/// thread's pool ([`raidd_rt::PooledFuture`]), so a request's member I/O allocates nothing.
-pub type MemberFuture<'a, T> = raidd_rt::PooledFuture<'a, T>;
-
-pub trait Member: Send + Sync + fmt::Debug {
-    fn info(&self) -> &MemberInfo;
-    /// Fills the windows of `iov`, in order, from `offset`, and hands the windows back (possibly
-    /// split further, always covering the same bytes in the same order) so that a failed read
-    /// can be retried elsewhere into the same client buffer. The one exception is a read
-    /// that timed out (`io::ErrorKind::TimedOut`): the device may still write into its
-    /// windows, so they stay with the abandoned operation and none come back (see
-    /// [`windows_lost`]).
-    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)>;
-    /// Writes the windows of `iov`, in order, at `offset`.
-    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>>;
-    /// Makes every completed write durable.
-    fn flush(&self) -> MemberFuture<'_, io::Result<()>>;
-    /// Tells the device the range is unused; later reads return zeros or the old data.
-    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>>;
-}
-
-/// Checks a member request against the member's contract (caller bugs panic here, in every
-/// implementation, so a broken array mapping stops loudly in tests).
-pub(crate) fn assert_request(info: &MemberInfo, offset: u64, len: u64) {
-    let bs = u64::from(info.block_size);
-    assert!(
-        offset.is_multiple_of(bs) && len.is_multiple_of(bs),
-        "{}: request {offset}+{len} not aligned to {bs}",
-        info.name
-    );
-    assert!(
-        offset
-            .checked_add(len)
-            .is_some_and(|end| end <= info.size_bytes),
-        "{}: request {offset}+{len} beyond size {}",
-        info.name,
-        info.size_bytes
-    );
-}

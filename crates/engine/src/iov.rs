@@ -6,11 +6,15 @@
 //! parts that are contiguous on a member into one vectored member I/O (seed 002: large
 //! requests stay large; one member I/O per member extent).
 
+use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::Arc;
 
 use raidd_rt::buf::give_iov;
 use raidd_rt::fs::IOV_MAX;
-use raidd_rt::recycle::{keep_vec, pop_vec, small_vec, spill_before_push, Table};
+use raidd_rt::recycle::{
+    give, keep_vec, pop_vec, small_vec, spill_before_push, take, FreeList, Table,
+};
 use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
@@ -218,6 +222,9 @@ impl Window for Tagged {
 /// Where a member read's windows go back in the request: (request offset, length) each.
 pub(crate) type ReadLayout = Table<[(usize, usize); 4]>;
 
+/// The windows of a read and how to put them back in the request (see [`untag`]).
+pub(crate) type ReadBack = (IoVecMut, ReadLayout);
+
 /// Splits tagged windows into what a member read takes and the layout to restore them by.
 pub(crate) fn untag(mut windows: Windows<Tagged>) -> (Windows<BufSliceMut>, ReadLayout) {
     let mut iov = small_vec(windows.len());
@@ -238,7 +245,25 @@ pub(crate) struct Req {
     len: usize,
 }
 
+thread_local! {
+    /// Reused `Arc` headers of shared requests (see [`Req::shared`]).
+    static REQS: FreeList<Req> = const { RefCell::new(Vec::new()) };
+}
+
 impl Req {
+    /// A shared request over the client's windows, in a reused `Arc` header: a parity write
+    /// shares its request among its stripes' parts, and a small write would otherwise
+    /// allocate one each time (`raidd_rt::recycle`: reused only once the last handle is
+    /// back, emptied at once, so a request's client windows are not held).
+    pub(crate) fn shared(iov: IoVec) -> Arc<Req> {
+        take(&REQS, Req::new(iov))
+    }
+
+    /// Gives a shared request's handle back; its header is kept if this was the last handle.
+    pub(crate) fn give(req: Arc<Req>) {
+        give(&REQS, req, || Req::new(IoVec::new()));
+    }
+
     pub(crate) fn new(mut iov: IoVec) -> Req {
         let mut frags = Table::with_room(iov.len());
         let mut pos = 0;
@@ -442,6 +467,28 @@ impl<W: Window> Batch<W> {
 mod tests {
     use super::*;
     use raidd_rt::SharedBuf;
+
+    #[test]
+    fn a_request_header_is_reused_only_when_its_last_handle_is_back_and_lets_go_of_the_client() {
+        let client = SharedBuf::new(AlignedBuf::zeroed(4096));
+        let mut iov = IoVec::new();
+        iov.push(client.slice(0..4096).unwrap());
+        let r = Req::shared(iov);
+        let other = r.clone();
+        let at = Arc::as_ptr(&r);
+        Req::give(r); // not the last handle: not kept
+        let fresh = Req::shared(IoVec::new());
+        assert_ne!(Arc::as_ptr(&fresh), at);
+        Req::give(other); // the last: kept, and the client's window is released now
+        assert!(
+            client.slice_mut(0..4096).is_ok(),
+            "the request let go of the window"
+        );
+        let again = Req::shared(IoVec::new());
+        assert_eq!(Arc::as_ptr(&again), at);
+        assert_eq!(again.len(), 0);
+        drop((fresh, again));
+    }
 
     fn shared(len: usize) -> SharedBuf {
         let mut b = AlignedBuf::zeroed(len);

@@ -8,18 +8,19 @@
 mod bitmap;
 mod counters;
 mod gate;
+mod join;
 mod mapped;
 mod member_io;
 mod membership;
 mod parity;
+mod parity_host;
 mod pass;
 mod passes;
 mod recovery;
-mod recycle;
+mod report;
 mod scrub;
 mod slot_member;
-mod stripe_cache;
-mod stripe_lock;
+mod status;
 
 use std::fmt;
 use std::io;
@@ -27,44 +28,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::future::LocalBoxFuture;
-use raidd_layout::{Geometry, Level, SECTOR_SIZE};
+use raidd_layout::{Geometry, SECTOR_SIZE};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
-use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::{Member, MemberFuture, MemberInfo};
 use crate::meta::Metadata;
 use counters::Counters;
 use gate::Gate;
+use parity::ParityIo;
+pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
+pub use report::{
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, SlotState, SlotStatus, StripeCacheStatus,
+};
 use slot_member::{MemberRef, SlotMember};
-pub use stripe_cache::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
-use stripe_lock::StripeLocks;
-
-/// Health of one slot (md role).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SlotState {
-    /// Holds current data; used for reads and writes.
-    InSync,
-    /// Failed while running (or refused at assembly): never used again until replaced.
-    Faulty,
-    /// No member in this slot.
-    Missing,
-    /// Being rebuilt: current below its recovery point, written there, read nowhere else.
-    Recovering,
-}
-
-impl SlotState {
-    fn from_u8(v: u8) -> SlotState {
-        match v {
-            0 => SlotState::InSync,
-            1 => SlotState::Faulty,
-            3 => SlotState::Recovering,
-            _ => SlotState::Missing,
-        }
-    }
-}
 
 /// Aligned, so that the atomics read on every I/O and written almost never share no line
 /// with another slot's. (Its member is taken through per-thread shards of their own.)
@@ -149,9 +127,9 @@ pub struct Array {
     read_only: bool,
     meta: Option<Metadata>,
     info: MemberInfo,
-    locks: StripeLocks,
-    /// Where RAID4/5/6 writes to the same stripe meet (gathering, cached rows).
-    cache: stripe_cache::StripeCache,
+    /// RAID4/5/6 reads and writes, and what they keep (stripe locks, the stripe cache);
+    /// `None` on other levels.
+    parity: Option<ParityIo>,
     /// Keeps sync work (recovery, resync, repair) and writes to the same region apart.
     gate: Gate,
     /// The sync work running now, if any (one at a time, as md).
@@ -187,107 +165,6 @@ impl fmt::Debug for Array {
             .field("size", &self.info.size_bytes)
             .finish()
     }
-}
-
-/// Overall state, as `raidd detail` reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ArrayState {
-    /// Every member in sync; shut down cleanly (or not yet written).
-    Clean,
-    /// Every member in sync; writes may be in flight.
-    Active,
-    /// Serving, but with members missing or faulty.
-    Degraded,
-    /// Too many members lost to serve every sector.
-    Failed,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct SlotStatus {
-    pub role: usize,
-    pub member: Option<String>,
-    pub state: SlotState,
-    /// While recovering: bytes of the member's data area rebuilt so far.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub recovered_bytes: Option<u64>,
-    /// While recovering: only the chunks the write-intent bitmap marks are rebuilt (a
-    /// former member re-added, [`Array::recovering_by_bitmap`]).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub by_bitmap: bool,
-    /// md's write-mostly: read only when no other copy can be.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub write_mostly: bool,
-    /// A member being built to replace this one (`raidd replace`), and how far.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replacement: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replaced_bytes: Option<u64>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ArrayStatus {
-    pub name: String,
-    pub uuid: String,
-    pub level: String,
-    pub layout: Option<String>,
-    pub chunk_bytes: u64,
-    pub raid_devices: usize,
-    pub size_bytes: u64,
-    pub block_size: u32,
-    pub state: ArrayState,
-    pub needs_resync: bool,
-    pub read_only: bool,
-    pub events: Option<u64>,
-    pub slots: Vec<SlotStatus>,
-    pub spares: Vec<String>,
-    /// Failed members no longer in a slot, waiting to be removed.
-    pub faulty: Vec<String>,
-    pub sync: Option<SyncStatus>,
-    /// The write-intent bitmap: chunks whose bit is set, and all chunks.
-    pub bitmap: Option<BitmapStatus>,
-    /// How the last pass ended (md keeps mismatch_cnt readable after a check).
-    pub last_sync: Option<LastSync>,
-    pub counters: CounterStatus,
-}
-
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct BitmapStatus {
-    pub dirty: usize,
-    pub chunks: usize,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct CounterStatus {
-    pub reads: u64,
-    pub writes: u64,
-    pub read_bytes: u64,
-    pub written_bytes: u64,
-    pub degraded_reads: u64,
-    pub full_stripe_writes: u64,
-    pub rmw_writes: u64,
-    pub rcw_writes: u64,
-    pub reconstruct_writes: u64,
-    pub copied_bytes: u64,
-    /// RAID4/5/6 only: the stripe cache.
-    pub stripe_cache: Option<StripeCacheStatus>,
-}
-
-/// What the RAID4/5/6 stripe cache is doing.
-#[derive(Clone, Debug, Serialize)]
-pub struct StripeCacheStatus {
-    /// How partial stripes gather company (`none`, `plug`, `limit:N`).
-    pub gather: String,
-    /// Whether small writes on an idle stripe skip the cache (`auto`, `always`, `never`).
-    pub write_alone: String,
-    /// Bytes of stripe contents it may keep, and keeps now.
-    pub limit_bytes: usize,
-    pub cached_bytes: usize,
-    /// Batches run, and parts that joined a batch another request led.
-    pub batches: u64,
-    pub gathered: u64,
-    /// Batches whose rows were all known already.
-    pub hits: u64,
 }
 
 /// md's bitmap daemon period (the bitmap's daemon_sleep as mdadm writes it).
@@ -442,12 +319,11 @@ impl Array {
             },
             name: parts.name,
             uuid: parts.uuid,
+            parity: parts.geometry.as_parity().cloned().map(ParityIo::new),
             geometry: parts.geometry,
             slots,
             read_only: parts.read_only,
             meta,
-            locks: StripeLocks::default(),
-            cache: stripe_cache::StripeCache::default(),
             gate: Gate::default(),
             sync: Mutex::new(pass::SyncSlot::default()),
             detached: Mutex::new(Vec::new()),
@@ -1009,12 +885,17 @@ impl Array {
         // in flight that large, the small reads that never take it included (about 4.7 KB
         // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
         // member failed.
-        match self.geometry.level() {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-                raidd_rt::PooledFuture::new(self.parity_read(offset, iov, &pieces)).await
-            }
-            _ => raidd_rt::PooledFuture::new(self.mapped_read(offset, iov, &pieces)).await,
+        match &self.parity {
+            Some(p) => raidd_rt::PooledFuture::new(p.read(self, offset, iov, &pieces)).await,
+            None => raidd_rt::PooledFuture::new(self.mapped_read(offset, iov, &pieces)).await,
         }
+    }
+
+    /// The parity path of a RAID4/5/6 array (scrub and recovery of parity stripes).
+    fn parity_io(&self) -> &ParityIo {
+        self.parity
+            .as_ref()
+            .expect("parity stripes on a parity array")
     }
 
     /// The error of a read whose windows a member that timed out (and was failed) kept.
@@ -1068,9 +949,9 @@ impl Array {
         let _pass = self.enter_gate(offset, len).await;
         self.ensure_dirty().await?;
         let _intent = self.note_intent(offset, len).await?;
-        match self.geometry.level() {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.parity_write(offset, iov).await,
-            _ => self.mapped_write(offset, iov).await,
+        match &self.parity {
+            Some(p) => p.write(self, offset, iov).await,
+            None => self.mapped_write(offset, iov).await,
         }
     }
 
@@ -1078,13 +959,17 @@ impl Array {
     /// and how partial stripes gather company. Takes effect for the next batches; other
     /// levels ignore it.
     pub fn set_stripe_cache(&self, bytes: usize, gather: Gather) {
-        self.cache.configure(bytes, gather);
+        if let Some(p) = &self.parity {
+            p.set_stripe_cache(bytes, gather);
+        }
     }
 
     /// Sets whether RAID4/5/6 small writes that find their stripe idle skip the stripe
     /// cache ([`Alone`]; `Auto` unless set).
     pub fn set_write_alone(&self, alone: Alone) {
-        self.cache.set_alone(alone);
+        if let Some(p) = &self.parity {
+            p.set_write_alone(alone);
+        }
     }
 
     /// Makes every acknowledged write durable on every in-sync member.
@@ -1202,90 +1087,6 @@ impl Array {
     /// reconstruct-write there for the same reason).
     pub(super) fn parity_trusted(&self, end: u64) -> bool {
         end <= self.resync_point.load(Ordering::Acquire)
-    }
-
-    pub async fn status(&self) -> ArrayStatus {
-        let state = if self.failed.load(Ordering::Acquire) {
-            ArrayState::Failed
-        } else if self.is_degraded() {
-            ArrayState::Degraded
-        } else if self.meta.as_ref().is_some_and(Metadata::is_dirty) {
-            ArrayState::Active
-        } else {
-            ArrayState::Clean
-        };
-        let events = match &self.meta {
-            Some(m) => Some(m.events().await),
-            None => None,
-        };
-        let c = &self.counters;
-        ArrayStatus {
-            name: self.name.clone(),
-            uuid: uuid_string(&self.uuid),
-            level: self.geometry.level().to_string(),
-            layout: layout_name(&self.geometry),
-            chunk_bytes: u64::from(self.geometry.chunk_sectors()) * SECTOR_SIZE,
-            raid_devices: self.slots.len(),
-            size_bytes: self.info.size_bytes,
-            block_size: self.info.block_size,
-            state,
-            needs_resync: self.needs_resync(),
-            read_only: self.read_only,
-            events,
-            slots: (0..self.slots.len())
-                .map(|r| {
-                    let state = self.slot_state(r);
-                    SlotStatus {
-                        role: r,
-                        member: self.member(r).map(|m| m.info().name.clone()),
-                        state,
-                        recovered_bytes: (state == SlotState::Recovering)
-                            .then(|| self.slots[r].recovered.load(Ordering::Acquire) * SECTOR_SIZE),
-                        by_bitmap: state == SlotState::Recovering && self.recovering_by_bitmap(r),
-                        write_mostly: self.write_mostly(r),
-                        replacement: read_lock(&self.slots[r].replacement)
-                            .as_ref()
-                            .map(|(m, _)| m.info().name.clone()),
-                        replaced_bytes: self.slots[r]
-                            .replacing
-                            .load(Ordering::Acquire)
-                            .then(|| self.slots[r].replaced.load(Ordering::Acquire) * SECTOR_SIZE),
-                    }
-                })
-                .collect(),
-            spares: names(&self.spares_list),
-            faulty: names(&self.detached),
-            sync: self.sync_status(),
-            bitmap: self
-                .write_intent()
-                .map(|(dirty, chunks)| BitmapStatus { dirty, chunks }),
-            last_sync: self.last_sync(),
-            counters: CounterStatus {
-                reads: c.sum(|s| &s.reads),
-                writes: c.sum(|s| &s.writes),
-                read_bytes: c.sum(|s| &s.read_bytes),
-                written_bytes: c.sum(|s| &s.written_bytes),
-                degraded_reads: c.sum(|s| &s.degraded_reads),
-                full_stripe_writes: c.sum(|s| &s.full_stripe_writes),
-                rmw_writes: c.sum(|s| &s.rmw_writes),
-                rcw_writes: c.sum(|s| &s.rcw_writes),
-                reconstruct_writes: c.sum(|s| &s.reconstruct_writes),
-                copied_bytes: c.sum(|s| &s.copied_bytes),
-                stripe_cache: self.geometry.level().has_parity().then(|| {
-                    let sc = &self.cache;
-                    let (batches, gathered, hits) = sc.totals();
-                    StripeCacheStatus {
-                        gather: sc.gather().to_string(),
-                        write_alone: sc.alone_policy().to_string(),
-                        limit_bytes: sc.cache_bytes(),
-                        cached_bytes: sc.cached_bytes(),
-                        batches,
-                        gathered,
-                        hits,
-                    }
-                }),
-            },
-        }
     }
 
     /// Makes redundancy match the data everywhere (the initial sync of a new array, a resync

@@ -428,17 +428,18 @@ impl Array {
 
     /// Rebuilds `role`'s chunk of `stripe` (data or parity) from the other members.
     async fn recover_stripe(&self, role: usize, stripe: u64) -> Result<()> {
-        let pg = self.pg();
+        let pio = self.parity_io();
+        let pg = pio.pg();
         let chunk = u64::from(pg.chunk_sectors);
         let map = pg.stripe_map(stripe);
-        let end = self.stripe_end(stripe);
+        let end = pio.stripe_end(stripe);
         let len = (chunk * SECTOR_SIZE) as usize;
         for _attempt in 0..=self.slots.len() {
             self.check_alive()?;
             let present: SmallVec<[usize; 16]> = (0..self.slots.len())
                 .filter(|&m| m != role && self.in_sync_at(m, end))
                 .collect();
-            let mut blocks = self.read_rows(stripe, &(0..chunk), &present).await?;
+            let mut blocks = pio.read_rows(self, stripe, &(0..chunk), &present).await?;
             if present.iter().any(|&m| blocks[m].is_none()) {
                 continue; // a read failed and its member is now faulty: try again
             }

@@ -262,11 +262,12 @@ impl Array {
 
     /// Compares one stripe's parity with its data (and for repair/resync, rewrites it).
     async fn scrub_stripe(&self, stripe: u64, kind: SyncKind, p: &SyncProgress) -> Result<()> {
-        let pg = self.pg();
+        let pio = self.parity_io();
+        let pg = pio.pg();
         let chunk = u64::from(pg.chunk_sectors);
         let map = pg.stripe_map(stripe);
         let all: SmallVec<[usize; 16]> = (0..self.slots.len()).collect();
-        let blocks = self.read_rows(stripe, &(0..chunk), &all).await?;
+        let blocks = pio.read_rows(self, stripe, &(0..chunk), &all).await?;
         if blocks.iter().any(Option::is_none) {
             return Err(Error::new(
                 ErrorKind::Io,

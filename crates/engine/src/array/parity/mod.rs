@@ -1,0 +1,141 @@
+//! RAID4/5/6 I/O.
+//!
+//! Reads of in-sync members go straight into the client's buffer without touching any lock
+//! or cache (seed 004 5.3: read bypass). Data of a missing member is reconstructed from the
+//! rest of its stripe under the stripe's lock.
+//!
+//! A write is cut into its share of each stripe and attached to the stripe's head in the
+//! stripe cache (`stripe_cache.rs`), where writes to the same stripe meet. The request that
+//! finds a stripe idle leads it: it takes every share pending there as one batch, and per
+//! batch picks the cheapest way to keep parity right with the members it has and the rows
+//! the cache already knows: a full-stripe write (no reads), reconstruct-write (read the
+//! untouched data), read-modify-write (read old data and parity), or, when a missing member's
+//! old data is needed, reconstruct the stripe first. Data goes to the members straight from
+//! the clients' buffers, parity from scratch buffers, which the cache then keeps. Member
+//! writes are joined per member, within a batch and across the consecutive whole stripes
+//! of one request, which it leads together: a long sequential write becomes one vectored
+//! write per member.
+
+//!
+//! [`ParityIo`] owns all of it: the stripe cache (`cache.rs`: heads, shards, kept rows, and
+//! the governors that decide when keeping and gathering pay), the per-stripe locks
+//! (`lock.rs`), and the read and write paths (`read.rs`, `write.rs`, `batch.rs`). The array
+//! holds one and lends it what it needs of itself through [`Host`]: which members are
+//! current, where a member's data starts, and member I/O, which fails a member whose I/O
+//! fails. The choice between read-modify-write and reconstruct-write (`strategy.rs`) and
+//! the rebuilding of lost blocks (`rebuild.rs`) are pure and know nothing of either.
+
+mod batch;
+mod cache;
+mod governor;
+mod lock;
+mod mailbox;
+mod policy;
+mod read;
+mod rebuild;
+mod shares;
+mod strategy;
+mod write;
+
+use std::future::Future;
+use std::io;
+
+use raidd_layout::ParityGeometry;
+use raidd_rt::{BufSlice, BufSliceMut};
+
+use super::counters::Counters;
+use super::join::Results;
+use super::report::StripeCacheStatus;
+use crate::error::{Error, Result};
+use crate::iov::{MemberIos, ReadBack, Tagged};
+use cache::StripeCache;
+use lock::StripeLocks;
+
+pub use policy::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
+pub(crate) use rebuild::{q_index, rebuild_blocks};
+
+/// What the parity path needs of the array that holds it. Each member I/O goes out through
+/// the array, which fails a member whose I/O fails before the results come back.
+pub(crate) trait Host {
+    /// Whether slot `role` holds current data below member sector `end` (and takes writes).
+    fn in_sync_at(&self, role: usize, end: u64) -> bool;
+    /// Byte offset on slot `role`'s member of member sector `sector`.
+    fn member_offset(&self, role: usize, sector: u64) -> u64;
+    /// Whether parity on the members can be trusted below member sector `end`.
+    fn parity_trusted(&self, end: u64) -> bool;
+    /// An error once too many members have failed to serve every sector.
+    fn check_alive(&self) -> Result<()>;
+    /// The error of a stripe that lost more than its parity covers.
+    fn lost_error(&self) -> Error;
+    /// The error of a read whose windows slot `role`'s member kept (it timed out).
+    fn lost_windows(&self, role: usize) -> Error;
+    fn counters(&self) -> &Counters;
+    /// Reads into a request's windows.
+    fn issue_reads(
+        &self,
+        ios: MemberIos<Tagged>,
+    ) -> impl Future<Output = Results<(usize, io::Result<()>, ReadBack)>>;
+    /// Reads into scratch buffers.
+    fn issue_scratch_reads(
+        &self,
+        ios: MemberIos<BufSliceMut>,
+    ) -> impl Future<Output = Results<(usize, io::Result<()>)>>;
+    /// Writes a batch.
+    fn issue_writes(
+        &self,
+        ios: MemberIos<BufSlice>,
+    ) -> impl Future<Output = Results<(usize, io::Result<()>)>>;
+}
+
+/// The RAID4/5/6 read and write paths of one array, and the state they keep.
+pub(crate) struct ParityIo {
+    pg: ParityGeometry,
+    /// Per-stripe exclusion: a batch's read-compute-write, a write alone, a degraded read's
+    /// reconstruction.
+    locks: StripeLocks,
+    /// Where writes to the same stripe meet (gathering, kept rows).
+    cache: StripeCache,
+}
+
+impl ParityIo {
+    pub(crate) fn new(pg: ParityGeometry) -> ParityIo {
+        ParityIo {
+            pg,
+            locks: StripeLocks::default(),
+            cache: StripeCache::default(),
+        }
+    }
+
+    pub(crate) fn pg(&self) -> &ParityGeometry {
+        &self.pg
+    }
+
+    /// The member sector just past `stripe`: a recovering member serves the stripe once its
+    /// recovery point has passed this.
+    pub(crate) fn stripe_end(&self, stripe: u64) -> u64 {
+        self.pg.member_sector(stripe, 0) + u64::from(self.pg.chunk_sectors)
+    }
+
+    pub(crate) fn set_stripe_cache(&self, bytes: usize, gather: Gather) {
+        self.cache.configure(bytes, gather);
+    }
+
+    pub(crate) fn set_write_alone(&self, alone: Alone) {
+        self.cache.set_alone(alone);
+    }
+
+    /// The stripe cache as `raidd detail` reports it.
+    pub(crate) fn cache_status(&self) -> StripeCacheStatus {
+        let sc = &self.cache;
+        let (batches, gathered, hits) = sc.totals();
+        StripeCacheStatus {
+            gather: sc.gather().to_string(),
+            write_alone: sc.alone_policy().to_string(),
+            limit_bytes: sc.cache_bytes(),
+            cached_bytes: sc.cached_bytes(),
+            batches,
+            gathered,
+            hits,
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! What `raidd detail` and `raidd status` report of an array: plain types, serialised as
+//! the JSON that docs/JSON.md documents. `status.rs` fills them in.
+
+use serde::Serialize;
+
+use super::pass::{LastSync, SyncStatus};
+
+/// Health of one slot (md role).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlotState {
+    /// Holds current data; used for reads and writes.
+    InSync,
+    /// Failed while running (or refused at assembly): never used again until replaced.
+    Faulty,
+    /// No member in this slot.
+    Missing,
+    /// Being rebuilt: current below its recovery point, written there, read nowhere else.
+    Recovering,
+}
+
+impl SlotState {
+    pub(super) fn from_u8(v: u8) -> SlotState {
+        match v {
+            0 => SlotState::InSync,
+            1 => SlotState::Faulty,
+            3 => SlotState::Recovering,
+            _ => SlotState::Missing,
+        }
+    }
+}
+
+/// Overall state, as `raidd detail` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrayState {
+    /// Every member in sync; shut down cleanly (or not yet written).
+    Clean,
+    /// Every member in sync; writes may be in flight.
+    Active,
+    /// Serving, but with members missing or faulty.
+    Degraded,
+    /// Too many members lost to serve every sector.
+    Failed,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SlotStatus {
+    pub role: usize,
+    pub member: Option<String>,
+    pub state: SlotState,
+    /// While recovering: bytes of the member's data area rebuilt so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered_bytes: Option<u64>,
+    /// While recovering: only the chunks the write-intent bitmap marks are rebuilt (a
+    /// former member re-added, [`Array::recovering_by_bitmap`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_bitmap: bool,
+    /// md's write-mostly: read only when no other copy can be.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub write_mostly: bool,
+    /// A member being built to replace this one (`raidd replace`), and how far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ArrayStatus {
+    pub name: String,
+    pub uuid: String,
+    pub level: String,
+    pub layout: Option<String>,
+    pub chunk_bytes: u64,
+    pub raid_devices: usize,
+    pub size_bytes: u64,
+    pub block_size: u32,
+    pub state: ArrayState,
+    pub needs_resync: bool,
+    pub read_only: bool,
+    pub events: Option<u64>,
+    pub slots: Vec<SlotStatus>,
+    pub spares: Vec<String>,
+    /// Failed members no longer in a slot, waiting to be removed.
+    pub faulty: Vec<String>,
+    pub sync: Option<SyncStatus>,
+    /// The write-intent bitmap: chunks whose bit is set, and all chunks.
+    pub bitmap: Option<BitmapStatus>,
+    /// How the last pass ended (md keeps mismatch_cnt readable after a check).
+    pub last_sync: Option<LastSync>,
+    pub counters: CounterStatus,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BitmapStatus {
+    pub dirty: usize,
+    pub chunks: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterStatus {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub degraded_reads: u64,
+    pub full_stripe_writes: u64,
+    pub rmw_writes: u64,
+    pub rcw_writes: u64,
+    pub reconstruct_writes: u64,
+    pub copied_bytes: u64,
+    /// RAID4/5/6 only: the stripe cache.
+    pub stripe_cache: Option<StripeCacheStatus>,
+}
+
+/// What the RAID4/5/6 stripe cache is doing.
+#[derive(Clone, Debug, Serialize)]
+pub struct StripeCacheStatus {
+    /// How partial stripes gather company (`none`, `plug`, `limit:N`).
+    pub gather: String,
+    /// Whether small writes on an idle stripe skip the cache (`auto`, `always`, `never`).
+    pub write_alone: String,
+    /// Bytes of stripe contents it may keep, and keeps now.
+    pub limit_bytes: usize,
+    pub cached_bytes: usize,
+    /// Batches run, and parts that joined a batch another request led.
+    pub batches: u64,
+    pub gathered: u64,
+    /// Batches whose rows were all known already.
+    pub hits: u64,
+}

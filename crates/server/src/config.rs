@@ -590,173 +590,16 @@ impl Config {
         if poll_us > MAX_POLL_US {
             return Err(format!("poll_us = {poll_us}: at most {MAX_POLL_US}"));
         }
-        let registered_buffers = match &raw.registered_buffers {
-            None => DEFAULT_REGISTERED_BUFFERS,
-            Some(t) => raidd_admin::size::parse_size(t)
-                .ok()
-                .and_then(|b| usize::try_from(b).ok())
-                .filter(|&b| b == 0 || (4096..=raidd_rt::MAX_ARENA).contains(&b))
-                .ok_or_else(|| {
-                    format!(
-                        "registered_buffers = {t:?}: not a size from 4K to 1G (or \"0\" for none)"
-                    )
-                })?,
-        };
-        let listen_text = raw.nbd.listen.as_deref().unwrap_or(DEFAULT_NBD_LISTEN);
-        let listen: SocketAddr = listen_text.parse().map_err(|_| {
-            format!("nbd.listen = {listen_text:?}: not an address:port (e.g. \"127.0.0.1:10809\")")
-        })?;
-        let max_in_flight = raw.nbd.max_in_flight.unwrap_or(64);
-        if !MAX_IN_FLIGHT.contains(&max_in_flight) {
-            return Err(format!(
-                "nbd.max_in_flight = {max_in_flight}: must be {}..={}",
-                MAX_IN_FLIGHT.start(),
-                MAX_IN_FLIGHT.end()
-            ));
-        }
-        let tls = raw.nbd.tls.map(|t| TlsConfig {
-            certificate: resolve(t.certificate),
-            key: resolve(t.key),
-            require: t.require,
-        });
-
+        let registered_buffers = registered_buffers(raw.registered_buffers.as_deref())?;
+        let nbd = nbd_config(raw.nbd, &resolve)?;
         if raw.arrays.is_empty() {
             return Err("no [[array]] defined: there is nothing to serve".into());
         }
-        let mut names = HashSet::new();
         let mut all_members = HashSet::new();
-        let mut arrays = Vec::with_capacity(raw.arrays.len());
-        for a in raw.arrays {
-            check_name("array", &a.name)?;
-            if !names.insert(a.name.clone()) {
-                return Err(format!("array {:?} is defined twice", a.name));
-            }
-            if a.members.is_empty() {
-                return Err(format!("array {:?} has no members", a.name));
-            }
-            let members: Vec<PathBuf> = a.members.into_iter().map(resolve).collect();
-            for m in &members {
-                if !all_members.insert(m.clone()) {
-                    return Err(format!(
-                        "member {} is named twice (arrays cannot share members)",
-                        m.display()
-                    ));
-                }
-            }
-            if let Some(g) = &a.spare_group {
-                check_name("spare group", g)?;
-            }
-            let stripe_cache = match &a.stripe_cache {
-                None => raidd_engine::DEFAULT_CACHE_BYTES,
-                Some(t) => raidd_admin::size::parse_size(t)
-                    .ok()
-                    .and_then(|b| usize::try_from(b).ok())
-                    .filter(|&b| b <= 64 << 30)
-                    .ok_or_else(|| {
-                        format!(
-                            "array {:?}: stripe_cache {t:?} is not a size up to 64G (like \"16M\", or \"0\" for none)",
-                            a.name
-                        )
-                    })?,
-            };
-            let gather = match &a.gather {
-                None => raidd_engine::Gather::Plug,
-                Some(g) => g
-                    .parse::<raidd_engine::Gather>()
-                    .map_err(|e| format!("array {:?}: {e}", a.name))?,
-            };
-            let write_alone = match &a.write_alone {
-                None => raidd_engine::Alone::Auto,
-                Some(w) => w
-                    .parse::<raidd_engine::Alone>()
-                    .map_err(|e| format!("array {:?}: write_alone: {e}", a.name))?,
-            };
-            let safe_mode_delay = match a.safe_mode_delay.as_deref() {
-                None => Some(DEFAULT_SAFE_MODE_DELAY),
-                Some(t) => parse_delay(t)
-                    .map_err(|e| format!("array {:?}: safe_mode_delay {e}", a.name))?,
-            };
-            arrays.push(ArrayConfig {
-                name: a.name,
-                members,
-                read_only: a.read_only,
-                spare_group: a.spare_group,
-                stripe_cache,
-                gather,
-                write_alone,
-                start_dirty_degraded: a.start_dirty_degraded,
-                safe_mode_delay,
-            });
-        }
-
-        let mut exports = Vec::new();
-        if raw.exports.is_empty() {
-            // No [[export]] at all: every array is exported under its own name.
-            for (i, a) in arrays.iter().enumerate() {
-                exports.push(ExportConfig {
-                    name: a.name.clone(),
-                    array: i,
-                    read_only: a.read_only,
-                    description: String::new(),
-                });
-            }
-        } else {
-            let mut export_names = HashSet::new();
-            for e in raw.exports {
-                check_name("export", &e.name)?;
-                if !export_names.insert(e.name.clone()) {
-                    return Err(format!("export {:?} is defined twice", e.name));
-                }
-                let array = arrays
-                    .iter()
-                    .position(|a| a.name == e.array)
-                    .ok_or_else(|| format!("export {:?}: no array named {:?}", e.name, e.array))?;
-                let description = e.description.unwrap_or_default();
-                if description.len() > MAX_NAME {
-                    return Err(format!(
-                        "export {:?}: description longer than {MAX_NAME} bytes",
-                        e.name
-                    ));
-                }
-                exports.push(ExportConfig {
-                    name: e.name,
-                    array,
-                    read_only: e.read_only || arrays[array].read_only,
-                    description,
-                });
-            }
-        }
-
-        let defaults = raidd_engine::SyncLimits::default();
-        let sync = raidd_engine::SyncLimits {
-            min_kib_s: raw.sync.speed_min.unwrap_or(defaults.min_kib_s),
-            max_kib_s: raw.sync.speed_max.unwrap_or(defaults.max_kib_s),
-            ..defaults
-        };
-        if sync.min_kib_s == 0 || sync.max_kib_s < sync.min_kib_s {
-            return Err(format!(
-                "sync.speed_min = {} and sync.speed_max = {}: need 0 < speed_min <= speed_max (KiB/s)",
-                sync.min_kib_s, sync.max_kib_s
-            ));
-        }
-        let mut spares = Vec::new();
-        for s in raw.spares {
-            let path = resolve(s.path);
-            if !all_members.insert(path.clone()) {
-                return Err(format!(
-                    "spare {} is also named as a member or another spare",
-                    path.display()
-                ));
-            }
-            if let Some(g) = &s.group {
-                check_name("spare group", g)?;
-            }
-            spares.push(SpareConfig {
-                path,
-                group: s.group,
-            });
-        }
-
+        let arrays = arrays_config(raw.arrays, &mut all_members, &resolve)?;
+        let exports = exports_config(raw.exports, &arrays)?;
+        let sync = sync_limits(&raw.sync)?;
+        let spares = spares_config(raw.spares, &mut all_members, &resolve)?;
         let iscsi = if raw.iscsi.is_some() || !raw.targets.is_empty() {
             Some(iscsi_config(
                 raw.iscsi.unwrap_or_default(),
@@ -780,16 +623,218 @@ impl Config {
             threads,
             poll: std::time::Duration::from_micros(poll_us),
             registered_buffers,
-            nbd: NbdConfig {
-                listen,
-                max_in_flight,
-                tls,
-            },
+            nbd,
             arrays,
             exports,
             limits,
         })
     }
+}
+
+/// `registered_buffers`: bytes of buffers registered with each ring (0: none).
+fn registered_buffers(text: Option<&str>) -> Result<usize, String> {
+    let Some(t) = text else {
+        return Ok(DEFAULT_REGISTERED_BUFFERS);
+    };
+    raidd_admin::size::parse_size(t)
+        .ok()
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b == 0 || (4096..=raidd_rt::MAX_ARENA).contains(&b))
+        .ok_or_else(|| {
+            format!("registered_buffers = {t:?}: not a size from 4K to 1G (or \"0\" for none)")
+        })
+}
+
+fn nbd_config(raw: RawNbd, resolve: &dyn Fn(PathBuf) -> PathBuf) -> Result<NbdConfig, String> {
+    let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_NBD_LISTEN);
+    let listen: SocketAddr = listen_text.parse().map_err(|_| {
+        format!("nbd.listen = {listen_text:?}: not an address:port (e.g. \"127.0.0.1:10809\")")
+    })?;
+    let max_in_flight = raw.max_in_flight.unwrap_or(64);
+    if !MAX_IN_FLIGHT.contains(&max_in_flight) {
+        return Err(format!(
+            "nbd.max_in_flight = {max_in_flight}: must be {}..={}",
+            MAX_IN_FLIGHT.start(),
+            MAX_IN_FLIGHT.end()
+        ));
+    }
+    let tls = raw.tls.map(|t| TlsConfig {
+        certificate: resolve(t.certificate),
+        key: resolve(t.key),
+        require: t.require,
+    });
+    Ok(NbdConfig {
+        listen,
+        max_in_flight,
+        tls,
+    })
+}
+
+/// The arrays, each checked; `all_members` collects their members (no two arrays share
+/// one).
+fn arrays_config(
+    raw: Vec<RawArray>,
+    all_members: &mut HashSet<PathBuf>,
+    resolve: &dyn Fn(PathBuf) -> PathBuf,
+) -> Result<Vec<ArrayConfig>, String> {
+    let mut names = HashSet::new();
+    let mut arrays = Vec::with_capacity(raw.len());
+    for a in raw {
+        check_name("array", &a.name)?;
+        if !names.insert(a.name.clone()) {
+            return Err(format!("array {:?} is defined twice", a.name));
+        }
+        if a.members.is_empty() {
+            return Err(format!("array {:?} has no members", a.name));
+        }
+        let members: Vec<PathBuf> = a.members.iter().cloned().map(resolve).collect();
+        for m in &members {
+            if !all_members.insert(m.clone()) {
+                return Err(format!(
+                    "member {} is named twice (arrays cannot share members)",
+                    m.display()
+                ));
+            }
+        }
+        arrays.push(array_config(a, members)?);
+    }
+    Ok(arrays)
+}
+
+/// One array's settings past its name and members.
+fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, String> {
+    if let Some(g) = &a.spare_group {
+        check_name("spare group", g)?;
+    }
+    let stripe_cache = match &a.stripe_cache {
+        None => raidd_engine::DEFAULT_CACHE_BYTES,
+        Some(t) => raidd_admin::size::parse_size(t)
+            .ok()
+            .and_then(|b| usize::try_from(b).ok())
+            .filter(|&b| b <= 64 << 30)
+            .ok_or_else(|| {
+                format!(
+                    "array {:?}: stripe_cache {t:?} is not a size up to 64G (like \"16M\", or \"0\" for none)",
+                    a.name
+                )
+            })?,
+    };
+    let gather = match &a.gather {
+        None => raidd_engine::Gather::Plug,
+        Some(g) => g
+            .parse::<raidd_engine::Gather>()
+            .map_err(|e| format!("array {:?}: {e}", a.name))?,
+    };
+    let write_alone = match &a.write_alone {
+        None => raidd_engine::Alone::Auto,
+        Some(w) => w
+            .parse::<raidd_engine::Alone>()
+            .map_err(|e| format!("array {:?}: write_alone: {e}", a.name))?,
+    };
+    let safe_mode_delay = match a.safe_mode_delay.as_deref() {
+        None => Some(DEFAULT_SAFE_MODE_DELAY),
+        Some(t) => {
+            parse_delay(t).map_err(|e| format!("array {:?}: safe_mode_delay {e}", a.name))?
+        }
+    };
+    Ok(ArrayConfig {
+        name: a.name,
+        members,
+        read_only: a.read_only,
+        spare_group: a.spare_group,
+        stripe_cache,
+        gather,
+        write_alone,
+        start_dirty_degraded: a.start_dirty_degraded,
+        safe_mode_delay,
+    })
+}
+
+/// The exports; with no `[[export]]` at all, every array under its own name.
+fn exports_config(
+    raw: Vec<RawExport>,
+    arrays: &[ArrayConfig],
+) -> Result<Vec<ExportConfig>, String> {
+    if raw.is_empty() {
+        return Ok(arrays
+            .iter()
+            .enumerate()
+            .map(|(i, a)| ExportConfig {
+                name: a.name.clone(),
+                array: i,
+                read_only: a.read_only,
+                description: String::new(),
+            })
+            .collect());
+    }
+    let mut exports = Vec::new();
+    let mut export_names = HashSet::new();
+    for e in raw {
+        check_name("export", &e.name)?;
+        if !export_names.insert(e.name.clone()) {
+            return Err(format!("export {:?} is defined twice", e.name));
+        }
+        let array = arrays
+            .iter()
+            .position(|a| a.name == e.array)
+            .ok_or_else(|| format!("export {:?}: no array named {:?}", e.name, e.array))?;
+        let description = e.description.unwrap_or_default();
+        if description.len() > MAX_NAME {
+            return Err(format!(
+                "export {:?}: description longer than {MAX_NAME} bytes",
+                e.name
+            ));
+        }
+        exports.push(ExportConfig {
+            name: e.name,
+            array,
+            read_only: e.read_only || arrays[array].read_only,
+            description,
+        });
+    }
+    Ok(exports)
+}
+
+fn sync_limits(raw: &RawSync) -> Result<raidd_engine::SyncLimits, String> {
+    let defaults = raidd_engine::SyncLimits::default();
+    let sync = raidd_engine::SyncLimits {
+        min_kib_s: raw.speed_min.unwrap_or(defaults.min_kib_s),
+        max_kib_s: raw.speed_max.unwrap_or(defaults.max_kib_s),
+        ..defaults
+    };
+    if sync.min_kib_s == 0 || sync.max_kib_s < sync.min_kib_s {
+        return Err(format!(
+            "sync.speed_min = {} and sync.speed_max = {}: need 0 < speed_min <= speed_max (KiB/s)",
+            sync.min_kib_s, sync.max_kib_s
+        ));
+    }
+    Ok(sync)
+}
+
+/// The pool's spares; none may be a member or another spare.
+fn spares_config(
+    raw: Vec<RawSpare>,
+    all_members: &mut HashSet<PathBuf>,
+    resolve: &dyn Fn(PathBuf) -> PathBuf,
+) -> Result<Vec<SpareConfig>, String> {
+    let mut spares = Vec::new();
+    for s in raw {
+        let path = resolve(s.path);
+        if !all_members.insert(path.clone()) {
+            return Err(format!(
+                "spare {} is also named as a member or another spare",
+                path.display()
+            ));
+        }
+        if let Some(g) = &s.group {
+            check_name("spare group", g)?;
+        }
+        spares.push(SpareConfig {
+            path,
+            group: s.group,
+        });
+    }
+    Ok(spares)
 }
 
 /// LUN numbers as SAM's flat or peripheral addressing can carry them (14 bits).
@@ -890,59 +935,7 @@ fn iscsi_config(
         if out.iter().any(|o: &TargetConfig| o.name == t.name) {
             return Err(format!("target {:?} is defined twice", t.name));
         }
-        let what = |s: &str| format!("target {:?}: {s}", t.name);
-        if let Some(a) = &t.alias {
-            check_name("target alias", a)?;
-        }
-        let initiators = t.initiators.unwrap_or_default();
-        for i in &initiators {
-            check_iscsi_name(i).map_err(|e| what(&format!("initiator {e}")))?;
-        }
-        let c = t.chap.map(|c| chap(&what("chap"), c)).transpose()?;
-        let m = t
-            .mutual_chap
-            .map(|c| chap(&what("mutual_chap"), c))
-            .transpose()?;
-        if m.is_some() && c.is_none() {
-            return Err(what(
-                "mutual_chap needs chap (the initiator authenticates first)",
-            ));
-        }
-        if let (Some(c), Some(m)) = (&c, &m) {
-            if c.secret == m.secret {
-                return Err(what("chap and mutual_chap must have different secrets"));
-            }
-        }
-        if t.luns.is_empty() {
-            return Err(what("no [[target.lun]]"));
-        }
-        let mut luns: Vec<LunConfig> = Vec::new();
-        for (n, l) in t.luns.into_iter().enumerate() {
-            let lun = l.lun.unwrap_or(n as u64);
-            if lun > MAX_LUN {
-                return Err(what(&format!("lun {lun}: at most {MAX_LUN}")));
-            }
-            if luns.iter().any(|o| o.lun == lun) {
-                return Err(what(&format!("lun {lun} is defined twice")));
-            }
-            let array = arrays
-                .iter()
-                .position(|a| a.name == l.array)
-                .ok_or_else(|| what(&format!("lun {lun}: no array named {:?}", l.array)))?;
-            luns.push(LunConfig {
-                lun,
-                array,
-                read_only: l.read_only || arrays[array].read_only,
-            });
-        }
-        out.push(TargetConfig {
-            name: t.name,
-            alias: t.alias,
-            initiators,
-            chap: c,
-            mutual_chap: m,
-            luns,
-        });
+        out.push(target_config(t, arrays)?);
     }
     Ok(IscsiConfig {
         listen,
@@ -953,6 +946,63 @@ fn iscsi_config(
         discovery_chap,
         nop_interval,
         targets: out,
+    })
+}
+
+/// One `[[target]]` past its name: alias, initiators, CHAP and LUNs.
+fn target_config(t: RawTarget, arrays: &[ArrayConfig]) -> Result<TargetConfig, String> {
+    let what = |s: &str| format!("target {:?}: {s}", t.name);
+    if let Some(a) = &t.alias {
+        check_name("target alias", a)?;
+    }
+    let initiators = t.initiators.unwrap_or_default();
+    for i in &initiators {
+        check_iscsi_name(i).map_err(|e| what(&format!("initiator {e}")))?;
+    }
+    let c = t.chap.map(|c| chap(&what("chap"), c)).transpose()?;
+    let m = t
+        .mutual_chap
+        .map(|c| chap(&what("mutual_chap"), c))
+        .transpose()?;
+    if m.is_some() && c.is_none() {
+        return Err(what(
+            "mutual_chap needs chap (the initiator authenticates first)",
+        ));
+    }
+    if let (Some(c), Some(m)) = (&c, &m) {
+        if c.secret == m.secret {
+            return Err(what("chap and mutual_chap must have different secrets"));
+        }
+    }
+    if t.luns.is_empty() {
+        return Err(what("no [[target.lun]]"));
+    }
+    let mut luns: Vec<LunConfig> = Vec::new();
+    for (n, l) in t.luns.into_iter().enumerate() {
+        let lun = l.lun.unwrap_or(n as u64);
+        if lun > MAX_LUN {
+            return Err(what(&format!("lun {lun}: at most {MAX_LUN}")));
+        }
+        if luns.iter().any(|o| o.lun == lun) {
+            return Err(what(&format!("lun {lun} is defined twice")));
+        }
+        let array = arrays
+            .iter()
+            .position(|a| a.name == l.array)
+            .ok_or_else(|| what(&format!("lun {lun}: no array named {:?}", l.array)))?;
+        luns.push(LunConfig {
+            lun,
+            array,
+            read_only: l.read_only || arrays[array].read_only,
+        });
+    }
+    Ok(TargetConfig {
+        name: t.name,
+        alias: t.alias,
+        initiators,
+        chap: c,
+        mutual_chap: m,
+        luns,
     })
 }
 

@@ -13,14 +13,13 @@ use raidd_admin::control::{self, Request, Response};
 use raidd_admin::detail::Gathered;
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::members::{self, Access};
-use raidd_admin::status::NotStarted;
 use raidd_engine::{Array, SlotState};
 use raidd_rt::net::{Stream, UnixListener};
 
 use crate::arrays::Served;
 use crate::config;
-use crate::lifecycle::{Lifecycle, Watched};
-use crate::shared::SharedState;
+use crate::ctx::ControlCtx;
+use crate::lifecycle::Watched;
 
 /// Binds the control socket at `path`: its directory made root-only if new, a socket left
 /// by a dead daemon removed (one that answers is a conflict), the socket itself mode 0600.
@@ -57,21 +56,6 @@ pub fn bind(path: &Path) -> AdminResult<UnixListener> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| AdminError::io(format!("cannot restrict {}", path.display()), &e))?;
     Ok(listener)
-}
-
-/// What the handlers work on: the daemon's arrays, exports and monitor.
-pub struct ControlCtx {
-    pub served: Vec<Served>,
-    /// Configured arrays that could not be started, and why.
-    pub not_started: Vec<NotStarted>,
-    pub shared: SharedState,
-    pub listen: String,
-    pub threads: usize,
-    pub life: Rc<Lifecycle>,
-    /// Every array of every configured array (inner ones of nested arrays too).
-    pub watched: Vec<Watched>,
-    /// How long members added at run time may take to answer an I/O.
-    pub member_timeout: Option<std::time::Duration>,
 }
 
 /// Answers control connections, each on a task of its own, until dropped.

@@ -28,6 +28,7 @@ mod arrays;
 mod budget;
 pub mod config;
 mod control;
+mod ctx;
 mod daemon;
 mod iscsi;
 mod lifecycle;

@@ -9,7 +9,8 @@ use futures::future::Shared;
 use raidd_engine::Array;
 
 use crate::budget::Budget;
-use crate::{iscsi, watch};
+use crate::iscsi::target::IscsiState;
+use crate::watch;
 
 /// Resolves when the daemon is stopping; cheap to clone into every task on every thread.
 pub type Stop = Shared<oneshot::Receiver<()>>;
@@ -42,14 +43,14 @@ pub struct ServerState {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub max_in_flight: usize,
     /// The iSCSI target, when configured.
-    pub iscsi: Option<Arc<iscsi::IscsiState>>,
+    pub iscsi: Option<Arc<IscsiState>>,
     /// The buffer memory all connections share, and each one's share.
     pub budget: Arc<Budget>,
     pub nbd_connection_memory: u64,
     pub iscsi_connection_memory: u64,
     /// How long the server waits for a client.
     pub limits: watch::Limits,
-    /// Client connections open now (a `crate::accept::Place` each), and the most allowed.
+    /// Client connections open now (a place each, held by its accept loop), and the most allowed.
     pub connections: AtomicUsize,
     pub max_connections: usize,
 }

@@ -9,7 +9,7 @@ use raidd_admin::status::{
 };
 
 use crate::arrays::Served;
-use crate::control::ControlCtx;
+use crate::ctx::ControlCtx;
 
 /// The report as of now.
 pub async fn report(ctx: &ControlCtx) -> StatusReport {

@@ -8,303 +8,23 @@
 //! against the connection's and the server's budgets before they exist; a command that
 //! finds no room ends with TASK SET FULL, and its reads' credits go out with their Data-In.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
-use std::future::poll_fn;
 use std::rc::Rc;
-use std::sync::Arc;
-use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use raidd_iscsi::login::{self, Negotiated};
-use raidd_iscsi::pdu::{self, reject, tmf, Bhs, Digests, Request, ScsiCommand, Seq, RESERVED_TAG};
-use raidd_iscsi::Params;
-use raidd_rt::net::Part;
-use raidd_rt::{AlignedBuf, BufSlice};
+use raidd_iscsi::login::{self};
+use raidd_iscsi::pdu::{self, reject, tmf, Bhs, Request, ScsiCommand, RESERVED_TAG};
 
-use super::task::{self, TaskCtl};
-use super::{read_data_tail, read_header, End, IscsiState, CMD_WINDOW, MAX_RECV_SEGMENT};
-use crate::budget::{Account, Credit};
-use crate::link::{Input, Link};
-use crate::outq::OutQueue;
+use super::ctl::Immediate;
+use super::pdu_io::{read_data_tail, read_header, End};
+use super::session::{lun_number, Conn, Data, Held, Setup, TextState};
+use super::target::{lock, CMD_WINDOW, MAX_RECV_SEGMENT};
+use super::task;
+use crate::link::Input;
 use crate::shared::Stop;
-use crate::watch::{Wait, Watch};
+use crate::watch::Wait;
 
 /// Text exchanges accumulate at most this much.
 const TEXT_MAX: usize = 64 * 1024;
-
-/// RFC 1982 serial number comparison on 32 bits: a before b.
-pub fn sn_lt(a: u32, b: u32) -> bool {
-    a != b && (b.wrapping_sub(a) as i32) > 0
-}
-
-/// The LUN number in an 8-byte SAM LUN field (peripheral or flat addressing); None for a
-/// form raidd does not use.
-pub fn lun_number(field: u64) -> Option<u64> {
-    let b = field.to_be_bytes();
-    if b[2..].iter().any(|&x| x != 0) {
-        return None;
-    }
-    match b[0] >> 6 {
-        0 if b[0] & 0x3f == 0 => Some(u64::from(b[1])),
-        1 => Some((u64::from(b[0] & 0x3f) << 8) | u64::from(b[1])),
-        _ => None,
-    }
-}
-
-/// Data-Out still owed to a command.
-pub struct Collector {
-    pub buf: Option<AlignedBuf>,
-    /// Bytes the command needs (R2Ts ask up to here).
-    pub len: usize,
-    /// Bytes the buffer holds: `len`, or more when the initiator sent immediate data the
-    /// command will not use.
-    pub size: usize,
-    /// Bytes received, in order from 0.
-    pub received: usize,
-    /// The outstanding R2T: its tag and where its burst ends.
-    pub burst: Option<(u32, usize)>,
-    pub next_datasn: u32,
-    pub next_r2tsn: u32,
-}
-
-/// A command's immediate data, as the reader took it.
-#[derive(Default)]
-pub struct Immediate {
-    pub buf: Option<AlignedBuf>,
-    /// Its bytes against the budgets.
-    pub credit: Option<Credit>,
-    /// There was no room for it: it was dropped unread, and the command ends with TASK SET
-    /// FULL.
-    pub refused: bool,
-}
-
-/// What waits for its CmdSN turn.
-struct Held {
-    bhs: Bhs,
-    request: Request,
-    data: Vec<u8>,
-    imm: Immediate,
-}
-
-/// State shared by a connection's reader, writer and tasks (one thread).
-pub struct Conn {
-    pub link: Link,
-    pub state: Arc<IscsiState>,
-    pub target: Option<usize>,
-    pub nexus: String,
-    pub params: RefCell<Params>,
-    pub digests: Digests,
-    seq: Cell<Seq>,
-    out: OutQueue,
-    /// Live tasks by initiator task tag.
-    pub tasks: RefCell<HashMap<u32, Rc<TaskCtl>>>,
-    held: RefCell<BTreeMap<u32, Held>>,
-    /// Wakes whoever waits for tasks to end (drain, logout, task management).
-    idle: RefCell<Vec<Waker>>,
-    next_ttt: Cell<u32>,
-    /// The connection's share of the buffer budget.
-    pub account: Rc<Account>,
-    /// Resolves when the daemon is stopping.
-    pub stop: Stop,
-    /// A text exchange in progress: its ITT, accumulated request, or response still to send.
-    text: RefCell<Option<TextState>>,
-    pub last_heard: Cell<Instant>,
-}
-
-struct TextState {
-    itt: u32,
-    request: Vec<u8>,
-    /// Response bytes not yet sent, and the tag the initiator continues with.
-    pending: Option<(Vec<u8>, u32)>,
-}
-
-/// What to send as a PDU's data segment.
-pub enum Data {
-    None,
-    Bytes(Vec<u8>),
-    Slice(BufSlice),
-}
-
-/// What the full feature phase starts from: the logged-in connection.
-pub struct Setup {
-    pub link: Link,
-    pub input: Input,
-    pub watch: Rc<Watch>,
-    pub state: Arc<IscsiState>,
-    pub account: Rc<Account>,
-    pub negotiated: Negotiated,
-    pub seq: Seq,
-    pub nexus: String,
-    pub stop: Stop,
-}
-
-impl Conn {
-    fn new(s: Setup) -> (Conn, Input) {
-        let n = &s.negotiated;
-        let digests = Digests {
-            header: n.params.header_digest,
-            data: n.params.data_digest,
-        };
-        let conn = Conn {
-            link: s.link,
-            state: s.state,
-            target: n.target,
-            nexus: s.nexus,
-            params: RefCell::new(n.params.clone()),
-            digests,
-            seq: Cell::new(s.seq),
-            out: OutQueue::new(s.watch),
-            tasks: RefCell::new(HashMap::new()),
-            held: RefCell::new(BTreeMap::new()),
-            idle: RefCell::new(Vec::new()),
-            next_ttt: Cell::new(1),
-            account: s.account,
-            stop: s.stop,
-            text: RefCell::new(None),
-            last_heard: Cell::new(Instant::now()),
-        };
-        (conn, s.input)
-    }
-
-    /// A fresh target transfer tag (never the reserved value).
-    pub fn ttt(&self) -> u32 {
-        let t = self.next_ttt.get();
-        self.next_ttt
-            .set(if t == RESERVED_TAG - 1 { 1 } else { t + 1 });
-        t
-    }
-
-    /// The sequence numbers for the next PDU; `status` advances StatSN.
-    fn take_seq(&self, status: bool) -> Seq {
-        let s = self.seq.get();
-        if status {
-            let mut n = s;
-            n.statsn = n.statsn.wrapping_add(1);
-            self.seq.set(n);
-        }
-        s
-    }
-
-    /// Queues a PDU; `header` gets the sequence numbers current at queueing time, so StatSN
-    /// follows the order PDUs go out.
-    pub fn send(&self, status: bool, header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN], data: Data) {
-        self.send_with(status, header, data, None);
-    }
-
-    /// [`Conn::send`] of a command's last PDU, with the credit that holds its buffers: given
-    /// back once the PDU (and so every one queued before it) has been sent.
-    pub fn send_with(
-        &self,
-        status: bool,
-        header: impl FnOnce(Seq) -> [u8; pdu::BHS_LEN],
-        data: Data,
-        credit: Option<Credit>,
-    ) {
-        let h = header(self.take_seq(status));
-        // A PDU's header (and a data segment's padding and digest) go out as inline parts:
-        // queueing a Data-In or a response allocates nothing.
-        match data {
-            Data::None => {
-                let f = pdu::frame(&h, &[], self.digests);
-                self.out.push([Part::header(f.head())], credit);
-            }
-            Data::Bytes(b) => {
-                let f = pdu::frame(&h, &b, self.digests);
-                self.out
-                    .push([Part::Bytes([f.head(), &b, f.tail()].concat())], credit);
-            }
-            Data::Slice(s) => {
-                let f = pdu::frame(&h, s.as_slice(), self.digests);
-                let head = Part::header(f.head());
-                if f.tail().is_empty() {
-                    self.out.push([head, Part::Slice(s)], credit);
-                } else {
-                    self.out
-                        .push([head, Part::Slice(s), Part::header(f.tail())], credit);
-                }
-            }
-        }
-    }
-
-    /// Rejects a PDU (its header is the Reject's data).
-    pub fn reject(&self, reason: u8, bhs: &Bhs) {
-        self.send(
-            true,
-            |s| pdu::reject(reason, s),
-            Data::Bytes(bhs.0.to_vec()),
-        );
-    }
-
-    /// A command that took a place in the window ended (or never became a task): the
-    /// initiator may send one more (MaxCmdSN moves on).
-    fn free_place(&self) {
-        let mut s = self.seq.get();
-        s.maxcmdsn = s.maxcmdsn.wrapping_add(1);
-        self.seq.set(s);
-    }
-
-    /// A task has ended: its tag is free, and its place in the window if it took one.
-    pub fn finished(&self, itt: u32, placed: bool) {
-        if placed {
-            self.free_place();
-        }
-        self.tasks.borrow_mut().remove(&itt);
-        for w in self.idle.borrow_mut().drain(..) {
-            w.wake();
-        }
-    }
-
-    /// Aborts the tasks still waiting for Data-Out: once the reader stops, none will come.
-    fn abort_collecting(&self) {
-        for t in self.tasks.borrow().values() {
-            if t.collector.borrow().is_some() {
-                t.abort();
-            }
-        }
-    }
-
-    /// Waits until no task in `itts` (or, for None, no task at all) is live.
-    pub async fn wait_tasks(&self, itts: Option<&[u32]>) {
-        poll_fn(|cx| {
-            let tasks = self.tasks.borrow();
-            let busy = match itts {
-                None => !tasks.is_empty(),
-                Some(list) => list.iter().any(|i| tasks.contains_key(i)),
-            };
-            if !busy {
-                return Poll::Ready(());
-            }
-            self.idle.borrow_mut().push(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
-    }
-
-    /// Admits a CmdSN-ordered request: Some(true) run now, Some(false) hold for the gap,
-    /// None outside the window (ignored, as RFC 7143 3.2.2.1 says). An admitted request
-    /// takes a place in the window; MaxCmdSN stays until a place is freed.
-    fn admit(&self, cmdsn: u32) -> Option<bool> {
-        let mut s = self.seq.get();
-        if sn_lt(cmdsn, s.expcmdsn) || sn_lt(s.maxcmdsn, cmdsn) {
-            return None;
-        }
-        if cmdsn != s.expcmdsn {
-            return Some(false);
-        }
-        s.expcmdsn = s.expcmdsn.wrapping_add(1);
-        self.seq.set(s);
-        debug_assert!(
-            s.maxcmdsn.wrapping_sub(s.expcmdsn).wrapping_add(1) <= CMD_WINDOW,
-            "the window never grows past CMD_WINDOW"
-        );
-        Some(true)
-    }
-
-    fn params(&self) -> std::cell::Ref<'_, Params> {
-        self.params.borrow()
-    }
-}
 
 async fn writer(conn: Rc<Conn>) {
     // The reader may be waiting for the queue to have room: a failed send ends that wait.
@@ -702,36 +422,9 @@ async fn data_out(
 fn text(conn: &Rc<Conn>, bhs: &Bhs, itt: u32, ttt: u32, more: bool, lun: u64, data: Vec<u8>) {
     let mrdsl = conn.params().initiator_mrdsl.max(512) as usize;
     let mut st = conn.text.borrow_mut();
-    // The initiator asks for the next part of a long response.
     if ttt != RESERVED_TAG {
-        let Some(TextState {
-            pending: Some((rest, t)),
-            ..
-        }) = st.as_mut()
-        else {
-            drop(st);
-            conn.reject(reject::PROTOCOL_ERROR, bhs);
-            return;
-        };
-        if *t != ttt {
-            drop(st);
-            conn.reject(reject::PROTOCOL_ERROR, bhs);
-            return;
-        }
-        let n = rest.len().min(mrdsl);
-        let piece: Vec<u8> = rest.drain(..n).collect();
-        let last = rest.is_empty();
-        let tag = if last { RESERVED_TAG } else { *t };
-        if last {
-            *st = None;
-        }
         drop(st);
-        let n = piece.len();
-        conn.send(
-            true,
-            |s| pdu::text_response(itt, tag, lun, last, !last, s, n),
-            Data::Bytes(piece),
-        );
+        text_continue(conn, bhs, itt, ttt, lun, mrdsl);
         return;
     }
     let entry = st.get_or_insert_with(|| TextState {
@@ -807,6 +500,39 @@ fn text(conn: &Rc<Conn>, bhs: &Bhs, itt: u32, ttt: u32, more: bool, lun: u64, da
     );
 }
 
+/// The initiator asks, with the tag it was given, for the next part of a long response.
+fn text_continue(conn: &Rc<Conn>, bhs: &Bhs, itt: u32, ttt: u32, lun: u64, mrdsl: usize) {
+    let mut st = conn.text.borrow_mut();
+    let Some(TextState {
+        pending: Some((rest, t)),
+        ..
+    }) = st.as_mut()
+    else {
+        drop(st);
+        conn.reject(reject::PROTOCOL_ERROR, bhs);
+        return;
+    };
+    if *t != ttt {
+        drop(st);
+        conn.reject(reject::PROTOCOL_ERROR, bhs);
+        return;
+    }
+    let n = rest.len().min(mrdsl);
+    let piece: Vec<u8> = rest.drain(..n).collect();
+    let last = rest.is_empty();
+    let tag = if last { RESERVED_TAG } else { *t };
+    if last {
+        *st = None;
+    }
+    drop(st);
+    let n = piece.len();
+    conn.send(
+        true,
+        |s| pdu::text_response(itt, tag, lun, last, !last, s, n),
+        Data::Bytes(piece),
+    );
+}
+
 fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced: u32) {
     let lun_no = lun_number(lun);
     let target = conn.target.map(|t| &conn.state.targets[t]);
@@ -876,7 +602,7 @@ fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced
             for l in &t.luns {
                 if function == tmf::TARGET_WARM_RESET || Some(l.number) == lun_no {
                     l.attention_for(&nexuses, except, &sense);
-                    super::lock(&l.reservations).reset();
+                    lock(&l.reservations).reset();
                 }
             }
         }
@@ -891,29 +617,4 @@ fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced
             Data::None,
         );
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn serial_numbers_wrap() {
-        assert!(sn_lt(1, 2));
-        assert!(!sn_lt(2, 1));
-        assert!(!sn_lt(5, 5));
-        assert!(sn_lt(u32::MAX, 0));
-        assert!(sn_lt(u32::MAX - 10, 5));
-        assert!(!sn_lt(5, u32::MAX - 10));
-    }
-
-    #[test]
-    fn lun_fields() {
-        assert_eq!(lun_number(0), Some(0));
-        assert_eq!(lun_number(0x0003_0000_0000_0000), Some(3));
-        assert_eq!(lun_number(0x4101_0000_0000_0000), Some(0x101));
-        assert_eq!(lun_number(0x0100_0000_0000_0000), None, "bus id set");
-        assert_eq!(lun_number(0x0000_0000_0000_0001), None);
-        assert_eq!(lun_number(0xc000_0000_0000_0000), None);
-    }
 }

@@ -5,65 +5,21 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 
 use raidd_engine::{Array, ErrorKind};
 use raidd_iscsi::pdu::{self, Residual, ScsiCommand};
 use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 use raidd_scsi::{Op, PrError, RespondCtx, Sense, Status};
 
-use super::conn::{lun_number, Collector, Conn, Data, Immediate};
-use super::{lock, pr_store, Lun};
+use super::ctl::{Collector, Immediate, Plan, TaskCtl};
+use super::pr_store;
+use super::session::{lun_number, Conn, Data};
+use super::target::{lock, Lun};
 use crate::budget::Credit;
 
 /// Zeroes and WRITE SAME patterns are written in pieces of this size.
 const PIECE: usize = 1 << 20;
-
-/// A command as its connection sees it while it lives.
-pub struct TaskCtl {
-    pub itt: u32,
-    /// The LUN field as sent.
-    pub lun: u64,
-    pub collector: RefCell<Option<Collector>>,
-    waker: RefCell<Option<Waker>>,
-    aborted: Cell<bool>,
-    plan: RefCell<Option<Plan>>,
-    /// Its buffers' bytes against the budgets, given back with its last PDU.
-    credit: RefCell<Option<Credit>>,
-}
-
-impl TaskCtl {
-    pub fn wake(&self) {
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
-    }
-
-    /// Marks the task aborted: no status will be sent for it.
-    pub fn abort(&self) {
-        self.aborted.set(true);
-        self.wake();
-    }
-}
-
-/// What the command will do, decided when it arrives.
-enum Plan {
-    /// `residual`: what the initiator's expected length leaves over or short of the
-    /// command's Data-Out, when it differs.
-    Run {
-        lun: usize,
-        op: Op,
-        residual: Option<Residual>,
-    },
-    /// Answer with this status and sense at once (after absorbing any data).
-    Fail(Status, Option<Sense>),
-    /// INQUIRY to a LUN that does not exist.
-    NoLunInquiry { alloc: u16 },
-    /// The initiator offered less Data-Out than the command needs and it cannot be cut
-    /// to what was offered: refused without touching the medium.
-    Refuse(Residual),
-}
 
 /// Bytes of buffers a command holds besides its Data-Out: what it reads from the array
 /// (its Data-In, or what it compares or merges with), or the piece WRITE SAME writes from.
@@ -507,22 +463,15 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             return Outcome::check(s);
         }
     }
-    // Built only where reservations are involved: READ and WRITE allocate nothing for it.
-    let nexus = || raidd_scsi::Nexus {
-        initiator: conn.nexus.clone(),
-        target_port: l.info.target_port_id,
-    };
-    if l.reservations_used.load(Ordering::Acquire) && !lock(&l.reservations).allows(&nexus(), &op) {
+    if l.reservations_used.load(Ordering::Acquire)
+        && !lock(&l.reservations).allows(&nexus(conn, l), &op)
+    {
         return Outcome::status(Status::ReservationConflict);
     }
     let bs = u64::from(l.info.block_size);
     let array = &l.array;
     match op {
-        Op::Read {
-            lba,
-            blocks,
-            fua: _,
-        } => {
+        Op::Read { lba, blocks, .. } => {
             let len = (u64::from(blocks) * bs) as usize;
             match array.read_new(lba * bs, len).await {
                 Ok(buf) => Outcome {
@@ -544,33 +493,9 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             lba,
             blocks,
             bytchk,
-        }
-        | Op::WriteAndVerify {
-            lba,
-            blocks,
-            bytchk,
-        } => {
-            let len = (u64::from(blocks) * bs) as usize;
-            let writes = matches!(op, Op::WriteAndVerify { .. });
-            if writes {
-                let buf = SharedBuf::new(data_out.clone());
-                let _w = l.atomic.shared().await;
-                if let Err(e) = write(array, lba * bs, &buf, 0..len).await {
-                    return Outcome::check(io_sense(&e, lba, true));
-                }
-            }
-            match array.read_new(lba * bs, len).await {
-                Err(e) => Outcome::check(io_sense(&e, lba, false)),
-                Ok(got) => {
-                    if bytchk || writes {
-                        let diff = got.with(|g| raidd_scsi::miscompare_offset(&data_out[..len], g));
-                        if let Some(at) = diff {
-                            return Outcome::check(Sense::miscompare(at as u64));
-                        }
-                    }
-                    Outcome::good()
-                }
-            }
+        } => verify(l, lba, blocks, bytchk, None, data_out).await,
+        Op::WriteAndVerify { lba, blocks, .. } => {
+            verify(l, lba, blocks, true, Some(data_out.clone()), data_out).await
         }
         Op::SynchronizeCache { .. } => match array.flush().await {
             Ok(()) => Outcome::good(),
@@ -588,122 +513,17 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             } else {
                 data_out[..bs as usize].to_vec()
             };
-            let len = u64::from(blocks) * bs;
-            let _w = l.atomic.shared().await;
-            if unmap && l.info.thin && block.iter().all(|&b| b == 0) {
-                // Discards are advisory (LBPRZ 0): the zeroes are written where the level
-                // cannot discard, so a read after this sees zeroes either way.
-                if !array.geometry().level().has_parity() {
-                    return match array.discard(lba * bs, len).await {
-                        Ok(()) => Outcome::good(),
-                        Err(e) => Outcome::check(io_sense(&e, lba, true)),
-                    };
-                }
-            }
-            let piece_blocks = (PIECE as u64 / bs).min(u64::from(blocks)).max(1);
-            let mut pattern = AlignedBuf::for_overwrite((piece_blocks * bs) as usize);
-            for chunk in pattern.chunks_mut(bs as usize) {
-                chunk.copy_from_slice(&block);
-            }
-            let pattern = SharedBuf::new(pattern);
-            let mut done = 0u64;
-            while done < len {
-                // A stop waits for commands in flight: one over a whole LUN would outlast it.
-                if conn.stop.peek().is_some() {
-                    return Outcome::check(Sense::not_ready());
-                }
-                let n = (len - done).min(piece_blocks * bs) as usize;
-                if let Err(e) = write(array, lba * bs + done, &pattern, 0..n).await {
-                    return Outcome::check(io_sense(&e, lba + done / bs, true));
-                }
-                done += n as u64;
-            }
-            Outcome::good()
+            write_same(conn, l, lba, blocks, unmap, &block).await
         }
-        Op::Unmap { anchor, .. } => {
-            let ranges = match raidd_scsi::parse_unmap(&data_out, anchor, &l.info) {
-                Ok(r) => r,
-                Err(s) => return Outcome::check(s),
-            };
-            let _w = l.atomic.shared().await;
-            for (lba, n) in ranges {
-                if let Err(e) = array.discard(lba * bs, u64::from(n) * bs).await {
-                    return Outcome::check(io_sense(&e, lba, true));
-                }
-            }
-            Outcome::good()
-        }
+        Op::Unmap { anchor, .. } => unmap(l, anchor, &data_out).await,
         Op::CompareAndWrite { lba, blocks, fua } => {
-            let len = usize::from(blocks) * bs as usize;
-            // Nothing else writes the LUN between the compare and the write.
-            let _x = l.atomic.exclusive().await;
-            let got = match array.read_new(lba * bs, len).await {
-                Ok(g) => g,
-                Err(e) => return Outcome::check(io_sense(&e, lba, false)),
-            };
-            if let Some(at) = got.with(|g| raidd_scsi::miscompare_offset(&data_out[..len], g)) {
-                return Outcome::check(Sense::miscompare(at as u64));
-            }
-            let buf = SharedBuf::new(data_out);
-            write_status(array, lba, bs, &buf, len..2 * len, fua).await
+            compare_and_write(l, lba, blocks, fua, data_out).await
         }
-        Op::OrWrite { lba, blocks, fua } => {
-            let len = (u64::from(blocks) * bs) as usize;
-            if len == 0 {
-                return Outcome::good();
-            }
-            // Read, OR, write with no other write in between, as COMPARE AND WRITE.
-            let _x = l.atomic.exclusive().await;
-            let got = match array.read_new(lba * bs, len).await {
-                Ok(g) => g,
-                Err(e) => return Outcome::check(io_sense(&e, lba, false)),
-            };
-            let mut merged = AlignedBuf::for_overwrite(len);
-            got.with(|g| {
-                for ((m, a), b) in merged.iter_mut().zip(g).zip(&data_out[..len]) {
-                    *m = a | b;
-                }
-            });
-            let merged = SharedBuf::new(merged);
-            write_status(array, lba, bs, &merged, 0..len, fua).await
-        }
-        Op::Reserve6 | Op::Release6 => {
-            let r = {
-                let mut pr = lock(&l.reservations);
-                if op == Op::Reserve6 {
-                    pr.reserve6(&nexus())
-                } else {
-                    pr.release6(&nexus())
-                }
-            };
-            l.reservations_used.store(true, Ordering::Release);
-            match r {
-                Ok(()) => Outcome::good(),
-                Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
-                Err(PrError::Check(s)) => Outcome::check(s),
-            }
-        }
-        Op::ModeSelect { ten, pf, sp, .. } => {
-            let r = {
-                let mut m = lock(&l.mode);
-                let before = m.clone();
-                raidd_scsi::mode_select(&data_out, ten, pf, sp, &mut m, &l.info)
-                    .map(|()| *m != before)
-            };
-            match r {
-                Ok(false) => Outcome::good(),
-                Ok(true) => {
-                    if let Some(t) = conn.target {
-                        let nexuses = conn.state.nexuses_of(t);
-                        l.attention_for(&nexuses, Some(&conn.nexus), &Sense::parameters_changed());
-                    }
-                    Outcome::good()
-                }
-                Err(s) => Outcome::check(s),
-            }
-        }
+        Op::OrWrite { lba, blocks, fua } => or_write(l, lba, blocks, fua, &data_out).await,
+        Op::Reserve6 | Op::Release6 => reserve6(conn, l, op == Op::Reserve6),
+        Op::ModeSelect { ten, pf, sp, .. } => mode_select(conn, l, &data_out, ten, pf, sp),
         Op::PersistentReserveIn { action, alloc } => {
-            match lock(&l.reservations).pr_in(action, alloc, &nexus()) {
+            match lock(&l.reservations).pr_in(action, alloc, &nexus(conn, l)) {
                 Ok(v) => Outcome::bytes(v),
                 Err(s) => Outcome::check(s),
             }
@@ -713,69 +533,256 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
             scope,
             kind,
             ..
-        } => {
-            // A change is queued for saving under the lock, so saves keep its order.
-            let (r, saving) = {
-                let mut pr = lock(&l.reservations);
-                let r = pr.pr_out(action, scope, kind, &data_out, &nexus());
-                let saving = match &r {
-                    Ok(o) if o.changed => {
-                        let bytes = pr.aptpl().then(|| pr.encode());
-                        Some(conn.state.pr_store.queue(&l.reservations_file, bytes))
-                    }
-                    _ => None,
-                };
-                (r, saving)
-            };
-            l.reservations_used.store(true, Ordering::Release);
-            match r {
-                Ok(outcome) => {
-                    for (n, s) in &outcome.unit_attentions {
-                        l.attention_for(std::slice::from_ref(&n.initiator), None, s);
-                    }
-                    let saved = match saving {
-                        Some(s) => pr_store::saved(s).await,
-                        None => Ok(()),
-                    };
-                    match saved {
-                        Ok(()) => Outcome::good(),
-                        Err(_) => Outcome::check(Sense::internal_target_failure()),
-                    }
-                }
-                Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
-                Err(PrError::Check(s)) => Outcome::check(s),
-            }
-        }
+        } => pr_out(conn, l, action, scope, kind, &data_out).await,
         Op::RequestSense { .. } => {
             let pending = l.take_attention(&conn.nexus);
-            let mode = lock(&l.mode);
-            let luns = luns_of(conn);
-            let ctx = RespondCtx {
-                lun: &l.info,
-                mode: &mode,
-                luns: &luns,
-                pending_sense: pending.as_ref(),
+            describe(conn, l, &op, pending.as_ref(), true)
+        }
+        other => describe(conn, l, &other, None, false),
+    }
+}
+
+/// The I_T nexus a command comes from, as reservations see it: built only where
+/// reservations are involved, so READ and WRITE allocate nothing for it.
+fn nexus(conn: &Conn, l: &Lun) -> raidd_scsi::Nexus {
+    raidd_scsi::Nexus {
+        initiator: conn.nexus.clone(),
+        target_port: l.info.target_port_id,
+    }
+}
+
+/// VERIFY (`written` None: compared only with BYTCHK) and WRITE AND VERIFY (`written`:
+/// the Data-Out, written first, then always compared).
+async fn verify(
+    l: &Lun,
+    lba: u64,
+    blocks: u32,
+    bytchk: bool,
+    written: Option<AlignedBuf>,
+    data_out: AlignedBuf,
+) -> Outcome {
+    let bs = u64::from(l.info.block_size);
+    let len = (u64::from(blocks) * bs) as usize;
+    let array = &l.array;
+    let writes = written.is_some();
+    if let Some(w) = written {
+        let buf = SharedBuf::new(w);
+        let _w = l.atomic.shared().await;
+        if let Err(e) = write(array, lba * bs, &buf, 0..len).await {
+            return Outcome::check(io_sense(&e, lba, true));
+        }
+    }
+    match array.read_new(lba * bs, len).await {
+        Err(e) => Outcome::check(io_sense(&e, lba, false)),
+        Ok(got) => {
+            if bytchk || writes {
+                let diff = got.with(|g| raidd_scsi::miscompare_offset(&data_out[..len], g));
+                if let Some(at) = diff {
+                    return Outcome::check(Sense::miscompare(at as u64));
+                }
+            }
+            Outcome::good()
+        }
+    }
+}
+
+/// WRITE SAME: `block` over `blocks` blocks from `lba`, in pieces of [`PIECE`] bytes, or a
+/// discard where the LUN is thin, the block is zeroes and the level can discard.
+async fn write_same(
+    conn: &Conn,
+    l: &Lun,
+    lba: u64,
+    blocks: u32,
+    unmap: bool,
+    block: &[u8],
+) -> Outcome {
+    let bs = u64::from(l.info.block_size);
+    let array = &l.array;
+    let len = u64::from(blocks) * bs;
+    let _w = l.atomic.shared().await;
+    if unmap && l.info.thin && block.iter().all(|&b| b == 0) {
+        // Discards are advisory (LBPRZ 0): the zeroes are written where the level
+        // cannot discard, so a read after this sees zeroes either way.
+        if !array.geometry().level().has_parity() {
+            return match array.discard(lba * bs, len).await {
+                Ok(()) => Outcome::good(),
+                Err(e) => Outcome::check(io_sense(&e, lba, true)),
             };
-            match raidd_scsi::respond(&op, &ctx) {
-                Ok(v) => Outcome::bytes(v),
-                Err(s) => Outcome::check(s),
+        }
+    }
+    let piece_blocks = (PIECE as u64 / bs).min(u64::from(blocks)).max(1);
+    let mut pattern = AlignedBuf::for_overwrite((piece_blocks * bs) as usize);
+    for chunk in pattern.chunks_mut(bs as usize) {
+        chunk.copy_from_slice(block);
+    }
+    let pattern = SharedBuf::new(pattern);
+    let mut done = 0u64;
+    while done < len {
+        // A stop waits for commands in flight: one over a whole LUN would outlast it.
+        if conn.stop.peek().is_some() {
+            return Outcome::check(Sense::not_ready());
+        }
+        let n = (len - done).min(piece_blocks * bs) as usize;
+        if let Err(e) = write(array, lba * bs + done, &pattern, 0..n).await {
+            return Outcome::check(io_sense(&e, lba + done / bs, true));
+        }
+        done += n as u64;
+    }
+    Outcome::good()
+}
+
+/// UNMAP: each range of the parameter list discarded.
+async fn unmap(l: &Lun, anchor: bool, data_out: &[u8]) -> Outcome {
+    let bs = u64::from(l.info.block_size);
+    let ranges = match raidd_scsi::parse_unmap(data_out, anchor, &l.info) {
+        Ok(r) => r,
+        Err(s) => return Outcome::check(s),
+    };
+    let _w = l.atomic.shared().await;
+    for (lba, n) in ranges {
+        if let Err(e) = l.array.discard(lba * bs, u64::from(n) * bs).await {
+            return Outcome::check(io_sense(&e, lba, true));
+        }
+    }
+    Outcome::good()
+}
+
+/// COMPARE AND WRITE: the first half of the Data-Out compared, the second written, with
+/// nothing else writing the LUN in between.
+async fn compare_and_write(
+    l: &Lun,
+    lba: u64,
+    blocks: u8,
+    fua: bool,
+    data_out: AlignedBuf,
+) -> Outcome {
+    let bs = u64::from(l.info.block_size);
+    let len = usize::from(blocks) * bs as usize;
+    let _x = l.atomic.exclusive().await;
+    let got = match l.array.read_new(lba * bs, len).await {
+        Ok(g) => g,
+        Err(e) => return Outcome::check(io_sense(&e, lba, false)),
+    };
+    if let Some(at) = got.with(|g| raidd_scsi::miscompare_offset(&data_out[..len], g)) {
+        return Outcome::check(Sense::miscompare(at as u64));
+    }
+    let buf = SharedBuf::new(data_out);
+    write_status(&l.array, lba, bs, &buf, len..2 * len, fua).await
+}
+
+/// ORWRITE: read, OR, write, with no other write in between (as COMPARE AND WRITE).
+async fn or_write(l: &Lun, lba: u64, blocks: u32, fua: bool, data_out: &[u8]) -> Outcome {
+    let bs = u64::from(l.info.block_size);
+    let len = (u64::from(blocks) * bs) as usize;
+    if len == 0 {
+        return Outcome::good();
+    }
+    let _x = l.atomic.exclusive().await;
+    let got = match l.array.read_new(lba * bs, len).await {
+        Ok(g) => g,
+        Err(e) => return Outcome::check(io_sense(&e, lba, false)),
+    };
+    let mut merged = AlignedBuf::for_overwrite(len);
+    got.with(|g| {
+        for ((m, a), b) in merged.iter_mut().zip(g).zip(&data_out[..len]) {
+            *m = a | b;
+        }
+    });
+    let merged = SharedBuf::new(merged);
+    write_status(&l.array, lba, bs, &merged, 0..len, fua).await
+}
+
+/// RESERVE(6) (`reserve`) and RELEASE(6).
+fn reserve6(conn: &Conn, l: &Lun, reserve: bool) -> Outcome {
+    let r = {
+        let mut pr = lock(&l.reservations);
+        if reserve {
+            pr.reserve6(&nexus(conn, l))
+        } else {
+            pr.release6(&nexus(conn, l))
+        }
+    };
+    l.reservations_used.store(true, Ordering::Release);
+    match r {
+        Ok(()) => Outcome::good(),
+        Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
+        Err(PrError::Check(s)) => Outcome::check(s),
+    }
+}
+
+/// MODE SELECT: a change of the LUN's mode pages leaves a unit attention (parameters
+/// changed) for every other nexus of the target.
+fn mode_select(conn: &Conn, l: &Lun, data_out: &[u8], ten: bool, pf: bool, sp: bool) -> Outcome {
+    let r = {
+        let mut m = lock(&l.mode);
+        let before = m.clone();
+        raidd_scsi::mode_select(data_out, ten, pf, sp, &mut m, &l.info).map(|()| *m != before)
+    };
+    match r {
+        Ok(false) => Outcome::good(),
+        Ok(true) => {
+            if let Some(t) = conn.target {
+                let nexuses = conn.state.nexuses_of(t);
+                l.attention_for(&nexuses, Some(&conn.nexus), &Sense::parameters_changed());
+            }
+            Outcome::good()
+        }
+        Err(s) => Outcome::check(s),
+    }
+}
+
+/// PERSISTENT RESERVE OUT: the change is made, its unit attentions left, and (APTPL) it
+/// is saved before the command succeeds.
+async fn pr_out(conn: &Conn, l: &Lun, action: u8, scope: u8, kind: u8, data_out: &[u8]) -> Outcome {
+    // A change is queued for saving under the lock, so saves keep its order.
+    let (r, saving) = {
+        let mut pr = lock(&l.reservations);
+        let r = pr.pr_out(action, scope, kind, data_out, &nexus(conn, l));
+        let saving = match &r {
+            Ok(o) if o.changed => {
+                let bytes = pr.aptpl().then(|| pr.encode());
+                Some(conn.state.pr_store.queue(&l.reservations_file, bytes))
+            }
+            _ => None,
+        };
+        (r, saving)
+    };
+    l.reservations_used.store(true, Ordering::Release);
+    match r {
+        Ok(outcome) => {
+            for (n, s) in &outcome.unit_attentions {
+                l.attention_for(std::slice::from_ref(&n.initiator), None, s);
+            }
+            let saved = match saving {
+                Some(s) => pr_store::saved(s).await,
+                None => Ok(()),
+            };
+            match saved {
+                Ok(()) => Outcome::good(),
+                Err(_) => Outcome::check(Sense::internal_target_failure()),
             }
         }
-        other => {
-            let mode = lock(&l.mode);
-            let luns = luns_of(conn);
-            let ctx = RespondCtx {
-                lun: &l.info,
-                mode: &mode,
-                luns: &luns,
-                pending_sense: None,
-            };
-            match raidd_scsi::respond(&other, &ctx) {
-                Ok(v) if v.is_empty() => Outcome::good(),
-                Ok(v) => Outcome::bytes(v),
-                Err(s) => Outcome::check(s),
-            }
-        }
+        Err(PrError::Conflict) => Outcome::status(Status::ReservationConflict),
+        Err(PrError::Check(s)) => Outcome::check(s),
+    }
+}
+
+/// Commands `raidd_scsi` answers from the LUN's description alone (INQUIRY, READ
+/// CAPACITY, MODE SENSE, REPORT LUNS, REQUEST SENSE with `pending`, ...). `keep_empty`:
+/// an empty answer is sent as data (REQUEST SENSE), not as plain GOOD.
+fn describe(conn: &Conn, l: &Lun, op: &Op, pending: Option<&Sense>, keep_empty: bool) -> Outcome {
+    let mode = lock(&l.mode);
+    let luns = luns_of(conn);
+    let ctx = RespondCtx {
+        lun: &l.info,
+        mode: &mode,
+        luns: &luns,
+        pending_sense: pending,
+    };
+    match raidd_scsi::respond(op, &ctx) {
+        Ok(v) if v.is_empty() && !keep_empty => Outcome::good(),
+        Ok(v) => Outcome::bytes(v),
+        Err(s) => Outcome::check(s),
     }
 }
 
@@ -789,88 +796,4 @@ fn luns_of(conn: &Conn) -> Vec<u64> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Writes share the LUN; COMPARE AND WRITE takes it alone, so its compare and its write
-/// see no other write in between (SBC-3 atomicity). Taking the shared side is one lock of an
-/// uncontended mutex.
-#[derive(Debug, Default)]
-pub struct WriteGate {
-    inner: Mutex<GateState>,
-}
-
-#[derive(Debug, Default)]
-struct GateState {
-    shared: usize,
-    exclusive: bool,
-    /// Exclusive holders waiting; new shared holders queue behind them.
-    exclusive_waiting: usize,
-    waiters: Vec<Waker>,
-}
-
-pub struct GateGuard<'a> {
-    gate: &'a WriteGate,
-    exclusive: bool,
-}
-
-impl Drop for GateGuard<'_> {
-    fn drop(&mut self) {
-        let mut s = lock(&self.gate.inner);
-        if self.exclusive {
-            s.exclusive = false;
-        } else {
-            s.shared -= 1;
-        }
-        for w in s.waiters.drain(..) {
-            w.wake();
-        }
-    }
-}
-
-impl WriteGate {
-    pub async fn shared(&self) -> GateGuard<'_> {
-        poll_fn(|cx| {
-            let mut s = lock(&self.inner);
-            if !s.exclusive && s.exclusive_waiting == 0 {
-                s.shared += 1;
-                return Poll::Ready(GateGuard {
-                    gate: self,
-                    exclusive: false,
-                });
-            }
-            s.waiters.push(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
-    }
-
-    pub async fn exclusive(&self) -> GateGuard<'_> {
-        // Counted as waiting from the start, so shared holders stop queueing in front; the
-        // count is returned however the wait ends (a dropped future included).
-        struct Waiting<'a>(&'a WriteGate);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                let mut s = lock(&self.0.inner);
-                s.exclusive_waiting -= 1;
-                for w in s.waiters.drain(..) {
-                    w.wake();
-                }
-            }
-        }
-        lock(&self.inner).exclusive_waiting += 1;
-        let _waiting = Waiting(self);
-        poll_fn(|cx| {
-            let mut s = lock(&self.inner);
-            if !s.exclusive && s.shared == 0 {
-                s.exclusive = true;
-                return Poll::Ready(GateGuard {
-                    gate: self,
-                    exclusive: true,
-                });
-            }
-            s.waiters.push(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
-    }
 }

@@ -1,0 +1,25 @@
+//! What the control handlers and the status report work on: the daemon's arrays, exports
+//! and monitor, as the daemon started them.
+
+use std::rc::Rc;
+
+use raidd_admin::status::NotStarted;
+
+use crate::arrays::Served;
+use crate::lifecycle::{Lifecycle, Watched};
+use crate::shared::SharedState;
+
+/// What the handlers work on: the daemon's arrays, exports and monitor.
+pub struct ControlCtx {
+    pub served: Vec<Served>,
+    /// Configured arrays that could not be started, and why.
+    pub not_started: Vec<NotStarted>,
+    pub shared: SharedState,
+    pub listen: String,
+    pub threads: usize,
+    pub life: Rc<Lifecycle>,
+    /// Every array of every configured array (inner ones of nested arrays too).
+    pub watched: Vec<Watched>,
+    /// How long members added at run time may take to answer an I/O.
+    pub member_timeout: Option<std::time::Duration>,
+}

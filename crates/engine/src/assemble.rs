@@ -265,14 +265,68 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         .expect("newest exists")
         .sb
         .clone();
+    let placed = place(&found, &reference, newest);
+    for r in &placed.report {
+        match &r.decision {
+            Decision::Active { .. } | Decision::Spare => {}
+            d => tracing::warn!(member = %r.member, "not used: {d}"),
+        }
+    }
+    let data_sectors: Vec<Option<u64>> = placed
+        .slots
+        .iter()
+        .map(|s| s.map(|i| found[i].sb.data_size))
+        .collect();
+    let geometry = geometry_from(&reference, &data_sectors)?;
+    let bitmap = read_bitmap(&found, &placed.slots, &placed.partial, &reference).await?;
+    let parts = ArrayParts {
+        name: reference.array_name(),
+        uuid: reference.set_uuid,
+        geometry,
+        slots: placed.slot_parts(&found),
+        spares: placed
+            .spares
+            .iter()
+            .map(|&i| found[i].member.clone())
+            .collect(),
+        read_only: opts.read_only,
+    };
+    let meta = placed.metadata(&found, bitmap);
+    let array = Array::build(parts, Some(meta)).map_err(|e| naming_unused(e, &placed.report))?;
+    if !opts.start_dirty_degraded {
+        check_dirty_degraded(&array)?;
+    }
+    Ok(Assembled {
+        array: Arc::new(array),
+        report: placed.report,
+        superblock: reference,
+    })
+}
+
+/// Where assembly puts each member found (indexes into the members found).
+struct Placed {
+    /// The member in each slot.
+    slots: Vec<Option<usize>>,
+    /// Slots held by a member part way through its rebuild, with its recovery point.
+    partial: Vec<Option<u64>>,
+    spares: Vec<usize>,
+    /// Every member found, with what assembly decided for it.
+    report: Vec<MemberReport>,
+}
+
+/// Decides each member's place against the newest superblock (`reference`, with `newest`
+/// events): a slot, a spare, or set aside. Two members claiming one slot: a finished one
+/// wins over a recovering one, then newer events.
+fn place(found: &[Found], reference: &Superblock, newest: u64) -> Placed {
     let n = reference.raid_disks as usize;
-    let mut report = Vec::new();
-    let mut slots: Vec<Option<usize>> = vec![None; n];
-    // Slots held by a member part way through its rebuild, with its recovery point.
-    let mut partial: Vec<Option<u64>> = vec![None; n];
-    let mut spares = Vec::new();
+    let mut p = Placed {
+        slots: vec![None; n],
+        partial: vec![None; n],
+        spares: Vec::new(),
+        report: Vec::new(),
+    };
     for (i, f) in found.iter().enumerate() {
-        let decision = decide(f, &reference, newest);
+        let decision = decide(f, reference, newest);
         let (role, recovery) = match decision {
             Decision::Active { role } => (Some(role), None),
             Decision::Recovering {
@@ -284,7 +338,6 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         let decision = match role {
             Some(role) if role >= n => Decision::Spare,
             Some(role) => {
-                // A finished member wins a slot over a recovering one, then newer events.
                 let rank = |k: usize, rec: Option<u64>| (rec.is_none(), found[k].sb.events);
                 let displaced = |k: usize| {
                     if found[k].sb.feature_map & feature::REPLACEMENT != 0 {
@@ -293,14 +346,14 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
                         Decision::Displaced { role }
                     }
                 };
-                match slots[role] {
-                    Some(j) if rank(j, partial[role]) >= rank(i, recovery) => displaced(i),
+                match p.slots[role] {
+                    Some(j) if rank(j, p.partial[role]) >= rank(i, recovery) => displaced(i),
                     prev => {
                         if let Some(j) = prev {
-                            report[j] = report_of(&found[j], displaced(j));
+                            p.report[j] = report_of(&found[j], displaced(j));
                         }
-                        slots[role] = Some(i);
-                        partial[role] = recovery;
+                        p.slots[role] = Some(i);
+                        p.partial[role] = recovery;
                         decision
                     }
                 }
@@ -308,29 +361,19 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
             None => decision,
         };
         if decision == Decision::Spare {
-            spares.push(i);
+            p.spares.push(i);
         }
-        report.push(report_of(f, decision));
+        p.report.push(report_of(f, decision));
     }
-    for r in &report {
-        match &r.decision {
-            Decision::Active { .. } | Decision::Spare => {}
-            d => tracing::warn!(member = %r.member, "not used: {d}"),
-        }
-    }
-    let data_sectors: Vec<Option<u64>> = slots
-        .iter()
-        .map(|s| s.map(|i| found[i].sb.data_size))
-        .collect();
-    let geometry = geometry_from(&reference, &data_sectors)?;
-    let bitmap = read_bitmap(&found, &slots, &partial, &reference).await?;
-    let parts = ArrayParts {
-        name: reference.array_name(),
-        uuid: reference.set_uuid,
-        geometry,
-        slots: slots
+    p
+}
+
+impl Placed {
+    /// What the array starts from in each slot.
+    fn slot_parts(&self, found: &[Found]) -> Vec<Option<SlotParts>> {
+        self.slots
             .iter()
-            .zip(&partial)
+            .zip(&self.partial)
             .map(|(s, rec)| {
                 s.map(|i| SlotParts {
                     member: found[i].member.clone(),
@@ -340,44 +383,37 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
                     write_mostly: found[i].sb.devflags & raidd_md::devflags::WRITE_MOSTLY != 0,
                 })
             })
-            .collect(),
-        spares: spares.iter().map(|&i| found[i].member.clone()).collect(),
-        read_only: opts.read_only,
-    };
-    let meta = Metadata::new(
-        slots
-            .iter()
-            .map(|s| {
-                s.map(|i| {
-                    // A replacement in its slot (the member it replaced is gone) is this
-                    // slot's recovering member from now on.
-                    let mut sb = found[i].sb.clone();
-                    sb.feature_map &= !feature::REPLACEMENT;
-                    MemberSb {
-                        sb,
-                        member: found[i].member.clone(),
-                    }
-                })
-            })
-            .collect(),
-        spares
-            .iter()
-            .map(|&i| MemberSb {
-                sb: found[i].sb.clone(),
-                member: found[i].member.clone(),
-            })
-            .collect(),
-        bitmap,
-    );
-    let array = Array::build(parts, Some(meta)).map_err(|e| naming_unused(e, &report))?;
-    if !opts.start_dirty_degraded {
-        check_dirty_degraded(&array)?;
+            .collect()
     }
-    Ok(Assembled {
-        array: Arc::new(array),
-        report,
-        superblock: reference,
-    })
+
+    /// The array's metadata: each slot's and spare's superblock.
+    fn metadata(&self, found: &[Found], bitmap: Option<(BitmapSuper, Vec<u8>)>) -> Metadata {
+        Metadata::new(
+            self.slots
+                .iter()
+                .map(|s| {
+                    s.map(|i| {
+                        // A replacement in its slot (the member it replaced is gone) is this
+                        // slot's recovering member from now on.
+                        let mut sb = found[i].sb.clone();
+                        sb.feature_map &= !feature::REPLACEMENT;
+                        MemberSb {
+                            sb,
+                            member: found[i].member.clone(),
+                        }
+                    })
+                })
+                .collect(),
+            self.spares
+                .iter()
+                .map(|&i| MemberSb {
+                    sb: found[i].sb.clone(),
+                    member: found[i].member.clone(),
+                })
+                .collect(),
+            bitmap,
+        )
+    }
 }
 
 /// Too few members to run: the error also names the members assembly set aside, and why

@@ -108,80 +108,17 @@ fn layout_number(level: Level, layout: Option<u32>, multi_zone: bool) -> Result<
 pub async fn create(spec: CreateSpec) -> Result<Assembled> {
     let level = spec.level;
     let n = spec.members.len();
-    if n < level.min_members() {
-        return Err(invalid(format!(
-            "{level} needs at least {} members, got {n}",
-            level.min_members()
-        )));
-    }
-    if n > MAX_DEV {
-        return Err(invalid(format!("at most {MAX_DEV} members, got {n}")));
-    }
-    let present: Vec<(usize, &Arc<dyn Member>)> = spec
-        .members
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| m.as_ref().map(|m| (i, m)))
-        .collect();
-    if present.is_empty() {
-        return Err(invalid("every member is missing".into()));
-    }
-    if matches!(level, Level::Linear | Level::Raid0) && present.len() < n {
-        return Err(invalid(format!(
-            "{level} has no redundancy: no member can be missing"
-        )));
-    }
-    let mut names = std::collections::HashSet::new();
-    for (_, m) in &present {
-        if !names.insert(m.info().name.clone()) {
-            return Err(invalid(format!("{} is given twice", m.info().name)));
-        }
-        if !spec.force {
-            if let Ok(sb) = examine(&***m).await {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!(
-                        "{} already belongs to md array {} ({}); use --force to overwrite it",
-                        m.info().name,
-                        sb.full_name(),
-                        crate::array::uuid_string(&sb.set_uuid)
-                    ),
-                ));
-            }
-        }
-    }
+    let present = members_to_use(&spec).await?;
     let chunk = match level {
         Level::Linear | Level::Raid1 => 0,
         _ => spec.chunk_sectors.unwrap_or(DEFAULT_CHUNK_SECTORS),
     };
-    let sizes: Vec<u64> = present
-        .iter()
-        .map(|(_, m)| m.info().size_bytes / 512)
-        .collect();
-    let smallest = *sizes.iter().min().expect("present is not empty");
-    let data_offset = default_data_offset(smallest, chunk);
-    if smallest < data_offset + 16 {
-        return Err(invalid(format!(
-            "members must be larger than {} KiB (the metadata area); the smallest has {} KiB",
-            (data_offset + 16) / 2,
-            smallest / 2
-        )));
-    }
-    let avail: Vec<u64> = sizes.iter().map(|s| s - data_offset).collect();
-    let min_avail = *avail.iter().min().expect("present is not empty");
-    let mut component = component_size_sectors(level.md_number(), min_avail, chunk);
-    if let Some(limit) = spec.size_sectors {
-        if component != 0 && limit > component {
-            return Err(invalid(format!(
-                "--size {} KiB is larger than the members allow ({} KiB)",
-                limit / 2,
-                component / 2
-            )));
-        }
-        if component != 0 {
-            component = component_size_sectors(level.md_number(), limit, chunk);
-        }
-    }
+    let Sizes {
+        data_offset,
+        avail,
+        min_avail,
+        component,
+    } = sizes(&spec, &present, chunk)?;
     let rounded = |s: u64| {
         if chunk == 0 {
             s
@@ -239,6 +176,105 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
     assemble(members, AssembleOptions::default()).await
+}
+
+/// The members given (by role; missing ones left out), checked: enough for the level,
+/// none twice, and none that already belongs to an md array unless `force`.
+async fn members_to_use(spec: &CreateSpec) -> Result<Vec<(usize, &Arc<dyn Member>)>> {
+    let level = spec.level;
+    let n = spec.members.len();
+    if n < level.min_members() {
+        return Err(invalid(format!(
+            "{level} needs at least {} members, got {n}",
+            level.min_members()
+        )));
+    }
+    if n > MAX_DEV {
+        return Err(invalid(format!("at most {MAX_DEV} members, got {n}")));
+    }
+    let present: Vec<(usize, &Arc<dyn Member>)> = spec
+        .members
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| m.as_ref().map(|m| (i, m)))
+        .collect();
+    if present.is_empty() {
+        return Err(invalid("every member is missing".into()));
+    }
+    if matches!(level, Level::Linear | Level::Raid0) && present.len() < n {
+        return Err(invalid(format!(
+            "{level} has no redundancy: no member can be missing"
+        )));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (_, m) in &present {
+        if !names.insert(m.info().name.clone()) {
+            return Err(invalid(format!("{} is given twice", m.info().name)));
+        }
+        if !spec.force {
+            if let Ok(sb) = examine(&***m).await {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{} already belongs to md array {} ({}); use --force to overwrite it",
+                        m.info().name,
+                        sb.full_name(),
+                        crate::array::uuid_string(&sb.set_uuid)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(present)
+}
+
+/// Where data starts on every member, what each has past it, and md's component size.
+struct Sizes {
+    data_offset: u64,
+    /// Sectors past the data offset, per present member.
+    avail: Vec<u64>,
+    min_avail: u64,
+    component: u64,
+}
+
+/// The members' sizes as md lays them out (sectors), and the component size (`--size`
+/// at most what the members allow).
+fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -> Result<Sizes> {
+    let sizes: Vec<u64> = present
+        .iter()
+        .map(|(_, m)| m.info().size_bytes / 512)
+        .collect();
+    let smallest = *sizes.iter().min().expect("present is not empty");
+    let data_offset = default_data_offset(smallest, chunk);
+    if smallest < data_offset + 16 {
+        return Err(invalid(format!(
+            "members must be larger than {} KiB (the metadata area); the smallest has {} KiB",
+            (data_offset + 16) / 2,
+            smallest / 2
+        )));
+    }
+    let avail: Vec<u64> = sizes.iter().map(|s| s - data_offset).collect();
+    let min_avail = *avail.iter().min().expect("present is not empty");
+    let md_level = spec.level.md_number();
+    let mut component = component_size_sectors(md_level, min_avail, chunk);
+    if let Some(limit) = spec.size_sectors {
+        if component != 0 && limit > component {
+            return Err(invalid(format!(
+                "--size {} KiB is larger than the members allow ({} KiB)",
+                limit / 2,
+                component / 2
+            )));
+        }
+        if component != 0 {
+            component = component_size_sectors(md_level, limit, chunk);
+        }
+    }
+    Ok(Sizes {
+        data_offset,
+        avail,
+        min_avail,
+        component,
+    })
 }
 
 /// An empty internal bitmap for the array `sb` describes: one bit per `chunk` bytes of the

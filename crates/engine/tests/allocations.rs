@@ -1,8 +1,8 @@
 //! Heap allocations per request on the hot paths, counted by a global allocator that counts
 //! per thread. Once warm, a request takes everything from per-thread pools: member futures
 //! (`raidd_rt::PooledFuture`), buffers and shared-buffer headers (`raidd_rt::buf`), and a
-//! parity write's shared request and stripe mailboxes (`array/recycle.rs`). "Warm" means
-//! more than the buffers: the stripe cache's 64 shards each allocate their table of heads
+//! parity write's shared request and stripe mailboxes (`Req::shared`,
+//! `parity/mailbox.rs`). "Warm" means more than the buffers: the stripe cache's 64 shards each allocate their table of heads
 //! on their first stripe (and keep it), so the warm-up writes to enough distinct stripes
 //! to have touched every shard; counting from one warm-up request showed 0.06 allocations
 //! per parity write, every one of them a shard's first table.
@@ -59,8 +59,7 @@ async fn array(level: Level, n: usize, dir: Option<&std::path::Path>) -> Arc<Arr
 /// With the stripe cache on, as `raidd serve` runs it (plug gathering), and small enough to
 /// be full after the warm-up: a cache still filling takes new buffers for what it keeps
 /// (bounded by its size). Once full, a newly kept stripe takes an evicted one's buffers and
-/// list (`array/recycle.rs`); waiting for the thread to unplug allocates nothing either
-/// (2.5 allocations per parity write before both).
+/// list (`parity/cache.rs`); waiting for the thread to unplug allocates nothing either.
 #[test]
 fn allocations_with_the_stripe_cache_on() {
     raidd_rt::block_on(async {

@@ -1,8 +1,7 @@
 //! Joining a batch of futures in place: the members already box their futures, so the
 //! futures and their results sit inline for up to four member I/Os (on blocks kept per
-//! thread past that) and nothing is allocated or moved per I/O. (`futures::join_all` boxed
-//! an array of wrapper futures and collected the results into a `Vec`: a fifth of a RAID5
-//! small write's instructions.)
+//! thread past that) and nothing is allocated or moved per I/O, where `futures::join_all`
+//! boxes an array of wrapper futures and collects the results into a `Vec`.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -71,6 +71,25 @@ struct Slot {
 }
 
 impl Slot {
+    /// A slot as assembly or creation hands it over. `by_bitmap_ok`: a re-add by bitmap
+    /// may resume as one (bitmap loaded, no resync due: its bits then also stand for
+    /// chunks the resync must visit; see `may_recover_by_bitmap`).
+    fn from_parts(s: Option<SlotParts>, by_bitmap_ok: bool) -> Slot {
+        let Some(s) = s else {
+            return Slot::new(None, 0, SlotState::Missing, 0);
+        };
+        let state = match s.recovered {
+            None => SlotState::InSync,
+            Some(_) => SlotState::Recovering,
+        };
+        let rec = s.recovered.unwrap_or(0);
+        let slot = Slot::new(Some(s.member), s.data_offset, state, rec);
+        let by_bitmap = s.by_bitmap && s.recovered.is_some() && by_bitmap_ok;
+        slot.by_bitmap.store(by_bitmap, Ordering::Relaxed);
+        slot.write_mostly.store(s.write_mostly, Ordering::Relaxed);
+        slot
+    }
+
     fn new(
         member: Option<Arc<dyn Member>>,
         data_offset: u64,
@@ -209,59 +228,7 @@ impl Array {
 
     pub(crate) fn build(parts: ArrayParts, meta: Option<Metadata>) -> Result<Array> {
         let g = &parts.geometry;
-        if parts.slots.len() != g.members() {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "{} slots given for {} raid devices",
-                    parts.slots.len(),
-                    g.members()
-                ),
-            ));
-        }
-        let mut block_size = 512u32;
-        let mut missing = Vec::with_capacity(parts.slots.len());
-        for (role, s) in parts.slots.iter().enumerate() {
-            // A member part way through its rebuild cannot serve its whole slot yet.
-            missing.push(s.as_ref().is_none_or(|s| s.recovered.is_some()));
-            let Some(s) = s else { continue };
-            let info = s.member.info();
-            block_size = block_size.max(info.block_size);
-            let need = s.data_offset + g.member_used_sectors(role) * SECTOR_SIZE;
-            if info.size_bytes < need {
-                return Err(Error::new(
-                    ErrorKind::InvalidInput,
-                    format!(
-                        "{} (role {role}) has {} bytes, the array needs {need}",
-                        info.name, info.size_bytes
-                    ),
-                ));
-            }
-        }
-        for s in parts.slots.iter().flatten() {
-            if s.data_offset % u64::from(block_size) != 0 {
-                return Err(Error::new(
-                    ErrorKind::InvalidInput,
-                    format!(
-                        "{}: data offset {} is not a multiple of the block size {block_size}",
-                        s.member.info().name,
-                        s.data_offset
-                    ),
-                ));
-            }
-        }
-        if !g.survives(&missing) {
-            let present = missing.iter().filter(|m| !**m).count();
-            return Err(Error::new(
-                ErrorKind::InsufficientMembers,
-                format!(
-                    "{}: {present} of {} members present, not enough to run {}",
-                    parts.name,
-                    g.members(),
-                    g.level()
-                ),
-            ));
-        }
+        let block_size = check_parts(&parts)?;
         let size_bytes =
             g.array_sectors() * SECTOR_SIZE / u64::from(block_size) * u64::from(block_size);
         // Seeks cost time if any member seeks (clients use this for their I/O scheduling).
@@ -290,25 +257,7 @@ impl Array {
         let slots: Vec<Slot> = parts
             .slots
             .into_iter()
-            .map(|s| match s {
-                Some(s) => {
-                    let state = match s.recovered {
-                        None => SlotState::InSync,
-                        Some(_) => SlotState::Recovering,
-                    };
-                    let rec = s.recovered.unwrap_or(0);
-                    let slot = Slot::new(Some(s.member), s.data_offset, state, rec);
-                    // A re-add by bitmap resumes as one only while the bits still say what
-                    // the member missed: bitmap loaded, no resync due (its bits then also
-                    // stand for chunks the resync must visit; see `may_recover_by_bitmap`).
-                    let by_bitmap = s.by_bitmap && s.recovered.is_some() && bitmap_loaded;
-                    slot.by_bitmap
-                        .store(by_bitmap && !unclean, Ordering::Relaxed);
-                    slot.write_mostly.store(s.write_mostly, Ordering::Relaxed);
-                    slot
-                }
-                None => Slot::new(None, 0, SlotState::Missing, 0),
-            })
+            .map(|s| Slot::from_parts(s, bitmap_loaded && !unclean))
             .collect();
         Ok(Array {
             info: MemberInfo {
@@ -1104,6 +1053,67 @@ impl Array {
             .await?;
         self.close().await.map(|_| ())
     }
+}
+
+/// Checks that the parts make an array that can run: a member per raid device (or none),
+/// each large enough and aligned to the block size, and enough of them present. Returns
+/// the array's block size (the largest of its members').
+fn check_parts(parts: &ArrayParts) -> Result<u32> {
+    let g = &parts.geometry;
+    if parts.slots.len() != g.members() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "{} slots given for {} raid devices",
+                parts.slots.len(),
+                g.members()
+            ),
+        ));
+    }
+    let mut block_size = 512u32;
+    let mut missing = Vec::with_capacity(parts.slots.len());
+    for (role, s) in parts.slots.iter().enumerate() {
+        // A member part way through its rebuild cannot serve its whole slot yet.
+        missing.push(s.as_ref().is_none_or(|s| s.recovered.is_some()));
+        let Some(s) = s else { continue };
+        let info = s.member.info();
+        block_size = block_size.max(info.block_size);
+        let need = s.data_offset + g.member_used_sectors(role) * SECTOR_SIZE;
+        if info.size_bytes < need {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} (role {role}) has {} bytes, the array needs {need}",
+                    info.name, info.size_bytes
+                ),
+            ));
+        }
+    }
+    for s in parts.slots.iter().flatten() {
+        if s.data_offset % u64::from(block_size) != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{}: data offset {} is not a multiple of the block size {block_size}",
+                    s.member.info().name,
+                    s.data_offset
+                ),
+            ));
+        }
+    }
+    if !g.survives(&missing) {
+        let present = missing.iter().filter(|m| !**m).count();
+        return Err(Error::new(
+            ErrorKind::InsufficientMembers,
+            format!(
+                "{}: {present} of {} members present, not enough to run {}",
+                parts.name,
+                g.members(),
+                g.level()
+            ),
+        ));
+    }
+    Ok(block_size)
 }
 
 /// Whether two handles are the same member (by address: vtables of one type may differ

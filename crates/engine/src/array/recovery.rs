@@ -18,12 +18,13 @@ use raidd_layout::{Geometry, Reverse, SECTOR_SIZE};
 use raidd_rt::{AlignedBuf, IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
-use super::pass::{SyncKind, SyncLimits};
+use super::pass::{SyncKind, SyncLimits, SyncProgress};
 use super::passes::{SyncGuard, Throttle};
 use super::{Array, SlotState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::write_bytes;
 use crate::member::Member;
+use crate::meta::Metadata;
 
 /// Rebuild windows copied at the same time.
 const WINDOWS_IN_FLIGHT: usize = 4;
@@ -118,6 +119,16 @@ impl Array {
                 format!("{}: recovery of {name} stopped at sector {pos}", self.name),
             ));
         }
+        self.recovered(role, &name).await?;
+        self.check_alive()?;
+        tracing::info!(array = %self.name, member = %name, "recovery finished");
+        guard.finish();
+        Ok(())
+    }
+
+    /// A recovery that copied every sector: the member is flushed, in sync, and recorded so
+    /// in the superblocks.
+    async fn recovered(&self, role: usize, name: &str) -> Result<()> {
         let member = self.member_ref(role);
         if let Err(e) = member.flush().await {
             self.fail_member_io(role, &member, &e).await;
@@ -143,9 +154,6 @@ impl Array {
             self.superblocks_failed(meta.set_recovery(role, None, false).await)
                 .await;
         }
-        self.check_alive()?;
-        tracing::info!(array = %self.name, member = %name, "recovery finished");
-        guard.finish();
         Ok(())
     }
 
@@ -219,36 +227,12 @@ impl Array {
         self.check_writable()?;
         self.check_alive()?;
         let membership = self.membership.lock().await;
-        let Some(meta) = &self.meta else {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "{} has no md metadata to record a replacement in",
-                    self.name
-                ),
-            ));
-        };
-        if role >= self.slots.len() || self.slot_state(role) != SlotState::InSync {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "{}: slot {role} has no working member to replace",
-                    self.name
-                ),
-            ));
-        }
-        let new_name = new.info().name.clone();
-        if self.member_names().contains(&new_name) {
-            return Err(Error::new(
-                ErrorKind::Conflict,
-                format!("{new_name} is already part of {}", self.name),
-            ));
-        }
+        let meta = self.check_replace(role, &new)?;
         let total = self.geometry.member_used_sectors(role);
         let progress = self.begin_sync(SyncKind::Replace, Some(role), total, 0)?;
         let guard = SyncGuard::new(self, progress.clone());
         let old = Arc::clone(&self.member_ref(role));
-        let old_name = old.info().name.clone();
+        let (old_name, new_name) = (old.info().name.clone(), new.info().name.clone());
         // The new member carries a spare's superblock while it is built: a restart meanwhile
         // sees a spare, for md as for raidd.
         let added = meta.add_member(None, new.clone(), None).await?;
@@ -260,72 +244,14 @@ impl Array {
         slot.replacing.store(true, Ordering::Release);
         drop(membership);
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace started");
-        let window = self.sync_window(limits.window_bytes);
-        let mut throttle = Throttle::new(limits, self, 0);
-        let mut pos = 0;
-        let result = async {
-            if data_offset != slot.data_offset.load(Ordering::Relaxed) {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "{}: {old_name} has its data at a different offset than new members get",
-                        self.name
-                    ),
-                ));
-            }
-            while pos < total {
-                self.check_alive()?;
-                if self.slot_state(role) != SlotState::InSync
-                    || !slot.replacing.load(Ordering::Acquire)
-                {
-                    return Err(Error::new(
-                        ErrorKind::Io,
-                        format!(
-                            "{}: the replace of {old_name} stopped: a member failed",
-                            self.name
-                        ),
-                    ));
-                }
-                if progress.cancelled() {
-                    return Err(Error::new(
-                        ErrorKind::Interrupted,
-                        format!("{}: the replace of {old_name} was stopped", self.name),
-                    ));
-                }
-                throttle.pace(self, pos, &progress).await;
-                if progress.cancelled() {
-                    continue; // reported at the top of the loop
-                }
-                raidd_rt::yield_now().await;
-                let end = (pos + window).min(total);
-                let barrier = self.gate.barrier(self.regions_of(role, pos..end)).await;
-                let len = ((end - pos) * SECTOR_SIZE) as usize;
-                let data = match crate::member::read_bytes(
-                    &*old,
-                    self.member_offset(role, pos),
-                    len,
-                )
-                .await
-                {
-                    Ok(d) => d,
-                    Err(e) => {
-                        self.fail_member_io(role, &old, &e).await;
-                        return Err(Error::io(format!("{}: reading {old_name}", self.name), e));
-                    }
-                };
-                write_bytes(&*new, data_offset + pos * SECTOR_SIZE, data)
-                    .await
-                    .map_err(|e| Error::io(format!("{}: writing {new_name}", self.name), e))?;
-                slot.replaced.store(end, Ordering::Release);
-                drop(barrier);
-                pos = end;
-                progress.done.store(pos, Ordering::Relaxed);
-            }
-            new.flush()
-                .await
-                .map_err(|e| Error::io(format!("{}: flushing {new_name}", self.name), e))
-        }
-        .await;
+        let copy = Copy {
+            role,
+            old: &old,
+            new: &new,
+            data_offset,
+            total,
+        };
+        let result = self.copy_to_replacement(copy, limits, &progress).await;
         // The swap below needs the slot still working; hold membership from here on.
         let membership = self.membership.lock().await;
         let result = result.and_then(|()| {
@@ -357,6 +283,107 @@ impl Array {
         tracing::info!(array = %self.name, member = %old_name, with = %new_name, "replace finished");
         guard.finish();
         Ok(())
+    }
+
+    /// Whether slot `role`'s member may be replaced by `new`: the array's metadata, in
+    /// which the replacement is recorded.
+    fn check_replace(&self, role: usize, new: &Arc<dyn Member>) -> Result<&Metadata> {
+        let Some(meta) = &self.meta else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{} has no md metadata to record a replacement in",
+                    self.name
+                ),
+            ));
+        };
+        if role >= self.slots.len() || self.slot_state(role) != SlotState::InSync {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{}: slot {role} has no working member to replace",
+                    self.name
+                ),
+            ));
+        }
+        let new_name = &new.info().name;
+        if self.member_names().contains(new_name) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{new_name} is already part of {}", self.name),
+            ));
+        }
+        Ok(meta)
+    }
+
+    /// Copies the slot's member onto its replacement window by window, each under a gate
+    /// barrier (writes meanwhile go to both once the copy has passed them), then flushes it.
+    async fn copy_to_replacement(
+        &self,
+        c: Copy<'_>,
+        limits: SyncLimits,
+        progress: &SyncProgress,
+    ) -> Result<()> {
+        let (role, slot) = (c.role, &self.slots[c.role]);
+        let (old_name, new_name) = (&c.old.info().name, &c.new.info().name);
+        if c.data_offset != slot.data_offset.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{}: {old_name} has its data at a different offset than new members get",
+                    self.name
+                ),
+            ));
+        }
+        let window = self.sync_window(limits.window_bytes);
+        let mut throttle = Throttle::new(limits, self, 0);
+        let mut pos = 0;
+        while pos < c.total {
+            self.check_alive()?;
+            if self.slot_state(role) != SlotState::InSync || !slot.replacing.load(Ordering::Acquire)
+            {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "{}: the replace of {old_name} stopped: a member failed",
+                        self.name
+                    ),
+                ));
+            }
+            if progress.cancelled() {
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    format!("{}: the replace of {old_name} was stopped", self.name),
+                ));
+            }
+            throttle.pace(self, pos, progress).await;
+            if progress.cancelled() {
+                continue; // reported at the top of the loop
+            }
+            raidd_rt::yield_now().await;
+            let end = (pos + window).min(c.total);
+            let barrier = self.gate.barrier(self.regions_of(role, pos..end)).await;
+            let len = ((end - pos) * SECTOR_SIZE) as usize;
+            let at = self.member_offset(role, pos);
+            let data = match crate::member::read_bytes(&**c.old, at, len).await {
+                Ok(d) => d,
+                Err(e) => {
+                    self.fail_member_io(role, c.old, &e).await;
+                    return Err(Error::io(format!("{}: reading {old_name}", self.name), e));
+                }
+            };
+            write_bytes(&**c.new, c.data_offset + pos * SECTOR_SIZE, data)
+                .await
+                .map_err(|e| Error::io(format!("{}: writing {new_name}", self.name), e))?;
+            slot.replaced.store(end, Ordering::Release);
+            drop(barrier);
+            pos = end;
+            progress.done.store(pos, Ordering::Relaxed);
+        }
+        c.new
+            .flush()
+            .await
+            .map_err(|e| Error::io(format!("{}: flushing {new_name}", self.name), e))
     }
 
     /// The array data that member sectors `range` of `role` hold, as runs contiguous on both
@@ -459,4 +486,14 @@ struct Run {
     member_sector: u64,
     array_sector: u64,
     sectors: u64,
+}
+
+/// What a replace copies: slot `role`'s member `old` onto `new`, whose data starts at
+/// byte `data_offset`, over `total` member sectors.
+struct Copy<'a> {
+    role: usize,
+    old: &'a Arc<dyn Member>,
+    new: &'a Arc<dyn Member>,
+    data_offset: u64,
+    total: u64,
 }

@@ -1,5 +1,5 @@
 //! What `raidd detail` and `raidd status` report of an array: plain types, serialised as
-//! the JSON that docs/JSON.md documents. `status.rs` fills them in.
+//! the JSON that crates/cli/JSON.md documents. `status.rs` fills them in.
 
 use serde::Serialize;
 

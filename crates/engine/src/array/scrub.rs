@@ -9,6 +9,7 @@
 //! repair and resync write the computed parity. For RAID6 a mismatch in both P and Q that
 //! one data member explains is reported with that member's name.
 
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -57,26 +58,7 @@ impl Array {
         // Mirrors scrub degraded (the copies left are compared); a member lost during the
         // pass ends it.
         let lost = self.slots_not_in_sync().len();
-        let (total, mut step) = match &self.geometry {
-            Geometry::Linear(_) | Geometry::Raid0(_) => {
-                return Err(Error::new(
-                    ErrorKind::InvalidInput,
-                    format!(
-                        "{} is {}: it has no redundancy to {kind}",
-                        self.name,
-                        self.geometry.level()
-                    ),
-                ))
-            }
-            Geometry::Parity(pg) => (
-                pg.dev_sectors / u64::from(pg.chunk_sectors) * u64::from(pg.chunk_sectors),
-                self.sync_window(limits.window_bytes),
-            ),
-            _ => (
-                self.geometry.array_sectors(),
-                self.sync_window(limits.window_bytes),
-            ),
-        };
+        let (total, mut step) = self.scrub_extent(kind, limits.window_bytes)?;
         let p = self.begin_sync(kind, None, total, 0)?;
         let guard = SyncGuard::new(self, p.clone());
         tracing::info!(array = %self.name, "{kind} started");
@@ -92,22 +74,15 @@ impl Array {
         let started = Instant::now();
         // With a write-intent bitmap a resync only visits the chunks whose bit is set (in
         // the same space: member sectors for parity, array sectors for mirrors).
-        let only: Option<Vec<bool>> = match (&self.intent, kind) {
-            (Some(wi), SyncKind::Resync) => {
-                let set: Vec<bool> = (0..wi.chunks()).map(|c| wi.is_set(c)).collect();
-                tracing::info!(
-                    array = %self.name,
-                    "resyncing {} of {} bitmap chunks",
-                    set.iter().filter(|&&b| b).count(),
-                    set.len()
-                );
-                // Windows of whole bitmap chunks (and whole stripes), so clean ones are skipped.
-                let layout_chunk = u64::from(self.geometry.chunk_sectors()).max(1);
-                step = wi.chunk_sectors().max(layout_chunk);
-                Some(set)
-            }
-            _ => None,
-        };
+        let only = self.bitmap_chunks(kind);
+        if only.is_some() {
+            // Windows of whole bitmap chunks (and whole stripes), so clean ones are skipped.
+            let layout_chunk = u64::from(self.geometry.chunk_sectors()).max(1);
+            step = self
+                .intent
+                .as_ref()
+                .map_or(step, |wi| wi.chunk_sectors().max(layout_chunk));
+        }
         while pos < total {
             self.check_alive()?;
             if self.slots_not_in_sync().len() > lost {
@@ -137,23 +112,7 @@ impl Array {
                     continue;
                 }
             }
-            match &self.geometry {
-                Geometry::Parity(pg) => {
-                    let chunk = u64::from(pg.chunk_sectors);
-                    let per = pg.stripe_data_sectors();
-                    let stripes = pos / chunk..end.div_ceil(chunk);
-                    let _barrier = self
-                        .gate
-                        .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
-                        .await;
-                    futures::future::try_join_all(stripes.map(|s| self.scrub_stripe(s, kind, &p)))
-                        .await?;
-                }
-                _ => {
-                    let _barrier = self.gate.barrier([(pos, end - pos)]).await;
-                    self.scrub_mirrors(pos, end - pos, kind, &p).await?;
-                }
-            }
+            self.scrub_window(pos..end, kind, &p).await?;
             pos = end;
             p.done.store(pos, Ordering::Relaxed);
             self.passed(kind, pos);
@@ -171,6 +130,74 @@ impl Array {
         }
         guard.finish();
         Ok(found)
+    }
+
+    /// The sectors a pass of `kind` covers (member sectors of whole stripes on parity
+    /// arrays, array sectors on mirrors) and its window.
+    fn scrub_extent(&self, kind: SyncKind, window_bytes: u64) -> Result<(u64, u64)> {
+        match &self.geometry {
+            Geometry::Linear(_) | Geometry::Raid0(_) => Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} is {}: it has no redundancy to {kind}",
+                    self.name,
+                    self.geometry.level()
+                ),
+            )),
+            Geometry::Parity(pg) => Ok((
+                pg.dev_sectors / u64::from(pg.chunk_sectors) * u64::from(pg.chunk_sectors),
+                self.sync_window(window_bytes),
+            )),
+            _ => Ok((
+                self.geometry.array_sectors(),
+                self.sync_window(window_bytes),
+            )),
+        }
+    }
+
+    /// With a write-intent bitmap a resync only visits the chunks whose bit is set (in the
+    /// same space: member sectors for parity, array sectors for mirrors): which are.
+    fn bitmap_chunks(&self, kind: SyncKind) -> Option<Vec<bool>> {
+        let (Some(wi), SyncKind::Resync) = (&self.intent, kind) else {
+            return None;
+        };
+        let set: Vec<bool> = (0..wi.chunks()).map(|c| wi.is_set(c)).collect();
+        tracing::info!(
+            array = %self.name,
+            "resyncing {} of {} bitmap chunks",
+            set.iter().filter(|&&b| b).count(),
+            set.len()
+        );
+        Some(set)
+    }
+
+    /// One window of a pass, under a gate barrier over what it covers: its parity stripes
+    /// concurrently, or its mirrored extent.
+    async fn scrub_window(
+        &self,
+        window: Range<u64>,
+        kind: SyncKind,
+        p: &SyncProgress,
+    ) -> Result<()> {
+        let (pos, end) = (window.start, window.end);
+        match &self.geometry {
+            Geometry::Parity(pg) => {
+                let chunk = u64::from(pg.chunk_sectors);
+                let per = pg.stripe_data_sectors();
+                let stripes = pos / chunk..end.div_ceil(chunk);
+                let _barrier = self
+                    .gate
+                    .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
+                    .await;
+                futures::future::try_join_all(stripes.map(|s| self.scrub_stripe(s, kind, p)))
+                    .await?;
+            }
+            _ => {
+                let _barrier = self.gate.barrier([(pos, end - pos)]).await;
+                self.scrub_mirrors(pos, end - pos, kind, p).await?;
+            }
+        }
+        Ok(())
     }
 
     /// A pass of `kind` has covered everything below `pos` (member sectors on parity

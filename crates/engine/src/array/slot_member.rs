@@ -1,8 +1,8 @@
 //! A slot's member, as every member I/O takes it: from a copy of the reference that belongs
-//! to the calling thread. One lock and one reference count shared by all threads were two
-//! cache lines that every core wrote on every member I/O (a reader writes the lock word, a
-//! clone writes the count): on 16 cores RAID0 4K random reads reached 9.3 times one
-//! thread's rate where the members alone reached 13 (bench/scaling.py, BENCHMARKS.md).
+//! to the calling thread. One lock and one reference count shared by all threads would be
+//! two cache lines that every core writes on every member I/O (a reader writes the lock
+//! word, a clone writes the count), which limits how far reads scale with cores
+//! (BENCHMARKS.md, "Scaling to 16 cores").
 //!
 //! Each thread's shard ([`PerThread`]) holds its own lock and its own `Arc` of the member
 //! reference, alone on its lines; a change of member (add, replace, removal of a failed one)

@@ -448,8 +448,7 @@ impl NewRows<'_> {
 
     /// P (and Q) generated from every data chunk. Over kept rows wider than the batch,
     /// parity changes only where the batch writes: it starts from the kept parity and
-    /// generates the hull's rows alone (a 4K write into 64K of kept rows generated all
-    /// 64K: half of its time).
+    /// generates the hull's rows alone, not all the kept rows.
     fn generate_parity(&self, o: &mut OpenBatch, chunks: &Chunks) -> Parity {
         let (map, old, len) = (&o.map, &mut o.old, self.len());
         let parity_known = old[map.p].is_some() && map.q.is_none_or(|q| old[q].is_some());

@@ -16,9 +16,7 @@ pub(super) const ALONE_WINDOW: u64 = 64;
 pub(super) const ALONE_RUN: u64 = 64 * ALONE_WINDOW;
 
 /// One thread's stripe-cache counters and keep governor, alone on its cache lines: a batch
-/// counts and judges on its own thread, so no line is written by every core on every batch
-/// (shared counters and a shared pause countdown cost the second thread 40% more CPU per
-/// RAID5 small write).
+/// counts and judges on its own thread, so no line is written by every core on every batch.
 ///
 /// The governor: a kept row costs a copy and memory, and pays only when a later write to
 /// the same rows skips its pre-reads. Writes spread wide (random over a big array) almost

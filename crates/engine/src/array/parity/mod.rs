@@ -5,7 +5,7 @@
 //! rest of its stripe under the stripe's lock.
 //!
 //! A write is cut into its share of each stripe and attached to the stripe's head in the
-//! stripe cache (`stripe_cache.rs`), where writes to the same stripe meet. The request that
+//! stripe cache (`cache.rs`), where writes to the same stripe meet. The request that
 //! finds a stripe idle leads it: it takes every share pending there as one batch, and per
 //! batch picks the cheapest way to keep parity right with the members it has and the rows
 //! the cache already knows: a full-stripe write (no reads), reconstruct-write (read the

@@ -400,7 +400,7 @@ where
 /// (a task per request spawns this way).
 pub fn spawn_detached<F: Future<Output = ()> + 'static>(future: F) {
     // Into its block before the runtime is looked up: a closure that captured the future
-    // would copy it once more (callgrind: two copies of a request's task per request).
+    // would copy it once more.
     let task = PooledFuture::new(future);
     with_runtime(move |rt| rt.spawn(task))
 }

@@ -124,6 +124,91 @@ pub async fn assemble(
     start: Start,
 ) -> AdminResult<Session> {
     members::check_distinct(paths.iter().map(PathBuf::as_path))?;
+    let (opened, unavailable) = open_members(paths, access, lenient, start).await?;
+    if opened.is_empty() {
+        return Err(match unavailable.into_iter().next() {
+            Some(u) => u.error,
+            None => AdminError::usage("no members given"),
+        });
+    }
+    let opts = AssembleOptions {
+        read_only: access != Access::ReadWrite,
+        start_dirty_degraded: start.dirty_degraded,
+    };
+    // Too few members: say which were set aside and why (busy, unreadable), the likely
+    // cause.
+    let arrays = assemble_all(opened, opts).await.map_err(|e| {
+        let mut e = AdminError::from(e);
+        if !unavailable.is_empty() {
+            let why: Vec<String> = unavailable
+                .iter()
+                .map(|u| format!("{}: {}", u.member, u.error.message))
+                .collect();
+            e.message = format!("{}; members not used: {}", e.message, why.join("; "));
+        }
+        e
+    })?;
+    let root = outermost(&arrays)?;
+    for a in &arrays {
+        tracing::info!(
+            "assembled {} ({}, {} of {} slots in use, {} bytes){}",
+            a.array.name(),
+            a.array.geometry().level(),
+            (0..a.array.geometry().members())
+                .filter(|&r| a.array.slot_state(r) == raidd_engine::SlotState::InSync)
+                .count(),
+            a.array.geometry().members(),
+            a.array.size_bytes(),
+            if opts.read_only { ", read-only" } else { "" }
+        );
+    }
+    Ok(Session {
+        arrays,
+        root,
+        unavailable,
+    })
+}
+
+/// The one outermost array the members make up (the others are inside it).
+fn outermost(arrays: &[Assembled]) -> AdminResult<usize> {
+    let roots = roots(arrays);
+    match roots.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(AdminError::failure(
+            "the members form no outermost array (a cycle?)",
+        )),
+        many => {
+            let names: Vec<String> = many
+                .iter()
+                .map(|&i| {
+                    let a = &arrays[i];
+                    format!(
+                        "{} ({})",
+                        a.superblock.full_name(),
+                        raidd_engine::array::uuid_string(&a.superblock.set_uuid)
+                    )
+                })
+                .collect();
+            Err(AdminError::new(
+                Exit::Conflict,
+                format!(
+                    "the members belong to {} different arrays: {}; name the members of one",
+                    many.len(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// Opens the members; with `lenient`, those that cannot be opened or carry no valid
+/// superblock are set aside with why.
+async fn open_members(
+    paths: &[PathBuf],
+    access: Access,
+    lenient: bool,
+    start: Start,
+) -> AdminResult<(Vec<Arc<dyn Member>>, Vec<Unavailable>)> {
     let mut opened: Vec<Arc<dyn Member>> = Vec::new();
     let mut unavailable = Vec::new();
     for p in paths {
@@ -151,77 +236,7 @@ pub async fn assemble(
         }
         opened.push(m);
     }
-    if opened.is_empty() {
-        return Err(match unavailable.into_iter().next() {
-            Some(u) => u.error,
-            None => AdminError::usage("no members given"),
-        });
-    }
-    let opts = AssembleOptions {
-        read_only: access != Access::ReadWrite,
-        start_dirty_degraded: start.dirty_degraded,
-    };
-    // Too few members: say which were set aside and why (busy, unreadable), the likely
-    // cause.
-    let arrays = assemble_all(opened, opts).await.map_err(|e| {
-        let mut e = AdminError::from(e);
-        if !unavailable.is_empty() {
-            let why: Vec<String> = unavailable
-                .iter()
-                .map(|u| format!("{}: {}", u.member, u.error.message))
-                .collect();
-            e.message = format!("{}; members not used: {}", e.message, why.join("; "));
-        }
-        e
-    })?;
-    let roots = roots(&arrays);
-    let root = match roots.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(AdminError::failure(
-                "the members form no outermost array (a cycle?)",
-            ))
-        }
-        many => {
-            let names: Vec<String> = many
-                .iter()
-                .map(|&i| {
-                    let a = &arrays[i];
-                    format!(
-                        "{} ({})",
-                        a.superblock.full_name(),
-                        raidd_engine::array::uuid_string(&a.superblock.set_uuid)
-                    )
-                })
-                .collect();
-            return Err(AdminError::new(
-                Exit::Conflict,
-                format!(
-                    "the members belong to {} different arrays: {}; name the members of one",
-                    many.len(),
-                    names.join(", ")
-                ),
-            ));
-        }
-    };
-    for a in &arrays {
-        tracing::info!(
-            "assembled {} ({}, {} of {} slots in use, {} bytes){}",
-            a.array.name(),
-            a.array.geometry().level(),
-            (0..a.array.geometry().members())
-                .filter(|&r| a.array.slot_state(r) == raidd_engine::SlotState::InSync)
-                .count(),
-            a.array.geometry().members(),
-            a.array.size_bytes(),
-            if opts.read_only { ", read-only" } else { "" }
-        );
-    }
-    Ok(Session {
-        arrays,
-        root,
-        unavailable,
-    })
+    Ok((opened, unavailable))
 }
 
 /// Checks a byte range against the array: offset and length multiples of the block size,

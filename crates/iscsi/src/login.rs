@@ -341,51 +341,7 @@ impl Login {
         if self.stage == Stage::Over {
             return Err(INITIATOR_ERROR);
         }
-        self.pdus += 1;
-        if self.pdus > MAX_LOGIN_PDUS {
-            return Err(INITIATOR_ERROR);
-        }
-        // Header checks: the stage must be the one we are in (the first request may
-        // start in either login stage), T and C are exclusive, and a transit must go to
-        // a later, defined stage.
-        let first_pdu = self.ids.is_none();
-        let csg_ok = if first_pdu {
-            req.csg <= 1
-        } else {
-            req.csg == self.stage.number()
-        };
-        if !csg_ok || (req.transit && req.cont) {
-            return Err(INITIATOR_ERROR);
-        }
-        if req.transit && !(req.nsg == 1 || req.nsg == 3) || (req.transit && req.nsg <= req.csg) {
-            return Err(INITIATOR_ERROR);
-        }
-        if req.version_min > 0 {
-            return Err(UNSUPPORTED_VERSION);
-        }
-        let ids = Ids {
-            isid: req.isid,
-            tsih: req.tsih,
-            cid: req.cid,
-            itt: req.itt,
-        };
-        match self.ids {
-            None => {
-                // A non-zero TSIH asks to add a connection to, or reinstate, an existing
-                // session; with MaxConnections=1 and ERL 0 there is none to join.
-                if req.tsih != 0 {
-                    return Err(SESSION_DOES_NOT_EXIST);
-                }
-                self.stage = if req.csg == 0 {
-                    Stage::Security
-                } else {
-                    Stage::Operational
-                };
-                self.ids = Some(ids);
-            }
-            Some(first) if first != ids => return Err(INITIATOR_ERROR),
-            Some(_) => {}
-        }
+        let ids = self.admit(req)?;
         self.total_text = self.total_text.saturating_add(req.data.len());
         if self.pending.len().saturating_add(req.data.len()) > text::MAX_TEXT_LEN
             || self.total_text > MAX_LOGIN_TEXT
@@ -444,6 +400,56 @@ impl Login {
                 ))
             }
         }
+    }
+
+    /// Checks a request's header against the login so far and records the session's
+    /// identifiers with the first one: the stage must be the one we are in (the first
+    /// request may start in either login stage), T and C are exclusive, a transit must go
+    /// to a later, defined stage, and every request carries the first one's identifiers.
+    fn admit(&mut self, req: &LoginRequest) -> Result<Ids, u16> {
+        self.pdus += 1;
+        if self.pdus > MAX_LOGIN_PDUS {
+            return Err(INITIATOR_ERROR);
+        }
+        let first_pdu = self.ids.is_none();
+        let csg_ok = if first_pdu {
+            req.csg <= 1
+        } else {
+            req.csg == self.stage.number()
+        };
+        if !csg_ok || (req.transit && req.cont) {
+            return Err(INITIATOR_ERROR);
+        }
+        if req.transit && !(req.nsg == 1 || req.nsg == 3) || (req.transit && req.nsg <= req.csg) {
+            return Err(INITIATOR_ERROR);
+        }
+        if req.version_min > 0 {
+            return Err(UNSUPPORTED_VERSION);
+        }
+        let ids = Ids {
+            isid: req.isid,
+            tsih: req.tsih,
+            cid: req.cid,
+            itt: req.itt,
+        };
+        match self.ids {
+            None => {
+                // A non-zero TSIH asks to add a connection to, or reinstate, an existing
+                // session; with MaxConnections=1 and ERL 0 there is none to join.
+                if req.tsih != 0 {
+                    return Err(SESSION_DOES_NOT_EXIST);
+                }
+                self.stage = if req.csg == 0 {
+                    Stage::Security
+                } else {
+                    Stage::Operational
+                };
+                self.ids = Some(ids);
+            }
+            Some(first) if first != ids => return Err(INITIATOR_ERROR),
+            Some(_) => {}
+        }
+        Ok(ids)
     }
 
     /// The CHAP secret the initiator must prove, and the target's mutual secret.

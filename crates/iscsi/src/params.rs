@@ -284,7 +284,6 @@ pub fn negotiate(
     // FirstBurstLength depends on InitialR2T, ImmediateData and MaxBurstLength, which may
     // come later in the same text: answer it after every other key.
     let mut first_burst: Option<(usize, &str)> = None;
-    let discovery = params.discovery;
     let max_len = u64::from(MAX_DATA_LEN);
     let min_len = u64::from(MIN_DATA_LEN);
     for (key, value) in pairs {
@@ -296,124 +295,11 @@ pub fn negotiate(
                 params.initiator_mrdsl = u32::try_from(v).unwrap_or(MAX_DATA_LEN);
                 None
             }
-            KeyKind::Operational => Some(match key.as_str() {
-                "HeaderDigest" | "DataDigest" => match digest(value, limits.allow_digests) {
-                    Some(on) => {
-                        if key == "HeaderDigest" {
-                            params.header_digest = on;
-                        } else {
-                            params.data_digest = on;
-                        }
-                        if on { "CRC32C" } else { "None" }.to_owned()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                // Session-wide data-transfer keys do not apply to discovery sessions.
-                "MaxConnections"
-                | "InitialR2T"
-                | "ImmediateData"
-                | "MaxBurstLength"
-                | "MaxOutstandingR2T"
-                | "DataPDUInOrder"
-                | "DataSequenceInOrder"
-                    if discovery =>
-                {
-                    IRRELEVANT.to_owned()
-                }
-                "FirstBurstLength" => {
-                    first_burst = Some((out.len(), value.as_str()));
-                    String::new()
-                }
-                "MaxConnections" => match number_in(value, 1, 65_535) {
-                    Some(v) => {
-                        let ours = limits.max_connections.max(1);
-                        let r = u16::try_from(v).unwrap_or(ours).min(ours);
-                        params.max_connections = r;
-                        r.to_string()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                // OR with our Yes: always Yes (see Params::initial_r2t).
-                "InitialR2T" => match parse_bool(value) {
-                    Some(_) => {
-                        params.initial_r2t = true;
-                        yes_no(true)
-                    }
-                    None => REJECT.to_owned(),
-                },
-                "ImmediateData" => match parse_bool(value) {
-                    Some(v) => {
-                        params.immediate_data = v && limits.allow_immediate_data;
-                        yes_no(params.immediate_data)
-                    }
-                    None => REJECT.to_owned(),
-                },
-                "MaxBurstLength" => match number_in(value, min_len, max_len) {
-                    Some(v) => {
-                        let ours = limits.max_burst_length.clamp(MIN_DATA_LEN, MAX_DATA_LEN);
-                        let r = u32::try_from(v).unwrap_or(ours).min(ours);
-                        params.max_burst_length = r;
-                        r.to_string()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                "MaxOutstandingR2T" => match number_in(value, 1, 65_535) {
-                    Some(v) => {
-                        let ours = limits.max_outstanding_r2t.clamp(1, 65_535);
-                        let r = u32::try_from(v).unwrap_or(ours).min(ours);
-                        params.max_outstanding_r2t = r;
-                        r.to_string()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                // OR with our Yes: in-order data keeps the shell simple.
-                "DataPDUInOrder" | "DataSequenceInOrder" => match parse_bool(value) {
-                    Some(_) => {
-                        if key == "DataPDUInOrder" {
-                            params.data_pdu_in_order = true;
-                        } else {
-                            params.data_sequence_in_order = true;
-                        }
-                        yes_no(true)
-                    }
-                    None => REJECT.to_owned(),
-                },
-                "DefaultTime2Wait" => match number_in(value, 0, 3600) {
-                    Some(v) => {
-                        let r = u32::try_from(v).unwrap_or(OUR_TIME2WAIT).max(OUR_TIME2WAIT);
-                        params.default_time2wait = r;
-                        r.to_string()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                "DefaultTime2Retain" => match number_in(value, 0, 3600) {
-                    Some(v) => {
-                        let r = u32::try_from(v)
-                            .unwrap_or(OUR_TIME2RETAIN)
-                            .min(OUR_TIME2RETAIN);
-                        params.default_time2retain = r;
-                        r.to_string()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                // Minimum with our 0: we implement error recovery level 0 only.
-                "ErrorRecoveryLevel" => match number_in(value, 0, 2) {
-                    Some(_) => {
-                        params.error_recovery_level = 0;
-                        "0".to_owned()
-                    }
-                    None => REJECT.to_owned(),
-                },
-                // Obsolete markers (RFC 7143 13.25): answering No to the boolean is
-                // allowed and what RFC 3720 initiators expect from an AND key; the
-                // interval keys MUST be answered Reject.
-                "IFMarker" | "OFMarker" => match parse_bool(value) {
-                    Some(_) => yes_no(false),
-                    None => REJECT.to_owned(),
-                },
-                "IFMarkInt" | "OFMarkInt" => REJECT.to_owned(),
-                _ => NOT_UNDERSTOOD.to_owned(),
-            }),
+            KeyKind::Operational if key == "FirstBurstLength" => {
+                first_burst = Some((out.len(), value.as_str()));
+                Some(String::new())
+            }
+            KeyKind::Operational => Some(answer(params, limits, key, value)),
             _ => return Err(ParamError::WrongStage(key.clone())),
         };
         if let Some(answer) = answer {
@@ -421,27 +307,153 @@ pub fn negotiate(
         }
     }
     if let Some((at, value)) = first_burst {
-        let answer = if discovery || (params.initial_r2t && !params.immediate_data) {
-            IRRELEVANT.to_owned()
-        } else {
-            match number_in(value, min_len, max_len) {
-                Some(v) => {
-                    let ours = limits
-                        .first_burst_length
-                        .clamp(MIN_DATA_LEN, MAX_DATA_LEN)
-                        .min(params.max_burst_length);
-                    let r = u32::try_from(v).unwrap_or(ours).min(ours);
-                    params.first_burst_length = r;
-                    r.to_string()
-                }
-                None => REJECT.to_owned(),
-            }
-        };
+        let answer = first_burst_answer(params, limits, value);
         if let Some(slot) = out.get_mut(at) {
             slot.1 = answer;
         }
     }
     Ok(out)
+}
+
+/// The answer to one operational key (other than FirstBurstLength), updating `params`: a
+/// table of RFC 7143's negotiation rules, key by key.
+fn answer(params: &mut Params, limits: &TargetLimits, key: &str, value: &str) -> String {
+    let max_len = u64::from(MAX_DATA_LEN);
+    let min_len = u64::from(MIN_DATA_LEN);
+    match key {
+        "HeaderDigest" | "DataDigest" => match digest(value, limits.allow_digests) {
+            Some(on) => {
+                if key == "HeaderDigest" {
+                    params.header_digest = on;
+                } else {
+                    params.data_digest = on;
+                }
+                if on { "CRC32C" } else { "None" }.to_owned()
+            }
+            None => REJECT.to_owned(),
+        },
+        // Session-wide data-transfer keys do not apply to discovery sessions.
+        "MaxConnections"
+        | "InitialR2T"
+        | "ImmediateData"
+        | "MaxBurstLength"
+        | "MaxOutstandingR2T"
+        | "DataPDUInOrder"
+        | "DataSequenceInOrder"
+            if params.discovery =>
+        {
+            IRRELEVANT.to_owned()
+        }
+        "MaxConnections" => match number_in(value, 1, 65_535) {
+            Some(v) => {
+                let ours = limits.max_connections.max(1);
+                let r = u16::try_from(v).unwrap_or(ours).min(ours);
+                params.max_connections = r;
+                r.to_string()
+            }
+            None => REJECT.to_owned(),
+        },
+        // OR with our Yes: always Yes (see Params::initial_r2t).
+        "InitialR2T" => match parse_bool(value) {
+            Some(_) => {
+                params.initial_r2t = true;
+                yes_no(true)
+            }
+            None => REJECT.to_owned(),
+        },
+        "ImmediateData" => match parse_bool(value) {
+            Some(v) => {
+                params.immediate_data = v && limits.allow_immediate_data;
+                yes_no(params.immediate_data)
+            }
+            None => REJECT.to_owned(),
+        },
+        "MaxBurstLength" => match number_in(value, min_len, max_len) {
+            Some(v) => {
+                let ours = limits.max_burst_length.clamp(MIN_DATA_LEN, MAX_DATA_LEN);
+                let r = u32::try_from(v).unwrap_or(ours).min(ours);
+                params.max_burst_length = r;
+                r.to_string()
+            }
+            None => REJECT.to_owned(),
+        },
+        "MaxOutstandingR2T" => match number_in(value, 1, 65_535) {
+            Some(v) => {
+                let ours = limits.max_outstanding_r2t.clamp(1, 65_535);
+                let r = u32::try_from(v).unwrap_or(ours).min(ours);
+                params.max_outstanding_r2t = r;
+                r.to_string()
+            }
+            None => REJECT.to_owned(),
+        },
+        // OR with our Yes: in-order data keeps the shell simple.
+        "DataPDUInOrder" | "DataSequenceInOrder" => match parse_bool(value) {
+            Some(_) => {
+                if key == "DataPDUInOrder" {
+                    params.data_pdu_in_order = true;
+                } else {
+                    params.data_sequence_in_order = true;
+                }
+                yes_no(true)
+            }
+            None => REJECT.to_owned(),
+        },
+        "DefaultTime2Wait" => match number_in(value, 0, 3600) {
+            Some(v) => {
+                let r = u32::try_from(v).unwrap_or(OUR_TIME2WAIT).max(OUR_TIME2WAIT);
+                params.default_time2wait = r;
+                r.to_string()
+            }
+            None => REJECT.to_owned(),
+        },
+        "DefaultTime2Retain" => match number_in(value, 0, 3600) {
+            Some(v) => {
+                let r = u32::try_from(v)
+                    .unwrap_or(OUR_TIME2RETAIN)
+                    .min(OUR_TIME2RETAIN);
+                params.default_time2retain = r;
+                r.to_string()
+            }
+            None => REJECT.to_owned(),
+        },
+        // Minimum with our 0: we implement error recovery level 0 only.
+        "ErrorRecoveryLevel" => match number_in(value, 0, 2) {
+            Some(_) => {
+                params.error_recovery_level = 0;
+                "0".to_owned()
+            }
+            None => REJECT.to_owned(),
+        },
+        // Obsolete markers (RFC 7143 13.25): answering No to the boolean is
+        // allowed and what RFC 3720 initiators expect from an AND key; the
+        // interval keys MUST be answered Reject.
+        "IFMarker" | "OFMarker" => match parse_bool(value) {
+            Some(_) => yes_no(false),
+            None => REJECT.to_owned(),
+        },
+        "IFMarkInt" | "OFMarkInt" => REJECT.to_owned(),
+        _ => NOT_UNDERSTOOD.to_owned(),
+    }
+}
+
+/// FirstBurstLength, answered after every other key of the request (it depends on
+/// InitialR2T, ImmediateData and MaxBurstLength).
+fn first_burst_answer(params: &mut Params, limits: &TargetLimits, value: &str) -> String {
+    if params.discovery || (params.initial_r2t && !params.immediate_data) {
+        return IRRELEVANT.to_owned();
+    }
+    match number_in(value, u64::from(MIN_DATA_LEN), u64::from(MAX_DATA_LEN)) {
+        Some(v) => {
+            let ours = limits
+                .first_burst_length
+                .clamp(MIN_DATA_LEN, MAX_DATA_LEN)
+                .min(params.max_burst_length);
+            let r = u32::try_from(v).unwrap_or(ours).min(ours);
+            params.first_burst_length = r;
+            r.to_string()
+        }
+        None => REJECT.to_owned(),
+    }
 }
 
 #[cfg(test)]

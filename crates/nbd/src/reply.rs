@@ -147,9 +147,9 @@ pub fn failure(out: &mut Vec<u8>, structured: bool, cookie: u64, errno: u32, mes
 
 /// The success of a reply without data (WRITE, FLUSH, TRIM, ...): a simple reply, whether
 /// or not structured replies were negotiated. The protocol allows either for every command
-/// but READ, and the simple one is 16 bytes that a client reads in one receive; libnbd
-/// reads a structured chunk's header in two, which cost 4 KiB random writes at QD32 about
-/// 8% of their rate against nbdkit (which answers them simply too).
+/// but READ, and the simple one is 16 bytes that a client reads in one receive, where
+/// libnbd reads a structured chunk's header in two (BENCHMARKS.md has what that costs
+/// small writes).
 pub fn success(out: &mut Vec<u8>, cookie: u64) {
     simple(out, cookie, 0);
 }

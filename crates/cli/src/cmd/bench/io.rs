@@ -553,62 +553,13 @@ fn future_bytes<F: std::future::Future>(_: &F) -> usize {
 }
 
 pub fn run(args: IoArgs, json: bool) -> AdminResult {
-    if args.bs > 64 << 20 {
-        return Err(AdminError::usage("--bs is at most 64M"));
-    }
-    if args.member_size < args.bs * 4 {
-        return Err(AdminError::usage(
-            "--member-size must hold at least four requests of --bs",
-        ));
-    }
-    if args.dir.is_none() {
-        // Memory members are allocated up front: refuse what would not fit rather than
-        // let the allocation abort the process.
-        let want = u64::from(args.members).saturating_mul(args.member_size);
-        if let Some(avail) = mem_available() {
-            if want > avail / 10 * 9 {
-                return Err(AdminError::usage(format!(
-                    "{} members of {} need {} of memory; {} is available (use --dir for file \
-                     members, or a smaller --member-size)",
-                    args.members,
-                    size::short(args.member_size),
-                    size::short(want),
-                    size::short(avail)
-                )));
-            }
-        }
-    }
+    check_args(&args)?;
     if args.registered > 0 {
         let bytes = usize::try_from(args.registered).unwrap_or(usize::MAX);
         raidd_rt::register_arena(bytes)
             .map_err(|e| AdminError::usage(format!("--registered: {e}")))?;
     }
-    let (members, direct) = open_members(&args)?;
-    let member_kind = if args.dir.is_some() { "file" } else { "memory" };
-    let dev = match args.target {
-        Target::Raw => Device::Raw {
-            members,
-            bs: args.bs,
-        },
-        Target::Array(level) => {
-            let spec = CreateSpec {
-                name: "bench".into(),
-                homehost: raidd_admin::members::hostname(),
-                level,
-                layout: None,
-                chunk_sectors: Some((args.chunk / size::SECTOR) as u32),
-                members: members.into_iter().map(Some).collect(),
-                size_sectors: None,
-                assume_clean: true,
-                force: true,
-                bitmap_chunk: None,
-            };
-            let array = raidd_rt::block_on(create(spec))?.array;
-            array.set_stripe_cache(args.stripe_cache as usize, args.gather);
-            array.set_write_alone(args.alone);
-            Device::Array(array)
-        }
-    };
+    let (dev, direct) = device(&args)?;
     if dev.size() / args.bs < u64::from(args.threads) {
         return Err(AdminError::usage(
             "the device holds fewer requests of --bs than there are threads",
@@ -616,40 +567,8 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
     }
     let dev = Arc::new(dev);
     let before = engine_counts(&dev);
-    let ramp = Duration::from_secs_f64((args.seconds / 5.0).min(0.5));
-    let w = Window {
-        rw: args.rw,
-        bs: args.bs,
-        phase: Arc::new(AtomicU8::new(RAMP)),
-    };
     let cpu0 = cpu_seconds();
-    let threads: Vec<_> = (0..u64::from(args.threads))
-        .map(|t| {
-            let dev = dev.clone();
-            let w = w.clone();
-            let qd = args.qd;
-            let n = u64::from(args.threads);
-            std::thread::Builder::new()
-                .name(format!("raidd-bench-{t}"))
-                .spawn(move || raidd_rt::block_on(thread_load(dev, w, qd, t, n)))
-                .map_err(|e| AdminError::io("cannot start a load thread", &e))
-        })
-        .collect::<AdminResult<_>>()?;
-    std::thread::sleep(ramp);
-    w.phase.store(MEASURE, Ordering::Relaxed);
-    let measure = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    w.phase.store(STOP, Ordering::Relaxed);
-    let measured = measure.elapsed().as_secs_f64();
-    let mut total = Tally::default();
-    let mut failure = None;
-    for t in threads {
-        match t.join() {
-            Ok(Ok(t)) => total += t,
-            Ok(Err(e)) => failure = Some(e),
-            Err(_) => failure = Some("a load thread panicked".to_string()),
-        }
-    }
+    let load = load(&args, &dev);
     let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
     let after = engine_counts(&dev);
     if let Device::Array(a) = &*dev {
@@ -658,12 +577,8 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
             async move { a.close().await.map(|_| ()) }
         })?;
     }
-    if let Some(e) = failure {
-        return Err(AdminError::new(
-            raidd_admin::exit::Exit::Failure,
-            format!("bench: {e}"),
-        ));
-    }
+    let (total, measured) = load?;
+    let member_kind = if args.dir.is_some() { "file" } else { "memory" };
     let iops = total.counted as f64 / measured;
     let per_io = |x: f64| (total.all > 0).then(|| x / total.all as f64);
     let engine = before.zip(after).map(|(b, a)| EngineCounts {
@@ -719,6 +634,112 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
         return output::emit_json(&report);
     }
     output::emit(&text_report(&report))
+}
+
+/// Refuses arguments the run cannot honour, before anything is allocated.
+fn check_args(args: &IoArgs) -> AdminResult {
+    if args.bs > 64 << 20 {
+        return Err(AdminError::usage("--bs is at most 64M"));
+    }
+    if args.member_size < args.bs * 4 {
+        return Err(AdminError::usage(
+            "--member-size must hold at least four requests of --bs",
+        ));
+    }
+    if args.dir.is_none() {
+        // Memory members are allocated up front: refuse what would not fit rather than
+        // let the allocation abort the process.
+        let want = u64::from(args.members).saturating_mul(args.member_size);
+        if let Some(avail) = mem_available() {
+            if want > avail / 10 * 9 {
+                return Err(AdminError::usage(format!(
+                    "{} members of {} need {} of memory; {} is available (use --dir for file \
+                     members, or a smaller --member-size)",
+                    args.members,
+                    size::short(args.member_size),
+                    size::short(want),
+                    size::short(avail)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The device under load: the members, raw or as an array; and whether file members use
+/// direct I/O.
+fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
+    let (members, direct) = open_members(args)?;
+    let dev = match args.target {
+        Target::Raw => Device::Raw {
+            members,
+            bs: args.bs,
+        },
+        Target::Array(level) => {
+            let spec = CreateSpec {
+                name: "bench".into(),
+                homehost: raidd_admin::members::hostname(),
+                level,
+                layout: None,
+                chunk_sectors: Some((args.chunk / size::SECTOR) as u32),
+                members: members.into_iter().map(Some).collect(),
+                size_sectors: None,
+                assume_clean: true,
+                force: true,
+                bitmap_chunk: None,
+            };
+            let array = raidd_rt::block_on(create(spec))?.array;
+            array.set_stripe_cache(args.stripe_cache as usize, args.gather);
+            array.set_write_alone(args.alone);
+            Device::Array(array)
+        }
+    };
+    Ok((dev, direct))
+}
+
+/// Runs the load threads: a ramp, then `args.seconds` measured. What they did in the
+/// measured time, and how long that was (seconds); a thread's failure is the error.
+fn load(args: &IoArgs, dev: &Arc<Device>) -> AdminResult<(Tally, f64)> {
+    let ramp = Duration::from_secs_f64((args.seconds / 5.0).min(0.5));
+    let w = Window {
+        rw: args.rw,
+        bs: args.bs,
+        phase: Arc::new(AtomicU8::new(RAMP)),
+    };
+    let threads: Vec<_> = (0..u64::from(args.threads))
+        .map(|t| {
+            let dev = dev.clone();
+            let w = w.clone();
+            let qd = args.qd;
+            let n = u64::from(args.threads);
+            std::thread::Builder::new()
+                .name(format!("raidd-bench-{t}"))
+                .spawn(move || raidd_rt::block_on(thread_load(dev, w, qd, t, n)))
+                .map_err(|e| AdminError::io("cannot start a load thread", &e))
+        })
+        .collect::<AdminResult<_>>()?;
+    std::thread::sleep(ramp);
+    w.phase.store(MEASURE, Ordering::Relaxed);
+    let measure = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    w.phase.store(STOP, Ordering::Relaxed);
+    let measured = measure.elapsed().as_secs_f64();
+    let mut total = Tally::default();
+    let mut failure = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(t)) => total += t,
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => failure = Some("a load thread panicked".to_string()),
+        }
+    }
+    match failure {
+        Some(e) => Err(AdminError::new(
+            raidd_admin::exit::Exit::Failure,
+            format!("bench: {e}"),
+        )),
+        None => Ok((total, measured)),
+    }
 }
 
 fn engine_counts(dev: &Device) -> Option<EngineCounts> {

@@ -14,6 +14,8 @@ done
 ls /usr/lib/*/qemu/block-iscsi.so >/dev/null 2>&1 || raidd_need_apt+=(qemu-block-extra)
 # nbdsh runs on the system Python with Debian's nbd module.
 /usr/bin/python3 -c 'import nbd' >/dev/null 2>&1 || raidd_need_apt+=(python3-libnbd)
+# The hostile-member tests serve images from a FUSE filesystem they can make hang.
+/usr/bin/python3 -c 'import fusepy' >/dev/null 2>&1 || raidd_need_apt+=(python3-fusepy)
 if [ ${#raidd_need_apt[@]} -gt 0 ]; then
     # The qemu packages go in as one set, from the release itself. A qemu-utils of another
     # version (this machine image carries 10.0 from bookworm-backports) cannot sit beside

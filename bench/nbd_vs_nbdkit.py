@@ -2,10 +2,10 @@
 """raidd's NBD export against nbdkit on the same backing file, with the same fio jobs.
 
 raidd serves a one-member linear array over a file on tmpfs; nbdkit's file plugin serves
-the same file. Both servers are pinned to the same CPUs, fio to others; each job runs on
-both servers in alternating order for several rounds, and the script prints medians and
-the raidd/nbdkit ratio (higher is better for raidd on every row) plus server CPU time per
-I/O, read from /proc/PID/stat around each run.
+the same file's data area (the offset filter). Both servers are pinned to the same CPUs,
+fio to others; each job runs on both servers in alternating order for several rounds, and
+the script prints medians and the raidd/nbdkit ratio (higher is better for raidd on every
+row) plus server CPU time per I/O, read from /proc/PID/stat around each run.
 
 Every round starts both servers afresh (new processes, new connections). On this VM a
 process runs in one of two speeds for its whole life, for nbdkit and raidd alike (4 KiB
@@ -68,11 +68,17 @@ def main():
     try:
         backing = os.path.join(shm, "backing.img")
         # One linear member: the array's data starts after md's data offset, so the member
-        # is that much larger than the exported size; nbdkit serves the whole file.
+        # is that much larger than the exported size. nbdkit serves the same bytes, the
+        # data area (its offset filter): served whole, the file's superblock is what a
+        # random write job overwrites first, and the next round's raidd finds no array.
         subprocess.run(
             [args.raidd, "create", "--level", "linear", "--name", "bench", "--size",
              str(int(args.size) + (64 << 20)), "--force", backing],
             check=True, stdout=subprocess.DEVNULL)
+        examined = json.loads(subprocess.run(
+            [args.raidd, "examine", "--json", backing],
+            check=True, capture_output=True, text=True).stdout)
+        data_offset = examined["members"][0]["superblock"]["data_offset_sectors"] * 512
         conf = os.path.join(shm, "raidd.toml")
 
         def start():
@@ -89,7 +95,8 @@ def main():
             procs.append(raidd)
             nbdkit = subprocess.Popen(
                 ["taskset", "-c", args.server_cpus, "nbdkit", "-f", "-p", str(kport),
-                 "-i", "127.0.0.1", "file", backing])
+                 "-i", "127.0.0.1", "--filter=offset", "file", backing,
+                 f"offset={data_offset}", f"range={args.size}"])
             procs.append(nbdkit)
             wait_port(rport, raidd, "raidd")
             wait_port(kport, nbdkit, "nbdkit")

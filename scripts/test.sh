@@ -10,6 +10,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== walls: no import circles in the engine and the server, no function over 100 lines"
+python3 scripts/walls.py
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1
 echo "== unsafe code under AddressSanitizer"

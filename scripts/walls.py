@@ -16,7 +16,7 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-WALLED = ["crates/engine/src", "crates/server/src"]
+WALLED = ["crates/engine/src", "crates/server/src", "crates/sim/src", "crates/cli/src/cmd/bench"]
 MAX_LINES = 100
 # Pure decoding tables: one `match` over opcodes or keys, each arm a line or two.
 TABLES = {

@@ -102,6 +102,10 @@ pub(crate) struct Runtime {
     plugged_spare: RefCell<Vec<Waker>>,
     /// Releases so far: a task waiting in [`unplugged`] since an earlier value is released.
     unplug_epoch: Cell<u64>,
+    /// Wakers of tasks waiting in [`idle`], released after the plugs, and their epoch.
+    idlers: RefCell<Vec<Waker>>,
+    idlers_spare: RefCell<Vec<Waker>>,
+    idle_epoch: Cell<u64>,
     /// Wakers of finished tasks that nothing else holds, for the next tasks.
     free_wakers: RefCell<Vec<Arc<TaskWaker>>>,
 }
@@ -136,6 +140,9 @@ impl Runtime {
             plugged: RefCell::new(Vec::new()),
             plugged_spare: RefCell::new(Vec::new()),
             unplug_epoch: Cell::new(0),
+            idlers: RefCell::new(Vec::new()),
+            idlers_spare: RefCell::new(Vec::new()),
+            idle_epoch: Cell::new(0),
             free_wakers: RefCell::new(Vec::new()),
         })
     }
@@ -254,6 +261,22 @@ impl Runtime {
                         w.wake();
                     }
                     *self.plugged_spare.borrow_mut() = wakers;
+                }
+                continue;
+            }
+            if idle && !self.idlers.borrow().is_empty() {
+                // Nothing plugged either: the moment simulated time may move on. Finished
+                // real I/O comes first, as for the plugs.
+                self.driver.poll_nowait();
+                self.drain_remote();
+                if self.ready.borrow().is_empty() {
+                    let mut wakers = std::mem::take(&mut *self.idlers_spare.borrow_mut());
+                    std::mem::swap(&mut wakers, &mut *self.idlers.borrow_mut());
+                    self.idle_epoch.set(self.idle_epoch.get() + 1);
+                    for w in wakers.drain(..) {
+                        w.wake();
+                    }
+                    *self.idlers_spare.borrow_mut() = wakers;
                 }
                 continue;
             }
@@ -439,12 +462,25 @@ pub fn io_stats() -> crate::IoStats {
 /// are already arriving can join it, without a timer and without delaying a lone request
 /// by more than one turn of the executor.
 pub async fn unplugged() {
+    released(|rt| (&rt.plugged, &rt.unplug_epoch)).await
+}
+
+/// Waits until this thread's executor has nothing at all to do: no task ready, none waiting
+/// in [`unplugged`], no finished I/O to take in. A simulated clock waits here to move time
+/// on to its next event, so simulated time passes only when every task waits for it.
+pub async fn idle() {
+    released(|rt| (&rt.idlers, &rt.idle_epoch)).await
+}
+
+/// Waits in the list of wakers `list` picks out until the list's epoch moves on.
+async fn released(list: impl Fn(&Runtime) -> (&RefCell<Vec<Waker>>, &Cell<u64>)) {
     // The release epoch the task registered in, and its place in the list of wakers.
     let mut registered: Option<(u64, usize)> = None;
     std::future::poll_fn(|cx| {
         with_runtime(|rt| {
-            let epoch = rt.unplug_epoch.get();
-            let mut wakers = rt.plugged.borrow_mut();
+            let (list, epoch) = list(rt);
+            let epoch = epoch.get();
+            let mut wakers = list.borrow_mut();
             match registered {
                 Some((e, _)) if e != epoch => Poll::Ready(()),
                 Some((_, i)) => {

@@ -29,7 +29,7 @@ pub use arena::{register_arena, MAX_ARENA};
 pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
 pub use driver::{Backend, Dispatch, IoStats, RingWait};
 pub use executor::{
-    backend, block_on, io_stats, ring_wait, set_gather, set_poll, shutdown, spawn_detached,
+    backend, block_on, idle, io_stats, ring_wait, set_gather, set_poll, shutdown, spawn_detached,
     spawn_local, unplugged, yield_now, JoinHandle,
 };
 pub use pooled::{PooledFuture, BLOCK_ALIGN};

@@ -7,9 +7,11 @@ mod contract;
 mod fault;
 mod file;
 mod memory;
+mod sim;
 mod syncs;
 
 pub use contract::{read_bytes, windows_lost, write_bytes, Member, MemberFuture, MemberInfo};
 pub use fault::{FaultControl, FaultMember, FaultPlan};
 pub use file::{FileMember, OpenOptions};
 pub use memory::MemMember;
+pub use sim::{SimMember, SimWorld};

@@ -9,20 +9,22 @@
 //! by the same tool.
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FileMember, MemMember, OpenOptions};
-use raidd_engine::{Alone, Array, Gather, Member};
+use raidd_engine::{Alone, Gather};
 use raidd_layout::Level;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
 
+use super::target::{
+    close_array, cpu_seconds, make_array, mem_available, open_members, ArraySetup, Device,
+    MemberKind,
+};
 use crate::cmd::create::parse_level;
 use crate::output;
 use raidd_admin::exit::{AdminError, AdminResult};
@@ -202,66 +204,6 @@ impl Offsets {
     }
 }
 
-/// The raw target's addressing: block `offset / bs` lives on member `block % members`, at
-/// that member's block `block / members`.
-pub fn raw_place(offset: u64, bs: u64, members: usize) -> (usize, u64) {
-    let block = offset / bs;
-    let n = members as u64;
-    ((block % n) as usize, block / n * bs)
-}
-
-/// What the load runs against.
-enum Device {
-    Raw {
-        members: Vec<Arc<dyn Member>>,
-        bs: u64,
-    },
-    Array(Arc<Array>),
-}
-
-impl Device {
-    fn size(&self) -> u64 {
-        match self {
-            Device::Raw { members, bs } => {
-                let smallest = members
-                    .iter()
-                    .map(|m| m.info().size_bytes)
-                    .min()
-                    .unwrap_or(0);
-                smallest / bs * bs * members.len() as u64
-            }
-            Device::Array(a) => a.size_bytes(),
-        }
-    }
-
-    async fn read(&self, offset: u64, iov: IoVecMut) -> Result<(), String> {
-        match self {
-            Device::Raw { members, bs } => {
-                let (m, at) = raw_place(offset, *bs, members.len());
-                let (r, _iov) = members[m].read(at, iov).await;
-                r.map_err(|e| format!("{}: read at {at}: {e}", members[m].info().name))
-            }
-            Device::Array(a) => {
-                let (r, _iov) = a.read(offset, iov).await;
-                r.map_err(|e| e.to_string())
-            }
-        }
-    }
-
-    async fn write(&self, offset: u64, iov: IoVec) -> Result<(), String> {
-        match self {
-            Device::Raw { members, bs } => {
-                let (m, at) = raw_place(offset, *bs, members.len());
-                members[m]
-                    .write(at, iov)
-                    .await
-                    .map_err(|e| format!("{}: write at {at}: {e}", members[m].info().name))
-            }
-            Device::Array(a) => a.write(offset, iov).await.map_err(|e| e.to_string()),
-        }
-    }
-}
-
 /// The phases of a run, which the main thread moves through while the load runs; reading
 /// a flag that rarely changes costs the load less than a clock read per request.
 const RAMP: u8 = 0;
@@ -378,124 +320,6 @@ async fn thread_load(
     Ok(total)
 }
 
-/// Member files in `dir`, created and filled with data when missing or of another size
-/// (written under a temporary name, so a file of the right name is always complete).
-fn member_files(dir: &Path, n: usize, size: u64) -> AdminResult<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| AdminError::io(format_args!("cannot create {}", dir.display()), &e))?;
-    let mut paths = Vec::new();
-    for i in 0..n {
-        let path = dir.join(format!("raidd-bench-{i}.img"));
-        let ok = std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == size);
-        if !ok {
-            eprintln!("bench: filling {} ({})", path.display(), size::short(size));
-            fill_file(&path, size, i as u64)?;
-        }
-        paths.push(path);
-    }
-    Ok(paths)
-}
-
-fn fill_file(path: &Path, size: u64, seed: u64) -> AdminResult {
-    use std::io::Write;
-    let tmp = path.with_extension("filling");
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        let mut block = vec![0u8; 1 << 20];
-        let mut x = 0x5eed_0000 + seed;
-        let mut left = size;
-        while left > 0 {
-            fill_block(&mut block, &mut x);
-            let n = left.min(block.len() as u64) as usize;
-            f.write_all(&block[..n])?;
-            left -= n as u64;
-        }
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        // A half-written file (a full disk, most likely) is not left behind.
-        let _ = std::fs::remove_file(&tmp);
-        AdminError::io(format_args!("cannot fill {}", tmp.display()), &e)
-    })
-}
-
-/// Pseudo-random member contents (an LCG: cheap, never all zero).
-fn fill_block(block: &mut [u8], x: &mut u64) {
-    for w in block.chunks_exact_mut(8) {
-        *x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        w.copy_from_slice(&x.to_le_bytes());
-    }
-}
-
-fn open_members(args: &IoArgs) -> AdminResult<(Vec<Arc<dyn Member>>, bool)> {
-    let n = usize::from(args.members);
-    let Some(dir) = &args.dir else {
-        let m = (0..n)
-            .map(|i| {
-                let m = MemMember::new(format!("mem{i}"), args.member_size);
-                // Written once, as the files are: every page is mapped before the clock
-                // starts, so no run pays page faults that another does not.
-                let mut block = vec![0u8; 1 << 20];
-                let mut x = 0x5eed_0000 + i as u64;
-                let mut at = 0;
-                while at < args.member_size {
-                    fill_block(&mut block, &mut x);
-                    let n = (args.member_size - at).min(block.len() as u64) as usize;
-                    m.write_sync(at, &block[..n]);
-                    at += n as u64;
-                }
-                Arc::new(m) as Arc<dyn Member>
-            })
-            .collect();
-        return Ok((m, false));
-    };
-    let mut members = Vec::new();
-    let mut direct = true;
-    for path in member_files(dir, n, args.member_size)? {
-        let opts = OpenOptions {
-            write: true,
-            direct: None,
-            exclusive: true,
-            timeout: None,
-        };
-        let m = FileMember::open(&path, opts)?;
-        direct &= m.is_direct();
-        members.push(Arc::new(m) as Arc<dyn Member>);
-    }
-    Ok((members, direct))
-}
-
-/// Bytes of memory available for new allocations (`MemAvailable` in `/proc/meminfo`).
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    meminfo_available(&text)
-}
-
-/// `MemAvailable` from the text of `/proc/meminfo`, in bytes.
-pub fn meminfo_available(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
-/// CPU seconds (user + system) this process has used, from `/proc/self/stat`.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // USER_HZ, the unit of these fields, is 100 on Linux whatever the kernel tick.
-    cpu_ticks(&stat).map(|t| t as f64 / 100.0)
-}
-
-/// utime + stime from a `/proc/PID/stat` line (fields 14 and 15, counted after the
-/// command name, which may hold spaces and parentheses).
-pub fn cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace().skip(11);
-    let utime: u64 = f.next()?.parse().ok()?;
-    let stime: u64 = f.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
 /// Counters of the array that say how requests were served, as totals over the run.
 #[derive(Debug, Default, Serialize)]
 pub struct EngineCounts {
@@ -572,10 +396,7 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
     let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
     let after = engine_counts(&dev);
     if let Device::Array(a) = &*dev {
-        raidd_rt::block_on({
-            let a = a.clone();
-            async move { a.close().await.map(|_| ()) }
-        })?;
+        close_array(a, None)?;
     }
     let (total, measured) = load?;
     let member_kind = if args.dir.is_some() { "file" } else { "memory" };
@@ -669,29 +490,30 @@ fn check_args(args: &IoArgs) -> AdminResult {
 /// The device under load: the members, raw or as an array; and whether file members use
 /// direct I/O.
 fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
-    let (members, direct) = open_members(args)?;
+    let kind = match &args.dir {
+        Some(dir) => MemberKind::File {
+            dir: dir.clone(),
+            size: args.member_size,
+        },
+        None => MemberKind::Memory {
+            size: args.member_size,
+        },
+    };
+    let (members, direct) = open_members(&kind, usize::from(args.members))?;
     let dev = match args.target {
         Target::Raw => Device::Raw {
             members,
             bs: args.bs,
         },
         Target::Array(level) => {
-            let spec = CreateSpec {
-                name: "bench".into(),
-                homehost: raidd_admin::members::hostname(),
+            let setup = ArraySetup {
                 level,
-                layout: None,
-                chunk_sectors: Some((args.chunk / size::SECTOR) as u32),
-                members: members.into_iter().map(Some).collect(),
-                size_sectors: None,
-                assume_clean: true,
-                force: true,
-                bitmap_chunk: None,
+                chunk: args.chunk,
+                stripe_cache: args.stripe_cache,
+                gather: args.gather,
+                alone: args.alone,
             };
-            let array = raidd_rt::block_on(create(spec))?.array;
-            array.set_stripe_cache(args.stripe_cache as usize, args.gather);
-            array.set_write_alone(args.alone);
-            Device::Array(array)
+            Device::Array(make_array(members, setup, None)?)
         }
     };
     Ok((dev, direct))
@@ -841,41 +663,6 @@ mod tests {
             .filter(|_| o.next_offset() == other.next_offset())
             .count();
         assert!(same < 10, "threads draw different sequences");
-    }
-
-    #[test]
-    fn raw_placement_goes_round_the_members() {
-        let bs = 4096;
-        let placed: Vec<(usize, u64)> = (0..8).map(|b| raw_place(b * bs, bs, 3)).collect();
-        assert_eq!(
-            placed,
-            [
-                (0, 0),
-                (1, 0),
-                (2, 0),
-                (0, 4096),
-                (1, 4096),
-                (2, 4096),
-                (0, 8192),
-                (1, 8192)
-            ]
-        );
-    }
-
-    #[test]
-    fn cpu_ticks_parse_past_odd_command_names() {
-        let line = "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 30 0 0 20 0 1 0";
-        assert_eq!(cpu_ticks(line), Some(280));
-        assert_eq!(cpu_ticks("garbage"), None);
-        assert_eq!(cpu_ticks("1 (x) S 1 2"), None);
-    }
-
-    #[test]
-    fn meminfo_gives_available_bytes() {
-        let text = "MemTotal:       24558044 kB\nMemFree:  100 kB\nMemAvailable:   20000 kB\n";
-        assert_eq!(meminfo_available(text), Some(20000 * 1024));
-        assert_eq!(meminfo_available("MemTotal: 5 kB\n"), None);
-        assert_eq!(meminfo_available("MemAvailable: lots\n"), None);
     }
 
     #[test]

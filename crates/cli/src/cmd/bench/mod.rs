@@ -1,5 +1,6 @@
-//! `raidd bench`: measurements that need no server: parity kernels, and the engine's I/O
-//! path driven in-process against its own members.
+//! `raidd bench`: measurements that need no server: parity kernels, the engine's I/O path
+//! driven in-process against its own members, and sweeps over request sizes and patterns
+//! on memory, file or simulated members.
 
 use clap::{Args, Subcommand};
 
@@ -7,7 +8,13 @@ use raidd_admin::exit::AdminResult;
 use raidd_admin::size;
 
 pub mod io;
+mod load;
 pub mod parity;
+mod plot;
+mod report;
+mod spec;
+pub mod sweep;
+mod target;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -27,11 +34,17 @@ pub enum BenchWhat {
     /// Drives an array, or its members directly, with an in-process load (no network, no
     /// client): the RAID layer's cost and scaling, as IOPS, bandwidth and CPU per I/O.
     Io(io::IoArgs),
+    /// Sweeps request sizes and patterns over one or more targets, Iometer style: IOPS,
+    /// MB/s, response-time percentiles and CPU per request for each point, as a table,
+    /// JSON, CSV (Iometer's column names) and an SVG plot. Members may be simulated drives
+    /// (sim:MODEL), which run in simulated time.
+    Sweep(Box<sweep::SweepArgs>),
 }
 
 pub fn run(args: BenchArgs, json: bool) -> AdminResult {
     match args.what {
         BenchWhat::Parity { seconds } => parity::run(seconds, json),
         BenchWhat::Io(a) => io::run(a, json),
+        BenchWhat::Sweep(a) => sweep::run(*a, json),
     }
 }

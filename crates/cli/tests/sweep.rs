@@ -1,0 +1,289 @@
+//! `raidd bench sweep`: the fixed contract scripts rely on, simulated members in simulated
+//! time (deterministic, fast), the CSV and the plot, and bad input.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::time::Instant;
+
+use common::*;
+use serde_json::Value;
+
+fn sweep(extra: &[&str]) -> Run {
+    let mut a = vec!["bench", "sweep"];
+    a.extend_from_slice(extra);
+    raidd(&a)
+}
+
+/// The issue's own command line, as written, gives one row per size with every field of
+/// the contract, in the order asked.
+#[test]
+fn the_contract_command_gives_its_rows() {
+    let j = sweep(&[
+        "--target",
+        "raid0",
+        "--members",
+        "2",
+        "--member",
+        "sim:djna-371350",
+        "--sizes",
+        "1K,2K,4K,8K,16K",
+        "--rw",
+        "read",
+        "--qd",
+        "1",
+        "--seconds",
+        "10",
+        "--json",
+    ])
+    .ok()
+    .json();
+    let rows = j["rows"].as_array().unwrap();
+    let sizes: Vec<u64> = rows.iter().map(|r| r["bs"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, [1024, 2048, 4096, 8192, 16384]);
+    for r in rows {
+        for f in [
+            "iops",
+            "mb_per_s",
+            "lat_mean_us",
+            "lat_p99_us",
+            "cpu_per_io_us",
+        ] {
+            assert!(r[f].as_f64().unwrap() > 0.0, "{f} in {r}");
+        }
+        // MB/s is IOPS times the size, in decimal megabytes.
+        let (iops, mb, bs) = (
+            r["iops"].as_f64().unwrap(),
+            r["mb_per_s"].as_f64().unwrap(),
+            r["bs"].as_f64().unwrap(),
+        );
+        assert!((iops * bs / 1e6 - mb).abs() < 1e-6 * mb, "{r}");
+        assert_eq!(r["seconds"], 10.0);
+        assert_eq!(r["simulated"], true);
+    }
+    // At QD1 a request costs the model's 0.5 ms command overhead at least: no row above
+    // 2000 IOPS, and at 1 KiB it is nearly all of it.
+    let iops: Vec<f64> = rows.iter().map(|r| r["iops"].as_f64().unwrap()).collect();
+    assert!(iops.iter().all(|&i| i < 2000.0), "{iops:?}");
+    assert!(iops[0] > 1800.0, "{iops:?}");
+    // Bigger requests move more bytes per second.
+    let mb: Vec<f64> = rows
+        .iter()
+        .map(|r| r["mb_per_s"].as_f64().unwrap())
+        .collect();
+    assert!(mb.windows(2).all(|w| w[1] > w[0]), "{mb:?}");
+}
+
+/// The same seed and configuration give a byte-identical CSV, and a 5-size × 2-mode sweep
+/// over simulated disks takes well under 5 s of wall time.
+#[test]
+fn simulated_sweeps_are_deterministic_and_fast() {
+    let dir = scratch();
+    let run = |name: &str| {
+        let csv = dir.path().join(name);
+        let t = Instant::now();
+        sweep(&[
+            "--target",
+            "raid5",
+            "--members",
+            "4",
+            "--member",
+            "sim:djna-371350",
+            "--sizes",
+            "1K..16K",
+            "--rw",
+            "randread,randwrite",
+            "--qd",
+            "4",
+            "--seconds",
+            "10",
+            "--seed",
+            "7",
+            "--csv",
+            csv.to_str().unwrap(),
+        ])
+        .ok();
+        (std::fs::read(&csv).unwrap(), t.elapsed())
+    };
+    let (a, took) = run("a.csv");
+    let (b, _) = run("b.csv");
+    assert_eq!(a, b, "two runs of the same sweep differ");
+    assert!(took.as_secs_f64() < 5.0, "took {took:?}");
+    let text = String::from_utf8(a).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 11, "a header and 10 points");
+    // Iometer's names, so a spreadsheet that knows Iometer's results knows these.
+    let header: Vec<&str> = lines[0].split(',').collect();
+    for col in [
+        "Target Type",
+        "Target Name",
+        "Access Specification Name",
+        "IOps",
+        "MBps (Decimal)",
+        "Average Response Time",
+        "Maximum Response Time",
+        "% CPU Utilization",
+    ] {
+        assert!(header.contains(&col), "no {col:?} in {header:?}");
+    }
+    assert!(lines[1].starts_with("SIMULATED,raid5 over 4 sim:djna-371350,randread 1024,"));
+    // A different seed draws other requests.
+    let other = sweep(&[
+        "--target",
+        "raid5",
+        "--members",
+        "4",
+        "--member",
+        "sim:djna-371350",
+        "--sizes",
+        "4K",
+        "--rw",
+        "randread",
+        "--qd",
+        "4",
+        "--seconds",
+        "10",
+        "--seed",
+        "8",
+        "--json",
+    ])
+    .ok()
+    .json();
+    let seven: Vec<&str> = lines[3].split(',').collect();
+    let iops_seven: f64 = seven[8].parse().unwrap();
+    assert_ne!(other["rows"][0]["iops"].as_f64().unwrap(), iops_seven);
+}
+
+/// Memory members: several targets and patterns in one command line make one series
+/// each, `--count` measures exactly that many requests, and the plot has a line per series.
+#[test]
+fn memory_sweeps_count_requests_and_plot_every_series() {
+    let dir = scratch();
+    let svg = dir.path().join("s.svg");
+    let j = sweep(&[
+        "--target",
+        "raw",
+        "--target",
+        "raid5",
+        "--members",
+        "4",
+        "--member-size",
+        "16M",
+        "--sizes",
+        "4K,64K",
+        "--rw",
+        "read,randwrite",
+        "--qd",
+        "8",
+        "--workers",
+        "2",
+        "--count",
+        "500",
+        "--ramp",
+        "0",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ])
+    .ok()
+    .json();
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2 * 2);
+    for r in rows {
+        assert_eq!(r["ios"], 500, "{r}");
+        assert_eq!(r["simulated"], false);
+        assert_eq!(r["workers"], 2);
+    }
+    let writes: Vec<&Value> = rows.iter().filter(|r| r["rw"] == "randwrite").collect();
+    assert!(writes
+        .iter()
+        .all(|r| r["write_ios"] == 500 && r["read_ios"] == 0));
+    assert_eq!(rows[0]["target"], "raw over 4 memory");
+    assert_eq!(rows[4]["target"], "raid5 over 4 memory");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    // Four series, each a line in both panels.
+    assert_eq!(text.matches("<polyline").count(), 8, "{text}");
+    assert!(text.contains("raid5 over 4 memory randwrite"));
+}
+
+/// A mix by percentages, a topology file, and the bad input a user may type.
+#[test]
+fn mixes_topologies_and_bad_input() {
+    let dir = scratch();
+    let topo = dir.path().join("pata.toml");
+    std::fs::write(
+        &topo,
+        "bus_mb_s = 133\n[[controller]]\n[[controller.channel]]\noverlap = false\n\
+         drives = [\"djna-371350\", \"djna-371350\"]\n",
+    )
+    .unwrap();
+    let j = sweep(&[
+        "--target",
+        "raid1",
+        "--member",
+        "sim:djna-371350",
+        "--topology",
+        topo.to_str().unwrap(),
+        "--sizes",
+        "8K",
+        "--read-pct",
+        "70",
+        "--random-pct",
+        "50",
+        "--seconds",
+        "2",
+        "--json",
+    ])
+    .ok()
+    .json();
+    let r = &j["rows"][0];
+    assert_eq!(r["rw"], "70r/30w-50rnd");
+    assert_eq!(r["target"], "raid1 over 2 sim:djna-371350");
+    let share = r["read_ios"].as_f64().unwrap() / r["ios"].as_f64().unwrap();
+    assert!((share - 0.7).abs() < 0.1, "{r}");
+    let bad_topo = dir.path().join("bad.toml");
+    std::fs::write(&bad_topo, "[[controller]]\nchannel = []\n").unwrap();
+    for (args, want) in [
+        (vec!["--member", "sim:nope"], "no drive model"),
+        (vec!["--member", "disk"], "unknown member kind"),
+        (vec!["--member", "file"], "needs --dir"),
+        (vec!["--sizes", "3K..8K"], "power of two"),
+        (vec!["--sizes", "1000"], "invalid size"),
+        (vec!["--rw", "trim"], "unknown pattern"),
+        (vec!["--random-pct", "5"], "needs --read-pct"),
+        (vec!["--target", "raid9"], "raid9"),
+        (
+            vec![
+                "--member",
+                "sim:djna-371350",
+                "--topology",
+                bad_topo.to_str().unwrap(),
+            ],
+            "without channels",
+        ),
+        (
+            vec![
+                "--member",
+                "sim:djna-371350",
+                "--topology",
+                topo.to_str().unwrap(),
+                "--members",
+                "3",
+            ],
+            "places 2 drives",
+        ),
+        (vec!["--topology", topo.to_str().unwrap()], "sim:MODEL"),
+        (
+            vec!["--member-size", "8K", "--sizes", "4K"],
+            "four requests",
+        ),
+    ] {
+        let mut a = args.clone();
+        a.extend(["--seconds", "0.1"]);
+        let r = sweep(&a);
+        // Usage errors, from the argument parser or after it: exit 2, the reason said.
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+}

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Instant;
 
+use common::daemon::*;
 use common::*;
 use serde_json::Value;
 
@@ -286,4 +287,90 @@ fn mixes_topologies_and_bad_input() {
         assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     }
+}
+
+/// One command line measures two NBD servers: raidd serving a RAID5 and nbdkit's memory
+/// plugin. Each gets a connection per worker; the CSV reads back through Python's csv
+/// module (the dialect spreadsheets read) under Iometer's column names.
+#[test]
+fn nbd_targets_put_two_servers_in_one_sweep() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid5", 4, &[]);
+    let d = Daemon::start(dir.path(), &array_config("raid5", &members));
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let pidfile = dir.path().join("nbdkit.pid");
+    let mut kit = std::process::Command::new("nbdkit")
+        .args(["-f", "-P", pidfile.to_str().unwrap(), "-i", "127.0.0.1"])
+        .args(["-p", &port.to_string(), "memory", "64M"])
+        .spawn()
+        .expect("nbdkit (Debian's nbdkit package)");
+    // nbdkit writes its PID file once it listens.
+    let t = Instant::now();
+    while !pidfile.exists() {
+        assert!(t.elapsed().as_secs() < 20, "nbdkit did not start");
+        assert!(kit.try_wait().unwrap().is_none(), "nbdkit exited");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let csv = dir.path().join("servers.csv");
+    let kit_url = format!("nbd://127.0.0.1:{port}/");
+    let j = sweep(&[
+        "--target",
+        &d.uri("raid5"),
+        "--target",
+        &kit_url,
+        "--sizes",
+        "4K,64K",
+        "--rw",
+        "randread,write",
+        "--qd",
+        "4",
+        "--workers",
+        "2",
+        "--seconds",
+        "0.5",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--json",
+    ])
+    .ok()
+    .json();
+    let _ = kit.kill();
+    let _ = kit.wait();
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["simulated"], false);
+    }
+    assert!(rows[0]["target"].as_str().unwrap().ends_with("/raid5"));
+    assert_eq!(rows[4]["target"], format!("nbd://127.0.0.1:{port}/"));
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import csv,sys\n\
+             rows = list(csv.DictReader(open(sys.argv[1], newline='')))\n\
+             print(len(rows), sorted({r['Target Type'] for r in rows}), \
+             all(float(r['IOps']) > 0 for r in rows), \
+             sorted({r['Transfer Request Size'] for r in rows}))",
+            csv.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "8 ['NETWORK'] True ['4096', '65536']"
+    );
+    // A server that is not there is a clear error.
+    let r = sweep(&["--target", "nbd://127.0.0.1:1/x", "--seconds", "0.1"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot connect"), "{}", r.stderr);
+    d.stop();
 }

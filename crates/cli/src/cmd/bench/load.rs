@@ -17,8 +17,72 @@ use hdrhistogram::Histogram;
 use raidd_engine::member::SimWorld;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
+use super::nbd::{Conn, NbdUrl};
 use super::spec::{Access, Stream};
 use super::target::{cpu_seconds, Device};
+
+/// What a point drives: a device in this process, or an NBD export (a connection per
+/// worker).
+#[derive(Clone)]
+pub enum Target {
+    Local(Arc<Device>),
+    Nbd { url: NbdUrl, size: u64 },
+}
+
+impl Target {
+    fn size(&self) -> u64 {
+        match self {
+            Target::Local(d) => d.size(),
+            Target::Nbd { size, .. } => *size,
+        }
+    }
+}
+
+/// A worker's way to its target.
+enum Session {
+    Local(Arc<Device>),
+    Nbd(Rc<Conn>),
+}
+
+impl Session {
+    fn open(t: &Target) -> Result<Session, String> {
+        Ok(match t {
+            Target::Local(d) => Session::Local(d.clone()),
+            Target::Nbd { url, .. } => Session::Nbd(Conn::open(url)?),
+        })
+    }
+
+    /// One request of `len` bytes at `offset`, from or into `buf`.
+    async fn io(
+        &self,
+        write: bool,
+        offset: u64,
+        buf: &SharedBuf,
+        len: usize,
+    ) -> Result<(), String> {
+        let lent = "the last request gave the buffer back";
+        match self {
+            Session::Local(dev) if write => {
+                let mut iov = IoVec::new();
+                iov.push(buf.slice(0..len).expect(lent));
+                dev.write(offset, iov).await
+            }
+            Session::Local(dev) => {
+                let mut iov = IoVecMut::new();
+                iov.push(buf.slice_mut(0..len).expect(lent));
+                dev.read(offset, iov).await
+            }
+            Session::Nbd(c) if write => {
+                let data = buf.slice(0..len).expect(lent);
+                c.write(offset, data.as_slice()).await
+            }
+            Session::Nbd(c) => {
+                let n = u32::try_from(len).map_err(|_| "a read over 4 GiB".to_string())?;
+                c.read(offset, n).await.map(|_| ())
+            }
+        }
+    }
+}
 
 /// What a point's clock reads: simulated or real nanoseconds.
 #[derive(Clone, Debug)]
@@ -124,7 +188,7 @@ struct SlotTally {
 }
 
 async fn slot(
-    dev: Arc<Device>,
+    session: Rc<Session>,
     stream: Rc<RefCell<Stream>>,
     w: Window,
     access: Access,
@@ -154,21 +218,7 @@ async fn slot(
             break;
         };
         let req = stream.borrow_mut().next_req();
-        if req.write {
-            let mut iov = IoVec::new();
-            iov.push(
-                buf.slice(0..len)
-                    .expect("the last request gave the buffer back"),
-            );
-            dev.write(req.offset, iov).await?;
-        } else {
-            let mut iov = IoVecMut::new();
-            iov.push(
-                buf.slice_mut(0..len)
-                    .expect("the last request gave the buffer back"),
-            );
-            dev.read(req.offset, iov).await?;
-        }
+        session.io(req.write, req.offset, &buf, len).await?;
         let end = w.clock.now_ns();
         t.all += 1;
         if measured {
@@ -191,14 +241,15 @@ async fn slot(
 
 /// One worker's slots, on this thread.
 async fn worker(
-    dev: Arc<Device>,
+    target: Target,
     plan: Plan,
     w: Window,
     index: u32,
 ) -> Result<Vec<SlotTally>, String> {
+    let session = Rc::new(Session::open(&target)?);
     let stream = Stream::new(
         plan.access,
-        dev.size(),
+        target.size(),
         u64::from(index),
         u64::from(plan.workers),
         plan.seed,
@@ -208,7 +259,7 @@ async fn worker(
     let slots: Vec<_> = (0..u64::from(plan.qd))
         .map(|i| {
             raidd_rt::spawn_local(slot(
-                dev.clone(),
+                session.clone(),
                 stream.clone(),
                 w.clone(),
                 plan.access,
@@ -225,7 +276,7 @@ async fn worker(
 
 /// Runs one point against `dev`.
 pub fn run_point(
-    dev: &Arc<Device>,
+    dev: &Target,
     plan: &Plan,
     sim: Option<&Arc<SimWorld>>,
 ) -> Result<Outcome, String> {

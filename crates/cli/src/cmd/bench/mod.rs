@@ -9,6 +9,7 @@ use raidd_admin::size;
 
 pub mod io;
 mod load;
+mod nbd;
 pub mod parity;
 mod plot;
 mod report;

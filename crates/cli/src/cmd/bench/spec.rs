@@ -131,8 +131,10 @@ pub struct Stream {
     size: u64,
     first: u64,
     share: u64,
-    /// Where the next sequential request starts.
+    /// Where the next sequential request starts, and whether the run it continues is in
+    /// the worker's share (it wraps at the share's end) or elsewhere (at the device's).
     cursor: u64,
+    in_share: bool,
     rng: Rng,
 }
 
@@ -149,6 +151,7 @@ impl Stream {
             first: worker * share,
             share,
             cursor: worker * share,
+            in_share: true,
             rng: Rng::new(seed.wrapping_add(worker.wrapping_mul(0x1000_0001))),
         })
     }
@@ -156,20 +159,17 @@ impl Stream {
     pub fn next_req(&mut self) -> Req {
         let a = self.access;
         let write = !self.rng.percent(a.mix.read_pct);
+        let share_end = self.first + self.share;
         let offset = if self.rng.percent(a.mix.random_pct) {
             let slots = (self.size - a.bs) / a.align + 1;
-            self.rng.below(slots) * a.align
+            let at = self.rng.below(slots) * a.align;
+            self.in_share = (self.first..share_end).contains(&at);
+            at
         } else {
-            // Within the worker's share, wrap at its end; beyond it (after a random
-            // request), at the device's.
-            let share_end = self.first + self.share;
-            let end = if (self.first..share_end).contains(&self.cursor) {
-                share_end
-            } else {
-                self.size
-            };
+            let end = if self.in_share { share_end } else { self.size };
             if self.cursor + a.bs > end {
                 self.cursor = self.first;
+                self.in_share = true;
             }
             self.cursor
         };

@@ -17,7 +17,8 @@ use raidd_layout::Level;
 use raidd_sim::Topology;
 use serde::Serialize;
 
-use super::load::{run_point, Measure, Plan};
+use super::load::{run_point, Measure, Plan, Target};
+use super::nbd::NbdUrl;
 use super::plot;
 use super::report::{self, Row, Series};
 use super::spec::{parse_sizes, Access, Mix};
@@ -114,10 +115,11 @@ pub struct SweepArgs {
     pub plot: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SweepTarget {
     Raw,
     Array(Level),
+    Nbd(NbdUrl),
 }
 
 impl std::fmt::Display for SweepTarget {
@@ -125,6 +127,7 @@ impl std::fmt::Display for SweepTarget {
         match self {
             SweepTarget::Raw => f.write_str("raw"),
             SweepTarget::Array(l) => write!(f, "{l}"),
+            SweepTarget::Nbd(u) => write!(f, "{u}"),
         }
     }
 }
@@ -133,9 +136,12 @@ fn parse_target(s: &str) -> Result<SweepTarget, String> {
     if s == "raw" {
         return Ok(SweepTarget::Raw);
     }
-    if s.starts_with("nbd://") || s.starts_with("iscsi://") {
+    if s.starts_with("nbd://") {
+        return NbdUrl::parse(s).map(SweepTarget::Nbd);
+    }
+    if s.starts_with("iscsi://") {
         return Err(format!(
-            "{s}: network targets are not measured by this build of bench sweep; use a level \
+            "{s}: iSCSI targets are not measured by bench sweep yet; use an nbd:// URL, a level \
              or raw"
         ));
     }
@@ -291,34 +297,16 @@ fn sim_topology(model: &str, file: Option<&Path>, n: Option<u16>) -> AdminResult
     Ok(t)
 }
 
-/// A fresh set of members for one target (simulated ones on a fresh machine, so each
-/// target's points start from the same state).
-fn fresh(m: &Members, args: &SweepArgs) -> AdminResult<Members> {
-    match (&m.kind, &args.member) {
-        (MemberKind::Sim(_), MemberArg::Sim(model)) => {
-            let topology = sim_topology(model, args.topology.as_deref(), args.members)?;
-            Ok(Members {
-                kind: MemberKind::Sim(SimWorld::new(&topology)),
-                n: m.n,
-                label: m.label.clone(),
-                csv_kind: m.csv_kind,
-            })
-        }
-        _ => Ok(Members {
-            kind: m.kind.clone(),
-            n: m.n,
-            label: m.label.clone(),
-            csv_kind: m.csv_kind,
-        }),
-    }
-}
-
 fn check_args(args: &SweepArgs) -> AdminResult {
     if args.random_pct.is_some() && args.read_pct.is_none() {
         return Err(AdminError::usage("--random-pct needs --read-pct"));
     }
     let largest = args.sizes.iter().copied().max().unwrap_or(0);
-    if !matches!(args.member, MemberArg::Sim(_)) && args.member_size < largest * 4 {
+    let local = args
+        .targets
+        .iter()
+        .any(|t| !matches!(t, SweepTarget::Nbd(_)));
+    if local && !matches!(args.member, MemberArg::Sim(_)) && args.member_size < largest * 4 {
         return Err(AdminError::usage(
             "--member-size must hold at least four requests of the largest size",
         ));
@@ -339,72 +327,22 @@ fn mixes(args: &SweepArgs) -> Vec<Mix> {
 
 pub fn run(args: SweepArgs, json: bool) -> AdminResult {
     check_args(&args)?;
-    let base = members(&args)?;
     let mixes = mixes(&args);
     let total = args.targets.len() * mixes.len() * args.sizes.len();
-    let progress = std::io::stderr().is_terminal() && !json;
+    let mut progress = Progress {
+        on: std::io::stderr().is_terminal() && !json,
+        done: 0,
+        total,
+    };
     let mut rows: Vec<(Series, Row)> = Vec::new();
     for target in &args.targets {
-        let m = fresh(&base, &args)?;
-        let sim = match &m.kind {
-            MemberKind::Sim(w) => Some(w.clone()),
-            _ => None,
+        let got = match target {
+            SweepTarget::Nbd(url) => nbd_series(&args, url, &mixes, &mut progress)?,
+            _ => local_series(&args, target, &mixes, &mut progress)?,
         };
-        let (members, _direct) = open_members(&m.kind, m.n)?;
-        let array = match target {
-            SweepTarget::Raw => None,
-            SweepTarget::Array(level) => {
-                let setup = ArraySetup {
-                    level: *level,
-                    chunk: args.chunk,
-                    stripe_cache: args.stripe_cache,
-                    gather: args.gather,
-                    alone: args.alone,
-                };
-                Some(make_array(members.clone(), setup, sim.as_ref())?)
-            }
-        };
-        let name = format!("{target} over {}", m.label);
-        for mix in &mixes {
-            let series = Series {
-                target: name.clone(),
-                kind: m.csv_kind,
-                mix: *mix,
-                qd: args.qd,
-                workers: args.workers,
-                simulated: sim.is_some(),
-            };
-            for &bs in &args.sizes {
-                if progress {
-                    eprint!(
-                        "\r\x1b[K[{}/{total}] {name} {} {} ...",
-                        rows.len() + 1,
-                        mix.name(),
-                        report::size_label(bs)
-                    );
-                }
-                let dev = Arc::new(match &array {
-                    Some(a) => Device::Array(a.clone()),
-                    None => Device::Raw {
-                        members: members.clone(),
-                        bs,
-                    },
-                });
-                let plan = plan(&args, *mix, bs);
-                let outcome = run_point(&dev, &plan, sim.as_ref()).map_err(|e| {
-                    AdminError::new(Exit::Failure, format!("bench sweep: {name}: {e}"))
-                })?;
-                rows.push((series.clone(), Row::new(&series, bs, &outcome)));
-            }
-        }
-        if let Some(a) = &array {
-            close_array(a, sim.as_ref())?;
-        }
-        drop(members);
+        rows.extend(got);
     }
-    if progress {
-        eprint!("\r\x1b[K");
-    }
+    progress.clear();
     write_outputs(&args, &rows)?;
     if json {
         let report = SweepReport {
@@ -413,6 +351,144 @@ pub fn run(args: SweepArgs, json: bool) -> AdminResult {
         return output::emit_json(&report);
     }
     output::emit(&report::table(&rows))
+}
+
+/// The line on the terminal that says which point runs.
+struct Progress {
+    on: bool,
+    done: usize,
+    total: usize,
+}
+
+impl Progress {
+    fn point(&mut self, name: &str, mix: Mix, bs: u64) {
+        self.done += 1;
+        if self.on {
+            eprint!(
+                "\r\x1b[K[{}/{}] {name} {} {} ...",
+                self.done,
+                self.total,
+                mix.name(),
+                report::size_label(bs)
+            );
+        }
+    }
+
+    fn clear(&self) {
+        if self.on {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// Every point of one target: each pattern, each size, against what `target_for(bs)` gives.
+fn points(
+    args: &SweepArgs,
+    series: Series,
+    mixes: &[Mix],
+    progress: &mut Progress,
+    sim: Option<&Arc<SimWorld>>,
+    target_for: impl Fn(u64) -> Target,
+) -> AdminResult<Vec<(Series, Row)>> {
+    let mut rows = Vec::new();
+    for mix in mixes {
+        let series = Series {
+            mix: *mix,
+            ..series.clone()
+        };
+        for &bs in &args.sizes {
+            progress.point(&series.target, *mix, bs);
+            let outcome = run_point(&target_for(bs), &plan(args, *mix, bs), sim).map_err(|e| {
+                AdminError::new(
+                    Exit::Failure,
+                    format!("bench sweep: {}: {e}", series.target),
+                )
+            })?;
+            rows.push((series.clone(), Row::new(&series, bs, &outcome)));
+        }
+    }
+    Ok(rows)
+}
+
+/// An NBD export: probed once for its size, then a connection per worker and point.
+fn nbd_series(
+    args: &SweepArgs,
+    url: &NbdUrl,
+    mixes: &[Mix],
+    progress: &mut Progress,
+) -> AdminResult<Vec<(Series, Row)>> {
+    let (probe, size) = super::nbd::handshake(url)
+        .map_err(|e| AdminError::new(Exit::Failure, format!("bench sweep: {e}")))?;
+    drop(probe);
+    let largest = args.sizes.iter().copied().max().unwrap_or(0);
+    if size < largest * u64::from(args.workers) {
+        return Err(AdminError::usage(format!(
+            "{url}: {} is smaller than one request of the largest size per worker",
+            size::short(size)
+        )));
+    }
+    let series = Series {
+        target: url.to_string(),
+        kind: "NETWORK",
+        mix: mixes[0],
+        qd: args.qd,
+        workers: args.workers,
+        simulated: false,
+    };
+    points(args, series, mixes, progress, None, |_| Target::Nbd {
+        url: url.clone(),
+        size,
+    })
+}
+
+/// A level or raw over fresh members (simulated ones on a fresh machine, so each target's
+/// points start from the same state).
+fn local_series(
+    args: &SweepArgs,
+    target: &SweepTarget,
+    mixes: &[Mix],
+    progress: &mut Progress,
+) -> AdminResult<Vec<(Series, Row)>> {
+    let m = members(args)?;
+    let sim = match &m.kind {
+        MemberKind::Sim(w) => Some(w.clone()),
+        _ => None,
+    };
+    let (members, _direct) = open_members(&m.kind, m.n)?;
+    let array = match target {
+        SweepTarget::Array(level) => {
+            let setup = ArraySetup {
+                level: *level,
+                chunk: args.chunk,
+                stripe_cache: args.stripe_cache,
+                gather: args.gather,
+                alone: args.alone,
+            };
+            Some(make_array(members.clone(), setup, sim.as_ref())?)
+        }
+        _ => None,
+    };
+    let series = Series {
+        target: format!("{target} over {}", m.label),
+        kind: m.csv_kind,
+        mix: mixes[0],
+        qd: args.qd,
+        workers: args.workers,
+        simulated: sim.is_some(),
+    };
+    let rows = points(args, series, mixes, progress, sim.as_ref(), |bs| {
+        Target::Local(Arc::new(match &array {
+            Some(a) => Device::Array(a.clone()),
+            None => Device::Raw {
+                members: members.clone(),
+                bs,
+            },
+        }))
+    })?;
+    if let Some(a) = &array {
+        close_array(a, sim.as_ref())?;
+    }
+    Ok(rows)
 }
 
 fn plan(args: &SweepArgs, mix: Mix, bs: u64) -> Plan {

@@ -50,6 +50,8 @@ enum Command {
     Pattern(cmd::pattern::PatternArgs),
     /// Benchmarks.
     Bench(cmd::bench::BenchArgs),
+    /// Transfer rate against offset across a member, an array, or simulated drives.
+    Scan(cmd::scan::ScanArgs),
     /// Run the storage daemon: assemble the configured arrays and serve them over NBD.
     Serve(cmd::serve::ServeArgs),
     /// What the running daemon serves: every array and export, briefly, with running
@@ -100,6 +102,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Read(a) => cmd::read::run(a, json),
         Command::Write(a) => cmd::write::run(a, json),
         Command::Pattern(a) => cmd::pattern::run(a, json),
+        Command::Scan(a) => cmd::scan::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a, json),

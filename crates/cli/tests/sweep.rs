@@ -374,3 +374,131 @@ fn nbd_targets_put_two_servers_in_one_sweep() {
     assert!(r.stderr.contains("cannot connect"), "{}", r.stderr);
     d.stop();
 }
+
+/// Every experiment of `bench reproduce` writes its CSV and plot and holds the shape its
+/// paper reports; the mechanical ones are deterministic, file for file.
+#[test]
+fn the_papers_experiments_reproduce_with_their_shapes() {
+    let dir = scratch();
+    for name in [
+        "seed001",
+        "seed004-chunk",
+        "seed004-raid5",
+        "seed004-gather",
+    ] {
+        let out = dir.path().join(name);
+        let j = raidd(&[
+            "bench",
+            "reproduce",
+            name,
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+        .ok()
+        .json();
+        let checks = j["checks"].as_array().unwrap();
+        assert!(!checks.is_empty(), "{name}");
+        for c in checks {
+            assert_eq!(c["ok"], true, "{name}: {c}");
+        }
+        let csv = std::fs::read_to_string(out.join(format!("{name}.csv"))).unwrap();
+        assert!(csv.lines().count() > 5, "{name}: {csv}");
+        let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.contains("<polyline"), "{name}");
+    }
+    let again = dir.path().join("again");
+    raidd(&[
+        "bench",
+        "reproduce",
+        "seed001",
+        "--out",
+        again.to_str().unwrap(),
+    ])
+    .ok();
+    for ext in ["csv", "svg"] {
+        assert_eq!(
+            std::fs::read(dir.path().join("seed001").join(format!("seed001.{ext}"))).unwrap(),
+            std::fs::read(again.join(format!("seed001.{ext}"))).unwrap(),
+            "seed001.{ext} differs between runs"
+        );
+    }
+    let r = raidd(&["bench", "reproduce", "seed999"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no experiment"), "{}", r.stderr);
+}
+
+/// `raidd scan` on a simulated drive shows its zones falling inwards; on a real file it
+/// reads and reports every point; bad arguments are refused.
+#[test]
+fn scan_reports_rate_against_position() {
+    let j = raidd(&[
+        "scan",
+        "sim:djna-371350",
+        "--points",
+        "8",
+        "--span",
+        "4M",
+        "--json",
+    ])
+    .ok()
+    .json();
+    let p = j["scans"][0]["points"].as_array().unwrap();
+    assert_eq!(p.len(), 8);
+    let rates: Vec<f64> = p.iter().map(|x| x["mb_per_s"].as_f64().unwrap()).collect();
+    // The outer zone runs at about 15 MB/s (17 MB/s less the skew), the inner near 9.
+    assert!((14.0..16.0).contains(&rates[0]), "{rates:?}");
+    assert!(rates[7] < 0.7 * rates[0], "{rates:?}");
+    assert!(rates.windows(2).all(|w| w[1] <= w[0] * 1.01), "{rates:?}");
+    let dir = scratch();
+    let img = dir.path().join("m.img");
+    std::fs::write(&img, vec![7u8; 8 << 20]).unwrap();
+    let svg = dir.path().join("scan.svg");
+    let j = raidd(&[
+        "scan",
+        img.to_str().unwrap(),
+        "--points",
+        "4",
+        "--span",
+        "1M",
+        "--bs",
+        "256K",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ])
+    .ok()
+    .json();
+    let p = j["scans"][0]["points"].as_array().unwrap();
+    assert_eq!(p.len(), 4);
+    assert!(p.iter().all(|x| x["mb_per_s"].as_f64().unwrap() > 0.0));
+    assert_eq!(p[3]["offset"], (7u64 << 20));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    for (args, want) in [
+        (vec!["scan", "sim:nope"], "no drive model"),
+        (
+            vec![
+                "scan",
+                img.to_str().unwrap(),
+                "--span",
+                "256K",
+                "--bs",
+                "256K",
+            ],
+            "two requests",
+        ),
+        (
+            vec!["scan", img.to_str().unwrap(), "--level", "raid0"],
+            "simulated drives",
+        ),
+        (
+            vec!["scan", img.to_str().unwrap(), "--span", "64M"],
+            "cannot hold",
+        ),
+    ] {
+        let r = raidd(&args);
+        assert_ne!(r.code, 0, "{args:?}");
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+}

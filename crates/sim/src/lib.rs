@@ -14,7 +14,7 @@ pub mod world;
 
 pub use drive::{Drive, DriveSpec, SECTOR};
 pub use topology::{load_model, Topology, BUILTIN, PCI_MB_S};
-pub use world::{DriveStats, Op, World};
+pub use world::{Calendar, DriveStats, Op, World};
 
 #[cfg(test)]
 mod tests;

@@ -381,3 +381,33 @@ fn bad_models_and_topologies_are_refused_with_reasons() {
         assert!(e.contains(want), "{e:?} should say {want:?}");
     }
 }
+
+mod calendar {
+    use crate::world::Calendar;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever is booked where `fit` says, bookings never overlap, and `fit` gives the
+        /// earliest free start: one nanosecond earlier would overlap a booking.
+        #[test]
+        fn fits_are_free_and_earliest(reqs in proptest::collection::vec((0u32..1000, 1u32..100), 1..60)) {
+            let mut c = Calendar::default();
+            let mut booked: Vec<(f64, f64)> = Vec::new();
+            for (t, len) in reqs {
+                let (t, len) = (f64::from(t), f64::from(len));
+                let s = c.fit(t, len);
+                prop_assert!(s >= t);
+                let overlaps = |a: f64| booked.iter().any(|&(b, e)| a < e && b < a + len);
+                prop_assert!(!overlaps(s), "fit {s}+{len} overlaps {booked:?}");
+                if s > t {
+                    prop_assert!(overlaps(s - 1.0), "fit {s} is not the earliest for {t}");
+                }
+                c.book(s, s + len);
+                booked.push((s, s + len));
+            }
+            c.prune(500.0);
+            let s = c.fit(500.0, 1.0);
+            prop_assert!(!booked.iter().any(|&(b, e)| s < e && b < s + 1.0));
+        }
+    }
+}

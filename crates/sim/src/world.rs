@@ -2,10 +2,12 @@
 //! whole simulated machine, and the timing of every command through it.
 //!
 //! Each command is timed when it is submitted, from the state its predecessors left: the
-//! drive serves one command at a time, and each link a transfer crosses is a server with a
-//! rate that is busy for the bytes it carries (so links shared by drives that stream at
-//! once share their rate). A PATA channel without overlap is held by one command, from its
-//! start to its end, whichever of its two drives it is for. A request longer than the
+//! drive serves its commands one at a time, in order, and each link a transfer crosses
+//! keeps a calendar of the times it is busy, for the bytes it carries at its rate (so links
+//! shared by drives that stream at once share their rate). A transfer takes the first time
+//! every link on its way is free; a request submitted later may take a gap before one
+//! submitted earlier, as on a real bus. A PATA channel without overlap is held by one
+//! command, from its start to its end, whichever of its two drives it is for. A request longer than the
 //! drive's largest transfer goes out as several commands, one after another, as a host
 //! driver splits it.
 
@@ -15,20 +17,92 @@ use crate::disk::Disk;
 use crate::drive::{Drive, SECTOR};
 use crate::topology::Topology;
 
-/// A link a transfer crosses: its rate (bytes per nanosecond; `None`: unlimited) and when
-/// it is next free.
+/// A link a transfer crosses: its rate (bytes per nanosecond; `None`: unlimited) and the
+/// times it is booked.
 #[derive(Clone, Debug, PartialEq)]
 struct Link {
     rate: Option<f64>,
-    free_at: f64,
+    busy: Calendar,
 }
 
 impl Link {
     fn new(mb_s: Option<f64>) -> Link {
         Link {
             rate: mb_s.map(|r| r * 1e-3),
-            free_at: 0.0,
+            busy: Calendar::default(),
         }
+    }
+
+    /// How long `bytes` keep it busy.
+    fn hold(&self, bytes: f64) -> f64 {
+        self.rate.map_or(0.0, |r| bytes / r)
+    }
+}
+
+/// Busy intervals `[start, end)`, in order, none overlapping.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Calendar {
+    busy: Vec<(f64, f64)>,
+}
+
+impl Calendar {
+    /// Forgets intervals that ended before `now`: nothing can be booked before it.
+    pub fn prune(&mut self, now: f64) {
+        let gone = self.busy.partition_point(|&(_, e)| e <= now);
+        self.busy.drain(..gone);
+    }
+
+    /// The earliest start at or after `t` of `len` free nanoseconds.
+    pub fn fit(&self, t: f64, len: f64) -> f64 {
+        let mut s = t;
+        let first = self.busy.partition_point(|&(_, e)| e <= s);
+        for &(b, e) in &self.busy[first..] {
+            if s + len <= b {
+                break;
+            }
+            s = s.max(e);
+        }
+        s
+    }
+
+    /// Carrying `len` nanoseconds of work from `t` in whatever free time comes first, as a
+    /// bus shares itself among transfers: when it is done, and the pieces it takes.
+    pub fn fill(&self, t: f64, len: f64) -> (f64, Vec<(f64, f64)>) {
+        let mut pieces = Vec::new();
+        let (mut at, mut left) = (t, len);
+        let first = self.busy.partition_point(|&(_, e)| e <= at);
+        for &(b, e) in &self.busy[first..] {
+            if left <= 0.0 {
+                break;
+            }
+            if b > at {
+                let n = (b - at).min(left);
+                pieces.push((at, at + n));
+                left -= n;
+            }
+            at = at.max(e);
+        }
+        if left > 0.0 {
+            pieces.push((at, at + left));
+            at += left;
+        } else if let Some(&(_, e)) = pieces.last() {
+            at = e;
+        }
+        (at, pieces)
+    }
+
+    /// Books `[s, e)`, which [`Calendar::fit`] or [`Calendar::fill`] found free.
+    pub fn book(&mut self, s: f64, e: f64) {
+        if e <= s {
+            return;
+        }
+        let at = self.busy.partition_point(|&(b, _)| b < s);
+        debug_assert!(at == 0 || self.busy[at - 1].1 <= s, "booked twice");
+        debug_assert!(
+            at == self.busy.len() || e <= self.busy[at].0,
+            "booked twice"
+        );
+        self.busy.insert(at, (s, e));
     }
 }
 
@@ -56,6 +130,30 @@ pub struct DriveStats {
     pub cache_hits: u64,
     pub read_bytes: u64,
     pub written_bytes: u64,
+}
+
+/// Which link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LinkId {
+    Channel(usize),
+    Controller(usize),
+    Bus,
+    Host,
+}
+
+/// The pieces of time each link would carry a transfer in.
+type Bookings = Vec<(LinkId, Vec<(f64, f64)>)>;
+
+/// A command worked out before it is carried out.
+#[derive(Clone, Debug)]
+struct Plan {
+    disk: Disk,
+    /// The times each link carries its data.
+    bookings: Bookings,
+    bytes: f64,
+    done: f64,
+    hit: bool,
+    write: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +235,7 @@ impl World {
         let (mut a, end) = (offset / SECTOR, (offset + len) / SECTOR);
         let most = m.max_transfer_sectors();
         let mut t = now as f64;
+        self.prune(t);
         while a < end {
             let b = end.min(a + most);
             t = self.command(drive, op, a, b, t);
@@ -147,53 +246,113 @@ impl World {
 
     /// One command of at most the drive's largest transfer, issued at `t`.
     fn command(&mut self, drive: usize, op: Op, a: u64, b: u64, t: f64) -> f64 {
-        let models = self.models.clone();
-        let slot = &self.drives[drive];
-        let m = &models[slot.model];
-        let ch = &self.channels[slot.channel];
-        let mut start = t.max(slot.disk.free_at);
-        if !ch.overlap {
-            start = start.max(ch.link.free_at);
+        let chi = self.drives[drive].channel;
+        let mut start = t.max(self.drives[drive].disk.free_at);
+        loop {
+            let plan = self.plan(drive, op, a, b, start);
+            let ch = &self.channels[chi];
+            if !ch.overlap {
+                // The command holds its PATA channel throughout: it starts when the
+                // channel is free for all of it.
+                let free = ch.link.busy.fit(start, plan.done - start);
+                if free > start {
+                    start = free;
+                    continue;
+                }
+            }
+            return self.commit(drive, plan, start);
         }
+    }
+
+    /// What a command started at `start` would do: pure, the world unchanged.
+    fn plan(&self, drive: usize, op: Op, a: u64, b: u64, start: f64) -> Plan {
+        let slot = &self.drives[drive];
+        let m = &self.models[slot.model];
+        let mut disk = slot.disk.clone();
         let work = start + m.overhead_ns();
         let bytes = ((b - a) * SECTOR) as f64;
         let rate = self.path_rate(drive);
-        let done = match op {
+        match op {
             Op::Read => {
-                let r = self.drives[drive].disk.read(m, a, b, work);
-                let ts = self.reserve(drive, r.first, bytes);
-                let s = &mut self.drives[drive].stats;
-                s.cache_hits += u64::from(r.hit);
-                s.read_bytes += bytes as u64;
-                // Data leaves the drive no faster than the path allows and no sooner than
-                // the platter gives it.
-                let done = (ts + bytes / rate).max(r.last + SECTOR as f64 / rate);
-                self.drives[drive].disk.free_at = done;
-                done
-            }
-            Op::Write => {
-                let ts = self.reserve(drive, work, bytes);
-                let arrived = ts + bytes / rate;
-                let first = ts + SECTOR as f64 / rate;
-                let on_platter = self.drives[drive]
-                    .disk
-                    .write(m, a, b, work, first)
-                    .max(arrived);
-                self.drives[drive].stats.written_bytes += bytes as u64;
-                self.drives[drive].disk.free_at = on_platter;
-                if m.spec().write_cache {
-                    arrived
-                } else {
-                    on_platter
+                let r = disk.read(m, a, b, work);
+                let (links_done, bookings) = self.transfer(drive, r.first, bytes);
+                // Data leaves the drive no faster than the path allows, no sooner than the
+                // platter gives it, and no sooner than the links carry it.
+                let done = (r.first + bytes / rate)
+                    .max(r.last + SECTOR as f64 / rate)
+                    .max(links_done);
+                disk.free_at = done;
+                Plan {
+                    disk,
+                    bookings,
+                    bytes,
+                    done,
+                    hit: r.hit,
+                    write: false,
                 }
             }
-        };
-        self.drives[drive].stats.commands += 1;
-        let ch = &mut self.channels[self.drives[drive].channel];
-        if !ch.overlap {
-            ch.link.free_at = done;
+            Op::Write => {
+                let (links_done, bookings) = self.transfer(drive, work, bytes);
+                let arrived = (work + bytes / rate).max(links_done);
+                let first = work + SECTOR as f64 / rate;
+                let on_platter = disk.write(m, a, b, work, first).max(arrived);
+                disk.free_at = on_platter;
+                Plan {
+                    disk,
+                    bookings,
+                    bytes,
+                    done: if m.spec().write_cache {
+                        arrived
+                    } else {
+                        on_platter
+                    },
+                    hit: false,
+                    write: true,
+                }
+            }
         }
-        done
+    }
+
+    /// Carries out a planned command: the drive's new state, the links booked.
+    fn commit(&mut self, drive: usize, plan: Plan, start: f64) -> f64 {
+        let chi = self.drives[drive].channel;
+        if !self.channels[chi].overlap {
+            self.channels[chi].link.busy.book(start, plan.done);
+        }
+        let bytes = plan.bytes;
+        for (id, pieces) in &plan.bookings {
+            let link = match *id {
+                LinkId::Channel(i) => &mut self.channels[i].link,
+                LinkId::Controller(i) => &mut self.controllers[i],
+                LinkId::Bus => &mut self.bus,
+                LinkId::Host => &mut self.host,
+            };
+            for &(s, e) in pieces {
+                link.busy.book(s, e);
+            }
+        }
+        let slot = &mut self.drives[drive];
+        slot.disk = plan.disk;
+        slot.stats.commands += 1;
+        if plan.write {
+            slot.stats.written_bytes += bytes as u64;
+        } else {
+            slot.stats.read_bytes += bytes as u64;
+            slot.stats.cache_hits += u64::from(plan.hit);
+        }
+        plan.done
+    }
+
+    /// Forgets bookings that ended before `now`.
+    fn prune(&mut self, now: f64) {
+        for l in self
+            .controllers
+            .iter_mut()
+            .chain([&mut self.bus, &mut self.host])
+            .chain(self.channels.iter_mut().map(|c| &mut c.link))
+        {
+            l.busy.prune(now);
+        }
     }
 
     /// The slowest rate on `drive`'s way to the host: bytes per nanosecond.
@@ -212,32 +371,33 @@ impl World {
         .fold(f64::INFINITY, f64::min)
     }
 
-    /// Books a transfer of `bytes` on every link from `drive` to the host, starting no
-    /// sooner than `ready`: when it starts. Each link is busy for the bytes at its own rate.
-    fn reserve(&mut self, drive: usize, ready: f64, bytes: f64) -> f64 {
+    /// A transfer of `bytes` between `drive` and the host from `ready`: each link carries
+    /// them in its first free time at its own rate. When the last link is done, and what
+    /// each would book.
+    fn transfer(&self, drive: usize, ready: f64, bytes: f64) -> (f64, Bookings) {
         let chi = self.drives[drive].channel;
-        let ci = self.channels[chi].controller;
-        let overlap = self.channels[chi].overlap;
-        let mut links: [Option<&mut Link>; 4] = [None, None, None, None];
-        let ch = &mut self.channels[chi];
-        if overlap {
-            links[0] = Some(&mut ch.link);
+        let ch = &self.channels[chi];
+        let mut links = vec![
+            (
+                LinkId::Controller(ch.controller),
+                &self.controllers[ch.controller],
+            ),
+            (LinkId::Bus, &self.bus),
+            (LinkId::Host, &self.host),
+        ];
+        if ch.overlap {
+            links.push((LinkId::Channel(chi), &ch.link));
         }
-        links[1] = Some(&mut self.controllers[ci]);
-        links[2] = Some(&mut self.bus);
-        links[3] = Some(&mut self.host);
-        let start = links.iter().flatten().fold(ready, |t, l| {
-            if l.rate.is_some() {
-                t.max(l.free_at)
-            } else {
-                t
+        let mut done = ready;
+        let mut bookings = Vec::new();
+        for (id, l) in links {
+            if l.rate.is_none() {
+                continue;
             }
-        });
-        for l in links.into_iter().flatten() {
-            if let Some(r) = l.rate {
-                l.free_at = start + bytes / r;
-            }
+            let (end, pieces) = l.busy.fill(ready, l.hold(bytes));
+            done = done.max(end);
+            bookings.push((id, pieces));
         }
-        start
+        (done, bookings)
     }
 }

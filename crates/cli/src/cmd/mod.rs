@@ -7,6 +7,7 @@ pub mod examine;
 pub mod manage;
 pub mod pattern;
 pub mod read;
+pub mod scan;
 pub mod serve;
 pub mod status;
 pub mod write;

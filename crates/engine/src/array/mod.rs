@@ -813,8 +813,11 @@ impl Array {
         // the caller's windows go to that member as they are, with nothing to plan. Reads
         // bypass the stripe cache (it is write-through), so parity levels take this path too.
         let pieces = self.pieces_of(offset, len);
+        // One piece of an in-sync member goes straight to it, unless the parity path must
+        // see every read (its read bypass turned off).
+        let direct = self.parity.as_ref().is_none_or(|p| p.read_bypass());
         let iov = match pieces.as_slice() {
-            [p] => match self.readable_copy(p) {
+            [p] if direct => match self.readable_copy(p) {
                 Some(loc) => {
                     let at = self.member_offset(loc.member, loc.sector);
                     match self.read_member(loc.member, at, iov).await {
@@ -910,6 +913,15 @@ impl Array {
     pub fn set_stripe_cache(&self, bytes: usize, gather: Gather) {
         if let Some(p) = &self.parity {
             p.set_stripe_cache(bytes, gather);
+        }
+    }
+
+    /// Sets whether RAID4/5/6 reads of in-sync members go straight into the client's
+    /// buffers (on, the default) or through a buffer per chunk under the stripe's lock
+    /// (seed 004's comparison). Other levels ignore it.
+    pub fn set_read_bypass(&self, on: bool) {
+        if let Some(p) = &self.parity {
+            p.set_read_bypass(on);
         }
     }
 

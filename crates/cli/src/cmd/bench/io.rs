@@ -512,6 +512,7 @@ fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
                 stripe_cache: args.stripe_cache,
                 gather: args.gather,
                 alone: args.alone,
+                read_bypass: true,
             };
             Device::Array(make_array(members, setup, None)?)
         }

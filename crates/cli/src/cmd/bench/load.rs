@@ -30,7 +30,7 @@ pub enum Target {
 }
 
 impl Target {
-    fn size(&self) -> u64 {
+    pub fn size(&self) -> u64 {
         match self {
             Target::Local(d) => d.size(),
             Target::Nbd { size, .. } => *size,
@@ -39,13 +39,13 @@ impl Target {
 }
 
 /// A worker's way to its target.
-enum Session {
+pub enum Session {
     Local(Arc<Device>),
     Nbd(Rc<Conn>),
 }
 
 impl Session {
-    fn open(t: &Target) -> Result<Session, String> {
+    pub fn open(t: &Target) -> Result<Session, String> {
         Ok(match t {
             Target::Local(d) => Session::Local(d.clone()),
             Target::Nbd { url, .. } => Session::Nbd(Conn::open(url)?),
@@ -53,7 +53,7 @@ impl Session {
     }
 
     /// One request of `len` bytes at `offset`, from or into `buf`.
-    async fn io(
+    pub async fn io(
         &self,
         write: bool,
         offset: u64,

@@ -8,14 +8,16 @@ use raidd_admin::exit::AdminResult;
 use raidd_admin::size;
 
 pub mod io;
-mod load;
+pub(crate) mod load;
 mod nbd;
 pub mod parity;
-mod plot;
+pub(crate) mod plot;
 mod report;
+pub mod reproduce;
+pub(crate) mod scan;
 mod spec;
 pub mod sweep;
-mod target;
+pub(crate) mod target;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -40,6 +42,9 @@ pub enum BenchWhat {
     /// JSON, CSV (Iometer's column names) and an SVG plot. Members may be simulated drives
     /// (sim:MODEL), which run in simulated time.
     Sweep(Box<sweep::SweepArgs>),
+    /// Reproduces one of the papers' experiments on simulated drives: writes its CSV and
+    /// SVG and checks the shape the paper reports (exit 1 when a check fails).
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 pub fn run(args: BenchArgs, json: bool) -> AdminResult {
@@ -47,5 +52,6 @@ pub fn run(args: BenchArgs, json: bool) -> AdminResult {
         BenchWhat::Parity { seconds } => parity::run(seconds, json),
         BenchWhat::Io(a) => io::run(a, json),
         BenchWhat::Sweep(a) => sweep::run(*a, json),
+        BenchWhat::Reproduce(a) => reproduce::run(a, json),
     }
 }

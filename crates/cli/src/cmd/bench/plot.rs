@@ -8,7 +8,7 @@ use std::fmt::Write;
 use super::report::{size_label, Row};
 
 const W: f64 = 960.0;
-const H: f64 = 440.0;
+const H: f64 = 490.0;
 const PANEL_W: f64 = 400.0;
 const PANEL_H: f64 = 300.0;
 const TOP: f64 = 60.0;
@@ -17,10 +17,23 @@ const COLOURS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
-/// A line: its name and points (request size, value).
+/// A line: its name and points (x, y): a request size, or a position.
 pub struct Line {
     pub name: String,
-    pub points: Vec<(u64, f64)>,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// How a panel's x axis runs.
+pub enum XAxis {
+    /// Request sizes, a power of two apart: labelled 1K, 4K, ...
+    Sizes(Vec<u64>),
+    /// Linear from `min` to `max`, ticks every `step`.
+    Linear {
+        min: f64,
+        max: f64,
+        step: f64,
+        label: String,
+    },
 }
 
 /// Groups rows into lines by target and pattern, in the order they first appear.
@@ -38,7 +51,7 @@ pub fn lines(rows: &[Row], value: impl Fn(&Row) -> f64) -> Vec<Line> {
                 out.len() - 1
             }
         };
-        out[at].points.push((r.bs, value(r)));
+        out[at].points.push((r.bs as f64, value(r)));
     }
     out
 }
@@ -62,22 +75,25 @@ fn escape(s: &str) -> String {
 }
 
 /// One panel: axes, ticks and the lines.
-fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], sizes: &[u64]) {
+fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], x_axis: &XAxis) {
     let max = lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
     let step = tick_step(if max > 0.0 { max } else { 1.0 });
     let top_value = (max / step).ceil().max(1.0) * step;
-    let (lo, hi) = (
-        sizes.iter().copied().min().unwrap_or(1).max(1) as f64,
-        sizes.iter().copied().max().unwrap_or(1).max(1) as f64,
-    );
-    let x = |bs: u64| {
-        if hi > lo {
-            left + ((bs.max(1) as f64).log2() - lo.log2()) / (hi.log2() - lo.log2()) * PANEL_W
-        } else {
-            left + PANEL_W / 2.0
+    let x = |v: f64| match x_axis {
+        XAxis::Sizes(sizes) => {
+            let lo = sizes.iter().copied().min().unwrap_or(1).max(1) as f64;
+            let hi = sizes.iter().copied().max().unwrap_or(1).max(1) as f64;
+            if hi > lo {
+                left + (v.max(1.0).log2() - lo.log2()) / (hi.log2() - lo.log2()) * PANEL_W
+            } else {
+                left + PANEL_W / 2.0
+            }
+        }
+        XAxis::Linear { min, max, .. } => {
+            left + (v - min) / (max - min).max(f64::MIN_POSITIVE) * PANEL_W
         }
     };
     let y = |v: f64| TOP + PANEL_H - v / top_value * PANEL_H;
@@ -107,40 +123,70 @@ fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], sizes: &[u64]
         );
         v += step;
     }
-    for &bs in sizes {
+    let (ticks, label): (Vec<(f64, String)>, String) = match x_axis {
+        XAxis::Sizes(sizes) => (
+            sizes.iter().map(|&b| (b as f64, size_label(b))).collect(),
+            "request size (bytes)".into(),
+        ),
+        XAxis::Linear {
+            min,
+            max,
+            step,
+            label,
+        } => {
+            let n = ((max - min) / step).round().max(0.0) as usize;
+            (
+                (0..=n)
+                    .map(|i| {
+                        let t = min + i as f64 * step;
+                        (t, format_value(t))
+                    })
+                    .collect(),
+                label.clone(),
+            )
+        }
+    };
+    for (t, text) in ticks {
         let _ = writeln!(
             out,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"##,
-            x(bs),
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{text}</text>"##,
+            x(t),
             TOP + PANEL_H + 16.0,
-            size_label(bs)
         );
     }
     let _ = writeln!(
         out,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="12">request size (bytes)</text>"##,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="12">{}</text>"##,
         left + PANEL_W / 2.0,
-        TOP + PANEL_H + 36.0
+        TOP + PANEL_H + 36.0,
+        escape(&label)
     );
+    draw_lines(out, lines, &x, &y);
+}
+
+/// The lines of a panel, through `x` and `y`, with a dot per point where there are few.
+fn draw_lines(out: &mut String, lines: &[Line], x: &dyn Fn(f64) -> f64, y: &dyn Fn(f64) -> f64) {
     for (i, l) in lines.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let pts: Vec<String> = l
             .points
             .iter()
-            .map(|&(bs, v)| format!("{:.1},{:.1}", x(bs), y(v)))
+            .map(|&(px, py)| format!("{:.1},{:.1}", x(px), y(py)))
             .collect();
         let _ = writeln!(
             out,
             r##"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"##,
             pts.join(" ")
         );
-        for p in &l.points {
-            let _ = writeln!(
-                out,
-                r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"##,
-                x(p.0),
-                y(p.1)
-            );
+        if l.points.len() <= 64 {
+            for p in &l.points {
+                let _ = writeln!(
+                    out,
+                    r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"##,
+                    x(p.0),
+                    y(p.1)
+                );
+            }
         }
     }
 }
@@ -158,6 +204,21 @@ pub fn svg(title: &str, rows: &[Row]) -> String {
     let mut sizes: Vec<u64> = rows.iter().map(|r| r.bs).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    let throughput = lines(rows, |r| r.mb_per_s);
+    let latency = lines(rows, |r| r.lat_mean_us);
+    let axis = XAxis::Sizes(sizes);
+    figure(
+        title,
+        &[
+            ("throughput (MB/s)", &throughput, &axis),
+            ("mean response time (us)", &latency, &axis),
+        ],
+    )
+}
+
+/// A figure of one or two panels side by side, with one legend for the first panel's
+/// lines (the panels show the same series).
+pub fn figure(title: &str, panels: &[(&str, &[Line], &XAxis)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -170,17 +231,11 @@ pub fn svg(title: &str, rows: &[Row]) -> String {
         W / 2.0,
         escape(title)
     );
-    let throughput = lines(rows, |r| r.mb_per_s);
-    let latency = lines(rows, |r| r.lat_mean_us);
-    panel(&mut out, LEFTS[0], "throughput (MB/s)", &throughput, &sizes);
-    panel(
-        &mut out,
-        LEFTS[1],
-        "mean response time (us)",
-        &latency,
-        &sizes,
-    );
-    for (i, l) in throughput.iter().enumerate() {
+    for (i, (name, lines, axis)) in panels.iter().take(2).enumerate() {
+        panel(&mut out, LEFTS[i], name, lines, axis);
+    }
+    let legend: &[Line] = panels.first().map(|p| p.1).unwrap_or(&[]);
+    for (i, l) in legend.iter().enumerate() {
         let (col, row) = (i % 2, i / 2);
         let lx = LEFTS[0] + col as f64 * 480.0;
         let ly = TOP + PANEL_H + 58.0 + row as f64 * 16.0;
@@ -245,8 +300,8 @@ mod tests {
         let l = lines(&rows, |r| r.mb_per_s);
         assert_eq!(l.len(), 2);
         assert_eq!(l[0].name, "a read");
-        assert_eq!(l[0].points, [(1024, 1.0), (2048, 3.0)]);
-        assert_eq!(l[1].points, [(1024, 2.0)]);
+        assert_eq!(l[0].points, [(1024.0, 1.0), (2048.0, 3.0)]);
+        assert_eq!(l[1].points, [(1024.0, 2.0)]);
     }
 
     #[test]

@@ -107,6 +107,10 @@ pub struct SweepArgs {
     /// never.
     #[arg(long, default_value = "auto", value_parser = parse_alone)]
     pub alone: Alone,
+    /// RAID4/5/6 reads straight into the request's buffers (on), or through a buffer per
+    /// chunk under its stripe's lock (off: seed 004's comparison).
+    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    pub read_bypass: OnOff,
     /// Also write the results as CSV, with Iometer's column names.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -194,6 +198,20 @@ fn parse_ramp(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && (0.0..=3600.0).contains(&r) => Ok(r),
         _ => Err(format!("invalid ramp {s:?}: seconds, 0 to 3600")),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+fn parse_on_off(s: &str) -> Result<OnOff, String> {
+    match s {
+        "on" => Ok(OnOff::On),
+        "off" => Ok(OnOff::Off),
+        _ => Err(format!("{s:?}: on or off")),
     }
 }
 
@@ -463,6 +481,7 @@ fn local_series(
                 stripe_cache: args.stripe_cache,
                 gather: args.gather,
                 alone: args.alone,
+                read_bypass: args.read_bypass == OnOff::On,
             };
             Some(make_array(members.clone(), setup, sim.as_ref())?)
         }

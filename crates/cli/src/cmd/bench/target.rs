@@ -88,6 +88,8 @@ pub struct ArraySetup {
     pub stripe_cache: u64,
     pub gather: Gather,
     pub alone: Alone,
+    /// RAID4/5/6 reads straight into the client's buffers (see `Array::set_read_bypass`).
+    pub read_bypass: bool,
 }
 
 /// Makes an array over `members` (clean: no initial sync), on this thread; with simulated
@@ -119,6 +121,7 @@ pub fn make_array(
     let array = made?.array;
     array.set_stripe_cache(setup.stripe_cache as usize, setup.gather);
     array.set_write_alone(setup.alone);
+    array.set_read_bypass(setup.read_bypass);
     Ok(array)
 }
 

@@ -95,6 +95,11 @@ pub(crate) struct ParityIo {
     locks: StripeLocks,
     /// Where writes to the same stripe meet (gathering, kept rows).
     cache: StripeCache,
+    /// Reads of in-sync members go straight to the client's buffer (seed 004's read
+    /// bypass, the default). Off, every chunk is read under its stripe's lock into a buffer
+    /// of its own and copied, as md's stripe cache did before the bypass: kept for the
+    /// paper's comparison.
+    bypass: std::sync::atomic::AtomicBool,
 }
 
 impl ParityIo {
@@ -103,7 +108,16 @@ impl ParityIo {
             pg,
             locks: StripeLocks::default(),
             cache: StripeCache::default(),
+            bypass: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    pub(crate) fn set_read_bypass(&self, on: bool) {
+        self.bypass.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn read_bypass(&self) -> bool {
+        self.bypass.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn pg(&self) -> &ParityGeometry {

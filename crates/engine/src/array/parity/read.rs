@@ -1,5 +1,6 @@
 //! Reads of a parity array: straight from the members that are current, reconstructed
-//! under the stripe's lock where a member is not.
+//! under the stripe's lock where a member is not. With the read bypass off, every chunk
+//! takes the locked way, read into a buffer of its own and copied.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -30,9 +31,10 @@ impl ParityIo {
         let mut batch = Batch::default();
         // Inline for a request of up to 16 pieces (a 1 MiB read of 64K chunks).
         let mut chosen: Table<[(usize, usize); 16]> = Table::with_room(pieces.len());
+        let bypass = self.read_bypass();
         for (i, p) in pieces.iter().enumerate() {
             let loc = p.copies[0];
-            if !host.in_sync_at(loc.member, loc.sector + p.sectors) {
+            if !bypass || !host.in_sync_at(loc.member, loc.sector + p.sectors) {
                 slow.push(i);
                 continue;
             }
@@ -63,7 +65,10 @@ impl ParityIo {
         // Reconstructions of different stripes run concurrently (each locks its stripe).
         let rebuilt = futures::future::join_all(slow.iter().map(|&i| {
             let p = &pieces[i];
-            host.counters().add(|s| &s.degraded_reads, 1);
+            let loc = p.copies[0];
+            if !host.in_sync_at(loc.member, loc.sector + p.sectors) {
+                host.counters().add(|s| &s.degraded_reads, 1);
+            }
             let (stripe, dd, off) = self.pg().locate(p.array_sector);
             self.reconstruct_chunk(host, stripe, dd, off..off + p.sectors)
         }))
@@ -96,7 +101,7 @@ impl ParityIo {
         for _attempt in 0..=self.pg.members {
             host.check_alive()?;
             if host.in_sync_at(target, end) {
-                // Recovered meanwhile (a retry after another failure): read it directly.
+                // In sync (the bypass is off, or it recovered meanwhile): read it directly.
                 let mut blocks = self.read_rows(host, stripe, &rows, &[target]).await?;
                 if let Some(b) = blocks[target].take() {
                     return Ok(b);

@@ -105,9 +105,11 @@ impl Drive {
         let (mut lba, mut cyl, mut angle) = (0u64, 0u32, 0.0f64);
         for z in &spec.zones {
             let st = rev_ns / f64::from(z.sectors_per_track);
-            // The fewest whole sectors that cover the switch: the next track's first sector
-            // arrives just after the head does.
-            let skew = |ms: f64| ((ms * NS_PER_MS / st).ceil() as u32).min(z.sectors_per_track - 1);
+            // The fewest whole sectors that more than cover the switch: the next track's
+            // first sector arrives just after the head does, with part of a sector to spare
+            // (a skew exactly as long as the switch would lose a revolution to rounding).
+            let skew =
+                |ms: f64| ((ms * NS_PER_MS / st).floor() as u32 + 1).min(z.sectors_per_track - 1);
             let zone = Zone {
                 first_lba: lba,
                 first_cyl: cyl,

@@ -75,7 +75,7 @@ fn escape(s: &str) -> String {
 }
 
 /// One panel: axes, ticks and the lines.
-fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], x_axis: &XAxis) {
+fn panel(out: &mut String, left: f64, width: f64, title: &str, lines: &[Line], x_axis: &XAxis) {
     let max = lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| p.1))
@@ -87,26 +87,26 @@ fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], x_axis: &XAxi
             let lo = sizes.iter().copied().min().unwrap_or(1).max(1) as f64;
             let hi = sizes.iter().copied().max().unwrap_or(1).max(1) as f64;
             if hi > lo {
-                left + (v.max(1.0).log2() - lo.log2()) / (hi.log2() - lo.log2()) * PANEL_W
+                left + (v.max(1.0).log2() - lo.log2()) / (hi.log2() - lo.log2()) * width
             } else {
-                left + PANEL_W / 2.0
+                left + width / 2.0
             }
         }
         XAxis::Linear { min, max, .. } => {
-            left + (v - min) / (max - min).max(f64::MIN_POSITIVE) * PANEL_W
+            left + (v - min) / (max - min).max(f64::MIN_POSITIVE) * width
         }
     };
     let y = |v: f64| TOP + PANEL_H - v / top_value * PANEL_H;
     let _ = writeln!(
         out,
         r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="15">{}</text>"##,
-        left + PANEL_W / 2.0,
+        left + width / 2.0,
         TOP - 14.0,
         escape(title)
     );
     let _ = writeln!(
         out,
-        r##"<rect x="{left:.1}" y="{TOP:.1}" width="{PANEL_W:.1}" height="{PANEL_H:.1}" fill="none" stroke="#444"/>"##
+        r##"<rect x="{left:.1}" y="{TOP:.1}" width="{width:.1}" height="{PANEL_H:.1}" fill="none" stroke="#444"/>"##
     );
     let mut v = 0.0;
     while v <= top_value + step / 2.0 {
@@ -115,7 +115,7 @@ fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], x_axis: &XAxi
             r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"##,
             left,
             y(v),
-            left + PANEL_W,
+            left + width,
             y(v),
             left - 6.0,
             y(v) + 4.0,
@@ -157,7 +157,7 @@ fn panel(out: &mut String, left: f64, title: &str, lines: &[Line], x_axis: &XAxi
     let _ = writeln!(
         out,
         r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="12">{}</text>"##,
-        left + PANEL_W / 2.0,
+        left + width / 2.0,
         TOP + PANEL_H + 36.0,
         escape(&label)
     );
@@ -231,8 +231,14 @@ pub fn figure(title: &str, panels: &[(&str, &[Line], &XAxis)]) -> String {
         W / 2.0,
         escape(title)
     );
+    // One panel takes the whole width; two sit side by side.
+    let width = if panels.len() == 1 {
+        W - LEFTS[0] - 30.0
+    } else {
+        PANEL_W
+    };
     for (i, (name, lines, axis)) in panels.iter().take(2).enumerate() {
-        panel(&mut out, LEFTS[i], name, lines, axis);
+        panel(&mut out, LEFTS[i], width, name, lines, axis);
     }
     let legend: &[Line] = panels.first().map(|p| p.1).unwrap_or(&[]);
     for (i, l) in legend.iter().enumerate() {

@@ -199,7 +199,7 @@ fn sim_array(
 }
 
 /// Seed 001's machine: 35 MB/s drives (ata100-7200), PATA channels that carry 50 MB/s,
-/// controllers whose PCI side carries 66 MB/s, on a bus that carries 100 MB/s (PCI's
+/// controllers whose PCI side carries 55 MB/s, on a bus that carries 100 MB/s (PCI's
 /// 133 MB/s nominal, less its overheads). Which drives sit where is the experiment.
 /// Controllers, each a list of channels, each a list of drive models.
 type Machine<'a> = Vec<&'a [&'a [&'a str]]>;
@@ -207,7 +207,7 @@ type Machine<'a> = Vec<&'a [&'a [&'a str]]>;
 fn seed001_machine(controllers: &[&[&[&str]]]) -> String {
     let mut t = String::from("bus_mb_s = 100\n");
     for c in controllers {
-        t.push_str("[[controller]]\nmb_s = 66\n");
+        t.push_str("[[controller]]\nmb_s = 55\n");
         for ch in *c {
             let drives: Vec<String> = ch.iter().map(|d| format!("{d:?}")).collect();
             let _ = write!(
@@ -360,7 +360,7 @@ fn seed001() -> AdminResult<(String, String, Vec<Check>)> {
         label: "position (% of the device)".into(),
     };
     let svg = plot::figure(
-        "Seed 001: 35 MB/s drives on 50 MB/s PATA channels, 66 MB/s controllers, a 100 MB/s bus",
+        "Seed 001: 35 MB/s drives on 50 MB/s PATA channels, 55 MB/s controllers, a 100 MB/s bus",
         &[("transfer rate (MB/s)", &lines, &axis)],
     );
     Ok((csv, svg, checks))

@@ -406,6 +406,15 @@ fn the_papers_experiments_reproduce_with_their_shapes() {
         assert!(csv.lines().count() > 5, "{name}: {csv}");
         let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
         assert!(svg.contains("<polyline"), "{name}");
+        // What docs/ shows is what the command writes today.
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reproduction");
+        for (ext, text) in [("csv", &csv), ("svg", &svg)] {
+            let committed = std::fs::read_to_string(docs.join(format!("{name}.{ext}"))).unwrap();
+            assert!(
+                &committed == text,
+                "docs/reproduction/{name}.{ext} is stale: rerun raidd bench reproduce {name} --out docs/reproduction"
+            );
+        }
     }
     let again = dir.path().join("again");
     raidd(&[

@@ -511,3 +511,54 @@ fn scan_reports_rate_against_position() {
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     }
 }
+
+/// An iSCSI LUN as a target: a session per worker, commands pipelined within the target's
+/// window; writes larger than the first burst go out answering R2Ts. The same array over
+/// NBD in the same command line.
+#[test]
+fn iscsi_targets_sweep_beside_nbd() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid5", 4, &[]);
+    let config = format!(
+        "[iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\nnop_interval = 0\n{}",
+        array_config("raid5", &members)
+    );
+    let d = Daemon::start(dir.path(), &config);
+    let url = d.iscsi_url("", "iqn.2026-11.org.raidd:raid5", 0);
+    let j = sweep(&[
+        "--target",
+        &url,
+        "--target",
+        &d.uri("raid5"),
+        "--sizes",
+        "4K,256K",
+        "--rw",
+        "randwrite,read",
+        "--qd",
+        "8",
+        "--workers",
+        "2",
+        "--seconds",
+        "0.5",
+        "--json",
+    ])
+    .ok()
+    .json();
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(rows[0]["target"]
+        .as_str()
+        .unwrap()
+        .starts_with("iscsi://127.0.0.1:"));
+    assert_eq!(rows[1]["bs"], 262_144);
+    assert_eq!(rows[1]["rw"], "randwrite");
+    // Bad LUNs and targets are clear errors.
+    let bad = d.iscsi_url("", "iqn.2026-11.org.raidd:nope", 0);
+    let r = sweep(&["--target", &bad, "--seconds", "0.1"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("login refused"), "{}", r.stderr);
+    d.stop();
+}

@@ -17,23 +17,32 @@ use hdrhistogram::Histogram;
 use raidd_engine::member::SimWorld;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
+use super::iscsi::{self, IscsiUrl};
 use super::nbd::{Conn, NbdUrl};
 use super::spec::{Access, Stream};
 use super::target::{cpu_seconds, Device};
 
-/// What a point drives: a device in this process, or an NBD export (a connection per
-/// worker).
+/// What a point drives: a device in this process, an NBD export or an iSCSI LUN (a
+/// connection per worker).
 #[derive(Clone)]
 pub enum Target {
     Local(Arc<Device>),
-    Nbd { url: NbdUrl, size: u64 },
+    Nbd {
+        url: NbdUrl,
+        size: u64,
+    },
+    Iscsi {
+        url: IscsiUrl,
+        size: u64,
+        block: u32,
+    },
 }
 
 impl Target {
     pub fn size(&self) -> u64 {
         match self {
             Target::Local(d) => d.size(),
-            Target::Nbd { size, .. } => *size,
+            Target::Nbd { size, .. } | Target::Iscsi { size, .. } => *size,
         }
     }
 }
@@ -42,6 +51,7 @@ impl Target {
 pub enum Session {
     Local(Arc<Device>),
     Nbd(Rc<Conn>),
+    Iscsi(Rc<iscsi::Session>),
 }
 
 impl Session {
@@ -49,6 +59,7 @@ impl Session {
         Ok(match t {
             Target::Local(d) => Session::Local(d.clone()),
             Target::Nbd { url, .. } => Session::Nbd(Conn::open(url)?),
+            Target::Iscsi { url, block, .. } => Session::Iscsi(iscsi::Session::open(url, *block)?),
         })
     }
 
@@ -80,6 +91,11 @@ impl Session {
                 let n = u32::try_from(len).map_err(|_| "a read over 4 GiB".to_string())?;
                 c.read(offset, n).await.map(|_| ())
             }
+            Session::Iscsi(c) if write => {
+                let data = buf.slice(0..len).expect(lent);
+                c.write(offset, data.as_slice()).await
+            }
+            Session::Iscsi(c) => c.read(offset, len).await.map(|_| ()),
         }
     }
 }

@@ -8,6 +8,7 @@ use raidd_admin::exit::AdminResult;
 use raidd_admin::size;
 
 pub mod io;
+mod iscsi;
 pub(crate) mod load;
 mod nbd;
 pub mod parity;

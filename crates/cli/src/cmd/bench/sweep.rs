@@ -17,6 +17,7 @@ use raidd_layout::Level;
 use raidd_sim::Topology;
 use serde::Serialize;
 
+use super::iscsi::IscsiUrl;
 use super::load::{run_point, Measure, Plan, Target};
 use super::nbd::NbdUrl;
 use super::plot;
@@ -33,7 +34,9 @@ use raidd_admin::size;
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     /// What to drive: a RAID level (linear, raid0, raid1, raid4, raid5, raid6, raid10) over
-    /// the members, or `raw` for the members themselves. Repeat for one series each.
+    /// the members, `raw` for the members themselves, an NBD export
+    /// (nbd://HOST[:PORT]/EXPORT) or an iSCSI LUN (iscsi://HOST[:PORT]/TARGET/LUN). Repeat
+    /// for one series each.
     #[arg(long = "target", default_value = "raid0", value_parser = parse_target)]
     pub targets: Vec<SweepTarget>,
     /// Number of members (with --topology: its drives).
@@ -124,6 +127,7 @@ pub enum SweepTarget {
     Raw,
     Array(Level),
     Nbd(NbdUrl),
+    Iscsi(IscsiUrl),
 }
 
 impl std::fmt::Display for SweepTarget {
@@ -132,6 +136,7 @@ impl std::fmt::Display for SweepTarget {
             SweepTarget::Raw => f.write_str("raw"),
             SweepTarget::Array(l) => write!(f, "{l}"),
             SweepTarget::Nbd(u) => write!(f, "{u}"),
+            SweepTarget::Iscsi(u) => write!(f, "{u}"),
         }
     }
 }
@@ -144,10 +149,7 @@ fn parse_target(s: &str) -> Result<SweepTarget, String> {
         return NbdUrl::parse(s).map(SweepTarget::Nbd);
     }
     if s.starts_with("iscsi://") {
-        return Err(format!(
-            "{s}: iSCSI targets are not measured by bench sweep yet; use an nbd:// URL, a level \
-             or raw"
-        ));
+        return IscsiUrl::parse(s).map(SweepTarget::Iscsi);
     }
     parse_level(s).map(SweepTarget::Array)
 }
@@ -356,6 +358,7 @@ pub fn run(args: SweepArgs, json: bool) -> AdminResult {
     for target in &args.targets {
         let got = match target {
             SweepTarget::Nbd(url) => nbd_series(&args, url, &mixes, &mut progress)?,
+            SweepTarget::Iscsi(url) => iscsi_series(&args, url, &mixes, &mut progress)?,
             _ => local_series(&args, target, &mixes, &mut progress)?,
         };
         rows.extend(got);
@@ -456,6 +459,44 @@ fn nbd_series(
     points(args, series, mixes, progress, None, |_| Target::Nbd {
         url: url.clone(),
         size,
+    })
+}
+
+/// An iSCSI LUN: its capacity read once, then a session per worker and point.
+fn iscsi_series(
+    args: &SweepArgs,
+    url: &IscsiUrl,
+    mixes: &[Mix],
+    progress: &mut Progress,
+) -> AdminResult<Vec<(Series, Row)>> {
+    let (size, block) = super::iscsi::capacity(url)
+        .map_err(|e| AdminError::new(Exit::Failure, format!("bench sweep: {e}")))?;
+    for &bs in &args.sizes {
+        if !bs.is_multiple_of(u64::from(block)) {
+            return Err(AdminError::usage(format!(
+                "{url}: request size {bs} is not whole {block}-byte blocks"
+            )));
+        }
+    }
+    let largest = args.sizes.iter().copied().max().unwrap_or(0);
+    if size < largest * u64::from(args.workers) {
+        return Err(AdminError::usage(format!(
+            "{url}: {} is smaller than one request of the largest size per worker",
+            size::short(size)
+        )));
+    }
+    let series = Series {
+        target: url.to_string(),
+        kind: "NETWORK",
+        mix: mixes[0],
+        qd: args.qd,
+        workers: args.workers,
+        simulated: false,
+    };
+    points(args, series, mixes, progress, None, |_| Target::Iscsi {
+        url: url.clone(),
+        size,
+        block,
     })
 }
 

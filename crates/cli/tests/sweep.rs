@@ -182,6 +182,8 @@ fn memory_sweeps_count_requests_and_plot_every_series() {
         "500",
         "--ramp",
         "0",
+        "--iovecs",
+        "2",
         "--plot",
         svg.to_str().unwrap(),
         "--json",
@@ -252,6 +254,7 @@ fn mixes_topologies_and_bad_input() {
         (vec!["--sizes", "1000"], "invalid size"),
         (vec!["--rw", "trim"], "unknown pattern"),
         (vec!["--random-pct", "5"], "needs --read-pct"),
+        (vec!["--sizes", "4K", "--iovecs", "16"], "whole sectors"),
         (vec!["--target", "raid9"], "raid9"),
         (
             vec![
@@ -316,7 +319,10 @@ fn nbd_targets_put_two_servers_in_one_sweep() {
     }
     let csv = dir.path().join("servers.csv");
     let kit_url = format!("nbd://127.0.0.1:{port}/");
+    let pid = d.pid().to_string();
     let j = sweep(&[
+        "--server-pid",
+        &pid,
         "--target",
         &d.uri("raid5"),
         "--target",
@@ -346,6 +352,12 @@ fn nbd_targets_put_two_servers_in_one_sweep() {
         assert_eq!(r["simulated"], false);
     }
     assert!(rows[0]["target"].as_str().unwrap().ends_with("/raid5"));
+    // raidd's own CPU per request, measured from outside while it served.
+    let server: f64 = rows[..4]
+        .iter()
+        .map(|r| r["server_cpu_per_io_us"].as_f64().unwrap())
+        .sum();
+    assert!(server > 0.0, "{rows:?}");
     assert_eq!(rows[4]["target"], format!("nbd://127.0.0.1:{port}/"));
     let out = std::process::Command::new("python3")
         .args([

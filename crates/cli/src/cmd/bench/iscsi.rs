@@ -80,7 +80,9 @@ fn be32(b: &[u8], at: usize) -> u32 {
 /// What the login settled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Negotiated {
-    /// The command window and status numbering the last login response gave.
+    /// The next command's CmdSN (the login's, 0, at first), the command window and the
+    /// status numbering: as the login left them, then as set-up commands move them.
+    pub cmdsn: u32,
     pub max_cmdsn: u32,
     pub exp_statsn: u32,
     /// The most the target takes in one PDU.
@@ -93,6 +95,7 @@ pub struct Negotiated {
 /// The operational keys from the target's answer, over our offer's defaults.
 pub fn negotiated(pairs: &[(String, String)]) -> Negotiated {
     let mut n = Negotiated {
+        cmdsn: 0,
         max_cmdsn: 0,
         exp_statsn: 1,
         max_send: 8192,
@@ -146,15 +149,27 @@ fn text(pairs: &[(&str, &str)]) -> Vec<u8> {
     v
 }
 
-fn login_pdu(csg: u8, nsg: u8, data: &[u8]) -> [u8; BHS_LEN] {
+/// A new session's ISID: the random format, made of this process's ID and a count, so each
+/// worker's session is new to the target (the same ISID again would reinstate, and so end,
+/// the session another worker holds).
+fn new_isid() -> [u8; 6] {
+    static SESSIONS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let n = SESSIONS
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .to_be_bytes();
+    let pid = std::process::id().to_be_bytes();
+    [0x80, pid[1], pid[2], pid[3], n[0], n[1]]
+}
+
+/// A login request of the session `isid` (TSIH 0: a new session).
+fn login_pdu(isid: [u8; 6], csg: u8, nsg: u8, data: &[u8]) -> [u8; BHS_LEN] {
     let mut h = [0u8; BHS_LEN];
     h[0] = 0x40 | op::LOGIN;
     h[1] = 0x80 | (csg << 2) | nsg;
     h[5] = (data.len() >> 16) as u8;
     h[6] = (data.len() >> 8) as u8;
     h[7] = data.len() as u8;
-    // ISID: a random-qualifier format with raidd's own bytes; TSIH 0 (a new session).
-    h[8..14].copy_from_slice(&[0x80, 0x72, 0x61, 0x69, 0x64, 0x64]);
+    h[8..14].copy_from_slice(&isid);
     h
 }
 
@@ -190,8 +205,9 @@ pub fn login(url: &IscsiUrl) -> Result<(TcpStream, Negotiated), String> {
     ]);
     let mut answer = Vec::new();
     let mut window = (0, 1);
+    let isid = new_isid();
     for (csg, nsg, data) in [(0u8, 1u8, &sec), (1, 3, &opn)] {
-        send(&mut s, &login_pdu(csg, nsg, data), data).map_err(|e| fail("login", e))?;
+        send(&mut s, &login_pdu(isid, csg, nsg, data), data).map_err(|e| fail("login", e))?;
         let (h, d) = recv(&mut s).map_err(|e| fail("login", e))?;
         if h.opcode() != op::LOGIN_RESPONSE {
             return Err(format!(
@@ -225,36 +241,85 @@ pub fn login(url: &IscsiUrl) -> Result<(TcpStream, Negotiated), String> {
     Ok((s, n))
 }
 
+/// One command on a blocking socket, for the set-up before the pipelined phase: its
+/// status, Data-In and sense data. CmdSN, ExpStatSN and MaxCmdSN move in `neg`.
+fn command_sync(
+    s: &mut TcpStream,
+    neg: &mut Negotiated,
+    lun: u64,
+    cdb: &[u8],
+    alloc: u32,
+) -> Result<(u8, Vec<u8>, Vec<u8>), String> {
+    let h = build::command(
+        neg.cmdsn,
+        lun,
+        cdb,
+        alloc > 0,
+        false,
+        alloc,
+        neg.cmdsn,
+        neg.exp_statsn,
+        0,
+    );
+    neg.cmdsn = neg.cmdsn.wrapping_add(1);
+    send(s, &h, &[]).map_err(|e| e.to_string())?;
+    let mut data = Vec::new();
+    loop {
+        let (b, d) = recv(s).map_err(|e| e.to_string())?;
+        let status = match b.opcode() {
+            op::DATA_IN => {
+                data.extend_from_slice(&d);
+                if b.0[1] & 0x01 == 0 {
+                    continue;
+                }
+                (b.0[3], Vec::new())
+            }
+            // The data segment of a response is the sense length, then the sense data.
+            op::SCSI_RESPONSE => (b.0[3], d.get(2..).unwrap_or_default().to_vec()),
+            op::NOP_IN | op::ASYNC => continue,
+            other => return Err(format!("answered with opcode {other:#x}")),
+        };
+        neg.exp_statsn = be32(&b.0, 24).wrapping_add(1);
+        neg.max_cmdsn = be32(&b.0, 32);
+        return Ok((status.0, data, status.1));
+    }
+}
+
+/// Clears the unit attention a new session may get (tgt reports a power-on reset to each):
+/// TEST UNIT READY until the LUN answers GOOD.
+fn ready(s: &mut TcpStream, neg: &mut Negotiated, lun: u64, url: &IscsiUrl) -> Result<(), String> {
+    for _ in 0..4 {
+        let (status, _, sense) =
+            command_sync(s, neg, lun, &[0u8; 6], 0).map_err(|e| format!("{url}: {e}"))?;
+        if status == 0 {
+            return Ok(());
+        }
+        // CHECK CONDITION with UNIT ATTENTION: ask again.
+        let unit_attention = status == 2 && sense.get(2).is_some_and(|k| k & 0x0f == 6);
+        if !unit_attention {
+            return Err(format!("{url}: TEST UNIT READY: status {status:#04x}"));
+        }
+    }
+    Err(format!("{url}: the LUN keeps reporting unit attentions"))
+}
+
 /// The LUN's size in bytes and its block size, from READ CAPACITY(16) on a fresh login.
 pub fn capacity(url: &IscsiUrl) -> Result<(u64, u32), String> {
-    let (mut s, neg) = login(url)?;
+    let (mut s, mut neg) = login(url)?;
     s.set_read_timeout(Some(TIMEOUT))
         .map_err(|e| format!("{url}: {e}"))?;
+    let lun = u64::from_be_bytes(raidd_scsi::encode_lun(url.lun));
+    ready(&mut s, &mut neg, lun, url)?;
     let mut cdb = [0u8; 16];
     cdb[0] = 0x9e;
     cdb[1] = 0x10;
     cdb[13] = 32;
-    let lun = u64::from_be_bytes(raidd_scsi::encode_lun(url.lun));
-    // The first command carries the login's CmdSN, 0.
-    let h = build::command(1, lun, &cdb, true, false, 32, 0, neg.exp_statsn, 0);
-    send(&mut s, &h, &[]).map_err(|e| format!("{url}: {e}"))?;
-    let mut data = Vec::new();
-    loop {
-        let (b, d) = recv(&mut s).map_err(|e| format!("{url}: READ CAPACITY(16): {e}"))?;
-        match b.opcode() {
-            op::DATA_IN => {
-                data.extend_from_slice(&d);
-                if b.0[1] & 0x01 != 0 {
-                    break;
-                }
-            }
-            op::SCSI_RESPONSE => break,
-            op::NOP_IN | op::ASYNC => {}
-            other => return Err(format!("{url}: READ CAPACITY answered with {other:#x}")),
-        }
-    }
-    if data.len() < 12 {
-        return Err(format!("{url}: READ CAPACITY(16) failed"));
+    let (status, data, _) = command_sync(&mut s, &mut neg, lun, &cdb, 32)
+        .map_err(|e| format!("{url}: READ CAPACITY(16): {e}"))?;
+    if status != 0 || data.len() < 12 {
+        return Err(format!(
+            "{url}: READ CAPACITY(16) failed (status {status:#04x})"
+        ));
     }
     let last = u64::from_be_bytes(data[0..8].try_into().map_err(|_| "short")?);
     let block = be32(&data, 8);
@@ -293,17 +358,22 @@ pub struct Session {
 
 impl Session {
     pub fn open(url: &IscsiUrl, block: u32) -> Result<Rc<Session>, String> {
-        let (s, neg) = login(url)?;
+        let (mut s, mut neg) = login(url)?;
+        let lun = u64::from_be_bytes(raidd_scsi::encode_lun(url.lun));
+        s.set_read_timeout(Some(TIMEOUT))
+            .map_err(|e| format!("{url}: {e}"))?;
+        ready(&mut s, &mut neg, lun, url)?;
+        s.set_read_timeout(None)
+            .map_err(|e| format!("{url}: {e}"))?;
         let c = Rc::new(Session {
             stream: raidd_rt::net::Stream::from(s),
             neg,
-            lun: u64::from_be_bytes(raidd_scsi::encode_lun(url.lun)),
+            lun,
             block,
             send: futures::lock::Mutex::new(()),
             pending: RefCell::new(HashMap::new()),
-            itt: Cell::new(1),
-            // The login's CmdSN was 0 and was not used up: the first command carries it.
-            cmdsn: Cell::new(0),
+            itt: Cell::new(neg.cmdsn.wrapping_add(1).max(1)),
+            cmdsn: Cell::new(neg.cmdsn),
             expstatsn: Cell::new(neg.exp_statsn),
             maxcmdsn: Cell::new(neg.max_cmdsn),
             window: RefCell::new(Vec::new()),
@@ -616,6 +686,7 @@ mod tests {
         assert_eq!(
             n,
             Negotiated {
+                cmdsn: 0,
                 max_cmdsn: 0,
                 exp_statsn: 1,
                 max_send: 65536,

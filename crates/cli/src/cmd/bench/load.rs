@@ -20,7 +20,7 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use super::iscsi::{self, IscsiUrl};
 use super::nbd::{Conn, NbdUrl};
 use super::spec::{Access, Stream};
-use super::target::{cpu_seconds, Device};
+use super::target::{cpu_seconds, process_cpu_seconds, Device};
 
 /// What a point drives: a device in this process, an NBD export or an iSCSI LUN (a
 /// connection per worker).
@@ -63,24 +63,33 @@ impl Session {
         })
     }
 
-    /// One request of `len` bytes at `offset`, from or into `buf`.
+    /// One request of `len` bytes at `offset`, from or into `buf`, in `pieces` windows of
+    /// equal length (a vectored request, seed 002's readv; one in-process, where the
+    /// engine sees the vector; the network carries one buffer whatever it is).
     pub async fn io(
         &self,
         write: bool,
         offset: u64,
         buf: &SharedBuf,
         len: usize,
+        pieces: usize,
     ) -> Result<(), String> {
         let lent = "the last request gave the buffer back";
+        let step = len / pieces.max(1);
+        let windows = (0..pieces.max(1)).map(|i| i * step..(i + 1) * step);
         match self {
             Session::Local(dev) if write => {
                 let mut iov = IoVec::new();
-                iov.push(buf.slice(0..len).expect(lent));
+                for w in windows {
+                    iov.push(buf.slice(w).expect(lent));
+                }
                 dev.write(offset, iov).await
             }
             Session::Local(dev) => {
                 let mut iov = IoVecMut::new();
-                iov.push(buf.slice_mut(0..len).expect(lent));
+                for w in windows {
+                    iov.push(buf.slice_mut(w).expect(lent));
+                }
                 dev.read(offset, iov).await
             }
             Session::Nbd(c) if write => {
@@ -139,6 +148,10 @@ pub struct Plan {
     pub ramp_s: f64,
     pub measure: Measure,
     pub seed: u64,
+    /// Windows per request (1: one buffer); divides the request into equal whole sectors.
+    pub iovecs: u32,
+    /// A server process whose CPU time the point also measures.
+    pub server_pid: Option<u32>,
 }
 
 /// What a point measured.
@@ -152,6 +165,8 @@ pub struct Outcome {
     pub all: u64,
     /// Process CPU seconds over the point.
     pub cpu_s: Option<f64>,
+    /// The server's CPU seconds over the point, when its PID was given.
+    pub server_cpu_s: Option<f64>,
 }
 
 impl Outcome {
@@ -207,9 +222,10 @@ async fn slot(
     session: Rc<Session>,
     stream: Rc<RefCell<Stream>>,
     w: Window,
-    access: Access,
+    plan: Plan,
     seed: u64,
 ) -> Result<SlotTally, String> {
+    let (access, iovecs) = (plan.access, plan.iovecs as usize);
     let len = access.bs as usize;
     let mut data = AlignedBuf::for_overwrite(len);
     // Non-zero data, different per slot, so nothing can shortcut zero blocks.
@@ -234,7 +250,7 @@ async fn slot(
             break;
         };
         let req = stream.borrow_mut().next_req();
-        session.io(req.write, req.offset, &buf, len).await?;
+        session.io(req.write, req.offset, &buf, len, iovecs).await?;
         let end = w.clock.now_ns();
         t.all += 1;
         if measured {
@@ -278,7 +294,7 @@ async fn worker(
                 session.clone(),
                 stream.clone(),
                 w.clone(),
-                plan.access,
+                plan,
                 (u64::from(index) << 32) + i + 1,
             ))
         })
@@ -312,6 +328,8 @@ pub fn run_point(
         left,
     };
     let cpu0 = cpu_seconds();
+    let server = plan.server_pid.map(|p| p.to_string());
+    let server0 = server.as_deref().and_then(process_cpu_seconds);
     let slots = match sim {
         Some(world) => {
             let (dev, plan, world) = (dev.clone(), *plan, world.clone());
@@ -350,12 +368,16 @@ pub fn run_point(
         }
     };
     let cpu_s = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
+    let server_cpu_s = server0
+        .zip(server.as_deref().and_then(process_cpu_seconds))
+        .map(|(a, b)| b - a);
     let mut out = Outcome {
         reads: histogram(),
         writes: histogram(),
         seconds: 0.0,
         all: 0,
         cpu_s,
+        server_cpu_s,
     };
     let mut last_end = from;
     for s in slots {

@@ -292,6 +292,7 @@ mod tests {
             read_lat_mean_us: Some(lat),
             write_lat_mean_us: None,
             cpu_per_io_us: None,
+            server_cpu_per_io_us: None,
             cpu_pct: None,
         }
     }

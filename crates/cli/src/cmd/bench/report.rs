@@ -52,8 +52,10 @@ pub struct Row {
     pub lat_max_us: f64,
     pub read_lat_mean_us: Option<f64>,
     pub write_lat_mean_us: Option<f64>,
-    /// Host CPU (user + system) per completed request, microseconds.
+    /// Host CPU (user + system) of this process per completed request, microseconds.
     pub cpu_per_io_us: Option<f64>,
+    /// The server's CPU per completed request (`--server-pid`), microseconds.
+    pub server_cpu_per_io_us: Option<f64>,
     /// Host CPU as a percentage of one core over the measured window (a simulated window
     /// for simulated members, so only a rough figure there).
     pub cpu_pct: Option<f64>,
@@ -101,6 +103,10 @@ impl Row {
                 .filter(|_| o.all > 0)
                 .map(|c| c * 1e6 / o.all as f64),
             cpu_pct: o.cpu_s.map(|c| c / secs * 100.0),
+            server_cpu_per_io_us: o
+                .server_cpu_s
+                .filter(|_| o.all > 0)
+                .map(|c| c * 1e6 / o.all as f64),
         }
     }
 }
@@ -134,6 +140,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "99th Percentile Response Time",
     "99.9th Percentile Response Time",
     "CPU us per I/O",
+    "Server CPU us per I/O",
 ];
 
 /// A field for a CSV line, quoted when it holds a comma, a quote or a line break.
@@ -192,6 +199,7 @@ pub fn csv(rows: &[(Series, Row)]) -> String {
             ms(r.lat_p99_us),
             ms(r.lat_p999_us),
             cpu(r.cpu_per_io_us, 3),
+            cpu(r.server_cpu_per_io_us, 3),
         ];
         debug_assert_eq!(cells.len(), CSV_COLUMNS.len());
         let line: Vec<String> = cells.iter().map(|c| field(c)).collect();
@@ -213,19 +221,25 @@ pub fn size_label(bs: u64) -> String {
 /// The table on the terminal.
 pub fn table(rows: &[(Series, Row)]) -> String {
     let mut out = String::new();
+    let w = rows
+        .iter()
+        .map(|(_, r)| r.target.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     let _ = writeln!(
         out,
-        "{:<34} {:<9} {:>5} {:>10} {:>9} {:>10} {:>10} {:>10}",
+        "{:<w$} {:<9} {:>5} {:>10} {:>9} {:>10} {:>10} {:>10}",
         "target", "rw", "bs", "IOPS", "MB/s", "mean us", "p99 us", "CPU us/IO"
     );
-    for (s, r) in rows {
+    for (_, r) in rows {
         let cpu = r
             .cpu_per_io_us
             .map(|c| format!("{c:.2}"))
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
-            "{:<34} {:<9} {:>5} {:>10.0} {:>9.2} {:>10.1} {:>10.1} {:>10}",
+            "{:<w$} {:<9} {:>5} {:>10.0} {:>9.2} {:>10.1} {:>10.1} {:>10}",
             r.target,
             r.rw,
             size_label(r.bs),
@@ -235,7 +249,6 @@ pub fn table(rows: &[(Series, Row)]) -> String {
             r.lat_p99_us,
             cpu
         );
-        let _ = s;
     }
     if rows.iter().any(|(s, _)| s.simulated) {
         out.push_str("(simulated members: times are simulated; CPU is the host's)\n");
@@ -262,6 +275,7 @@ mod tests {
             seconds,
             all: (read_ns.len() + write_ns.len()) as u64 * 2,
             cpu_s: Some(0.5),
+            server_cpu_s: None,
         }
     }
 

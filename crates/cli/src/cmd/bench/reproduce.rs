@@ -388,6 +388,8 @@ fn point(
         ramp_s: 0.5,
         measure: Measure::Seconds(seconds),
         seed: 1,
+        iovecs: 1,
+        server_pid: None,
     };
     let o = run_point(
         &Target::Local(Arc::new(Device::Array(a.clone()))),

@@ -65,7 +65,9 @@ async fn stretch(
     plan: ScanPlan,
 ) -> Result<(u64, u64), String> {
     let first = SharedBuf::new(AlignedBuf::for_overwrite(plan.bs as usize));
-    session.io(false, offset, &first, plan.bs as usize).await?;
+    session
+        .io(false, offset, &first, plan.bs as usize, 1)
+        .await?;
     let next = Rc::new(Cell::new(offset + plan.bs));
     let end = offset + plan.span / plan.bs * plan.bs;
     let t0 = clock.now_ns();
@@ -81,7 +83,7 @@ async fn stretch(
                         return Ok::<(), String>(());
                     }
                     next.set(at + plan.bs);
-                    session.io(false, at, &buf, len).await?;
+                    session.io(false, at, &buf, len, 1).await?;
                 }
             })
         })

@@ -97,6 +97,14 @@ pub struct SweepArgs {
     /// most 0.5).
     #[arg(long, value_parser = parse_ramp, value_name = "S")]
     pub ramp: Option<f64>,
+    /// Each request's buffer in this many equal windows (a vectored request, seed 002's
+    /// readv): in-process targets see the vector; network ones carry one buffer anyway.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub iovecs: u32,
+    /// Also measure this process's CPU per request (the server's, for network targets):
+    /// `server_cpu_per_io_us`.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
     /// Seed of the random requests.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -318,6 +326,23 @@ fn sim_topology(model: &str, file: Option<&Path>, n: Option<u16>) -> AdminResult
 }
 
 fn check_args(args: &SweepArgs) -> AdminResult {
+    if let Some(pid) = args.server_pid {
+        if super::target::process_cpu_seconds(&pid.to_string()).is_none() {
+            return Err(AdminError::usage(format!(
+                "--server-pid {pid}: no such process"
+            )));
+        }
+    }
+    if let Some(bs) = args
+        .sizes
+        .iter()
+        .find(|&&bs| !bs.is_multiple_of(512 * u64::from(args.iovecs)))
+    {
+        return Err(AdminError::usage(format!(
+            "--iovecs {}: request size {bs} does not divide into that many whole sectors",
+            args.iovecs
+        )));
+    }
     if args.random_pct.is_some() && args.read_pct.is_none() {
         return Err(AdminError::usage("--random-pct needs --read-pct"));
     }
@@ -568,6 +593,8 @@ fn plan(args: &SweepArgs, mix: Mix, bs: u64) -> Plan {
             None => Measure::Seconds(args.seconds),
         },
         seed: args.seed,
+        iovecs: args.iovecs,
+        server_pid: args.server_pid,
     }
 }
 

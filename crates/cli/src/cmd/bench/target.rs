@@ -264,7 +264,12 @@ pub fn meminfo_available(text: &str) -> Option<u64> {
 
 /// CPU seconds (user + system) this process has used, from `/proc/self/stat`.
 pub fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    process_cpu_seconds("self")
+}
+
+/// CPU seconds (user + system) process `pid` (or "self") has used, from its `stat`.
+pub fn process_cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // USER_HZ, the unit of these fields, is 100 on Linux whatever the kernel tick.
     cpu_ticks(&stat).map(|t| t as f64 / 100.0)
 }

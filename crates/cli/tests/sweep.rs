@@ -574,3 +574,45 @@ fn iscsi_targets_sweep_beside_nbd() {
     assert!(r.stderr.contains("login refused"), "{}", r.stderr);
     d.stop();
 }
+
+/// Iometer's bursts and delays: a slot issues `--burst` requests back to back, then waits
+/// `--delay`; in simulated time the rate is exactly what that gives.
+#[test]
+fn bursts_and_delays_pace_each_slot() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "--target",
+            "raid0",
+            "--members",
+            "2",
+            "--member",
+            "sim:djna-371350",
+            "--sizes",
+            "4K",
+            "--rw",
+            "randread",
+            "--qd",
+            "1",
+            "--seconds",
+            "5",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        sweep(&a).ok().json()["rows"][0].clone()
+    };
+    let free = run(&[]);
+    let paced = run(&["--burst", "2", "--delay", "10"]);
+    let (f, p) = (
+        free["iops"].as_f64().unwrap(),
+        paced["iops"].as_f64().unwrap(),
+    );
+    // Each pair of requests takes two service times and then 10 ms more.
+    let want = 2.0 / (2.0 / f + 0.010);
+    assert!((p / want - 1.0).abs() < 0.05, "paced {p} IOPS, want {want}");
+    // Response times count the requests, not the pauses.
+    let (lf, lp) = (
+        free["lat_mean_us"].as_f64().unwrap(),
+        paced["lat_mean_us"].as_f64().unwrap(),
+    );
+    assert!((lp / lf - 1.0).abs() < 0.1, "{lf} us against {lp} us");
+}

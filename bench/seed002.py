@@ -74,7 +74,9 @@ def main():
                                "--server-pid", str(proc.pid)])
         svg = os.path.join(args.out, "seed002.svg")
         sweep("sizes", [*local, *nbd], [*DM, "--sizes", "4K..256K", "--count", "32768",
-                                        "--plot", svg])
+                                        "--plot", svg, "--title",
+                                        "Seed 002's DM load (32 workers, sequential reads) "
+                                        "in process and over NBD, RAID0 of 4 files"])
         csv = os.path.join(args.out, "seed002.csv")
         with open(csv, "w") as f:
             f.write(parts[0][0] + "\r\n")

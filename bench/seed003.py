@@ -55,7 +55,9 @@ def main():
                         "--target", f"iscsi://127.0.0.1:{iport}/iqn.2026-11.org.raidd:tab3/0",
                         "--sizes", "1K..1M", "--rw", "read", "--qd", "4",
                         "--server-pid", str(proc.pid),
-                        "--seconds", args.seconds, "--csv", csv, "--plot", svg],
+                        "--seconds", args.seconds, "--csv", csv, "--plot", svg,
+                        "--title", "Seed 003 Tab. 3, block half: one RAID5 (4 x 256 MiB on "
+                        "/dev/shm), sequential reads, QD4, over NBD and over iSCSI"],
                        check=True)
         print(f"wrote {csv} and {svg}")
     except subprocess.CalledProcessError:

@@ -128,6 +128,9 @@ pub struct SweepArgs {
     /// Also plot throughput and response time against request size, as SVG.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// The plot's title (default: the queue depth and workers).
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -608,12 +611,14 @@ fn write_outputs(args: &SweepArgs, rows: &[(Series, Row)]) -> AdminResult {
     }
     if let Some(p) = &args.plot {
         let only: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
-        let title = format!(
-            "raidd bench sweep: QD{} x {} worker{}",
-            args.qd,
-            args.workers,
-            if args.workers == 1 { "" } else { "s" }
-        );
+        let title = args.title.clone().unwrap_or_else(|| {
+            format!(
+                "raidd bench sweep: QD{} x {} worker{}",
+                args.qd,
+                args.workers,
+                if args.workers == 1 { "" } else { "s" }
+            )
+        });
         write(p, plot::svg(&title, &only))?;
     }
     Ok(())

@@ -393,6 +393,7 @@ fn nbd_targets_put_two_servers_in_one_sweep() {
 fn the_papers_experiments_reproduce_with_their_shapes() {
     let dir = scratch();
     for name in [
+        "seed000",
         "seed001",
         "seed004-chunk",
         "seed004-raid5",

@@ -4,6 +4,7 @@
 //! disks.
 
 mod contract;
+mod dab;
 mod fault;
 mod file;
 mod memory;
@@ -11,6 +12,7 @@ mod sim;
 mod syncs;
 
 pub use contract::{read_bytes, windows_lost, write_bytes, Member, MemberFuture, MemberInfo};
+pub use dab::{DabCounters, DabCounts, DabMember, DabPool};
 pub use fault::{FaultControl, FaultMember, FaultPlan};
 pub use file::{FileMember, OpenOptions};
 pub use memory::MemMember;

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use super::load::{run_point, Measure, Plan, Target};
 use super::plot::{self, Line, XAxis};
+use super::report::{self, Row, Series};
 use super::scan::{scan, ScanPlan};
 use super::spec::{Access, Mix};
 use super::target::{close_array, make_array, ArraySetup, Device};
@@ -24,6 +25,11 @@ use raidd_admin::exit::{AdminError, AdminResult, Exit};
 
 /// The experiments, by name.
 pub const EXPERIMENTS: &[(&str, &str)] = &[
+    (
+        "seed000",
+        "sequential reads of 1 to 16 KiB at QD1 on two DJNA-371350 drives in RAID0, with and \
+         without the DMA-aligned buffer (Fig. 3), and 64 and 128 KiB",
+    ),
     (
         "seed001",
         "transfer rate against position: one drive, two striped on one PATA channel, on two \
@@ -47,7 +53,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
-    /// The experiment: seed001, seed004-chunk, seed004-raid5 or seed004-gather.
+    /// The experiment: seed000, seed001, seed004-chunk, seed004-raid5 or seed004-gather.
     #[arg(value_parser = parse_name)]
     pub name: String,
     /// Directory for NAME.csv and NAME.svg.
@@ -112,6 +118,7 @@ pub fn run(args: ReproduceArgs, json: bool) -> AdminResult {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| AdminError::io(format_args!("cannot create {}", args.out.display()), &e))?;
     let (csv, svg, checks) = match args.name.as_str() {
+        "seed000" => seed000()?,
         "seed001" => seed001()?,
         "seed004-chunk" => seed004_chunk()?,
         "seed004-raid5" => seed004_raid5()?,
@@ -198,12 +205,12 @@ fn sim_array(
     Ok((w, a))
 }
 
-/// Seed 001's machine: 35 MB/s drives (ata100-7200), PATA channels that carry 50 MB/s,
-/// controllers whose PCI side carries 55 MB/s, on a bus that carries 100 MB/s (PCI's
-/// 133 MB/s nominal, less its overheads). Which drives sit where is the experiment.
 /// Controllers, each a list of channels, each a list of drive models.
 type Machine<'a> = Vec<&'a [&'a [&'a str]]>;
 
+/// Seed 001's machine: 35 MB/s drives (ata100-7200), PATA channels that carry 50 MB/s,
+/// controllers whose PCI side carries 55 MB/s, on a bus that carries 100 MB/s (PCI's
+/// 133 MB/s nominal, less its overheads). Which drives sit where is the experiment.
 fn seed001_machine(controllers: &[&[&[&str]]]) -> String {
     let mut t = String::from("bus_mb_s = 100\n");
     for c in controllers {
@@ -364,6 +371,116 @@ fn seed001() -> AdminResult<(String, String, Vec<Check>)> {
         &[("transfer rate (MB/s)", &lines, &axis)],
     );
     Ok((csv, svg, checks))
+}
+
+/// Seed 000 Fig. 3: RAID0 over two DJNA-371350 drives, each on its own channel, 100 %
+/// sequential reads at QD1, without the buffer and with 64 MiB of 128 KiB blocks.
+fn seed000() -> AdminResult<(String, String, Vec<Check>)> {
+    let sizes: [u64; 7] = [
+        1 << 10,
+        2 << 10,
+        4 << 10,
+        8 << 10,
+        16 << 10,
+        64 << 10,
+        128 << 10,
+    ];
+    let read = Mix::parse("read").map_err(sim_failed)?;
+    let mut rows = Vec::new();
+    let mut iops: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for (k, dab) in [0u64, 64 << 20].into_iter().enumerate() {
+        let name = if dab == 0 { "no DAB" } else { "DAB 64 MiB" };
+        let series = Series {
+            target: format!("RAID0 x2 djna-371350, {name}"),
+            kind: "SIMULATED",
+            mix: read,
+            qd: 1,
+            workers: 1,
+            simulated: true,
+        };
+        for &bs in &sizes {
+            let t = djna_machine(2)?;
+            let (w, members) = sim_members(&t);
+            let members = if dab == 0 {
+                members
+            } else {
+                let pool = raidd_engine::member::DabPool::new(dab, 128 << 10);
+                members
+                    .into_iter()
+                    .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
+                    .collect()
+            };
+            let setup = ArraySetup {
+                level: Level::Raid0,
+                chunk: 64 << 10,
+                stripe_cache: 0,
+                gather: Gather::Plug,
+                alone: Alone::Auto,
+                read_bypass: true,
+            };
+            let a = make_array(members, setup, Some(&w))?;
+            let o = run_point(
+                &Target::Local(Arc::new(Device::Array(a.clone()))),
+                &point_plan(read, bs, 1, 10.0),
+                Some(&w),
+            )
+            .map_err(sim_failed)?;
+            close_array(&a, Some(&w))?;
+            let row = Row::new(&series, bs, &o);
+            iops[k].push(row.iops);
+            rows.push((series.clone(), row));
+        }
+    }
+    let gain = |i: usize| iops[1][i] / iops[0][i];
+    let mut checks = vec![Check::at_least("1 KiB: DAB / no DAB (IOPS)", gain(0), 4.0)];
+    for (i, bs) in sizes.iter().enumerate().take(5).skip(1) {
+        checks.push(Check::at_most(
+            format!(
+                "{} KiB: the gain falls as the size grows (gain / the smaller size's)",
+                bs >> 10
+            ),
+            gain(i) / gain(i - 1),
+            1.0,
+        ));
+    }
+    for (i, bs) in sizes.iter().enumerate().skip(5) {
+        checks.push(Check::at_least(
+            format!("{} KiB: DAB / no DAB within 5 %", bs >> 10),
+            gain(i),
+            0.95,
+        ));
+        checks.push(Check::at_most(
+            format!("{} KiB: DAB / no DAB within 5 % (ceiling)", bs >> 10),
+            gain(i),
+            1.05,
+        ));
+    }
+    let only: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
+    let svg = plot::svg(
+        "Seed 000 Fig. 3: RAID0 over two DJNA-371350 drives, sequential reads at QD1",
+        &only,
+    );
+    Ok((report::csv(&rows), svg, checks))
+}
+
+/// A plan of one worker's `qd` sequential or random requests of `bs` for `seconds`.
+fn point_plan(mix: Mix, bs: u64, qd: u32, seconds: f64) -> Plan {
+    Plan {
+        access: Access {
+            bs,
+            mix,
+            align: bs,
+            burst: 1,
+            delay_ns: 0,
+        },
+        workers: 1,
+        qd,
+        ramp_s: 0.5,
+        measure: Measure::Seconds(seconds),
+        seed: 1,
+        iovecs: 1,
+        server_pid: None,
+    }
 }
 
 /// One point over an array: MB/s.

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use raidd_engine::member::SimWorld;
+use raidd_engine::member::{DabPool, SimWorld};
+use raidd_engine::Member;
 use raidd_engine::{Alone, Gather};
 use raidd_layout::Level;
 use raidd_sim::Topology;
@@ -122,6 +123,13 @@ pub struct SweepArgs {
     /// chunk under its stripe's lock (off: seed 004's comparison).
     #[arg(long, default_value = "on", value_parser = parse_on_off)]
     pub read_bypass: OnOff,
+    /// A DMA-aligned buffer (seed 000) of this many bytes in front of the members, shared
+    /// by them (0: none).
+    #[arg(long, default_value = "0", value_parser = size::parse_size, value_name = "SIZE")]
+    pub dab: u64,
+    /// The buffer's block: the members' largest transfer (128K: 256 ATA sectors).
+    #[arg(long, default_value = "128K", value_parser = size::parse_size, value_name = "SIZE")]
+    pub dab_block: u64,
     /// Also write the results as CSV, with Iometer's column names.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -329,6 +337,16 @@ fn sim_topology(model: &str, file: Option<&Path>, n: Option<u16>) -> AdminResult
 }
 
 fn check_args(args: &SweepArgs) -> AdminResult {
+    if !args.dab_block.is_power_of_two() || !(4096..=64 << 20).contains(&args.dab_block) {
+        return Err(AdminError::usage(
+            "--dab-block must be a power of two from 4K to 64M",
+        ));
+    }
+    if args.dab > 0 && args.dab < args.dab_block {
+        return Err(AdminError::usage(
+            "--dab must hold at least one --dab-block",
+        ));
+    }
     if let Some(pid) = args.server_pid {
         if super::target::process_cpu_seconds(&pid.to_string()).is_none() {
             return Err(AdminError::usage(format!(
@@ -490,6 +508,18 @@ fn nbd_series(
     })
 }
 
+/// The members behind a DMA-aligned buffer of `budget` bytes they share (none for 0).
+fn with_dab(members: Vec<Arc<dyn Member>>, budget: u64, block: u64) -> Vec<Arc<dyn Member>> {
+    if budget == 0 {
+        return members;
+    }
+    let pool = DabPool::new(budget, block);
+    members
+        .into_iter()
+        .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
+        .collect()
+}
+
 /// An iSCSI LUN: its capacity read once, then a session per worker and point.
 fn iscsi_series(
     args: &SweepArgs,
@@ -542,6 +572,7 @@ fn local_series(
         _ => None,
     };
     let (members, _direct) = open_members(&m.kind, m.n)?;
+    let members = with_dab(members, args.dab, args.dab_block);
     let array = match target {
         SweepTarget::Array(level) => {
             let setup = ArraySetup {

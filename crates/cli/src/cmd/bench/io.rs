@@ -22,8 +22,8 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 use serde::Serialize;
 
 use super::target::{
-    close_array, cpu_seconds, make_array, mem_available, open_members, ArraySetup, Device,
-    MemberKind,
+    close_array, cpu_seconds, make_array, mem_available, open_members, with_latency, ArraySetup,
+    Device, MemberKind,
 };
 use crate::cmd::create::parse_level;
 use crate::output;
@@ -65,6 +65,9 @@ pub struct IoArgs {
     /// Seconds measured (after a ramp of a fifth of that, at most 0.5 s, not counted).
     #[arg(long, default_value = "3", value_parser = size::parse_seconds, value_name = "S")]
     pub seconds: f64,
+    /// Time added to every member I/O (e.g. 1ms, 250us): a latency-bound member.
+    #[arg(long, default_value = "0", value_parser = super::sweep::parse_latency, value_name = "TIME")]
+    pub member_latency: std::time::Duration,
     /// RAID4/5/6 stripe cache size (0: keep no rows).
     #[arg(long, default_value = "16M", value_parser = size::parse_size, value_name = "SIZE")]
     pub stripe_cache: u64,
@@ -500,6 +503,7 @@ fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
         },
     };
     let (members, direct) = open_members(&kind, usize::from(args.members))?;
+    let members = with_latency(members, args.member_latency);
     let dev = match args.target {
         Target::Raw => Device::Raw {
             members,

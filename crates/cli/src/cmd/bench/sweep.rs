@@ -25,7 +25,8 @@ use super::plot;
 use super::report::{self, Row, Series};
 use super::spec::{parse_sizes, Access, Mix};
 use super::target::{
-    close_array, make_array, mem_available, open_members, ArraySetup, Device, MemberKind,
+    close_array, make_array, mem_available, open_members, with_latency, ArraySetup, Device,
+    MemberKind,
 };
 use crate::cmd::create::parse_level;
 use crate::output;
@@ -123,6 +124,10 @@ pub struct SweepArgs {
     /// chunk under its stripe's lock (off: seed 004's comparison).
     #[arg(long, default_value = "on", value_parser = parse_on_off)]
     pub read_bypass: OnOff,
+    /// Time added to every member I/O (e.g. 1ms, 250us): a latency-bound member on real
+    /// files. Not for simulated members, whose time is the model's.
+    #[arg(long, default_value = "0", value_parser = parse_latency, value_name = "TIME")]
+    pub member_latency: std::time::Duration,
     /// A DMA-aligned buffer (seed 000) of this many bytes in front of the members, shared
     /// by them (0: none).
     #[arg(long, default_value = "0", value_parser = size::parse_size, value_name = "SIZE")]
@@ -212,6 +217,26 @@ fn parse_ms(s: &str) -> Result<u64, String> {
     match s.parse::<f64>() {
         Ok(ms) if ms.is_finite() && (0.0..=60_000.0).contains(&ms) => Ok((ms * 1e6) as u64),
         _ => Err(format!("invalid delay {s:?}: milliseconds, 0 to 60000")),
+    }
+}
+
+/// A time as `1ms`, `250us` or `0`: at most a second.
+pub fn parse_latency(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("invalid time {s:?}: a number with us or ms (250us, 1ms), at most 1s");
+    let (num, unit) = if let Some(n) = s.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if s == "0" {
+        ("0", 1.0)
+    } else {
+        return Err(bad());
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * unit <= 1.0 => {
+            Ok(std::time::Duration::from_secs_f64(v * unit))
+        }
+        _ => Err(bad()),
     }
 }
 
@@ -337,6 +362,11 @@ fn sim_topology(model: &str, file: Option<&Path>, n: Option<u16>) -> AdminResult
 }
 
 fn check_args(args: &SweepArgs) -> AdminResult {
+    if !args.member_latency.is_zero() && matches!(args.member, MemberArg::Sim(_)) {
+        return Err(AdminError::usage(
+            "--member-latency is for memory and file members: simulated ones have the model's",
+        ));
+    }
     if !args.dab_block.is_power_of_two() || !(4096..=64 << 20).contains(&args.dab_block) {
         return Err(AdminError::usage(
             "--dab-block must be a power of two from 4K to 64M",
@@ -572,6 +602,7 @@ fn local_series(
         _ => None,
     };
     let (members, _direct) = open_members(&m.kind, m.n)?;
+    let members = with_latency(members, args.member_latency);
     let members = with_dab(members, args.dab, args.dab_block);
     let array = match target {
         SweepTarget::Array(level) => {
@@ -673,6 +704,18 @@ mod tests {
         assert_eq!(parse_mixes("read,write").unwrap().len(), 2);
         assert!(parse_mixes("read,read").is_err());
         assert_eq!(parse_ms("1.5"), Ok(1_500_000));
+        assert_eq!(
+            parse_latency("1ms"),
+            Ok(std::time::Duration::from_millis(1))
+        );
+        assert_eq!(
+            parse_latency("250us"),
+            Ok(std::time::Duration::from_micros(250))
+        );
+        assert_eq!(parse_latency("0"), Ok(std::time::Duration::ZERO));
+        for bad in ["1", "2s", "-1ms", "5000ms", "xms"] {
+            assert!(parse_latency(bad).is_err(), "{bad}");
+        }
         assert!(parse_ms("-1").is_err());
     }
 }

@@ -80,6 +80,28 @@ pub fn open_members(kind: &MemberKind, n: usize) -> AdminResult<(Vec<Arc<dyn Mem
     }
 }
 
+/// The members with `latency` added to every I/O (the fault member's delay; none for
+/// zero): a latency-bound member, a disk across a network, on real files.
+pub fn with_latency(
+    members: Vec<Arc<dyn Member>>,
+    latency: std::time::Duration,
+) -> Vec<Arc<dyn Member>> {
+    if latency.is_zero() {
+        return members;
+    }
+    let us = latency.as_micros() as u64;
+    members
+        .into_iter()
+        .map(|m| {
+            let plan = raidd_engine::member::FaultPlan {
+                delay_us: Some((us, us)),
+                ..Default::default()
+            };
+            Arc::new(raidd_engine::member::FaultMember::new(m, plan)) as Arc<dyn Member>
+        })
+        .collect()
+}
+
 /// How an array made for a benchmark is set up.
 #[derive(Clone, Copy, Debug)]
 pub struct ArraySetup {

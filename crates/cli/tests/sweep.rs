@@ -617,3 +617,51 @@ fn bursts_and_delays_pace_each_slot() {
     );
     assert!((lp / lf - 1.0).abs() < 0.1, "{lf} us against {lp} us");
 }
+
+/// `--dab`: small sequential reads on simulated drives are served from the buffer, and each
+/// row says what the buffer did; without it there is no such field.
+#[test]
+fn the_buffer_serves_small_sequential_reads_and_reports_its_counts() {
+    let run = |dab: &str| {
+        sweep(&[
+            "--target",
+            "raid0",
+            "--members",
+            "2",
+            "--member",
+            "sim:djna-371350",
+            "--sizes",
+            "1K",
+            "--rw",
+            "read",
+            "--qd",
+            "1",
+            "--seconds",
+            "2",
+            "--dab",
+            dab,
+            "--json",
+        ])
+        .ok()
+        .json()["rows"][0]
+            .clone()
+    };
+    let (off, on) = (run("0"), run("64M"));
+    assert!(off["dab"].is_null(), "{off}");
+    assert!(
+        on["iops"].as_f64().unwrap() >= 4.0 * off["iops"].as_f64().unwrap(),
+        "{on} against {off}"
+    );
+    let d = &on["dab"];
+    let (hits, misses) = (d["hits"].as_u64().unwrap(), d["misses"].as_u64().unwrap());
+    // 1 KiB reads from 128 KiB blocks: 127 hits to each miss, give or take a block.
+    assert!(hits > 100 * misses && misses > 0, "{d}");
+    assert_eq!(
+        d["prefetched_bytes"].as_u64().unwrap(),
+        128 * 1024 * misses,
+        "{d}"
+    );
+    let r = sweep(&["--dab", "64M", "--dab-block", "3K", "--seconds", "0.1"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--dab-block"), "{}", r.stderr);
+}

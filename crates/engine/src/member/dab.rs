@@ -60,6 +60,31 @@ pub struct DabCounts {
     pub evicted: u64,
 }
 
+impl DabCounts {
+    /// What happened since `before` (a snapshot of the same counters).
+    pub fn since(&self, before: &DabCounts) -> DabCounts {
+        DabCounts {
+            hits: self.hits - before.hits,
+            head_hits: self.head_hits - before.head_hits,
+            tail_hits: self.tail_hits - before.tail_hits,
+            misses: self.misses - before.misses,
+            prefetched_bytes: self.prefetched_bytes - before.prefetched_bytes,
+            bypassed: self.bypassed - before.bypassed,
+            evicted: self.evicted - before.evicted,
+        }
+    }
+
+    fn add(&mut self, o: &DabCounts) {
+        self.hits += o.hits;
+        self.head_hits += o.head_hits;
+        self.tail_hits += o.tail_hits;
+        self.misses += o.misses;
+        self.prefetched_bytes += o.prefetched_bytes;
+        self.bypassed += o.bypassed;
+        self.evicted += o.evicted;
+    }
+}
+
 impl DabCounters {
     pub fn snapshot(&self) -> DabCounts {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -117,6 +142,8 @@ pub struct DabPool {
     block: u64,
     inner: Mutex<Inner>,
     members: AtomicU64,
+    /// Each wrapped member's name and counters, for reports.
+    counters: Mutex<Vec<(String, Arc<DabCounters>)>>,
 }
 
 impl fmt::Debug for DabPool {
@@ -155,6 +182,7 @@ impl DabPool {
                 hand: 0,
             }),
             members: AtomicU64::new(0),
+            counters: Mutex::new(Vec::new()),
         })
     }
 
@@ -169,13 +197,37 @@ impl DabPool {
     /// Wraps `member` so its small reads go through this pool.
     pub fn wrap(self: &Arc<DabPool>, member: Arc<dyn Member>) -> DabMember {
         let id = self.members.fetch_add(1, Ordering::Relaxed) as u32;
+        let counters = Arc::new(DabCounters::default());
+        self.counters
+            .lock()
+            .expect(crate::POISONED)
+            .push((member.info().name.clone(), counters.clone()));
         DabMember {
             info: member.info().clone(),
             inner: member,
             pool: self.clone(),
             id,
-            counters: Arc::new(DabCounters::default()),
+            counters,
         }
+    }
+
+    /// Each member's counters, by name, in the order they were wrapped.
+    pub fn member_counts(&self) -> Vec<(String, DabCounts)> {
+        self.counters
+            .lock()
+            .expect(crate::POISONED)
+            .iter()
+            .map(|(n, c)| (n.clone(), c.snapshot()))
+            .collect()
+    }
+
+    /// The counters of every member together.
+    pub fn counts(&self) -> DabCounts {
+        let mut sum = DabCounts::default();
+        for (_, c) in self.member_counts() {
+            sum.add(&c);
+        }
+        sum
     }
 }
 

@@ -293,6 +293,7 @@ mod tests {
             write_lat_mean_us: None,
             cpu_per_io_us: None,
             server_cpu_per_io_us: None,
+            dab: None,
             cpu_pct: None,
         }
     }

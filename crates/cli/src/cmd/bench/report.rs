@@ -56,6 +56,8 @@ pub struct Row {
     pub cpu_per_io_us: Option<f64>,
     /// The server's CPU per completed request (`--server-pid`), microseconds.
     pub server_cpu_per_io_us: Option<f64>,
+    /// With `--dab`: what the buffer did during the point, all members together.
+    pub dab: Option<raidd_engine::member::DabCounts>,
     /// Host CPU as a percentage of one core over the measured window (a simulated window
     /// for simulated members, so only a rough figure there).
     pub cpu_pct: Option<f64>,
@@ -107,6 +109,7 @@ impl Row {
                 .server_cpu_s
                 .filter(|_| o.all > 0)
                 .map(|c| c * 1e6 / o.all as f64),
+            dab: None,
         }
     }
 }

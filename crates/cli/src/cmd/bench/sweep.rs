@@ -485,6 +485,7 @@ fn points(
     mixes: &[Mix],
     progress: &mut Progress,
     sim: Option<&Arc<SimWorld>>,
+    dab: Option<&Arc<DabPool>>,
     target_for: impl Fn(u64) -> Target,
 ) -> AdminResult<Vec<(Series, Row)>> {
     let mut rows = Vec::new();
@@ -495,13 +496,16 @@ fn points(
         };
         for &bs in &args.sizes {
             progress.point(&series.target, *mix, bs);
+            let before = dab.map(|p| p.counts());
             let outcome = run_point(&target_for(bs), &plan(args, *mix, bs), sim).map_err(|e| {
                 AdminError::new(
                     Exit::Failure,
                     format!("bench sweep: {}: {e}", series.target),
                 )
             })?;
-            rows.push((series.clone(), Row::new(&series, bs, &outcome)));
+            let mut row = Row::new(&series, bs, &outcome);
+            row.dab = dab.zip(before).map(|(p, b)| p.counts().since(&b));
+            rows.push((series.clone(), row));
         }
     }
     Ok(rows)
@@ -532,22 +536,27 @@ fn nbd_series(
         workers: args.workers,
         simulated: false,
     };
-    points(args, series, mixes, progress, None, |_| Target::Nbd {
+    points(args, series, mixes, progress, None, None, |_| Target::Nbd {
         url: url.clone(),
         size,
     })
 }
 
 /// The members behind a DMA-aligned buffer of `budget` bytes they share (none for 0).
-fn with_dab(members: Vec<Arc<dyn Member>>, budget: u64, block: u64) -> Vec<Arc<dyn Member>> {
+fn with_dab(
+    members: Vec<Arc<dyn Member>>,
+    budget: u64,
+    block: u64,
+) -> (Vec<Arc<dyn Member>>, Option<Arc<DabPool>>) {
     if budget == 0 {
-        return members;
+        return (members, None);
     }
     let pool = DabPool::new(budget, block);
-    members
+    let wrapped = members
         .into_iter()
         .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
-        .collect()
+        .collect();
+    (wrapped, Some(pool))
 }
 
 /// An iSCSI LUN: its capacity read once, then a session per worker and point.
@@ -581,10 +590,12 @@ fn iscsi_series(
         workers: args.workers,
         simulated: false,
     };
-    points(args, series, mixes, progress, None, |_| Target::Iscsi {
-        url: url.clone(),
-        size,
-        block,
+    points(args, series, mixes, progress, None, None, |_| {
+        Target::Iscsi {
+            url: url.clone(),
+            size,
+            block,
+        }
     })
 }
 
@@ -603,7 +614,7 @@ fn local_series(
     };
     let (members, _direct) = open_members(&m.kind, m.n)?;
     let members = with_latency(members, args.member_latency);
-    let members = with_dab(members, args.dab, args.dab_block);
+    let (members, dab) = with_dab(members, args.dab, args.dab_block);
     let array = match target {
         SweepTarget::Array(level) => {
             let setup = ArraySetup {
@@ -626,15 +637,23 @@ fn local_series(
         workers: args.workers,
         simulated: sim.is_some(),
     };
-    let rows = points(args, series, mixes, progress, sim.as_ref(), |bs| {
-        Target::Local(Arc::new(match &array {
-            Some(a) => Device::Array(a.clone()),
-            None => Device::Raw {
-                members: members.clone(),
-                bs,
-            },
-        }))
-    })?;
+    let rows = points(
+        args,
+        series,
+        mixes,
+        progress,
+        sim.as_ref(),
+        dab.as_ref(),
+        |bs| {
+            Target::Local(Arc::new(match &array {
+                Some(a) => Device::Array(a.clone()),
+                None => Device::Raw {
+                    members: members.clone(),
+                    bs,
+                },
+            }))
+        },
+    )?;
     if let Some(a) = &array {
         close_array(a, sim.as_ref())?;
     }

@@ -300,6 +300,24 @@ impl Gathered<'_> {
                 ),
             );
         }
+        for d in &st.counters.dab {
+            let c = &d.counts;
+            b.add(
+                "DAB",
+                format!(
+                    "{}: {} hits, {} head hits, {} tail hits, {} misses, {} prefetched, \
+                     {} around, {} evicted",
+                    d.member,
+                    c.hits,
+                    c.head_hits,
+                    c.tail_hits,
+                    c.misses,
+                    size::human(c.prefetched_bytes),
+                    c.bypassed,
+                    c.evicted
+                ),
+            );
+        }
         let mut text = format!("array {}:\n{}\n", st.name, b.render(15));
         let kids = session::children(self.arrays, index);
         text.push_str("    Role  State     Member\n");

@@ -22,6 +22,15 @@ pub struct Start {
     /// Member I/O that does not complete in this time fails the member (see
     /// [`raidd_engine::member::OpenOptions::timeout`]); `None`: it waits.
     pub member_timeout: Option<std::time::Duration>,
+    /// A DMA-aligned buffer in front of every member, one pool for them all.
+    pub dab: Option<DabSetting>,
+}
+
+/// A DMA-aligned buffer's memory and block size, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DabSetting {
+    pub budget: u64,
+    pub block: u64,
 }
 
 /// Largest single request to the array: large and aligned, so it reaches the members as
@@ -235,6 +244,14 @@ async fn open_members(
             }
         }
         opened.push(m);
+    }
+    if let Some(d) = start.dab {
+        // Below the RAID mapping: each member's reads and writes pass its own buffer.
+        let pool = raidd_engine::member::DabPool::new(d.budget, d.block);
+        opened = opened
+            .into_iter()
+            .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
+            .collect();
     }
     Ok((opened, unavailable))
 }

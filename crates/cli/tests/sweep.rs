@@ -665,3 +665,58 @@ fn the_buffer_serves_small_sequential_reads_and_reports_its_counts() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("--dab-block"), "{}", r.stderr);
 }
+
+/// `dab = "16M"` in an array's config puts the buffer in front of its members in `raidd
+/// serve`; `raidd detail` shows what each member's buffer did, in JSON and in text. Bad
+/// settings are refused before anything starts.
+#[test]
+fn a_served_array_behind_the_buffer_reports_it_in_detail() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid5", 4, &[]);
+    let config = format!(
+        "{}dab = \"16M\"\ndab_block = \"64K\"\n",
+        array_config("raid5", &members)
+    );
+    let d = Daemon::start(dir.path(), &config);
+    sweep(&[
+        "--target",
+        &d.uri("raid5"),
+        "--sizes",
+        "4K",
+        "--rw",
+        "read",
+        "--qd",
+        "1",
+        "--count",
+        "2000",
+        "--ramp",
+        "0",
+    ])
+    .ok();
+    let c = d.control.to_str().unwrap().to_string();
+    let j = raidd(&["detail", "raid5", "--json", "--control", &c])
+        .ok()
+        .json();
+    let dab = j["array"]["counters"]["dab"].as_array().unwrap().clone();
+    assert_eq!(dab.len(), 4, "{j}");
+    let hits: u64 = dab.iter().map(|m| m["hits"].as_u64().unwrap()).sum();
+    let misses: u64 = dab.iter().map(|m| m["misses"].as_u64().unwrap()).sum();
+    // 4 KiB sequential reads from 64 KiB blocks: 15 hits to a miss, give or take.
+    assert!(hits > 10 * misses && misses > 0, "{dab:?}");
+    let text = raidd(&["detail", "raid5", "--control", &c]).ok().text();
+    assert!(text.contains("DAB") && text.contains("hits"), "{text}");
+    d.stop();
+    for (setting, want) in [
+        ("dab = \"16M\"\ndab_block = \"3K\"\n", "dab_block"),
+        (
+            "dab = \"16M\"\ndab_mode = \"write-back\"\n",
+            "not built yet",
+        ),
+        ("dab = \"32K\"\n", "at least one dab_block"),
+        ("dab = \"lots\"\n", "dab"),
+    ] {
+        let bad = format!("{}{setting}", array_config("raid5", &members));
+        let e = Daemon::try_start(dir.path(), &bad).err().expect(want);
+        assert!(e.contains(want), "{setting}: {e}");
+    }
+}

@@ -166,6 +166,11 @@ struct RawArray {
     /// md's safe_mode_delay: idle time after which the array is marked clean ("200ms",
     /// "2s"; "off": only at a clean stop).
     safe_mode_delay: Option<String>,
+    /// Seed 000's DMA-aligned buffer in front of the members: its memory ("64M"; "0", the
+    /// default: none), its block ("128K"), and how writes pass it ("write-through").
+    dab: Option<String>,
+    dab_block: Option<String>,
+    dab_mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -462,6 +467,8 @@ pub struct ArrayConfig {
     /// Mark the array clean once no write has started for this long (md's safe mode);
     /// `None`: only at a clean stop.
     pub safe_mode_delay: Option<std::time::Duration>,
+    /// A DMA-aligned buffer in front of the members (write-through).
+    pub dab: Option<raidd_admin::session::DabSetting>,
 }
 
 impl ArrayConfig {
@@ -471,6 +478,7 @@ impl ArrayConfig {
         raidd_admin::session::Start {
             dirty_degraded: self.start_dirty_degraded,
             member_timeout,
+            dab: self.dab,
         }
     }
 }
@@ -737,6 +745,7 @@ fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, Strin
             parse_delay(t).map_err(|e| format!("array {:?}: safe_mode_delay {e}", a.name))?
         }
     };
+    let dab = dab_config(&a)?;
     Ok(ArrayConfig {
         name: a.name,
         members,
@@ -747,7 +756,57 @@ fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, Strin
         write_alone,
         start_dirty_degraded: a.start_dirty_degraded,
         safe_mode_delay,
+        dab,
     })
+}
+
+/// An array's `dab`, `dab_block` and `dab_mode`: none unless `dab` is a size above zero.
+fn dab_config(a: &RawArray) -> Result<Option<raidd_admin::session::DabSetting>, String> {
+    let size = |key: &str, t: &str, max: u64| {
+        raidd_admin::size::parse_size(t)
+            .ok()
+            .filter(|&b| b <= max)
+            .ok_or_else(|| format!("array {:?}: {key} {t:?} is not a size up to {max}", a.name))
+    };
+    let budget = match &a.dab {
+        None => 0,
+        Some(t) => size("dab", t, 64 << 30)?,
+    };
+    let block = match &a.dab_block {
+        None => 128 << 10,
+        Some(t) => size("dab_block", t, 64 << 20)?,
+    };
+    if !block.is_power_of_two() || block < 4096 {
+        return Err(format!(
+            "array {:?}: dab_block must be a power of two from 4K to 64M",
+            a.name
+        ));
+    }
+    match a.dab_mode.as_deref() {
+        None | Some("write-through") => {}
+        Some("write-back") => {
+            return Err(format!(
+                "array {:?}: dab_mode \"write-back\" is not built yet; use \"write-through\"",
+                a.name
+            ))
+        }
+        Some(m) => {
+            return Err(format!(
+                "array {:?}: dab_mode {m:?}: write-through or write-back",
+                a.name
+            ))
+        }
+    }
+    if budget == 0 {
+        return Ok(None);
+    }
+    if budget < block {
+        return Err(format!(
+            "array {:?}: dab must hold at least one dab_block",
+            a.name
+        ));
+    }
+    Ok(Some(raidd_admin::session::DabSetting { budget, block }))
 }
 
 /// The exports; with no `[[export]]` at all, every array under its own name.

@@ -62,6 +62,7 @@ pub fn run(args: DetailArgs, json: bool) -> AdminResult {
         let start = session::Start {
             dirty_degraded: true,
             member_timeout: None,
+            dab: None,
         };
         let session: Session =
             session::assemble(&args.members, Access::ReadOnly, true, start).await?;

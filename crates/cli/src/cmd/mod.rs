@@ -27,6 +27,7 @@ impl StartArgs {
         raidd_admin::session::Start {
             dirty_degraded: self.start_dirty_degraded,
             member_timeout: None,
+            dab: None,
         }
     }
 }

@@ -203,6 +203,7 @@ fn array_scan(args: &ScanArgs) -> AdminResult<Scanned> {
         let start = session::Start {
             dirty_degraded: false,
             member_timeout: None,
+            dab: None,
         };
         session::assemble(&paths, Access::ReadOnly, false, start).await
     })?;

@@ -40,7 +40,8 @@ use parity::ParityIo;
 pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 pub use report::{
-    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, SlotState, SlotStatus, StripeCacheStatus,
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, MemberDab, SlotState, SlotStatus,
+    StripeCacheStatus,
 };
 use slot_member::{MemberRef, SlotMember};
 

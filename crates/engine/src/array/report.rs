@@ -112,6 +112,17 @@ pub struct CounterStatus {
     pub copied_bytes: u64,
     /// RAID4/5/6 only: the stripe cache.
     pub stripe_cache: Option<StripeCacheStatus>,
+    /// Members behind a DMA-aligned buffer: what each buffer did (empty: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dab: Vec<MemberDab>,
+}
+
+/// One member's DMA-aligned buffer counts.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberDab {
+    pub member: String,
+    #[serde(flatten)]
+    pub counts: crate::member::DabCounts,
 }
 
 /// What the RAID4/5/6 stripe cache is doing.

@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 use raidd_layout::SECTOR_SIZE;
 
 use super::parity::ParityIo;
-use super::report::{ArrayState, ArrayStatus, BitmapStatus, CounterStatus, SlotState, SlotStatus};
+use super::report::{
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, MemberDab, SlotState, SlotStatus,
+};
 use super::{layout_name, names, read_lock, uuid_string, Array};
 use crate::meta::Metadata;
 
@@ -78,6 +80,15 @@ impl Array {
                 reconstruct_writes: c.sum(|s| &s.reconstruct_writes),
                 copied_bytes: c.sum(|s| &s.copied_bytes),
                 stripe_cache: self.parity.as_ref().map(ParityIo::cache_status),
+                dab: (0..self.slots.len())
+                    .filter_map(|r| self.member(r))
+                    .filter_map(|m| {
+                        m.dab().map(|counts| MemberDab {
+                            member: m.info().name.clone(),
+                            counts,
+                        })
+                    })
+                    .collect(),
             },
         }
     }

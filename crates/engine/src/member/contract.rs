@@ -92,6 +92,11 @@ pub trait Member: Send + Sync + fmt::Debug {
     fn flush(&self) -> MemberFuture<'_, io::Result<()>>;
     /// Tells the device the range is unused; later reads return zeros or the old data.
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>>;
+    /// What a DMA-aligned buffer in front of the device did ([`super::DabMember`]); none
+    /// for other members.
+    fn dab(&self) -> Option<super::DabCounts> {
+        None
+    }
 }
 
 /// Checks a member request against the member's contract (caller bugs panic here, in every

@@ -538,6 +538,10 @@ impl Member for DabMember {
         self.inner.flush()
     }
 
+    fn dab(&self) -> Option<DabCounts> {
+        Some(self.counters.snapshot())
+    }
+
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         MemberFuture::new(async move {
             let r = self.inner.discard(offset, len).await;

@@ -847,6 +847,18 @@ fn bench_io_drives_arrays_and_raw_members() {
         raidd(&a).ok().json()
     };
     let raw = run(&["--target", "raw", "--rw", "randread"]);
+    // Behind a DMA-aligned buffer, and with latency added to every member I/O.
+    let buffered = run(&[
+        "--target",
+        "raid0",
+        "--rw",
+        "read",
+        "--dab",
+        "4M",
+        "--member-latency",
+        "100us",
+    ]);
+    assert!(buffered["iops"].as_f64().unwrap() > 0.0, "{buffered}");
     assert_eq!(raw["target"], "raw");
     assert!(raw["iops"].as_f64().unwrap() > 0.0, "{raw}");
     assert!(raw["engine"].is_null());

@@ -542,8 +542,24 @@ fn nbd_series(
     })
 }
 
+/// Refuses a buffer that cannot be: a block that is not a power of two from 4K to 64M, a
+/// budget under one block.
+pub fn check_dab(budget: u64, block: u64) -> AdminResult {
+    if !block.is_power_of_two() || !(4096..=64 << 20).contains(&block) {
+        return Err(AdminError::usage(
+            "--dab-block must be a power of two from 4K to 64M",
+        ));
+    }
+    if budget > 0 && budget < block {
+        return Err(AdminError::usage(
+            "--dab must hold at least one --dab-block",
+        ));
+    }
+    Ok(())
+}
+
 /// The members behind a DMA-aligned buffer of `budget` bytes they share (none for 0).
-fn with_dab(
+pub fn with_dab(
     members: Vec<Arc<dyn Member>>,
     budget: u64,
     block: u64,

@@ -159,6 +159,28 @@ pub struct Gathered<'a> {
     pub root: usize,
 }
 
+/// One line per member behind a DMA-aligned buffer: what it did.
+fn dab_lines(b: &mut KvBlock, dab: &[raidd_engine::array::MemberDab]) {
+    for d in dab {
+        let c = &d.counts;
+        b.add(
+            "DAB",
+            format!(
+                "{}: {} hits, {} head hits, {} tail hits, {} misses, {} prefetched, \
+                 {} around, {} evicted",
+                d.member,
+                c.hits,
+                c.head_hits,
+                c.tail_hits,
+                c.misses,
+                size::human(c.prefetched_bytes),
+                c.bypassed,
+                c.evicted
+            ),
+        );
+    }
+}
+
 impl Gathered<'_> {
     pub async fn new(arrays: &[Assembled], root: usize) -> Gathered<'_> {
         let mut statuses = Vec::with_capacity(arrays.len());
@@ -300,24 +322,7 @@ impl Gathered<'_> {
                 ),
             );
         }
-        for d in &st.counters.dab {
-            let c = &d.counts;
-            b.add(
-                "DAB",
-                format!(
-                    "{}: {} hits, {} head hits, {} tail hits, {} misses, {} prefetched, \
-                     {} around, {} evicted",
-                    d.member,
-                    c.hits,
-                    c.head_hits,
-                    c.tail_hits,
-                    c.misses,
-                    size::human(c.prefetched_bytes),
-                    c.bypassed,
-                    c.evicted
-                ),
-            );
-        }
+        dab_lines(&mut b, &st.counters.dab);
         let mut text = format!("array {}:\n{}\n", st.name, b.render(15));
         let kids = session::children(self.arrays, index);
         text.push_str("    Role  State     Member\n");

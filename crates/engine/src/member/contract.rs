@@ -92,9 +92,9 @@ pub trait Member: Send + Sync + fmt::Debug {
     fn flush(&self) -> MemberFuture<'_, io::Result<()>>;
     /// Tells the device the range is unused; later reads return zeros or the old data.
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>>;
-    /// What a DMA-aligned buffer in front of the device did ([`super::DabMember`]); none
+    /// What a DMA-aligned buffer in front of the device did (`DabMember`); none
     /// for other members.
-    fn dab(&self) -> Option<super::DabCounts> {
+    fn dab(&self) -> Option<DabCounts> {
         None
     }
 }
@@ -116,4 +116,42 @@ pub(crate) fn assert_request(info: &MemberInfo, offset: u64, len: u64) {
         info.name,
         info.size_bytes
     );
+}
+
+/// What a DMA-aligned buffer in front of a member did (`DabMember`; a snapshot of
+/// its `DabCounters`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DabCounts {
+    pub hits: u64,
+    pub head_hits: u64,
+    pub tail_hits: u64,
+    pub misses: u64,
+    pub prefetched_bytes: u64,
+    pub bypassed: u64,
+    pub evicted: u64,
+}
+
+impl DabCounts {
+    /// What happened since `before` (a snapshot of the same counters).
+    pub fn since(&self, before: &DabCounts) -> DabCounts {
+        DabCounts {
+            hits: self.hits - before.hits,
+            head_hits: self.head_hits - before.head_hits,
+            tail_hits: self.tail_hits - before.tail_hits,
+            misses: self.misses - before.misses,
+            prefetched_bytes: self.prefetched_bytes - before.prefetched_bytes,
+            bypassed: self.bypassed - before.bypassed,
+            evicted: self.evicted - before.evicted,
+        }
+    }
+
+    pub(crate) fn add(&mut self, o: &DabCounts) {
+        self.hits += o.hits;
+        self.head_hits += o.head_hits;
+        self.tail_hits += o.tail_hits;
+        self.misses += o.misses;
+        self.prefetched_bytes += o.prefetched_bytes;
+        self.bypassed += o.bypassed;
+        self.evicted += o.evicted;
+    }
 }

@@ -27,7 +27,7 @@ use std::task::{Poll, Waker};
 
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
-use super::contract::{Member, MemberFuture, MemberInfo};
+use super::contract::{DabCounts, Member, MemberFuture, MemberInfo};
 
 /// What one member's buffer did.
 #[derive(Debug, Default)]
@@ -46,43 +46,6 @@ pub struct DabCounters {
     pub bypassed: AtomicU64,
     /// Blocks replaced to make room.
     pub evicted: AtomicU64,
-}
-
-/// A snapshot of [`DabCounters`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct DabCounts {
-    pub hits: u64,
-    pub head_hits: u64,
-    pub tail_hits: u64,
-    pub misses: u64,
-    pub prefetched_bytes: u64,
-    pub bypassed: u64,
-    pub evicted: u64,
-}
-
-impl DabCounts {
-    /// What happened since `before` (a snapshot of the same counters).
-    pub fn since(&self, before: &DabCounts) -> DabCounts {
-        DabCounts {
-            hits: self.hits - before.hits,
-            head_hits: self.head_hits - before.head_hits,
-            tail_hits: self.tail_hits - before.tail_hits,
-            misses: self.misses - before.misses,
-            prefetched_bytes: self.prefetched_bytes - before.prefetched_bytes,
-            bypassed: self.bypassed - before.bypassed,
-            evicted: self.evicted - before.evicted,
-        }
-    }
-
-    fn add(&mut self, o: &DabCounts) {
-        self.hits += o.hits;
-        self.head_hits += o.head_hits;
-        self.tail_hits += o.tail_hits;
-        self.misses += o.misses;
-        self.prefetched_bytes += o.prefetched_bytes;
-        self.bypassed += o.bypassed;
-        self.evicted += o.evicted;
-    }
 }
 
 impl DabCounters {

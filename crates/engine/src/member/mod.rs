@@ -11,8 +11,10 @@ mod memory;
 mod sim;
 mod syncs;
 
-pub use contract::{read_bytes, windows_lost, write_bytes, Member, MemberFuture, MemberInfo};
-pub use dab::{DabCounters, DabCounts, DabMember, DabPool};
+pub use contract::{
+    read_bytes, windows_lost, write_bytes, DabCounts, Member, MemberFuture, MemberInfo,
+};
+pub use dab::{DabCounters, DabMember, DabPool};
 pub use fault::{FaultControl, FaultMember, FaultPlan};
 pub use file::{FileMember, OpenOptions};
 pub use memory::MemMember;

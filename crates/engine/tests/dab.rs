@@ -156,8 +156,17 @@ async fn load(
     }
 }
 
+/// Cases to run: `RAIDD_DAB_CASES` if set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("RAIDD_DAB_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    // RAIDD_DAB_CASES runs more (the 10,000; the test command runs 24).
+    #![proptest_config(ProptestConfig::with_cases(cases(24)))]
     /// Pools of one block (every fetch evicts) to more than the whole array.
     #[test]
     fn a_raid5_behind_buffers_never_reads_stale_through_failure_and_rebuild(

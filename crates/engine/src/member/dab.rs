@@ -654,8 +654,17 @@ mod tests {
         (stale.get(), dab.counters.snapshot())
     }
 
+    /// Cases to run: `RAIDD_DAB_CASES` if set, else `default`.
+    fn cases(default: u32) -> u32 {
+        std::env::var("RAIDD_DAB_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        // RAIDD_DAB_CASES runs more (the 10,000; the test command runs 64).
+        #![proptest_config(ProptestConfig::with_cases(cases(64)))]
         /// Concurrent reads, writes and whole-member reads, with a pool of one to four
         /// blocks (so blocks are evicted all the time) or more than the member: never a
         /// stale sector.

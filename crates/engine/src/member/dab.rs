@@ -289,7 +289,9 @@ impl DabMember {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let b = self.pool.block;
         let mut inner = self.pool.lock();
-        let blocks: Vec<u64> = self.blocks(offset, len).collect();
+        // A range, not a list: a hit allocates nothing.
+        let blocks = self.blocks(offset, len);
+        let (first, last) = (*blocks.start(), *blocks.end());
         let held = |inner: &Inner, blk: u64| {
             inner
                 .map
@@ -297,10 +299,7 @@ impl DabMember {
                 .is_some_and(|&i| matches!(inner.slots[i].state, State::Valid))
         };
         if first_look {
-            let (head, tail) = (
-                held(&inner, blocks[0]),
-                held(&inner, blocks[blocks.len() - 1]),
-            );
+            let (head, tail) = (held(&inner, first), held(&inner, last));
             let c = &self.counters;
             bump(
                 match (head, tail) {
@@ -312,7 +311,7 @@ impl DabMember {
                 1,
             );
         }
-        if blocks.iter().all(|&blk| held(&inner, blk)) {
+        if blocks.clone().all(|blk| held(&inner, blk)) {
             let mut pos = offset;
             for w in iov.iter_mut() {
                 let out = w.as_mut_slice();
@@ -334,7 +333,7 @@ impl DabMember {
         }
         let mut fetch = Vec::new();
         let mut wait = false;
-        for &blk in &blocks {
+        for blk in blocks {
             match inner.map.get(&(self.id, blk)).copied() {
                 Some(i) if matches!(inner.slots[i].state, State::Valid) => {}
                 Some(_) => wait = true,

@@ -41,11 +41,7 @@ impl IscsiUrl {
         if hostport.contains('@') {
             return Err(bad("CHAP credentials are not supported by bench sweep"));
         }
-        let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) if !p.contains(']') => (h, p.parse().map_err(|_| bad("bad port"))?),
-            _ => (hostport, 3260),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let (host, port) = super::nbd::host_port(hostport, 3260).ok_or_else(|| bad("bad port"))?;
         if host.is_empty() || target.is_empty() || lun > 255 {
             return Err(bad("no host, no target, or a LUN over 255"));
         }

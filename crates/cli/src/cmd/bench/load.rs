@@ -229,13 +229,8 @@ async fn slot(
     let len = access.bs as usize;
     let mut data = AlignedBuf::for_overwrite(len);
     // Non-zero data, different per slot, so nothing can shortcut zero blocks.
-    let mut x = seed | 1;
-    for chunk in data.chunks_exact_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        chunk.copy_from_slice(&x.to_le_bytes());
-    }
+    let mut x = seed;
+    super::target::fill_block(&mut data, &mut x);
     let buf = SharedBuf::new(data);
     let mut t = SlotTally {
         reads: histogram(),

@@ -32,12 +32,7 @@ impl NbdUrl {
             .strip_prefix("nbd://")
             .ok_or_else(|| bad("not an nbd:// URL"))?;
         let (hostport, export) = rest.split_once('/').unwrap_or((rest, ""));
-        let (host, port) = match hostport.rsplit_once(':') {
-            // An IPv6 literal is bracketed: its colons are not the port's.
-            Some((h, p)) if !p.contains(']') => (h, p.parse::<u16>().map_err(|_| bad("bad port"))?),
-            _ => (hostport, 10809),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let (host, port) = host_port(hostport, 10809).ok_or_else(|| bad("bad port"))?;
         if host.is_empty() {
             return Err(bad("no host"));
         }
@@ -56,6 +51,17 @@ impl std::fmt::Display for NbdUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "nbd://{}:{}/{}", self.host, self.port, self.export)
     }
+}
+
+/// `HOST[:PORT]` of a URL (an IPv6 literal in brackets), the port `default` when absent:
+/// `None` for a port that is not a number.
+pub fn host_port(hostport: &str, default: u16) -> Option<(&str, u16)> {
+    let (host, port) = match hostport.rsplit_once(':') {
+        // An IPv6 literal is bracketed: its colons are not the port's.
+        Some((h, p)) if !p.contains(']') => (h, p.parse::<u16>().ok()?),
+        _ => (hostport, default),
+    };
+    Some((host.trim_start_matches('[').trim_end_matches(']'), port))
 }
 
 /// Longest the handshake may take: a server that does not answer is an error, not a hang.

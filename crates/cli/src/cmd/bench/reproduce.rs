@@ -492,22 +492,7 @@ fn point(
     qd: u32,
     seconds: f64,
 ) -> AdminResult<f64> {
-    let plan = Plan {
-        access: Access {
-            bs,
-            mix,
-            align: bs,
-            burst: 1,
-            delay_ns: 0,
-        },
-        workers: 1,
-        qd,
-        ramp_s: 0.5,
-        measure: Measure::Seconds(seconds),
-        seed: 1,
-        iovecs: 1,
-        server_pid: None,
-    };
+    let plan = point_plan(mix, bs, qd, seconds);
     let o = run_point(
         &Target::Local(Arc::new(Device::Array(a.clone()))),
         &plan,

@@ -521,25 +521,39 @@ fn nbd_series(
     let (probe, size) = super::nbd::handshake(url)
         .map_err(|e| AdminError::new(Exit::Failure, format!("bench sweep: {e}")))?;
     drop(probe);
+    network_points(args, &url.to_string(), size, mixes, progress, || {
+        Target::Nbd {
+            url: url.clone(),
+            size,
+        }
+    })
+}
+
+/// The points of a network target of `size` bytes, a connection per worker and point.
+fn network_points(
+    args: &SweepArgs,
+    name: &str,
+    size: u64,
+    mixes: &[Mix],
+    progress: &mut Progress,
+    target: impl Fn() -> Target,
+) -> AdminResult<Vec<(Series, Row)>> {
     let largest = args.sizes.iter().copied().max().unwrap_or(0);
     if size < largest * u64::from(args.workers) {
         return Err(AdminError::usage(format!(
-            "{url}: {} is smaller than one request of the largest size per worker",
+            "{name}: {} is smaller than one request of the largest size per worker",
             size::short(size)
         )));
     }
     let series = Series {
-        target: url.to_string(),
+        target: name.to_string(),
         kind: "NETWORK",
         mix: mixes[0],
         qd: args.qd,
         workers: args.workers,
         simulated: false,
     };
-    points(args, series, mixes, progress, None, None, |_| Target::Nbd {
-        url: url.clone(),
-        size,
-    })
+    points(args, series, mixes, progress, None, None, |_| target())
 }
 
 /// Refuses a buffer that cannot be: a block that is not a power of two from 4K to 64M, a
@@ -591,22 +605,7 @@ fn iscsi_series(
             )));
         }
     }
-    let largest = args.sizes.iter().copied().max().unwrap_or(0);
-    if size < largest * u64::from(args.workers) {
-        return Err(AdminError::usage(format!(
-            "{url}: {} is smaller than one request of the largest size per worker",
-            size::short(size)
-        )));
-    }
-    let series = Series {
-        target: url.to_string(),
-        kind: "NETWORK",
-        mix: mixes[0],
-        qd: args.qd,
-        workers: args.workers,
-        simulated: false,
-    };
-    points(args, series, mixes, progress, None, None, |_| {
+    network_points(args, &url.to_string(), size, mixes, progress, || {
         Target::Iscsi {
             url: url.clone(),
             size,

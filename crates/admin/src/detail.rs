@@ -167,7 +167,7 @@ fn dab_lines(b: &mut KvBlock, dab: &[raidd_engine::array::MemberDab]) {
             "DAB",
             format!(
                 "{}: {} hits, {} head hits, {} tail hits, {} misses, {} prefetched, \
-                 {} around, {} evicted",
+                 {} around, {} evicted, {} writes held, {} blocks written back",
                 d.member,
                 c.hits,
                 c.head_hits,
@@ -175,7 +175,9 @@ fn dab_lines(b: &mut KvBlock, dab: &[raidd_engine::array::MemberDab]) {
                 c.misses,
                 size::human(c.prefetched_bytes),
                 c.bypassed,
-                c.evicted
+                c.evicted,
+                c.absorbed,
+                c.dirty_flushed
             ),
         );
     }

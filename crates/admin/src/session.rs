@@ -26,11 +26,13 @@ pub struct Start {
     pub dab: Option<DabSetting>,
 }
 
-/// A DMA-aligned buffer's memory and block size, in bytes.
+/// A DMA-aligned buffer's memory and block size, in bytes, and how writes meet it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DabSetting {
     pub budget: u64,
-    pub block: u64,
+    /// `None`: the members' largest transfer ([`raidd_engine::member::block_for`]).
+    pub block: Option<u64>,
+    pub mode: raidd_engine::member::DabMode,
 }
 
 /// Largest single request to the array: large and aligned, so it reaches the members as
@@ -140,6 +142,7 @@ pub async fn assemble(
             None => AdminError::usage("no members given"),
         });
     }
+    let (opened, dab) = behind_dab(opened, start.dab);
     let opts = AssembleOptions {
         read_only: access != Access::ReadWrite,
         start_dirty_degraded: start.dirty_degraded,
@@ -159,6 +162,9 @@ pub async fn assemble(
     })?;
     let root = outermost(&arrays)?;
     for a in &arrays {
+        if let Some(pool) = &dab {
+            a.array.set_dab(pool.clone());
+        }
         tracing::info!(
             "assembled {} ({}, {} of {} slots in use, {} bytes){}",
             a.array.name(),
@@ -245,15 +251,35 @@ async fn open_members(
         }
         opened.push(m);
     }
-    if let Some(d) = start.dab {
-        // Below the RAID mapping: each member's reads and writes pass its own buffer.
-        let pool = raidd_engine::member::DabPool::new(d.budget, d.block);
-        opened = opened
+    Ok((opened, unavailable))
+}
+
+/// The members behind one DMA-aligned buffer they share, when `dab` asks for one: below the
+/// RAID mapping, so each member's reads and writes pass its own blocks.
+fn behind_dab(
+    opened: Vec<Arc<dyn Member>>,
+    dab: Option<DabSetting>,
+) -> (
+    Vec<Arc<dyn Member>>,
+    Option<Arc<raidd_engine::member::DabPool>>,
+) {
+    if let Some(d) = dab {
+        let block = d.block.unwrap_or_else(|| {
+            let b = raidd_engine::member::block_for(
+                opened.iter().map(|m| m.info().max_transfer),
+                raidd_engine::member::DAB_DEFAULT_BLOCK,
+            );
+            // A budget under the members' transfer: the largest block it holds.
+            b.min(1 << (63 - d.budget.leading_zeros()))
+        });
+        let pool = raidd_engine::member::DabPool::new(d.budget, block, d.mode);
+        let wrapped = opened
             .into_iter()
             .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
             .collect();
+        return (wrapped, Some(pool));
     }
-    Ok((opened, unavailable))
+    (opened, None)
 }
 
 /// Checks a byte range against the array: offset and length multiples of the block size,

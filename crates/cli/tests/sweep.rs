@@ -705,14 +705,41 @@ fn a_served_array_behind_the_buffer_reports_it_in_detail() {
     assert!(hits > 10 * misses && misses > 0, "{dab:?}");
     let text = raidd(&["detail", "raid5", "--control", &c]).ok().text();
     assert!(text.contains("DAB") && text.contains("hits"), "{text}");
+    // A member that joins later goes behind the same buffer.
+    let m0 = members[0].to_str().unwrap();
+    raidd(&["fail", "raid5", m0, "--control", &c]).ok();
+    raidd(&["remove", "raid5", m0, "--control", &c]).ok();
+    let new = dir.path().join("new.img");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(24 * common::MIB)
+        .unwrap();
+    raidd(&["add", "raid5", new.to_str().unwrap(), "--control", &c]).ok();
+    let j = raidd(&["detail", "raid5", "--json", "--control", &c])
+        .ok()
+        .json();
+    let behind: Vec<String> = j["array"]["counters"]["dab"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["member"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        behind.contains(&new.display().to_string()) && !behind.contains(&m0.to_string()),
+        "{behind:?}"
+    );
     d.stop();
     for (setting, want) in [
         ("dab = \"16M\"\ndab_block = \"3K\"\n", "dab_block"),
         (
-            "dab = \"16M\"\ndab_mode = \"write-back\"\n",
-            "not built yet",
+            "dab = \"16M\"\ndab_mode = \"sometimes\"\n",
+            "write-through or write-back",
         ),
-        ("dab = \"32K\"\n", "at least one dab_block"),
+        (
+            "dab = \"32K\"\ndab_block = \"64K\"\n",
+            "at least one dab_block",
+        ),
+        ("dab = \"2K\"\n", "at least one dab_block"),
         ("dab = \"lots\"\n", "dab"),
     ] {
         let bad = format!("{}{setting}", array_config("raid5", &members));

@@ -508,13 +508,16 @@ fn bitmap_offset(sb: &Superblock) -> Option<u64> {
     (sb.super_offset * 512).checked_add_signed(i64::from(sb.bitmap_offset) * 512)
 }
 
+/// Writes one member's superblock (and bitmap header) and makes it durable before it
+/// returns, as md writes superblocks with PREFLUSH and FUA: the dirty mark must be on the
+/// member before the writes it covers are, even when a write-back buffer holds both.
 async fn write_member(m: &MemberSb, bitmap: Option<&BitmapSuper>) -> std::io::Result<()> {
     let sb_off = m.sb.super_offset * 512;
     checked_patch(&*m.member, sb_off, &m.sb.encode()).await?;
-    let (Some(bm), Some(bm_off)) = (bitmap, bitmap_offset(&m.sb)) else {
-        return Ok(());
-    };
-    checked_patch(&*m.member, bm_off, &bm.encode()).await
+    if let (Some(bm), Some(bm_off)) = (bitmap, bitmap_offset(&m.sb)) {
+        checked_patch(&*m.member, bm_off, &bm.encode()).await?;
+    }
+    m.member.flush().await
 }
 
 /// Writes the bitmap's bits on one member (after its header, when given) and makes them

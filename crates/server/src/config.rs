@@ -773,40 +773,43 @@ fn dab_config(a: &RawArray) -> Result<Option<raidd_admin::session::DabSetting>, 
         Some(t) => size("dab", t, 64 << 30)?,
     };
     let block = match &a.dab_block {
-        None => 128 << 10,
-        Some(t) => size("dab_block", t, 64 << 20)?,
-    };
-    if !block.is_power_of_two() || block < 4096 {
-        return Err(format!(
-            "array {:?}: dab_block must be a power of two from 4K to 64M",
-            a.name
-        ));
-    }
-    match a.dab_mode.as_deref() {
-        None | Some("write-through") => {}
-        Some("write-back") => {
-            return Err(format!(
-                "array {:?}: dab_mode \"write-back\" is not built yet; use \"write-through\"",
-                a.name
-            ))
+        None => None,
+        Some(t) if t == "auto" => None,
+        Some(t) => {
+            let b = size("dab_block", t, 64 << 20)?;
+            if !b.is_power_of_two() || b < 4096 {
+                return Err(format!(
+                    "array {:?}: dab_block must be a power of two from 4K to 64M, or \"auto\"",
+                    a.name
+                ));
+            }
+            Some(b)
         }
+    };
+    let mode = match a.dab_mode.as_deref() {
+        None | Some("write-through") => raidd_engine::member::DabMode::WriteThrough,
+        Some("write-back") => raidd_engine::member::DabMode::WriteBack,
         Some(m) => {
             return Err(format!(
                 "array {:?}: dab_mode {m:?}: write-through or write-back",
                 a.name
             ))
         }
-    }
+    };
     if budget == 0 {
         return Ok(None);
     }
-    if budget < block {
+    if budget < block.unwrap_or(4096) {
         return Err(format!(
-            "array {:?}: dab must hold at least one dab_block",
+            "array {:?}: dab must hold at least one dab_block (4K at least)",
             a.name
         ));
     }
-    Ok(Some(raidd_admin::session::DabSetting { budget, block }))
+    Ok(Some(raidd_admin::session::DabSetting {
+        budget,
+        block,
+        mode,
+    }))
 }
 
 /// The exports; with no `[[export]]` at all, every array under its own name.

@@ -114,6 +114,7 @@ impl Array {
     /// missed nothing the write-intent bitmap does not mark, its recovery rebuilds only
     /// the marked chunks (md's re-add; [`Array::recovering_by_bitmap`]).
     pub async fn add_member(&self, member: Arc<dyn Member>) -> Result<Added> {
+        let member = self.admit(member);
         self.check_writable()?;
         self.check_alive()?;
         let _membership = self.membership.lock().await;

@@ -174,6 +174,9 @@ pub struct Array {
     intent_swept: Mutex<std::time::Instant>,
     /// Safe mode's view of the write count, and since when it has not moved.
     idle_since: Mutex<(u64, std::time::Instant)>,
+    /// The DMA-aligned buffer the members sit behind, if any: members added later (a
+    /// spare, a replacement) are put behind it too.
+    dab: std::sync::OnceLock<Arc<crate::member::DabPool>>,
     counters: Counters,
 }
 
@@ -266,6 +269,7 @@ impl Array {
                 size_bytes,
                 block_size,
                 rotational,
+                max_transfer: None,
             },
             name: parts.name,
             uuid: parts.uuid,
@@ -284,6 +288,7 @@ impl Array {
             intent,
             intent_swept: Mutex::new(std::time::Instant::now()),
             idle_since: Mutex::new((0, std::time::Instant::now())),
+            dab: std::sync::OnceLock::new(),
             counters: Counters::default(),
         })
     }
@@ -914,6 +919,21 @@ impl Array {
     pub fn set_stripe_cache(&self, bytes: usize, gather: Gather) {
         if let Some(p) = &self.parity {
             p.set_stripe_cache(bytes, gather);
+        }
+    }
+
+    /// Names the DMA-aligned buffer the members were put behind, so that members added later
+    /// go behind it too ([`Array::admit`]). Set once; a second pool is ignored.
+    pub fn set_dab(&self, pool: Arc<crate::member::DabPool>) {
+        let _ = self.dab.set(pool);
+    }
+
+    /// A member joining the array (added, or replacing another): behind the array's buffer
+    /// when it has one and the member is not behind one already.
+    pub(crate) fn admit(&self, member: Arc<dyn Member>) -> Arc<dyn Member> {
+        match self.dab.get() {
+            Some(pool) if member.dab().is_none() => Arc::new(pool.wrap(member)),
+            _ => member,
         }
     }
 

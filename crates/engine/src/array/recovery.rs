@@ -224,6 +224,7 @@ impl Array {
         new: Arc<dyn Member>,
         limits: SyncLimits,
     ) -> Result<()> {
+        let new = self.admit(new);
         self.check_writable()?;
         self.check_alive()?;
         let membership = self.membership.lock().await;

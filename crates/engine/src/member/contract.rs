@@ -65,6 +65,9 @@ pub struct MemberInfo {
     pub block_size: u32,
     /// Spinning media (seek-bound): exported so clients can schedule for it.
     pub rotational: bool,
+    /// The largest single transfer the device takes, in bytes, where it says (a block
+    /// device's `max_sectors_kb`, a simulated drive's model): a DMA-aligned buffer's block.
+    pub max_transfer: Option<u64>,
 }
 
 /// A device an array stores data on.
@@ -129,6 +132,10 @@ pub struct DabCounts {
     pub prefetched_bytes: u64,
     pub bypassed: u64,
     pub evicted: u64,
+    /// Writes held in memory (write-back mode).
+    pub absorbed: u64,
+    /// Dirty blocks written back to the member.
+    pub dirty_flushed: u64,
 }
 
 impl DabCounts {
@@ -142,6 +149,8 @@ impl DabCounts {
             prefetched_bytes: self.prefetched_bytes - before.prefetched_bytes,
             bypassed: self.bypassed - before.bypassed,
             evicted: self.evicted - before.evicted,
+            absorbed: self.absorbed - before.absorbed,
+            dirty_flushed: self.dirty_flushed - before.dirty_flushed,
         }
     }
 
@@ -153,5 +162,7 @@ impl DabCounts {
         self.prefetched_bytes += o.prefetched_bytes;
         self.bypassed += o.bypassed;
         self.evicted += o.evicted;
+        self.absorbed += o.absorbed;
+        self.dirty_flushed += o.dirty_flushed;
     }
 }

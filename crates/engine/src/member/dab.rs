@@ -14,9 +14,15 @@
 //! block or blocks holding it. Requests of a block or more go around the buffer. One fetch
 //! per block is in flight; a second reader of it waits for it.
 //!
-//! Writes go through (the default and, for now, the only mode): when a write completes, the
-//! blocks it touched are dropped and a fetch it overlapped installs nothing, so no read that
-//! starts after a write completes is served the bytes from before it.
+//! Writes ([`DabMode`]) go through by default: when a write completes, the blocks it
+//! touched are dropped and a fetch it overlapped installs nothing, so no read that starts
+//! after a write completes is served the bytes from before it. In write-back mode a write
+//! smaller than a block is copied into its blocks (fetched first if need be) and
+//! acknowledged; those blocks are dirty until written back, which a flush does for all of
+//! the member's dirty blocks (the array's FLUSH, FUA, and its ordering points: before a
+//! superblock is marked clean, before write-intent bits are cleared), and which room being
+//! needed does for some. A dirty block is never evicted, and a read that goes around the
+//! buffer first writes back the dirty blocks it overlaps, so the member it reads is current.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -29,10 +35,44 @@ use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use super::contract::{DabCounts, Member, MemberFuture, MemberInfo};
 
+/// How writes meet the buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DabMode {
+    /// A write goes to the member; the blocks it touched are dropped when it completes.
+    #[default]
+    WriteThrough,
+    /// A write smaller than a block is held in memory and acknowledged; the member gets it
+    /// when the block is written back (a flush, or room needed).
+    WriteBack,
+}
+
+/// The block size the buffer uses unless told: 256 ATA sectors, the paper's.
+pub const DEFAULT_BLOCK: u64 = 128 << 10;
+/// Bounds on a block.
+pub const MIN_BLOCK: u64 = 4 << 10;
+pub const MAX_BLOCK: u64 = 64 << 20;
+
+/// The block of a buffer in front of members whose largest transfers are `max_transfers`
+/// ([`MemberInfo::max_transfer`]): the smallest any of them states, rounded down to a power
+/// of two within [`MIN_BLOCK`]..=[`MAX_BLOCK`], so no fetch is split by any member; `fallback`
+/// when none states one.
+pub fn block_for(max_transfers: impl IntoIterator<Item = Option<u64>>, fallback: u64) -> u64 {
+    match max_transfers.into_iter().flatten().min() {
+        None => fallback,
+        Some(m) => {
+            let m = m.clamp(MIN_BLOCK, MAX_BLOCK);
+            1 << (63 - m.leading_zeros())
+        }
+    }
+}
+
+/// Dirty blocks one member writes back at once when every slot is dirty or busy.
+const RELIEVE: usize = 8;
+
 /// What one member's buffer did.
 #[derive(Debug, Default)]
 pub struct DabCounters {
-    /// Requests served from memory: first and last sector held (case 1).
+    /// Reads served from memory: first and last sector held (case 1).
     pub hits: AtomicU64,
     /// Only the first sector held: the block with the last fetched (case 2).
     pub head_hits: AtomicU64,
@@ -42,10 +82,14 @@ pub struct DabCounters {
     pub misses: AtomicU64,
     /// Bytes fetched into blocks.
     pub prefetched_bytes: AtomicU64,
-    /// Requests that went around the buffer (a block or larger, writes, discards).
+    /// Requests that went around the buffer (a block or larger, writes through, discards).
     pub bypassed: AtomicU64,
     /// Blocks replaced to make room.
     pub evicted: AtomicU64,
+    /// Writes held in memory (write-back).
+    pub absorbed: AtomicU64,
+    /// Dirty blocks written back to the member.
+    pub dirty_flushed: AtomicU64,
 }
 
 impl DabCounters {
@@ -59,6 +103,8 @@ impl DabCounters {
             prefetched_bytes: g(&self.prefetched_bytes),
             bypassed: g(&self.bypassed),
             evicted: g(&self.evicted),
+            absorbed: g(&self.absorbed),
+            dirty_flushed: g(&self.dirty_flushed),
         }
     }
 }
@@ -70,13 +116,11 @@ fn bump(c: &AtomicU64, n: u64) {
 /// A block's key: which member of the pool, which aligned block.
 type Key = (u32, u64);
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 enum State {
     Empty,
     /// Being fetched; installed only if `gen` is still the slot's when the data arrives.
-    Fetching {
-        waiters: Vec<Waker>,
-    },
+    Fetching,
     Valid,
 }
 
@@ -84,14 +128,47 @@ enum State {
 struct Slot {
     key: Option<Key>,
     state: State,
-    /// Bumped by every write that touches the block: a fetch that started before carries
-    /// an older value and installs nothing.
+    /// Woken when a fetch or a write-back of the block ends.
+    waiters: Vec<Waker>,
+    /// Bumped by every write that goes around the block: a fetch that started before
+    /// carries an older value and installs nothing.
     gen: u64,
     /// The block's bytes; out of the slot while a fetch fills them.
     data: Option<AlignedBuf>,
     /// Valid bytes (a member's last block may be short).
     len: usize,
     referenced: bool,
+    /// Holds bytes the member has not been given (write-back).
+    dirty: bool,
+    /// A copy of the block is being written to the member. One at a time per block, so
+    /// write-backs reach the member in the order they were taken.
+    writing: bool,
+}
+
+impl Slot {
+    fn empty() -> Slot {
+        Slot {
+            key: None,
+            state: State::Empty,
+            waiters: Vec::new(),
+            gen: 0,
+            data: None,
+            len: 0,
+            referenced: false,
+            dirty: false,
+            writing: false,
+        }
+    }
+
+    fn valid(&self) -> bool {
+        self.state == State::Valid
+    }
+
+    fn wake(&mut self) {
+        for w in self.waiters.drain(..) {
+            w.wake();
+        }
+    }
 }
 
 struct Inner {
@@ -103,6 +180,7 @@ struct Inner {
 /// The blocks an array's members share: the memory budget and its replacement.
 pub struct DabPool {
     block: u64,
+    mode: DabMode,
     inner: Mutex<Inner>,
     members: AtomicU64,
     /// Each wrapped member's name and counters, for reports.
@@ -113,6 +191,7 @@ impl fmt::Debug for DabPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DabPool")
             .field("block", &self.block)
+            .field("mode", &self.mode)
             .field("blocks", &self.lock().slots.len())
             .finish()
     }
@@ -121,26 +200,17 @@ impl fmt::Debug for DabPool {
 impl DabPool {
     /// A pool of `budget` bytes in blocks of `block` bytes (a power of two, at least 4 KiB):
     /// at least one block. Block memory is allocated when first used and then kept.
-    pub fn new(budget: u64, block: u64) -> Arc<DabPool> {
+    pub fn new(budget: u64, block: u64, mode: DabMode) -> Arc<DabPool> {
         assert!(
             block.is_power_of_two() && block >= 4096,
             "DAB block {block} is not a power of two of at least 4096"
         );
         let n = (budget / block).max(1) as usize;
-        let slots = (0..n)
-            .map(|_| Slot {
-                key: None,
-                state: State::Empty,
-                gen: 0,
-                data: None,
-                len: 0,
-                referenced: false,
-            })
-            .collect();
         Arc::new(DabPool {
             block,
+            mode,
             inner: Mutex::new(Inner {
-                slots,
+                slots: (0..n).map(|_| Slot::empty()).collect(),
                 map: HashMap::with_capacity(n),
                 hand: 0,
             }),
@@ -153,11 +223,16 @@ impl DabPool {
         self.block
     }
 
+    pub fn mode(&self) -> DabMode {
+        self.mode
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().expect(crate::POISONED)
     }
 
-    /// Wraps `member` so its small reads go through this pool.
+    /// Wraps `member` so its small reads (and, in write-back mode, writes) go through this
+    /// pool.
     pub fn wrap(self: &Arc<DabPool>, member: Arc<dyn Member>) -> DabMember {
         let id = self.members.fetch_add(1, Ordering::Relaxed) as u32;
         let counters = Arc::new(DabCounters::default());
@@ -192,18 +267,24 @@ impl DabPool {
         }
         sum
     }
+
+    /// Dirty blocks in the pool (write-back): bytes no member has been given yet.
+    pub fn dirty_blocks(&self) -> usize {
+        self.lock().slots.iter().filter(|s| s.dirty).count()
+    }
 }
 
 impl Inner {
-    /// A slot for `key`, replacing by CLOCK: skips blocks being fetched and gives a second
-    /// chance to referenced ones. `None` when every slot is being fetched.
+    /// A slot for `key`, replacing by CLOCK: skips blocks being fetched, dirty or being
+    /// written back, and gives a second chance to referenced ones. `None` when no slot
+    /// can be had.
     fn claim(&mut self, key: Key, evicted: &AtomicU64) -> Option<usize> {
         let n = self.slots.len();
         for _ in 0..2 * n {
             let i = self.hand;
             self.hand = (self.hand + 1) % n;
             let s = &mut self.slots[i];
-            if matches!(s.state, State::Fetching { .. }) {
+            if s.state == State::Fetching || s.dirty || s.writing {
                 continue;
             }
             if s.referenced {
@@ -212,14 +293,12 @@ impl Inner {
             }
             if let Some(old) = s.key.take() {
                 self.map.remove(&old);
-                if matches!(s.state, State::Valid) {
+                if s.valid() {
                     bump(evicted, 1);
                 }
             }
             s.key = Some(key);
-            s.state = State::Fetching {
-                waiters: Vec::new(),
-            };
+            s.state = State::Fetching;
             s.gen += 1;
             self.map.insert(key, i);
             return Some(i);
@@ -227,17 +306,37 @@ impl Inner {
         None
     }
 
-    /// Drops `key`'s block, or makes its fetch in flight install nothing.
-    fn invalidate(&mut self, key: Key) {
-        if let Some(&i) = self.map.get(&key) {
-            let s = &mut self.slots[i];
-            s.gen += 1;
-            if matches!(s.state, State::Valid) {
-                s.state = State::Empty;
-                s.key = None;
-                self.map.remove(&key);
-            }
+    /// Forgets slot `i`'s block (it must be neither dirty nor being written back).
+    fn free(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        debug_assert!(!s.dirty && !s.writing, "a dirty block is never dropped");
+        if let Some(k) = s.key.take() {
+            self.map.remove(&k);
         }
+        s.state = State::Empty;
+        s.wake();
+    }
+
+    /// The slot holding `key`'s block, valid or not.
+    fn slot_of(&self, key: Key) -> Option<usize> {
+        self.map.get(&key).copied()
+    }
+
+    fn held(&self, key: Key) -> bool {
+        self.slot_of(key).is_some_and(|i| self.slots[i].valid())
+    }
+}
+
+/// Calls `f(block, offset in the block, offset in the range, bytes)` for each piece of the
+/// `len` bytes at `pos`, cut at block boundaries.
+fn pieces(b: u64, pos: u64, len: usize, mut f: impl FnMut(u64, usize, usize, usize)) {
+    let mut done = 0;
+    while done < len {
+        let at = pos + done as u64;
+        let within = (at % b) as usize;
+        let n = (len - done).min(b as usize - within);
+        f(at / b, within, done, n);
+        done += n;
     }
 }
 
@@ -255,14 +354,15 @@ impl fmt::Debug for DabMember {
         f.debug_struct("DabMember")
             .field("info", &self.info)
             .field("block", &self.pool.block)
+            .field("mode", &self.pool.mode)
             .finish()
     }
 }
 
-/// What a read found of its blocks.
+/// What a look found of a request's blocks.
 enum Found {
-    /// Every block held: copied out.
-    Served,
+    /// Every block held: the request was served from (or into) them.
+    Held,
     /// Blocks to fetch (slots claimed: slot, block, the slot's write generation), and
     /// whether others are fetching some (wait for them, then look again).
     Work {
@@ -273,9 +373,50 @@ enum Found {
     Full,
 }
 
+/// Puts a claimed slot back if its fetch is dropped before it ends, so that nobody waits
+/// on it forever.
+struct FetchGuard<'a> {
+    pool: &'a DabPool,
+    i: usize,
+    key: Key,
+}
+
+impl Drop for FetchGuard<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.pool.lock();
+        let s = &inner.slots[self.i];
+        if s.key == Some(self.key) && s.state == State::Fetching {
+            inner.free(self.i);
+        }
+    }
+}
+
+/// Marks a block dirty again if its write-back is dropped before it ends.
+struct WritingGuard<'a> {
+    pool: &'a DabPool,
+    i: usize,
+    key: Key,
+}
+
+impl Drop for WritingGuard<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.pool.lock();
+        let s = &mut inner.slots[self.i];
+        if s.key == Some(self.key) && s.writing {
+            s.writing = false;
+            s.dirty = true;
+            s.wake();
+        }
+    }
+}
+
 impl DabMember {
     pub fn counters(&self) -> Arc<DabCounters> {
         self.counters.clone()
+    }
+
+    fn write_back_mode(&self) -> bool {
+        self.pool.mode == DabMode::WriteBack
     }
 
     /// The aligned blocks `[offset, offset + len)` touches.
@@ -284,22 +425,15 @@ impl DabMember {
         offset / b..=(offset + len - 1) / b
     }
 
-    /// Looks up a read's blocks: copies it out if all are held, else claims what to fetch.
-    fn look(&self, offset: u64, iov: &mut IoVecMut, first_look: bool) -> Found {
-        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        let b = self.pool.block;
+    /// Looks up a request's blocks: when all are held, runs `held` on them under the lock
+    /// (a copy out, or in); else claims what to fetch. `count` counts the paper's case.
+    fn look(&self, offset: u64, len: u64, count: bool, held: &mut dyn FnMut(&mut Inner)) -> Found {
         let mut inner = self.pool.lock();
         // A range, not a list: a hit allocates nothing.
         let blocks = self.blocks(offset, len);
         let (first, last) = (*blocks.start(), *blocks.end());
-        let held = |inner: &Inner, blk: u64| {
-            inner
-                .map
-                .get(&(self.id, blk))
-                .is_some_and(|&i| matches!(inner.slots[i].state, State::Valid))
-        };
-        if first_look {
-            let (head, tail) = (held(&inner, first), held(&inner, last));
+        if count {
+            let (head, tail) = (inner.held((self.id, first)), inner.held((self.id, last)));
             let c = &self.counters;
             bump(
                 match (head, tail) {
@@ -311,31 +445,15 @@ impl DabMember {
                 1,
             );
         }
-        if blocks.clone().all(|blk| held(&inner, blk)) {
-            let mut pos = offset;
-            for w in iov.iter_mut() {
-                let out = w.as_mut_slice();
-                let mut done = 0;
-                while done < out.len() {
-                    let at = pos + done as u64;
-                    let i = inner.map[&(self.id, at / b)];
-                    let s = &mut inner.slots[i];
-                    s.referenced = true;
-                    let within = (at % b) as usize;
-                    let n = (out.len() - done).min(b as usize - within);
-                    let data = s.data.as_ref().expect("a valid block has its bytes");
-                    out[done..done + n].copy_from_slice(&data[within..within + n]);
-                    done += n;
-                }
-                pos += out.len() as u64;
-            }
-            return Found::Served;
+        if blocks.clone().all(|blk| inner.held((self.id, blk))) {
+            held(&mut inner);
+            return Found::Held;
         }
         let mut fetch = Vec::new();
         let mut wait = false;
         for blk in blocks {
-            match inner.map.get(&(self.id, blk)).copied() {
-                Some(i) if matches!(inner.slots[i].state, State::Valid) => {}
+            match inner.slot_of((self.id, blk)) {
+                Some(i) if inner.slots[i].valid() => {}
                 Some(_) => wait = true,
                 None => match inner.claim((self.id, blk), &self.counters.evicted) {
                     Some(i) => {
@@ -344,11 +462,8 @@ impl DabMember {
                     }
                     None => {
                         // Give back what this look claimed: nobody waits on those yet.
-                        for (i, blk, _) in fetch {
-                            let s = &mut inner.slots[i];
-                            s.state = State::Empty;
-                            s.key = None;
-                            inner.map.remove(&(self.id, blk));
+                        for (i, _, _) in fetch {
+                            inner.free(i);
                         }
                         return Found::Full;
                     }
@@ -358,9 +473,53 @@ impl DabMember {
         Found::Work { fetch, wait }
     }
 
-    /// Fetches block `blk` into slot `i`; installs it if no write touched it meanwhile.
+    /// Copies the held blocks' bytes at `offset` into the windows of `iov`.
+    fn copy_out(&self, inner: &mut Inner, offset: u64, iov: &mut IoVecMut) {
+        let mut pos = offset;
+        for w in iov.iter_mut() {
+            let out = w.as_mut_slice();
+            pieces(self.pool.block, pos, out.len(), |blk, within, at, n| {
+                let i = inner.map[&(self.id, blk)];
+                let s = &mut inner.slots[i];
+                s.referenced = true;
+                let data = s.data.as_ref().expect("a valid block has its bytes");
+                out[at..at + n].copy_from_slice(&data[within..within + n]);
+            });
+            pos += out.len() as u64;
+        }
+    }
+
+    /// Copies the windows of `iov` (bytes at `offset`) into those of their blocks that are
+    /// held, which become dirty.
+    fn copy_in(&self, inner: &mut Inner, offset: u64, iov: &IoVec) {
+        let mut pos = offset;
+        for w in iov.iter() {
+            let src = w.as_slice();
+            pieces(self.pool.block, pos, src.len(), |blk, within, at, n| {
+                let Some(i) = inner.slot_of((self.id, blk)) else {
+                    return;
+                };
+                let s = &mut inner.slots[i];
+                if !s.valid() {
+                    return;
+                }
+                let data = s.data.as_mut().expect("a valid block has its bytes");
+                data[within..within + n].copy_from_slice(&src[at..at + n]);
+                s.dirty = true;
+                s.referenced = true;
+            });
+            pos += src.len() as u64;
+        }
+    }
+
+    /// Fetches block `blk` into slot `i`; installs it if no write went around it meanwhile.
     /// False when the member's read failed.
     async fn fetch(&self, i: usize, blk: u64, gen: u64) -> bool {
+        let guard = FetchGuard {
+            pool: &self.pool,
+            i,
+            key: (self.id, blk),
+        };
         let b = self.pool.block;
         let start = blk * b;
         let len = b.min(self.info.size_bytes - start) as usize;
@@ -382,28 +541,23 @@ impl DabMember {
         } else {
             buf.try_into_inner().ok()
         };
+        std::mem::forget(guard);
         let mut inner = self.pool.lock();
-        let s = &mut inner.slots[i];
-        let waiters = match std::mem::replace(&mut s.state, State::Empty) {
-            State::Fetching { waiters } => waiters,
-            _ => Vec::new(),
-        };
         let read_ok = r.is_ok() && data.is_some();
+        let s = &mut inner.slots[i];
         let ok = read_ok && s.gen == gen && s.key == Some((self.id, blk));
         s.data = data;
         if ok {
             s.state = State::Valid;
             s.len = len;
             s.referenced = true;
+            s.wake();
             bump(&self.counters.prefetched_bytes, len as u64);
         } else if s.key == Some((self.id, blk)) {
-            // A write overlapped, or the read failed: nothing is installed.
-            s.key = None;
-            inner.map.remove(&(self.id, blk));
-        }
-        drop(inner);
-        for w in waiters {
-            w.wake();
+            // A write went around it, or the read failed: nothing is installed.
+            inner.free(i);
+        } else {
+            s.wake();
         }
         read_ok
     }
@@ -414,9 +568,10 @@ impl DabMember {
             let mut inner = self.pool.lock();
             let mut pending = false;
             for blk in self.blocks(offset, len) {
-                if let Some(&i) = inner.map.get(&(self.id, blk)) {
-                    if let State::Fetching { waiters } = &mut inner.slots[i].state {
-                        waiters.push(cx.waker().clone());
+                if let Some(i) = inner.slot_of((self.id, blk)) {
+                    let s = &mut inner.slots[i];
+                    if s.state == State::Fetching {
+                        s.waiters.push(cx.waker().clone());
                         pending = true;
                     }
                 }
@@ -430,23 +585,32 @@ impl DabMember {
         .await
     }
 
-    /// A read smaller than a block: from the buffer, fetching what it lacks. A block lost
-    /// to a write before it could be copied is looked for again, a few times; after that,
-    /// or when the member's read fails or no slot is free, the read goes to the member
-    /// (which, writes going through, always holds the data; a failure is reported there).
-    async fn read_through(&self, offset: u64, mut iov: IoVecMut) -> (io::Result<()>, IoVecMut) {
-        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+    /// Serves `[offset, offset + len)` through the buffer, fetching the blocks it lacks,
+    /// and runs `held` on them under the lock once all are held. False when it could not
+    /// (no room, a failed fetch, blocks lost to writes again and again): the caller goes
+    /// to the member, which then reports any failure.
+    async fn through_buffer(
+        &self,
+        offset: u64,
+        len: u64,
+        read: bool,
+        held: &mut dyn FnMut(&mut Inner),
+    ) -> bool {
         for attempt in 0..4 {
-            match self.look(offset, &mut iov, attempt == 0) {
-                Found::Served => return (Ok(()), iov),
-                Found::Full => break,
+            match self.look(offset, len, read && attempt == 0, held) {
+                Found::Held => return true,
+                Found::Full => {
+                    if !(self.write_back_mode() && self.relieve().await) {
+                        return false;
+                    }
+                }
                 Found::Work { fetch, wait } => {
                     let mut failed = false;
                     for (i, blk, gen) in fetch {
                         failed |= !self.fetch(i, blk, gen).await;
                     }
                     if failed {
-                        break;
+                        return false;
                     }
                     if wait {
                         self.settle(offset, len).await;
@@ -454,17 +618,202 @@ impl DabMember {
                 }
             }
         }
+        false
+    }
+
+    /// A read that goes around the buffer. In write-back mode the dirty blocks it overlaps
+    /// are written back first, so the member holds every write acknowledged before it.
+    async fn read_around(&self, offset: u64, iov: IoVecMut) -> (io::Result<()>, IoVecMut) {
         bump(&self.counters.bypassed, 1);
+        if self.write_back_mode() {
+            let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+            if let Err(e) = self.clean(offset, len).await {
+                return (Err(e), iov);
+            }
+        }
         self.inner.read(offset, iov).await
     }
 
-    fn invalidate(&self, offset: u64, len: u64) {
-        if len == 0 {
-            return;
-        }
+    /// A write that goes to the member. When it completes, a fetch of its blocks still in
+    /// flight (it may have read the old bytes) installs nothing; a held block is dropped
+    /// (write-through) or given the written bytes and marked dirty (write-back: a copy of
+    /// it being written back may carry the old bytes, and it may hold bytes not yet written).
+    async fn write_around(&self, offset: u64, iov: IoVec) -> io::Result<()> {
+        bump(&self.counters.bypassed, 1);
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let kept = self.write_back_mode().then(|| iov.clone());
+        let r = self.inner.write(offset, iov).await;
         let mut inner = self.pool.lock();
         for blk in self.blocks(offset, len) {
-            inner.invalidate((self.id, blk));
+            if let Some(i) = inner.slot_of((self.id, blk)) {
+                inner.slots[i].gen += 1;
+                if inner.slots[i].valid() && kept.is_none() {
+                    inner.free(i);
+                }
+            }
+        }
+        if let Some(iov) = &kept {
+            self.copy_in(&mut inner, offset, iov);
+        }
+        r
+    }
+
+    /// Writes back slot `i`'s block if it is this member's, dirty and not being written
+    /// back already: a copy, so the block can be read and written meanwhile. Whether it
+    /// wrote; a failure leaves the block dirty.
+    async fn write_back(&self, i: usize) -> io::Result<bool> {
+        let (key, copy) = {
+            let mut inner = self.pool.lock();
+            let s = &mut inner.slots[i];
+            let Some(key) = s.key.filter(|k| k.0 == self.id) else {
+                return Ok(false);
+            };
+            if !s.dirty || s.writing || !s.valid() {
+                return Ok(false);
+            }
+            let data = s.data.as_ref().expect("a valid block has its bytes");
+            let copy = AlignedBuf::from_slice(&data[..s.len]);
+            s.dirty = false;
+            s.writing = true;
+            (key, copy)
+        };
+        let guard = WritingGuard {
+            pool: &self.pool,
+            i,
+            key,
+        };
+        let r = super::contract::write_bytes(&*self.inner, key.1 * self.pool.block, copy).await;
+        std::mem::forget(guard);
+        let mut inner = self.pool.lock();
+        let s = &mut inner.slots[i];
+        debug_assert_eq!(s.key, Some(key), "a block being written back stays");
+        s.writing = false;
+        if r.is_err() {
+            s.dirty = true;
+        } else {
+            bump(&self.counters.dirty_flushed, 1);
+        }
+        s.wake();
+        r.map(|()| true)
+    }
+
+    /// Makes sure the member holds what slot `i` held as `key` when this was called:
+    /// waits for a write-back in flight, writes back a dirty block.
+    async fn clean_slot(&self, i: usize, key: Key) -> io::Result<()> {
+        loop {
+            let writing = {
+                let inner = self.pool.lock();
+                let s = &inner.slots[i];
+                if s.key != Some(key) || !(s.dirty || s.writing) {
+                    return Ok(());
+                }
+                s.writing
+            };
+            if writing {
+                std::future::poll_fn(|cx| {
+                    let mut inner = self.pool.lock();
+                    let s = &mut inner.slots[i];
+                    if s.key == Some(key) && s.writing {
+                        s.waiters.push(cx.waker().clone());
+                        Poll::Pending
+                    } else {
+                        Poll::Ready(())
+                    }
+                })
+                .await;
+            } else if self.write_back(i).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Writes back the dirty blocks `[offset, offset + len)` touches.
+    async fn clean(&self, offset: u64, len: u64) -> io::Result<()> {
+        for blk in self.blocks(offset, len) {
+            let key = (self.id, blk);
+            let slot = self.pool.lock().slot_of(key);
+            if let Some(i) = slot {
+                self.clean_slot(i, key).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes back some of this member's dirty blocks to make room (every slot was dirty
+    /// or busy). Whether any was written.
+    async fn relieve(&self) -> bool {
+        let picks: Vec<usize> = {
+            let inner = self.pool.lock();
+            (0..inner.slots.len())
+                .filter(|&i| {
+                    let s = &inner.slots[i];
+                    s.key.is_some_and(|k| k.0 == self.id) && s.dirty && !s.writing
+                })
+                .take(RELIEVE)
+                .collect()
+        };
+        let done = futures::future::join_all(picks.into_iter().map(|i| self.write_back(i))).await;
+        let mut wrote = false;
+        for r in done {
+            match r {
+                Ok(w) => wrote |= w,
+                Err(e) => tracing::warn!(member = %self.info.name, "DAB write-back failed: {e}"),
+            }
+        }
+        wrote
+    }
+
+    /// Writes back every block of this member that was dirty when it was called.
+    async fn flush_dirty(&self) -> io::Result<()> {
+        let dirty: Vec<(usize, Key)> = {
+            let inner = self.pool.lock();
+            inner
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    s.key
+                        .filter(|k| k.0 == self.id && (s.dirty || s.writing))
+                        .map(|k| (i, k))
+                })
+                .collect()
+        };
+        let done =
+            futures::future::join_all(dirty.into_iter().map(|(i, k)| self.clean_slot(i, k))).await;
+        done.into_iter().collect()
+    }
+
+    /// A write smaller than a block, in write-back mode: into its blocks, fetched first if
+    /// need be; around the buffer when that cannot be.
+    async fn write_into(&self, offset: u64, iov: IoVec) -> io::Result<()> {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let mut held = |inner: &mut Inner| self.copy_in(inner, offset, &iov);
+        if self.through_buffer(offset, len, false, &mut held).await {
+            bump(&self.counters.absorbed, 1);
+            return Ok(());
+        }
+        self.write_around(offset, iov).await
+    }
+}
+
+impl Drop for DabMember {
+    /// Gives the member's blocks back to the pool. Dirty ones are lost: a member is let go
+    /// with dirty blocks only when it failed or the array stopped without a flush.
+    fn drop(&mut self) {
+        let mut inner = self.pool.lock();
+        let mine: Vec<usize> = (0..inner.slots.len())
+            .filter(|&i| inner.slots[i].key.is_some_and(|k| k.0 == self.id))
+            .collect();
+        let mut lost = 0;
+        for i in mine {
+            let s = &mut inner.slots[i];
+            lost += usize::from(s.dirty);
+            s.dirty = false;
+            s.writing = false;
+            inner.free(i);
+        }
+        if lost > 0 {
+            tracing::warn!(member = %self.info.name, blocks = lost, "DAB dropped unwritten dirty blocks");
         }
     }
 }
@@ -476,28 +825,38 @@ impl Member for DabMember {
 
     fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        if len == 0 || len >= self.pool.block {
+        if len == 0 || (len >= self.pool.block && !self.write_back_mode()) {
             bump(&self.counters.bypassed, 1);
             return self.inner.read(offset, iov);
         }
-        MemberFuture::new(self.read_through(offset, iov))
+        MemberFuture::new(async move {
+            let mut iov = iov;
+            if len < self.pool.block {
+                let mut held = |inner: &mut Inner| self.copy_out(inner, offset, &mut iov);
+                if self.through_buffer(offset, len, true, &mut held).await {
+                    return (Ok(()), iov);
+                }
+            }
+            self.read_around(offset, iov).await
+        })
     }
 
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        MemberFuture::new(async move {
-            let r = self.inner.write(offset, iov).await;
-            // Once the member holds the new bytes: a block fetched before is dropped, and a
-            // fetch still in flight (it may have read the old bytes) installs nothing. A
-            // read that started before the write completed may still see the old bytes, as
-            // it may from any device.
-            self.invalidate(offset, len);
-            r
-        })
+        if self.write_back_mode() && len > 0 && len < self.pool.block {
+            return MemberFuture::new(self.write_into(offset, iov));
+        }
+        MemberFuture::new(self.write_around(offset, iov))
     }
 
     fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
-        self.inner.flush()
+        if !self.write_back_mode() {
+            return self.inner.flush();
+        }
+        MemberFuture::new(async move {
+            self.flush_dirty().await?;
+            self.inner.flush().await
+        })
     }
 
     fn dab(&self) -> Option<DabCounts> {
@@ -506,8 +865,22 @@ impl Member for DabMember {
 
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         MemberFuture::new(async move {
+            bump(&self.counters.bypassed, 1);
             let r = self.inner.discard(offset, len).await;
-            self.invalidate(offset, len);
+            if len > 0 {
+                // Later reads may return zeros or the old bytes: a dirty block (or one
+                // being written back) keeps what it holds; a clean one is dropped.
+                let mut inner = self.pool.lock();
+                for blk in self.blocks(offset, len) {
+                    if let Some(i) = inner.slot_of((self.id, blk)) {
+                        let s = &mut inner.slots[i];
+                        s.gen += 1;
+                        if s.valid() && !s.dirty && !s.writing {
+                            inner.free(i);
+                        }
+                    }
+                }
+            }
             r
         })
     }
@@ -529,10 +902,13 @@ mod tests {
     /// What every sector may hold: the newest write completed before a read started, up to
     /// the newest write issued by the time it ended. Writes to a sector do not overlap in
     /// time (the order of overlapping writes is the device's, and not what is tested here).
+    /// `durable`: the oldest write the member itself must hold after a crash (one a
+    /// completed flush, or FUA, covered).
     struct Model {
         completed: Vec<u64>,
         issued: Vec<u64>,
         writing: Vec<bool>,
+        durable: Vec<u64>,
         next: u64,
     }
 
@@ -542,11 +918,32 @@ mod tests {
         b
     }
 
+    /// Sectors of `b` (from sector `first`) holding none of the generations `lo[k]..=hi[k]`.
+    fn outside(b: &[u8], first: u64, lo: &[u64], hi: &[u64]) -> usize {
+        b.chunks_exact(512)
+            .enumerate()
+            .filter(|&(k, sec)| {
+                !(lo[k]..=hi[k])
+                    .any(|g| pattern::check_sector(sec, first + k as u64, g, SEED).is_none())
+            })
+            .count()
+    }
+
+    /// What a run saw: stale sectors read, sectors the member lost across a crash at the
+    /// end (older than a flush or FUA made durable), and the counters.
+    struct Outcome {
+        stale: usize,
+        lost: usize,
+        counts: DabCounts,
+    }
+
     /// `ops` run by `tasks` concurrent tasks over one DAB member of a pool of `blocks`
-    /// blocks of 4 KiB, the member answering after a seeded number of executor turns: every
-    /// read returns, for each sector, a generation no older than the last write completed
-    /// before it started. Returns the number of stale sectors seen and the counters.
-    fn run(seed: u64, tasks: usize, ops: usize, blocks: u64) -> (usize, DabCounts) {
+    /// blocks of 4 KiB, the member answering after a seeded number of executor turns:
+    /// reads, writes (some FUA), flushes, whole-member reads. Every read must return, for
+    /// each sector, a generation no older than the last write completed before it started;
+    /// at the end the buffer is thrown away unflushed (a crash) and the member must hold,
+    /// for each sector, a generation no older than the last one a flush or FUA covered.
+    fn run(seed: u64, tasks: usize, ops: usize, blocks: u64, mode: DabMode) -> Outcome {
         let mem = Arc::new(MemMember::new("m", SIZE));
         // Generation 1 everywhere to start.
         mem.write_sync(0, &written(0, SIZE / 512, 1));
@@ -555,13 +952,14 @@ mod tests {
             delay_yields: Some((0, 6)),
             ..FaultPlan::default()
         };
-        let faulty: Arc<dyn Member> = Arc::new(FaultMember::new(mem, plan));
-        let pool = DabPool::new(blocks * 4096, 4096);
+        let faulty: Arc<dyn Member> = Arc::new(FaultMember::new(mem.clone(), plan));
+        let pool = DabPool::new(blocks * 4096, 4096, mode);
         let dab = Rc::new(pool.wrap(faulty));
         let model = Rc::new(RefCell::new(Model {
             completed: vec![1; SECTORS],
             issued: vec![1; SECTORS],
             writing: vec![false; SECTORS],
+            durable: vec![1; SECTORS],
             next: 2,
         }));
         let stale = Rc::new(std::cell::Cell::new(0usize));
@@ -571,78 +969,8 @@ mod tests {
                 let handles: Vec<_> = (0..tasks as u64)
                     .map(|t| {
                         let (dab, model, stale) = (dab.clone(), model.clone(), stale.clone());
-                        raidd_rt::spawn_local(async move {
-                            let mut x = seed ^ (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                            let mut rnd = move |n: u64| {
-                                x ^= x << 13;
-                                x ^= x >> 7;
-                                x ^= x << 17;
-                                x % n
-                            };
-                            for _ in 0..ops {
-                                // Mostly small reads, some of them across a block boundary,
-                                // and writes of a sector to two blocks.
-                                let first = rnd(SECTORS as u64 - 24);
-                                let long = rnd(4) == 0;
-                                let sectors = 1 + rnd(if long { 20 } else { 7 });
-                                let range = first as usize..(first + sectors) as usize;
-                                let busy = model.borrow().writing[range.clone()].iter().any(|&w| w);
-                                match rnd(10) {
-                                    0..=2 if !busy => {
-                                        let gen = {
-                                            let mut m = model.borrow_mut();
-                                            let g = m.next;
-                                            m.next += 1;
-                                            for s in range.clone() {
-                                                m.issued[s] = m.issued[s].max(g);
-                                                m.writing[s] = true;
-                                            }
-                                            g
-                                        };
-                                        crate::member::write_bytes(
-                                            &*dab,
-                                            first * 512,
-                                            written(first, sectors, gen),
-                                        )
-                                        .await
-                                        .expect("write");
-                                        let mut m = model.borrow_mut();
-                                        for s in range {
-                                            m.completed[s] = m.completed[s].max(gen);
-                                            m.writing[s] = false;
-                                        }
-                                    }
-                                    3 => {
-                                        // The whole member, going around the buffer.
-                                        crate::member::read_bytes(&*dab, 0, SIZE as usize)
-                                            .await
-                                            .expect("read");
-                                    }
-                                    _ => {
-                                        let lo: Vec<u64> =
-                                            model.borrow().completed[range.clone()].to_vec();
-                                        let b = crate::member::read_bytes(
-                                            &*dab,
-                                            first * 512,
-                                            (sectors * 512) as usize,
-                                        )
-                                        .await
-                                        .expect("read");
-                                        let hi: Vec<u64> =
-                                            model.borrow().issued[range.clone()].to_vec();
-                                        for (k, sec) in b.chunks_exact(512).enumerate() {
-                                            let s = first + k as u64;
-                                            let ok = (lo[k]..=hi[k]).any(|g| {
-                                                pattern::check_sector(sec, s, g, SEED).is_none()
-                                            });
-                                            if !ok {
-                                                stale.set(stale.get() + 1);
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        })
+                        let x = seed ^ (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                        raidd_rt::spawn_local(task(dab, model, stale, x, ops))
                     })
                     .collect();
                 for h in handles {
@@ -650,7 +978,98 @@ mod tests {
                 }
             }
         });
-        (stale.get(), dab.counters.snapshot())
+        let counts = dab.counters.snapshot();
+        // The crash: whatever the buffer holds unwritten is gone.
+        drop(dab);
+        let mut image = vec![0u8; SIZE as usize];
+        mem.read_sync(0, &mut image);
+        let m = model.borrow();
+        let lost = outside(&image, 0, &m.durable, &m.issued);
+        Outcome {
+            stale: stale.get(),
+            lost,
+            counts,
+        }
+    }
+
+    /// One task of [`run`]: `ops` random requests from the xorshift state `x`.
+    async fn task(
+        dab: Rc<DabMember>,
+        model: Rc<RefCell<Model>>,
+        stale: Rc<std::cell::Cell<usize>>,
+        mut x: u64,
+        ops: usize,
+    ) {
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..ops {
+            // Mostly small reads, some of them across a block boundary, and writes of a
+            // sector to two blocks.
+            let first = rnd(SECTORS as u64 - 24);
+            let long = rnd(4) == 0;
+            let sectors = 1 + rnd(if long { 20 } else { 7 });
+            let range = first as usize..(first + sectors) as usize;
+            let busy = model.borrow().writing[range.clone()].iter().any(|&w| w);
+            match rnd(12) {
+                0..=2 if !busy => {
+                    let fua = rnd(4) == 0;
+                    let gen = {
+                        let mut m = model.borrow_mut();
+                        let g = m.next;
+                        m.next += 1;
+                        for s in range.clone() {
+                            m.issued[s] = m.issued[s].max(g);
+                            m.writing[s] = true;
+                        }
+                        g
+                    };
+                    crate::member::write_bytes(&*dab, first * 512, written(first, sectors, gen))
+                        .await
+                        .expect("write");
+                    {
+                        let mut m = model.borrow_mut();
+                        for s in range.clone() {
+                            m.completed[s] = m.completed[s].max(gen);
+                            m.writing[s] = false;
+                        }
+                    }
+                    if fua {
+                        // As the array does FUA: the write, then a flush of its member.
+                        dab.flush().await.expect("flush");
+                        let mut m = model.borrow_mut();
+                        for s in range {
+                            m.durable[s] = m.durable[s].max(gen);
+                        }
+                    }
+                }
+                3 => {
+                    // The whole member, going around the buffer.
+                    crate::member::read_bytes(&*dab, 0, SIZE as usize)
+                        .await
+                        .expect("read");
+                }
+                4 => {
+                    let before = model.borrow().completed.clone();
+                    dab.flush().await.expect("flush");
+                    let mut m = model.borrow_mut();
+                    for (d, b) in m.durable.iter_mut().zip(before) {
+                        *d = (*d).max(b);
+                    }
+                }
+                _ => {
+                    let lo: Vec<u64> = model.borrow().completed[range.clone()].to_vec();
+                    let b = crate::member::read_bytes(&*dab, first * 512, (sectors * 512) as usize)
+                        .await
+                        .expect("read");
+                    let hi: Vec<u64> = model.borrow().issued[range.clone()].to_vec();
+                    stale.set(stale.get() + outside(&b, first, &lo, &hi));
+                }
+            }
+        }
     }
 
     /// Cases to run: `RAIDD_DAB_CASES` if set, else `default`.
@@ -664,13 +1083,53 @@ mod tests {
     proptest! {
         // RAIDD_DAB_CASES runs more (the 10,000; the test command runs 64).
         #![proptest_config(ProptestConfig::with_cases(cases(64)))]
-        /// Concurrent reads, writes and whole-member reads, with a pool of one to four
-        /// blocks (so blocks are evicted all the time) or more than the member: never a
-        /// stale sector.
+        /// Concurrent reads, writes (some FUA), flushes and whole-member reads, with a pool
+        /// of one to four blocks (so blocks are evicted all the time) or more than the
+        /// member, writing through: never a stale sector, and nothing flushed is lost.
         #[test]
         fn no_read_is_ever_stale(seed in any::<u64>(), blocks in prop_oneof![1u64..5, Just(32u64)]) {
-            let (stale, _) = run(seed, 4, 60, blocks);
-            prop_assert_eq!(stale, 0);
+            let o = run(seed, 4, 60, blocks, DabMode::WriteThrough);
+            prop_assert_eq!((o.stale, o.lost), (0, 0));
+            prop_assert_eq!(o.counts.absorbed, 0);
+        }
+
+        /// The same, writing back: never a stale sector, and after a crash at the end the
+        /// member holds everything a flush or FUA covered.
+        #[test]
+        fn write_back_is_never_stale_and_loses_nothing_flushed(
+            seed in any::<u64>(),
+            blocks in prop_oneof![1u64..5, Just(32u64)],
+        ) {
+            let o = run(seed, 4, 60, blocks, DabMode::WriteBack);
+            prop_assert_eq!((o.stale, o.lost), (0, 0));
+        }
+    }
+
+    #[test]
+    fn the_block_is_the_smallest_largest_transfer_as_a_power_of_two() {
+        assert_eq!(block_for([None, None], DEFAULT_BLOCK), DEFAULT_BLOCK);
+        assert_eq!(block_for([Some(128 << 10), None], 4096), 128 << 10);
+        // max_sectors_kb 1280 (a common NVMe value) and 512: the smaller, as it is.
+        assert_eq!(block_for([Some(1280 << 10), Some(512 << 10)], 0), 512 << 10);
+        // Not a power of two: down to one (a simulated drive of 277 sectors).
+        assert_eq!(block_for([Some(277 * 512)], 0), 128 << 10);
+        assert_eq!(block_for([Some(512)], 0), MIN_BLOCK);
+        assert_eq!(block_for([Some(1 << 40)], 0), MAX_BLOCK);
+    }
+
+    proptest! {
+        #[test]
+        fn a_chosen_block_is_a_power_of_two_no_larger_than_any_transfer(
+            t in proptest::collection::vec(proptest::option::of(1u64..1 << 30), 0..5),
+        ) {
+            let b = block_for(t.iter().copied(), DEFAULT_BLOCK);
+            prop_assert!(b.is_power_of_two() && (MIN_BLOCK..=MAX_BLOCK).contains(&b));
+            for m in t.iter().flatten() {
+                prop_assert!(b <= (*m).max(MIN_BLOCK));
+            }
+            if let Some(m) = t.iter().flatten().min() {
+                prop_assert!(2 * b > (*m).clamp(MIN_BLOCK, MAX_BLOCK), "the largest that fits");
+            }
         }
     }
 
@@ -681,7 +1140,7 @@ mod tests {
         let plan = FaultPlan::default();
         let faulty = Arc::new(FaultMember::new(mem, plan));
         let control = faulty.control();
-        let pool = DabPool::new(1 << 20, 16384);
+        let pool = DabPool::new(1 << 20, 16384, DabMode::WriteThrough);
         let dab = pool.wrap(faulty);
         let bad = raidd_rt::block_on(async move {
             let mut bad = 0;
@@ -706,7 +1165,7 @@ mod tests {
     #[test]
     fn the_four_cases_are_counted_as_the_paper_has_them() {
         let mem: Arc<dyn Member> = Arc::new(MemMember::new("m", SIZE));
-        let pool = DabPool::new(1 << 20, 4096);
+        let pool = DabPool::new(1 << 20, 4096, DabMode::WriteThrough);
         let dab = pool.wrap(mem);
         let c = raidd_rt::block_on(async move {
             let r = |off: u64, len: usize| crate::member::read_bytes(&dab, off, len);
@@ -730,7 +1189,8 @@ mod tests {
             read_error_ppm: 1_000_000,
             ..FaultPlan::default()
         };
-        let dab = DabPool::new(1 << 20, 4096).wrap(Arc::new(FaultMember::new(mem, plan)));
+        let dab = DabPool::new(1 << 20, 4096, DabMode::WriteThrough)
+            .wrap(Arc::new(FaultMember::new(mem, plan)));
         let r = raidd_rt::block_on(async move {
             let a = crate::member::read_bytes(&dab, 0, 1024).await.is_err();
             let b = crate::member::read_bytes(&dab, 1024, 1024).await.is_err();

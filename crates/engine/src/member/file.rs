@@ -129,14 +129,27 @@ fn block_device_geometry(f: &fs::File) -> io::Result<(u64, u32)> {
     Ok((size, u32::try_from(ssz).unwrap_or(512).max(512)))
 }
 
-fn rotational(meta: &fs::Metadata) -> bool {
+/// One of a block device's queue attributes (`/sys/dev/block/MAJ:MIN/queue/NAME`).
+fn queue_attr(meta: &fs::Metadata, name: &str) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let rdev = meta.rdev();
     let (major, minor) = (libc::major(rdev), libc::minor(rdev));
-    let p = format!("/sys/dev/block/{major}:{minor}/queue/rotational");
-    fs::read_to_string(p)
-        .map(|s| s.trim() == "1")
-        .unwrap_or(false)
+    fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/{name}"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn rotational(meta: &fs::Metadata) -> bool {
+    queue_attr(meta, "rotational").is_some_and(|s| s == "1")
+}
+
+/// The largest request the kernel sends the device (`max_sectors_kb`), in bytes.
+fn max_transfer(meta: &fs::Metadata) -> Option<u64> {
+    queue_attr(meta, "max_sectors_kb")?
+        .parse::<u64>()
+        .ok()
+        .filter(|&kb| kb > 0)
+        .map(|kb| kb * 1024)
 }
 
 /// Checks that O_DIRECT I/O really works (some filesystems accept the flag at open and
@@ -244,6 +257,7 @@ impl FileMember {
             size_bytes: size_bytes / u64::from(block_size) * u64::from(block_size),
             block_size,
             rotational: bdev && rotational(&meta),
+            max_transfer: if bdev { max_transfer(&meta) } else { None },
         };
         let dispatch = match bdev {
             true => Dispatch::Ring,

@@ -78,6 +78,7 @@ impl MemMember {
                 size_bytes,
                 block_size: 512,
                 rotational: false,
+                max_transfer: None,
             },
             shards,
         }

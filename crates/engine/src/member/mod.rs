@@ -14,7 +14,10 @@ mod syncs;
 pub use contract::{
     read_bytes, windows_lost, write_bytes, DabCounts, Member, MemberFuture, MemberInfo,
 };
-pub use dab::{DabCounters, DabMember, DabPool};
+pub use dab::{
+    block_for, DabCounters, DabMember, DabMode, DabPool, DEFAULT_BLOCK as DAB_DEFAULT_BLOCK,
+    MAX_BLOCK as DAB_MAX_BLOCK, MIN_BLOCK as DAB_MIN_BLOCK,
+};
 pub use fault::{FaultControl, FaultMember, FaultPlan};
 pub use file::{FileMember, OpenOptions};
 pub use memory::MemMember;

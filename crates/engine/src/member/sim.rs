@@ -93,6 +93,7 @@ impl SimWorld {
                         size_bytes: d.bytes(),
                         block_size: 512,
                         rotational: true,
+                        max_transfer: Some(d.max_transfer_sectors() * 512),
                     },
                     world: self.clone(),
                     drive: i,

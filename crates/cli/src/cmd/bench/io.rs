@@ -68,12 +68,8 @@ pub struct IoArgs {
     /// Time added to every member I/O (e.g. 1ms, 250us): a latency-bound member.
     #[arg(long, default_value = "0", value_parser = super::sweep::parse_latency, value_name = "TIME")]
     pub member_latency: std::time::Duration,
-    /// A DMA-aligned buffer (seed 000) of this many bytes in front of the members (0:
-    /// none), in blocks of --dab-block.
-    #[arg(long, default_value = "0", value_parser = size::parse_size, value_name = "SIZE")]
-    pub dab: u64,
-    #[arg(long, default_value = "128K", value_parser = size::parse_size, value_name = "SIZE")]
-    pub dab_block: u64,
+    #[command(flatten)]
+    pub buffer: super::sweep::DabArgs,
     /// RAID4/5/6 stripe cache size (0: keep no rows).
     #[arg(long, default_value = "16M", value_parser = size::parse_size, value_name = "SIZE")]
     pub stripe_cache: u64,
@@ -468,7 +464,7 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
 
 /// Refuses arguments the run cannot honour, before anything is allocated.
 fn check_args(args: &IoArgs) -> AdminResult {
-    super::sweep::check_dab(args.dab, args.dab_block)?;
+    args.buffer.check()?;
     if args.bs > 64 << 20 {
         return Err(AdminError::usage("--bs is at most 64M"));
     }
@@ -511,7 +507,7 @@ fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
     };
     let (members, direct) = open_members(&kind, usize::from(args.members))?;
     let members = with_latency(members, args.member_latency);
-    let (members, _pool) = super::sweep::with_dab(members, args.dab, args.dab_block);
+    let (members, _pool) = args.buffer.wrap(members);
     let dev = match args.target {
         Target::Raw => Device::Raw {
             members,

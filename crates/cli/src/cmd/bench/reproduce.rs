@@ -404,7 +404,11 @@ fn seed000() -> AdminResult<(String, String, Vec<Check>)> {
             let members = if dab == 0 {
                 members
             } else {
-                let pool = raidd_engine::member::DabPool::new(dab, 128 << 10);
+                let pool = raidd_engine::member::DabPool::new(
+                    dab,
+                    128 << 10,
+                    raidd_engine::member::DabMode::WriteThrough,
+                );
                 members
                     .into_iter()
                     .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)

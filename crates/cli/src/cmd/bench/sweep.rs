@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use raidd_engine::member::{DabPool, SimWorld};
+use raidd_engine::member::{
+    block_for, DabMode, DabPool, SimWorld, DAB_DEFAULT_BLOCK as DEFAULT_BLOCK,
+    DAB_MAX_BLOCK as MAX_BLOCK, DAB_MIN_BLOCK as MIN_BLOCK,
+};
 use raidd_engine::Member;
 use raidd_engine::{Alone, Gather};
 use raidd_layout::Level;
@@ -128,13 +131,8 @@ pub struct SweepArgs {
     /// files. Not for simulated members, whose time is the model's.
     #[arg(long, default_value = "0", value_parser = parse_latency, value_name = "TIME")]
     pub member_latency: std::time::Duration,
-    /// A DMA-aligned buffer (seed 000) of this many bytes in front of the members, shared
-    /// by them (0: none).
-    #[arg(long, default_value = "0", value_parser = size::parse_size, value_name = "SIZE")]
-    pub dab: u64,
-    /// The buffer's block: the members' largest transfer (128K: 256 ATA sectors).
-    #[arg(long, default_value = "128K", value_parser = size::parse_size, value_name = "SIZE")]
-    pub dab_block: u64,
+    #[command(flatten)]
+    pub buffer: DabArgs,
     /// Also write the results as CSV, with Iometer's column names.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -367,16 +365,7 @@ fn check_args(args: &SweepArgs) -> AdminResult {
             "--member-latency is for memory and file members: simulated ones have the model's",
         ));
     }
-    if !args.dab_block.is_power_of_two() || !(4096..=64 << 20).contains(&args.dab_block) {
-        return Err(AdminError::usage(
-            "--dab-block must be a power of two from 4K to 64M",
-        ));
-    }
-    if args.dab > 0 && args.dab < args.dab_block {
-        return Err(AdminError::usage(
-            "--dab must hold at least one --dab-block",
-        ));
-    }
+    args.buffer.check()?;
     if let Some(pid) = args.server_pid {
         if super::target::process_cpu_seconds(&pid.to_string()).is_none() {
             return Err(AdminError::usage(format!(
@@ -556,37 +545,88 @@ fn network_points(
     points(args, series, mixes, progress, None, None, |_| target())
 }
 
-/// Refuses a buffer that cannot be: a block that is not a power of two from 4K to 64M, a
-/// budget under one block.
-pub fn check_dab(budget: u64, block: u64) -> AdminResult {
-    if !block.is_power_of_two() || !(4096..=64 << 20).contains(&block) {
-        return Err(AdminError::usage(
-            "--dab-block must be a power of two from 4K to 64M",
-        ));
-    }
-    if budget > 0 && budget < block {
-        return Err(AdminError::usage(
-            "--dab must hold at least one --dab-block",
-        ));
-    }
-    Ok(())
+/// The DMA-aligned buffer (seed 000) of `bench io` and `bench sweep`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct DabArgs {
+    /// A DMA-aligned buffer of this many bytes in front of the members, shared by them
+    /// (0: none).
+    #[arg(long, default_value = "0", value_parser = size::parse_size, value_name = "SIZE")]
+    pub dab: u64,
+    /// The buffer's block: auto (the members' largest transfer: 128K for a simulated ATA
+    /// drive, a block device's max_sectors_kb; 128K when no member says), or a size.
+    #[arg(long, default_value = "auto", value_parser = parse_dab_block, value_name = "SIZE|auto")]
+    pub dab_block: DabBlock,
+    /// How writes meet the buffer: write-through, or write-back (small writes held in
+    /// memory until a flush).
+    #[arg(long, default_value = "write-through", value_parser = parse_dab_mode, value_name = "MODE")]
+    pub dab_mode: DabMode,
 }
 
-/// The members behind a DMA-aligned buffer of `budget` bytes they share (none for 0).
-pub fn with_dab(
-    members: Vec<Arc<dyn Member>>,
-    budget: u64,
-    block: u64,
-) -> (Vec<Arc<dyn Member>>, Option<Arc<DabPool>>) {
-    if budget == 0 {
-        return (members, None);
+/// `--dab-block`: from the members, or a size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DabBlock {
+    Auto,
+    Bytes(u64),
+}
+
+fn parse_dab_block(s: &str) -> Result<DabBlock, String> {
+    if s == "auto" {
+        return Ok(DabBlock::Auto);
     }
-    let pool = DabPool::new(budget, block);
-    let wrapped = members
-        .into_iter()
-        .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
-        .collect();
-    (wrapped, Some(pool))
+    let b = size::parse_size(s)?;
+    if !b.is_power_of_two() || !(MIN_BLOCK..=MAX_BLOCK).contains(&b) {
+        return Err(format!("{s}: a power of two from 4K to 64M, or auto"));
+    }
+    Ok(DabBlock::Bytes(b))
+}
+
+fn parse_dab_mode(s: &str) -> Result<DabMode, String> {
+    match s {
+        "write-through" => Ok(DabMode::WriteThrough),
+        "write-back" => Ok(DabMode::WriteBack),
+        _ => Err(format!("{s}: write-through or write-back")),
+    }
+}
+
+impl DabArgs {
+    /// Refuses a budget under one (explicit) block.
+    pub fn check(&self) -> AdminResult {
+        if let DabBlock::Bytes(b) = self.dab_block {
+            if self.dab > 0 && self.dab < b {
+                return Err(AdminError::usage(
+                    "--dab must hold at least one --dab-block",
+                ));
+            }
+        }
+        if self.dab > 0 && self.dab < MIN_BLOCK {
+            return Err(AdminError::usage("--dab is 0 (none) or at least 4K"));
+        }
+        Ok(())
+    }
+
+    /// The members behind one buffer they share (none for `--dab 0`).
+    pub fn wrap(
+        &self,
+        members: Vec<Arc<dyn Member>>,
+    ) -> (Vec<Arc<dyn Member>>, Option<Arc<DabPool>>) {
+        if self.dab == 0 {
+            return (members, None);
+        }
+        let block = match self.dab_block {
+            DabBlock::Bytes(b) => b,
+            DabBlock::Auto => {
+                let b = block_for(members.iter().map(|m| m.info().max_transfer), DEFAULT_BLOCK);
+                // A budget under the members' transfer: the largest block it holds.
+                b.min(1 << (63 - self.dab.leading_zeros()))
+            }
+        };
+        let pool = DabPool::new(self.dab, block, self.dab_mode);
+        let wrapped = members
+            .into_iter()
+            .map(|m| Arc::new(pool.wrap(m)) as Arc<dyn Member>)
+            .collect();
+        (wrapped, Some(pool))
+    }
 }
 
 /// An iSCSI LUN: its capacity read once, then a session per worker and point.
@@ -629,7 +669,7 @@ fn local_series(
     };
     let (members, _direct) = open_members(&m.kind, m.n)?;
     let members = with_latency(members, args.member_latency);
-    let (members, dab) = with_dab(members, args.dab, args.dab_block);
+    let (members, dab) = args.buffer.wrap(members);
     let array = match target {
         SweepTarget::Array(level) => {
             let setup = ArraySetup {

@@ -22,8 +22,12 @@ the same way.
 valgrind dies on AVX-512 code, so the binary must be an x86-64-v3 build:
   RUSTFLAGS="-C target-cpu=x86-64-v3" cargo build --release -p raidd --target-dir target/v3
 
+--dab SIZE (engine path) counts each target twice more, its members behind a DMA-aligned
+buffer of SIZE: with --rw read every request after a block's first is a hit, so the
+difference from the same target without it is what a hit costs over a member read.
+
 Usage: bench/instructions.py [--raidd target/v3/release/raidd] [--rw randread] [--keep DIR]
-                             [--path engine --targets raw,raid0,raid5]
+                             [--path engine --targets raw,raid0,raid5 [--dab 64M]]
                              [--path nbd --targets raid0,raid5,nbdkit --dir /var/tmp]
 """
 import argparse
@@ -51,12 +55,12 @@ def totals(out):
     sys.exit(f"no totals in {out}")
 
 
-def count_engine(raidd, target, rw, seconds, tmp):
+def count_engine(raidd, target, rw, seconds, tmp, extra=()):
     out = os.path.join(tmp, f"cg.{target}.{seconds}")
     run = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", raidd, "--json",
          "bench", "io", "--target", target, "--rw", rw, "--member-size", "16M", "--qd", "1",
-         "--seconds", str(seconds)], capture_output=True, text=True)
+         "--seconds", str(seconds), *extra], capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"raidd bench io under callgrind failed:\n{run.stderr[-2000:]}")
     return totals(out), json.loads(run.stdout)["ops_total"]
@@ -130,6 +134,8 @@ def main():
                     help="where --path nbd puts its member files (O_DIRECT: not tmpfs)")
     ap.add_argument("--requests", default="2000,10000",
                     help="--path nbd: requests of the short and the long run")
+    ap.add_argument("--dab", metavar="SIZE",
+                    help="--path engine: also count each target behind a DMA-aligned buffer")
     ap.add_argument("--keep", metavar="DIR",
                     help="keep the callgrind output files in DIR (for callgrind_annotate: the "
                          "difference of a function's counts over the difference of requests "
@@ -156,6 +162,15 @@ def main():
                      if base in per and t != base else "")
             print(f"{t:<6} 4K {a.rw} ({a.path}): {per[t]:,.0f} instructions per request{extra} "
                   f"(I = {i1:,} for {n1:,} requests, {i2:,} for {n2:,})", flush=True)
+            if a.dab and a.path == "engine":
+                dab = ("--dab", a.dab)
+                (j1, m1), (j2, m2) = (count_engine(a.raidd, t, a.rw, s, tmp, dab)
+                                      for s in (1, 4))
+                if m2 == m1:
+                    sys.exit(f"{t} --dab: both runs completed {m1} requests")
+                d = (j2 - j1) / (m2 - m1)
+                print(f"{t:<6} 4K {a.rw} behind --dab {a.dab}: {d:,.0f} instructions per "
+                      f"request, {d - per[t]:+,.0f} over the members read directly", flush=True)
         if a.path == "nbd" and "nbdkit" in per:
             for t in per:
                 if t != "nbdkit":

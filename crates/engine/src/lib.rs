@@ -10,6 +10,7 @@ pub mod array;
 pub mod assemble;
 pub mod create;
 pub mod error;
+mod hash;
 mod iov;
 mod md_io;
 pub mod member;

@@ -24,7 +24,6 @@
 //! needed does for some. A dirty block is never evicted, and a read that goes around the
 //! buffer first writes back the dirty blocks it overlaps, so the member it reads is current.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +33,7 @@ use std::task::{Poll, Waker};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use super::contract::{DabCounts, Member, MemberFuture, MemberInfo};
+use crate::hash::NumberMap;
 
 /// How writes meet the buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -173,7 +173,7 @@ impl Slot {
 
 struct Inner {
     slots: Vec<Slot>,
-    map: HashMap<Key, usize>,
+    map: NumberMap<Key, usize>,
     hand: usize,
 }
 
@@ -211,7 +211,7 @@ impl DabPool {
             mode,
             inner: Mutex::new(Inner {
                 slots: (0..n).map(|_| Slot::empty()).collect(),
-                map: HashMap::with_capacity(n),
+                map: NumberMap::with_capacity_and_hasher(n, Default::default()),
                 hand: 0,
             }),
             members: AtomicU64::new(0),
@@ -321,10 +321,6 @@ impl Inner {
     fn slot_of(&self, key: Key) -> Option<usize> {
         self.map.get(&key).copied()
     }
-
-    fn held(&self, key: Key) -> bool {
-        self.slot_of(key).is_some_and(|i| self.slots[i].valid())
-    }
 }
 
 /// Calls `f(block, offset in the block, offset in the range, bytes)` for each piece of the
@@ -371,6 +367,19 @@ enum Found {
     },
     /// No slot free: go around the buffer.
     Full,
+}
+
+/// The slots of a small request's blocks, all held: `slots[k]` holds block `first + k`.
+#[derive(Clone, Copy)]
+struct Held {
+    first: u64,
+    slots: [usize; 2],
+}
+
+impl Held {
+    fn slot(&self, blk: u64) -> usize {
+        self.slots[(blk - self.first) as usize]
+    }
 }
 
 /// Puts a claimed slot back if its fetch is dropped before it ends, so that nobody waits
@@ -425,18 +434,35 @@ impl DabMember {
         offset / b..=(offset + len - 1) / b
     }
 
-    /// Looks up a request's blocks: when all are held, runs `held` on them under the lock
-    /// (a copy out, or in); else claims what to fetch. `count` counts the paper's case.
-    fn look(&self, offset: u64, len: u64, count: bool, held: &mut dyn FnMut(&mut Inner)) -> Found {
+    /// Looks up a request's blocks (smaller than a block: one or two): when both are held,
+    /// runs `held` on their slots under the lock (a copy out, or in); else claims what to
+    /// fetch. `count` counts the paper's case. Each block is looked up once.
+    fn look(
+        &self,
+        offset: u64,
+        len: u64,
+        count: bool,
+        held: &mut dyn FnMut(&mut Inner, Held),
+    ) -> Found {
+        debug_assert!(len > 0 && len < self.pool.block, "a small request");
         let mut inner = self.pool.lock();
-        // A range, not a list: a hit allocates nothing.
         let blocks = self.blocks(offset, len);
         let (first, last) = (*blocks.start(), *blocks.end());
+        let valid = |inner: &Inner, blk: u64| {
+            inner
+                .slot_of((self.id, blk))
+                .filter(|&i| inner.slots[i].valid())
+        };
+        let head = valid(&inner, first);
+        let tail = if last == first {
+            head
+        } else {
+            valid(&inner, last)
+        };
         if count {
-            let (head, tail) = (inner.held((self.id, first)), inner.held((self.id, last)));
             let c = &self.counters;
             bump(
-                match (head, tail) {
+                match (head.is_some(), tail.is_some()) {
                     (true, true) => &c.hits,
                     (true, false) => &c.head_hits,
                     (false, true) => &c.tail_hits,
@@ -445,8 +471,14 @@ impl DabMember {
                 1,
             );
         }
-        if blocks.clone().all(|blk| inner.held((self.id, blk))) {
-            held(&mut inner);
+        if let (Some(h), Some(t)) = (head, tail) {
+            held(
+                &mut inner,
+                Held {
+                    first,
+                    slots: [h, t],
+                },
+            );
             return Found::Held;
         }
         let mut fetch = Vec::new();
@@ -474,13 +506,12 @@ impl DabMember {
     }
 
     /// Copies the held blocks' bytes at `offset` into the windows of `iov`.
-    fn copy_out(&self, inner: &mut Inner, offset: u64, iov: &mut IoVecMut) {
+    fn copy_out(&self, inner: &mut Inner, held: Held, offset: u64, iov: &mut IoVecMut) {
         let mut pos = offset;
         for w in iov.iter_mut() {
             let out = w.as_mut_slice();
             pieces(self.pool.block, pos, out.len(), |blk, within, at, n| {
-                let i = inner.map[&(self.id, blk)];
-                let s = &mut inner.slots[i];
+                let s = &mut inner.slots[held.slot(blk)];
                 s.referenced = true;
                 let data = s.data.as_ref().expect("a valid block has its bytes");
                 out[at..at + n].copy_from_slice(&data[within..within + n]);
@@ -594,7 +625,7 @@ impl DabMember {
         offset: u64,
         len: u64,
         read: bool,
-        held: &mut dyn FnMut(&mut Inner),
+        held: &mut dyn FnMut(&mut Inner, Held),
     ) -> bool {
         for attempt in 0..4 {
             match self.look(offset, len, read && attempt == 0, held) {
@@ -787,7 +818,7 @@ impl DabMember {
     /// need be; around the buffer when that cannot be.
     async fn write_into(&self, offset: u64, iov: IoVec) -> io::Result<()> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        let mut held = |inner: &mut Inner| self.copy_in(inner, offset, &iov);
+        let mut held = |inner: &mut Inner, _: Held| self.copy_in(inner, offset, &iov);
         if self.through_buffer(offset, len, false, &mut held).await {
             bump(&self.counters.absorbed, 1);
             return Ok(());
@@ -832,7 +863,8 @@ impl Member for DabMember {
         MemberFuture::new(async move {
             let mut iov = iov;
             if len < self.pool.block {
-                let mut held = |inner: &mut Inner| self.copy_out(inner, offset, &mut iov);
+                let mut held =
+                    |inner: &mut Inner, h: Held| self.copy_out(inner, h, offset, &mut iov);
                 if self.through_buffer(offset, len, true, &mut held).await {
                     return (Ok(()), iov);
                 }

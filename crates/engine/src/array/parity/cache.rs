@@ -29,8 +29,7 @@
 //! every member whose contents are known, and the parity just computed) are kept, bounded
 //! in bytes, so the next write to those rows needs no pre-read at all.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,6 +45,7 @@ use super::mailbox::{give_signal, signal, Outcome, Signal};
 use super::policy::{Alone, Gather, DEFAULT_CACHE_BYTES};
 use super::shares::{ChunkCover, Part, Parts, Segs};
 use crate::error::Result;
+use crate::hash::NumberMap;
 use crate::iov::Req;
 
 /// Heads hash onto this many shards, each with its own lock.
@@ -96,30 +96,9 @@ struct Head {
     used: u64,
 }
 
-/// Hashes a stripe number: one multiplication (SipHash, the default, cost more than the
-/// rest of an attach). Stripe numbers are not chosen by an adversary who could profit from
-/// collisions: a client can only slow its own writes.
-#[derive(Default)]
-struct StripeHasher(u64);
-
-impl Hasher for StripeHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        // Fibonacci hashing; hashbrown takes its control bits from the top.
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 #[derive(Default)]
 struct Shard {
-    heads: HashMap<u64, Head, BuildHasherDefault<StripeHasher>>,
+    heads: NumberMap<u64, Head>,
     clock: u64,
     cached_bytes: usize,
 }

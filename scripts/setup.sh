@@ -41,6 +41,17 @@ if [ ${#raidd_need_apt[@]} -gt 0 ]; then
     done
 fi
 
+# The metrics tests check /metrics with promtool and scrape it with a real Prometheus
+# server (started by the tests on loopback ports of their own). Without the recommended
+# node exporter: nothing but the two programs is wanted.
+if ! command -v promtool >/dev/null 2>&1; then
+    echo "setup: installing prometheus with apt-get" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    command -v promtool >/dev/null 2>&1 || { echo "setup: promtool is still missing after apt-get" >&2; exit 1; }
+fi
+
 # Rust: rustup's stable toolchain (Debian 12's rustc is too old for the workspace).
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 if ! command -v cargo >/dev/null 2>&1; then

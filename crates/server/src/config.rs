@@ -53,6 +53,17 @@ struct RawConfig {
     iscsi: Option<RawIscsi>,
     #[serde(default, rename = "target")]
     targets: Vec<RawTarget>,
+    http: Option<RawHttp>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<String>,
+    /// Also emit node_exporter's `node_md_*` metrics.
+    #[serde(default)]
+    node_md_compat: bool,
+    tls: Option<RawTls>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,7 +216,21 @@ pub struct Config {
     pub iscsi: Option<IscsiConfig>,
     /// What clients and members may make the server hold, and for how long.
     pub limits: Limits,
+    /// The metrics, API and dashboard listener, when the config has an `[http]` section.
+    pub http: Option<HttpConfig>,
 }
+
+/// `[http]`: where the metrics endpoint, the JSON API and the dashboard listen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpConfig {
+    pub listen: SocketAddr,
+    /// Also emit node_exporter's mdadm collector metrics (`node_md_*`) for each array.
+    pub node_md_compat: bool,
+    pub tls: Option<TlsConfig>,
+}
+
+/// Where `[http]` listens unless it says: loopback only.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:9810";
 
 /// What clients and members may make the server hold, and for how long. Every one has a
 /// default; the README lists them.
@@ -619,7 +644,9 @@ impl Config {
             None
         };
 
+        let http = raw.http.map(|h| http_config(h, &resolve)).transpose()?;
         Ok(Config {
+            http,
             iscsi,
             sync,
             program: raw.monitor.program.map(resolve),
@@ -675,6 +702,29 @@ fn nbd_config(raw: RawNbd, resolve: &dyn Fn(PathBuf) -> PathBuf) -> Result<NbdCo
         listen,
         max_in_flight,
         tls,
+    })
+}
+
+fn http_config(raw: RawHttp, resolve: &dyn Fn(PathBuf) -> PathBuf) -> Result<HttpConfig, String> {
+    let text = raw.listen.as_deref().unwrap_or(DEFAULT_HTTP_LISTEN);
+    let listen: SocketAddr = text.parse().map_err(|_| {
+        format!("http.listen = {text:?}: not an address:port (e.g. \"127.0.0.1:9810\")")
+    })?;
+    if raw.tls.is_some() {
+        return Err(
+            "http.tls: HTTPS is not built yet; put the listener on loopback or behind a \
+                    TLS proxy"
+                .into(),
+        );
+    }
+    Ok(HttpConfig {
+        listen,
+        node_md_compat: raw.node_md_compat,
+        tls: raw.tls.map(|t| TlsConfig {
+            certificate: resolve(t.certificate),
+            key: resolve(t.key),
+            require: t.require,
+        }),
     })
 }
 

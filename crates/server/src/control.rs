@@ -196,6 +196,11 @@ async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
     Ok((g.text(&s.session.unavailable), json))
 }
 
+/// `raidd detail NAME --json`'s document, for the HTTP API.
+pub async fn detail_json(ctx: &ControlCtx, array: &str) -> AdminResult<serde_json::Value> {
+    detail(ctx, array).await.map(|(_, json)| json)
+}
+
 /// Whether two member names denote the same file (names are paths as given at opening).
 fn same_member(name: &str, given: &str) -> bool {
     if name == given {

@@ -22,4 +22,6 @@ pub struct ControlCtx {
     pub watched: Vec<Watched>,
     /// How long members added at run time may take to answer an I/O.
     pub member_timeout: Option<std::time::Duration>,
+    /// `[http] node_md_compat`: `/metrics` also speaks node_exporter's `node_md_*`.
+    pub http_node_md_compat: bool,
 }

@@ -23,7 +23,7 @@ use crate::control;
 use crate::ctx::ControlCtx;
 use crate::lifecycle::{self, Lifecycle, Watched};
 use crate::shared::{Export, ServerState, SharedState, Stop};
-use crate::{iscsi, link, nbd, watch, worker};
+use crate::{http, iscsi, link, nbd, watch, worker};
 
 /// Descriptors kept for everything but client connections (listeners, the control socket
 /// and its clients, rings and eventfds) besides two per member.
@@ -34,6 +34,7 @@ struct Listeners {
     nbd: TcpListener,
     iscsi: Option<TcpListener>,
     control: UnixListener,
+    http: Option<TcpListener>,
 }
 
 /// Serves until a signal arrives, then stops.
@@ -77,6 +78,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         life,
         watched,
         member_timeout: config.limits.member_timeout,
+        http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
     });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stop: Stop = stop_rx.shared();
@@ -129,11 +131,13 @@ fn bind(config: &Config) -> AdminResult<Listeners> {
             AdminError::io(format!("cannot listen for iSCSI on {}", ic.listen), &e)
         })?),
     };
+    let http = config.http.as_ref().map(http::bind).transpose()?;
     let control = control::bind(&config.control_socket)?;
     Ok(Listeners {
         nbd,
         iscsi,
         control,
+        http,
     })
 }
 
@@ -329,6 +333,13 @@ fn announce(config: &Config, shared: &SharedState, listeners: &Listeners) {
         tracing::info!("serving iSCSI on {} ({st} targets)", l.local_addr());
         eprintln!("raidd: ready, iSCSI on {}", l.local_addr());
     }
+    if let Some(l) = &listeners.http {
+        tracing::info!(
+            "serving metrics, the API and the dashboard on http://{}",
+            l.local_addr()
+        );
+        eprintln!("raidd: ready, HTTP on {}", l.local_addr());
+    }
     // Test harnesses wait for this line on stderr before connecting.
     eprintln!("raidd: ready, NBD on {nbd}");
 }
@@ -363,7 +374,19 @@ async fn run_until_signal(
         };
         future::join(nbd, iscsi)
     };
-    let control_task = control::serve(listeners.control, ctx.clone());
+    let control_task = {
+        let http = listeners.http.map(|l| {
+            let compat = ctx.http_node_md_compat;
+            http::serve(l, ctx.clone(), compat)
+        });
+        let http = async move {
+            match http {
+                Some(h) => h.await,
+                None => future::pending().await,
+            }
+        };
+        future::join(control::serve(listeners.control, ctx.clone()), http)
+    };
     let running = Rc::new(Cell::new(true));
     let monitor = {
         let (ctx, on) = (ctx.clone(), running.clone());

@@ -18,6 +18,8 @@
 //! - `arrays`: assembling the configured arrays and the spare pool, and closing them;
 //! - `control` and `status`: the control socket's handlers (the protocol and the reports
 //!   are `raidd-admin`'s);
+//! - `http` and `metrics`: the `[http]` listener (on the main thread, beside the control
+//!   socket) and the Prometheus metrics it builds from the status report;
 //! - `lifecycle`: the monitor;
 //! - `shared`: what every worker shares (exports, limits, the stop signal);
 //! - `nbd` and `iscsi`: one connection of each protocol; `link` (plain or TLS bytes) and
@@ -30,10 +32,12 @@ pub mod config;
 mod control;
 mod ctx;
 mod daemon;
+mod http;
 mod iscsi;
 mod lifecycle;
 mod link;
 mod logtext;
+mod metrics;
 mod nbd;
 mod outq;
 mod shared;

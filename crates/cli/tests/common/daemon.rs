@@ -15,6 +15,8 @@ pub struct Daemon {
     pub addr: SocketAddr,
     /// Where the iSCSI target listens, when the config turned it on.
     pub iscsi: Option<SocketAddr>,
+    /// Where the HTTP listener (metrics, API, dashboard) is, when the config turned it on.
+    pub http: Option<SocketAddr>,
     pub control: PathBuf,
     log: Arc<Mutex<String>>,
 }
@@ -105,8 +107,9 @@ impl Daemon {
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let iscsi = Arc::new(Mutex::new(None));
+        let http = Arc::new(Mutex::new(None));
         {
-            let iscsi = iscsi.clone();
+            let (iscsi, http) = (iscsi.clone(), http.clone());
             let log = log.clone();
             std::thread::spawn(move || {
                 let mut tx = Some(tx);
@@ -115,6 +118,9 @@ impl Daemon {
                     // Printed before the NBD line, so it is known once the daemon is ready.
                     if let Some(rest) = line.strip_prefix("raidd: ready, iSCSI on ") {
                         *iscsi.lock().unwrap() = rest.trim().parse::<SocketAddr>().ok();
+                    }
+                    if let Some(rest) = line.strip_prefix("raidd: ready, HTTP on ") {
+                        *http.lock().unwrap() = rest.trim().parse::<SocketAddr>().ok();
                     }
                     if let Some(rest) = line.strip_prefix("raidd: ready, NBD on ") {
                         if let Some(tx) = tx.take() {
@@ -132,6 +138,7 @@ impl Daemon {
                 child: Some(child),
                 addr: addr.parse().unwrap(),
                 iscsi: *iscsi.lock().unwrap(),
+                http: *http.lock().unwrap(),
                 control,
                 log,
             }),

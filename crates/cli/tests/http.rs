@@ -1,0 +1,405 @@
+//! `raidd serve`'s HTTP listener: `/metrics` checked by promtool and scraped by a real
+//! Prometheus server (started here on loopback, stopped by PID), node_exporter's `node_md_*`
+//! names under `node_md_compat`, the JSON API against `raidd status` and `raidd detail`,
+//! and the listener's bounds against clients that send nothing or too much.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::daemon::{array_config, create_array, tool, Daemon};
+use common::{raidd, scratch, MIB};
+
+/// A GET: (status, headers, body).
+fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n{accept}\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head.to_string(), body.to_string())
+}
+
+fn http(d: &Daemon) -> SocketAddr {
+    d.http.expect("the daemon announced its HTTP listener")
+}
+
+/// A RAID5 over four 24 MiB images with a pool spare, `[http]` on an ephemeral loopback
+/// port, rebuilds slowed to 2 MiB/s so a scrape sees one move.
+fn served(dir: &Path, http_extra: &str) -> Daemon {
+    let members = create_array(dir, "raid5", 4, &[]);
+    let spare = dir.join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(24 * MIB)
+        .unwrap();
+    let cfg = format!(
+        "{}[[spare]]\npath = {:?}\n[sync]\nspeed_min = 1000\nspeed_max = 2000\n\
+         [http]\nlisten = \"127.0.0.1:0\"\n{http_extra}\n",
+        array_config("raid5", &members),
+        spare.display().to_string()
+    );
+    Daemon::start(dir, &cfg)
+}
+
+fn promtool_check(metrics: &str) -> (bool, String) {
+    let mut c = tool("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = c.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success() && said.trim().is_empty(), said)
+}
+
+/// A Prometheus server scraping `target` every second, on a loopback port of its own.
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: SocketAddr) -> Prometheus {
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  \
+                 - job_name: raidd\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let addr = free_port();
+        let child = tool("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let p = Prometheus { child, addr };
+        wait("Prometheus ready", Duration::from_secs(60), || {
+            TcpStream::connect(p.addr).is_ok() && get(p.addr, "/-/ready", None).0 == 200
+        });
+        p
+    }
+
+    /// The values of an instant query, one per series, with their labels.
+    fn query(&self, q: &str) -> Vec<(serde_json::Value, f64)> {
+        let (status, _, body) = get(
+            self.addr,
+            &format!("/api/v1/query?query={}", encode(q)),
+            None,
+        );
+        assert_eq!(status, 200, "{body}");
+        let j: serde_json::Value = serde_json::from_str(&body).unwrap();
+        j["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let v = r["value"][1].as_str().unwrap().parse().unwrap();
+                (r["metric"].clone(), v)
+            })
+            .collect()
+    }
+
+    /// The one value `q` gives, once it gives exactly one.
+    fn value(&self, q: &str) -> Option<f64> {
+        match self.query(q).as_slice() {
+            [(_, v)] => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// Percent-encodes a query string value.
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Polls `cond` every 100 ms until it holds; fails after `limit`.
+fn wait(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// promtool finds nothing to say about `/metrics`; a Prometheus server scrapes it (the
+/// target is up); `raidd fail` shows in the failed-disk metric within a scrape or two, and
+/// the rebuild onto the pool spare moves the progress metric from one scrape to the next.
+#[test]
+fn prometheus_scrapes_the_metrics_and_sees_a_failure_and_a_rebuild() {
+    let dir = scratch();
+    let d = served(dir.path(), "");
+    let (status, head, body) = get(http(&d), "/metrics", None);
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let (ok, said) = promtool_check(&body);
+    assert!(ok, "promtool check metrics: {said}\n{body}");
+    let (_, head, om) = get(http(&d), "/metrics", Some("application/openmetrics-text"));
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    assert!(om.ends_with("# EOF\n"), "{om}");
+
+    let p = Prometheus::start(dir.path(), http(&d));
+    wait("the target is up", Duration::from_secs(30), || {
+        p.value("up{job=\"raidd\"}") == Some(1.0)
+    });
+    let failed = "raidd_array_disks{array=\"raid5\",state=\"failed\"}";
+    assert_eq!(p.value(failed), Some(0.0));
+    let member = dir.path().join("raid51.img");
+    let c = d.control.to_str().unwrap().to_string();
+    raidd(&["fail", "raid5", member.to_str().unwrap(), "--control", &c]).ok();
+    // Within a scrape (1 s) or two, counting the query's own staleness.
+    let t = Instant::now();
+    wait("the failure in Prometheus", Duration::from_secs(5), || {
+        p.value(failed) == Some(1.0)
+    });
+    eprintln!("failure seen after {:?}", t.elapsed());
+    let recover = "raidd_array_sync_action{array=\"raid5\",action=\"recover\"}";
+    wait("the rebuild in Prometheus", Duration::from_secs(10), || {
+        p.value(recover) == Some(1.0)
+    });
+    let done = "raidd_array_sync_done_bytes{array=\"raid5\"}";
+    let first = p.value(done).unwrap();
+    wait(
+        "the rebuild's progress moves",
+        Duration::from_secs(10),
+        || p.value(done).is_some_and(|v| v > first),
+    );
+    assert!(p
+        .value("raidd_array_sync_eta_seconds{array=\"raid5\"}")
+        .is_some());
+    drop(p);
+    d.stop();
+}
+
+/// With `node_md_compat`, the `node_md_*` families carry node_exporter's exact HELP and TYPE
+/// lines and label names (its mdadm collector, as of 2026), one series per array.
+#[test]
+fn node_md_compat_speaks_node_exporters_names() {
+    let dir = scratch();
+    let d = served(dir.path(), "node_md_compat = true");
+    let (_, _, body) = get(http(&d), "/metrics", None);
+    for line in [
+        "# HELP node_md_disks_required Total number of disks of device.",
+        "# TYPE node_md_disks_required gauge",
+        "# HELP node_md_disks Number of active/failed/spare disks of device.",
+        "# TYPE node_md_disks gauge",
+        "# HELP node_md_state Indicates the state of md-device.",
+        "# TYPE node_md_state gauge",
+        "# HELP node_md_blocks Total number of blocks on device.",
+        "# TYPE node_md_blocks gauge",
+        "# HELP node_md_blocks_synced Number of blocks synced on device.",
+        "# TYPE node_md_blocks_synced gauge",
+        "# HELP node_md_raid_disks Number of raid disks on device.",
+        "# TYPE node_md_raid_disks gauge",
+        "# HELP node_md_degraded Number of degraded disks on device.",
+        "# TYPE node_md_degraded gauge",
+    ] {
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing {line:?} in\n{body}"
+        );
+    }
+    // Labels: device (and state where node_exporter has it), nothing else.
+    let samples: Vec<&str> = body.lines().filter(|l| l.starts_with("node_md_")).collect();
+    for s in &samples {
+        let labels = &s[s.find('{').unwrap() + 1..s.find('}').unwrap()];
+        let names: Vec<&str> = labels
+            .split(',')
+            .map(|kv| kv.split('=').next().unwrap())
+            .collect();
+        let with_state = s.starts_with("node_md_disks{") || s.starts_with("node_md_state{");
+        let want: &[&str] = if with_state {
+            &["device", "state"]
+        } else {
+            &["device"]
+        };
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, want, "{s}");
+    }
+    for want in [
+        "node_md_state{device=\"raid5\",state=\"active\"} 1.0",
+        "node_md_disks_required{device=\"raid5\"} 4.0",
+        "node_md_disks{device=\"raid5\",state=\"spare\"} 0.0",
+        "node_md_degraded{device=\"raid5\"} 0.0",
+    ] {
+        assert!(samples.contains(&want), "no {want:?} in {samples:?}");
+    }
+    let (ok, said) = promtool_check(&body);
+    assert!(ok, "promtool: {said}");
+    // Without the option: none of them.
+    d.stop();
+    let again = dir.path().join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    let d = served(&again, "");
+    let (_, _, body) = get(http(&d), "/metrics", None);
+    assert!(!body.contains("node_md_"), "{body}");
+    d.stop();
+}
+
+/// `/api/v1/status` and `/api/v1/arrays/NAME` answer what `raidd status --json` and `raidd
+/// detail NAME --json` do; an unknown array is a 404 with the reason; other methods 405.
+#[test]
+fn the_api_answers_as_status_and_detail_do() {
+    let dir = scratch();
+    let d = served(dir.path(), "");
+    let c = d.control.to_str().unwrap().to_string();
+    let (status, head, body) = get(http(&d), "/api/v1/status", None);
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("application/json"), "{head}");
+    let api: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let cli = raidd(&["status", "--json", "--control", &c]).ok().json();
+    for key in [
+        "version",
+        "threads",
+        "max_connections",
+        "buffer_memory_bytes",
+    ] {
+        assert_eq!(api[key], cli[key], "{key}");
+    }
+    assert_eq!(api["arrays"][0]["name"], cli["arrays"][0]["name"]);
+    assert_eq!(
+        api["arrays"][0]["status"]["uuid"],
+        cli["arrays"][0]["status"]["uuid"]
+    );
+    let (status, _, body) = get(http(&d), "/api/v1/arrays/raid5", None);
+    assert_eq!(status, 200);
+    let api: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let cli = raidd(&["detail", "raid5", "--json", "--control", &c])
+        .ok()
+        .json();
+    assert_eq!(api["array"]["uuid"], cli["array"]["uuid"]);
+    assert_eq!(api["array"]["slots"], cli["array"]["slots"]);
+    let (status, _, body) = get(http(&d), "/api/v1/arrays/nosuch", None);
+    assert_eq!(status, 404);
+    assert!(body.contains("no array named"), "{body}");
+    let mut s = TcpStream::connect(http(&d)).unwrap();
+    s.write_all(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+    d.stop();
+}
+
+/// Clients that open connections and send nothing hold at most MAX_CONNECTIONS (64): the
+/// next is answered 503 at once, and a scrape goes through again once their head timeout
+/// (10 s) has closed them; a head of more than 8 KiB is refused with 431.
+#[test]
+fn idle_and_oversized_clients_are_bounded() {
+    let dir = scratch();
+    let d = served(dir.path(), "");
+    let silent: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(http(&d)).unwrap())
+        .collect();
+    // The listener has taken all 64 once a further client is told it is busy.
+    wait("a 503 for the 65th", Duration::from_secs(10), || {
+        get(http(&d), "/metrics", None).0 == 503
+    });
+    assert!(
+        d.log().contains("connections open; refusing one more"),
+        "{}",
+        d.log()
+    );
+    wait("the silent ones timed out", Duration::from_secs(30), || {
+        get(http(&d), "/metrics", None).0 == 200
+    });
+    drop(silent);
+    let mut s = TcpStream::connect(http(&d)).unwrap();
+    let big = format!(
+        "GET /metrics HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(9000)
+    );
+    let _ = s.write_all(big.as_bytes());
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+    d.stop();
+}
+
+/// Every metric family `/metrics` gives (DAB and node_md_compat on, so all kinds appear) is
+/// documented in docs/METRICS.md.
+#[test]
+fn every_metric_is_documented() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid5", 4, &[]);
+    let cfg = format!(
+        "{}dab = \"4M\"\n[http]\nlisten = \"127.0.0.1:0\"\nnode_md_compat = true\n",
+        array_config("raid5", &members)
+    );
+    let d = Daemon::start(dir.path(), &cfg);
+    let (_, _, body) = get(http(&d), "/metrics", None);
+    d.stop();
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/METRICS.md"
+    ))
+    .unwrap();
+    let families: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert!(
+        families.iter().any(|f| f.starts_with("raidd_dab_")),
+        "{body}"
+    );
+    for f in families {
+        assert!(
+            doc.contains(&format!("`{f}`")),
+            "{f} is not in docs/METRICS.md"
+        );
+    }
+}

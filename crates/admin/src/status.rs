@@ -53,6 +53,21 @@ pub struct ExportStatus {
     /// WRITE payload bytes the server copied (the rest went from the socket straight into
     /// the buffer the members are written from).
     pub copied_bytes: u64,
+    /// Reads, writes and flushes: how many, their bytes, and how long they took.
+    pub latency: Vec<OpLatency>,
+}
+
+/// One operation's requests and their latency histogram: `buckets[k]` requests took at most
+/// `bounds_us[k]` µs and more than the bound before it (the last bucket: more than every
+/// bound).
+#[derive(Clone, Debug, Serialize)]
+pub struct OpLatency {
+    pub op: &'static str,
+    pub count: u64,
+    pub bytes: u64,
+    pub sum_seconds: f64,
+    pub bounds_us: Vec<u64>,
+    pub buckets: Vec<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,6 +89,8 @@ pub struct LunStatus {
     pub lun: u64,
     pub array: String,
     pub read_only: bool,
+    /// Reads, writes and flushes (SYNCHRONIZE CACHE): how many, their bytes, how long.
+    pub latency: Vec<OpLatency>,
 }
 
 /// A configured array that could not be started, and why.

@@ -380,8 +380,19 @@ fn every_metric_is_documented() {
         array_config("raid5", &members)
     );
     let d = Daemon::start(dir.path(), &cfg);
+    // Some traffic, so the latency histogram counts.
+    let input = common::sectors::pattern_file(dir.path(), MIB, 1, 7);
+    common::daemon::must(tool("nbdcopy").args([input.to_str().unwrap(), &d.uri("raid5")]));
     let (_, _, body) = get(http(&d), "/metrics", None);
     d.stop();
+    let writes = body
+        .lines()
+        .find(|l| {
+            l.starts_with("raidd_request_duration_seconds_count{") && l.contains("op=\"write\"")
+        })
+        .unwrap();
+    let n: u64 = writes.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n > 0, "{writes}");
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/METRICS.md"

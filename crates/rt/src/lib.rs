@@ -21,6 +21,7 @@ mod merge;
 pub mod net;
 mod pooled;
 pub mod recycle;
+pub mod shard;
 pub mod signal;
 mod slab;
 pub mod time;

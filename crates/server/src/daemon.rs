@@ -200,6 +200,7 @@ fn exports(config: &Config, served: &[Served]) -> Vec<Export> {
                 connections: AtomicUsize::new(0),
                 requests: AtomicU64::new(0),
                 copied_bytes: AtomicU64::new(0),
+                latency: Default::default(),
             }
         })
         .collect()

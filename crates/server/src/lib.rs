@@ -34,6 +34,7 @@ mod ctx;
 mod daemon;
 mod http;
 mod iscsi;
+mod latency;
 mod lifecycle;
 mod link;
 mod logtext;

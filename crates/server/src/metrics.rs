@@ -10,11 +10,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use raidd_admin::status::{ServedArray, StatusReport};
+use raidd_admin::status::{IscsiStatus, OpLatency, ServedArray, StatusReport};
 use raidd_engine::array::{ArrayState, ArrayStatus, SlotState};
 use raidd_engine::SyncKind;
 
@@ -31,6 +34,47 @@ struct Sink {
     reg: Registry,
     gauges: HashMap<&'static str, Family<Labels, GaugeF>>,
     counters: HashMap<&'static str, Family<Labels, Counter>>,
+    /// Request latency: one histogram per export (or LUN) and operation, from counts the
+    /// data path keeps (so not the crate's `Histogram`, which observes values itself).
+    latency: Histograms,
+}
+
+/// Histograms whose bucket counts are already made, encoded as one family.
+#[derive(Debug, Default, Clone)]
+struct Histograms {
+    series: Vec<(Labels, OpLatency)>,
+}
+
+const LATENCY_NAME: &str = "raidd_request_duration_seconds";
+const LATENCY_HELP: &str = "Time from a request's arrival to its reply, by export (or iSCSI \
+    target/LUN), protocol and operation";
+
+impl Collector for Histograms {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        if self.series.is_empty() {
+            return Ok(());
+        }
+        let mut family =
+            enc.encode_descriptor(LATENCY_NAME, LATENCY_HELP, None, MetricType::Histogram)?;
+        for (l, h) in &self.series {
+            let buckets: Vec<(f64, u64)> = h
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| {
+                    let le = h.bounds_us.get(k).map_or(f64::MAX, |&us| us as f64 / 1e6);
+                    (le, n)
+                })
+                .collect();
+            family.encode_family(l)?.encode_histogram::<NoLabelSet>(
+                h.sum_seconds,
+                h.count,
+                &buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 fn labels(l: &[(&str, &str)]) -> Labels {
@@ -89,6 +133,9 @@ pub fn encode(report: &StatusReport, node_md_compat: bool) -> String {
         }
         exports(&mut s, a);
     }
+    if let Some(i) = &report.iscsi {
+        luns(&mut s, i);
+    }
     if node_md_compat {
         for a in &report.arrays {
             for st in std::iter::once(&a.status).chain(&a.inner) {
@@ -96,6 +143,8 @@ pub fn encode(report: &StatusReport, node_md_compat: bool) -> String {
             }
         }
     }
+    let latency = std::mem::take(&mut s.latency);
+    s.reg.register_collector(Box::new(latency));
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &s.reg);
@@ -561,6 +610,57 @@ fn exports(s: &mut Sink, a: &ServedArray) {
             &l,
             e.requests,
         );
+        let export = e.name.as_str();
+        operations(
+            s,
+            &e.latency,
+            &[("export", export), ("array", &a.name), ("protocol", "nbd")],
+        );
+    }
+}
+
+/// Each operation's count, bytes and latency histogram, under `base` labels and `op`.
+fn operations(s: &mut Sink, ops: &[OpLatency], base: &[(&str, &str)]) {
+    for o in ops {
+        let mut l = base.to_vec();
+        l.push(("op", o.op));
+        s.counter(
+            "raidd_export_operations",
+            "Reads, writes and flushes completed, by export (or iSCSI target/LUN), protocol \
+             and operation.",
+            &l,
+            o.count,
+        );
+        s.counter(
+            "raidd_export_operation_bytes",
+            "Bytes read and written, by export (or iSCSI target/LUN), protocol and operation.",
+            &l,
+            o.bytes,
+        );
+        s.latency.series.push((labels(&l), o.clone()));
+    }
+}
+
+fn luns(s: &mut Sink, i: &IscsiStatus) {
+    for t in &i.targets {
+        s.gauge(
+            "raidd_iscsi_target_sessions",
+            "iSCSI sessions logged in to the target.",
+            &[("target", t.name.as_str())],
+            t.sessions as f64,
+        );
+        for l in &t.luns {
+            let export = format!("{}/{}", t.name, l.lun);
+            operations(
+                s,
+                &l.latency,
+                &[
+                    ("export", &export),
+                    ("array", &l.array),
+                    ("protocol", "iscsi"),
+                ],
+            );
+        }
     }
 }
 

@@ -28,6 +28,7 @@ use raidd_rt::net::Part;
 use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 
 use crate::budget::{Account, Credit};
+use crate::latency::Op;
 use crate::link::{Input, Link};
 use crate::logtext::Escaped;
 use crate::outq::OutQueue;
@@ -339,6 +340,8 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
         let Some(req) = request::parse(&raw) else {
             return "bad request magic".into();
         };
+        // Latency counts from the header's arrival: a write's payload time is the client's.
+        let arrived = std::time::Instant::now();
         conn.shared.exports[conn.export]
             .requests
             .fetch_add(1, Ordering::Relaxed);
@@ -385,15 +388,32 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
         if req.command == Command::Read {
             raidd_rt::spawn_detached(async move {
                 read(&c, &req, credit).await;
+                c.timed(Op::Read, arrived, req.length);
                 c.finished();
             });
         } else {
             raidd_rt::spawn_detached(async move {
+                let (command, length) = (req.command, req.length);
                 run_request(&c, req, payload).await;
                 drop(credit);
+                match command {
+                    Command::Write => c.timed(Op::Write, arrived, length),
+                    Command::Flush => c.timed(Op::Flush, arrived, 0),
+                    _ => {}
+                }
                 c.finished();
             });
         }
+    }
+}
+
+impl Conn {
+    /// Records a request of `op` for `length` bytes that arrived at `arrived` and has its
+    /// reply queued now.
+    fn timed(&self, op: Op, arrived: std::time::Instant, length: u32) {
+        self.shared.exports[self.export]
+            .latency
+            .record(op, arrived.elapsed(), u64::from(length));
     }
 }
 

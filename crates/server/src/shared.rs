@@ -31,6 +31,8 @@ pub struct Export {
     /// the buffer the members are written from (for `status`, beside the engine's own
     /// `counters.copied_bytes`).
     pub copied_bytes: AtomicU64,
+    /// Reads, writes and flushes: counts, bytes, latency.
+    pub latency: crate::latency::Latency,
 }
 
 /// What every worker shares.

@@ -56,6 +56,7 @@ async fn served_array(ctx: &ControlCtx, s: &Served) -> ServedArray {
             connections: e.connections.load(Ordering::Relaxed),
             requests: e.requests.load(Ordering::Relaxed),
             copied_bytes: e.copied_bytes.load(Ordering::Relaxed),
+            latency: e.latency.snapshot(),
         })
         .collect();
     ServedArray {
@@ -82,6 +83,7 @@ fn iscsi(ctx: &ControlCtx) -> Option<IscsiStatus> {
                     lun: l.number,
                     array: l.array.name().to_string(),
                     read_only: l.info.read_only,
+                    latency: l.latency.snapshot(),
                 })
                 .collect(),
         })

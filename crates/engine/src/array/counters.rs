@@ -1,13 +1,10 @@
-//! Operation counters, sharded by thread: every request bumps a few of them, and one set
-//! shared by all threads would be a cache line that every core writes on every I/O. The
-//! first [`OWNED`] threads of the process each own a shard and are its only writer, so they
-//! add with a plain load and store (no locked instruction); later threads share the last
-//! shard and add atomically. Status sums the shards.
+//! Operation counters, sharded by thread ([`raidd_rt::shard`]): every request bumps a few
+//! of them, and one set shared by all threads would be a cache line that every core writes
+//! on every I/O. Status sums the shards.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 
-/// Threads that own a shard; the others share one more.
-const OWNED: usize = 64;
+pub(super) use raidd_rt::shard::{bump, sum, Padded, PerThread};
 
 /// One thread's counters, alone on its cache lines.
 #[derive(Debug, Default)]
@@ -28,83 +25,9 @@ pub(super) struct Shard {
     pub(super) copied_bytes: AtomicU64,
 }
 
-/// A value alone on its cache lines (two: the adjacent-line prefetcher pairs them), so
-/// that writes to it do not slow down readers of its neighbours.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub(super) struct Padded<T>(pub(super) T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-/// One `T` per thread (the first [`OWNED`] threads each own one; later threads share the
-/// last), each alone on its cache lines.
-#[derive(Debug)]
-pub(super) struct PerThread<T> {
-    shards: Box<[T]>,
-}
-
-impl<T: Default> Default for PerThread<T> {
-    fn default() -> PerThread<T> {
-        PerThread::from_fn(T::default)
-    }
-}
-
-impl<T> PerThread<T> {
-    /// Every shard made by `f`.
-    pub(super) fn from_fn(f: impl FnMut() -> T) -> PerThread<T> {
-        PerThread {
-            shards: std::iter::repeat_with(f).take(OWNED + 1).collect(),
-        }
-    }
-
-    /// This thread's shard, and whether the thread owns it (is its only writer).
-    pub(super) fn mine(&self) -> (&T, bool) {
-        let i = thread_index();
-        if i < OWNED {
-            (&self.shards[i], true)
-        } else {
-            (&self.shards[OWNED], false)
-        }
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.shards.iter()
-    }
-}
-
-/// Adds `n` to a counter of a shard: a plain load and store by its owner (no update can be
-/// lost in between), an atomic add on the shared shard.
-pub(super) fn bump(c: &AtomicU64, n: u64, owned: bool) {
-    if owned {
-        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    } else {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-/// A counter summed over every shard.
-pub(super) fn sum<T>(shards: &PerThread<T>, field: impl Fn(&T) -> &AtomicU64) -> u64 {
-    shards
-        .iter()
-        .map(|s| field(s).load(Ordering::Relaxed))
-        .sum()
-}
-
 #[derive(Debug, Default)]
 pub(super) struct Counters {
     shards: PerThread<Shard>,
-}
-
-/// This thread's shard index: threads are numbered in the order they first count.
-fn thread_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local!(static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed));
-    INDEX.with(|i| *i)
 }
 
 impl Counters {
@@ -123,6 +46,7 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use raidd_rt::shard::OWNED;
 
     #[test]
     fn counts_from_many_threads_add_up() {
@@ -152,9 +76,5 @@ mod tests {
     fn shards_do_not_share_cache_lines() {
         assert!(std::mem::align_of::<Shard>() >= 128);
         assert!(std::mem::size_of::<Shard>().is_multiple_of(128));
-        let p: PerThread<Padded<AtomicU64>> = PerThread::default();
-        let addrs: Vec<usize> = p.iter().map(|s| s as *const _ as usize).collect();
-        assert!(addrs.windows(2).all(|w| w[1] - w[0] >= 128));
-        assert_eq!(addrs.len(), OWNED + 1);
     }
 }

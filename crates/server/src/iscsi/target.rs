@@ -41,6 +41,8 @@ pub struct Lun {
     pub attentions_pending: AtomicBool,
     /// COMPARE AND WRITE runs alone against the LUN's other writes.
     pub atomic: WriteGate,
+    /// Reads, writes and SYNCHRONIZE CACHE: counts, bytes, latency.
+    pub latency: crate::latency::Latency,
 }
 
 impl std::fmt::Debug for Lun {
@@ -255,6 +257,7 @@ pub fn state(
                         attentions: Mutex::new(HashMap::new()),
                         attentions_pending: AtomicBool::new(false),
                         atomic: WriteGate::default(),
+                        latency: Default::default(),
                     }
                 })
                 .collect(),

@@ -284,6 +284,7 @@ async fn collect(conn: &Conn, ctl: &TaskCtl) -> bool {
 
 /// Runs the command to its status (none for an aborted one).
 pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) {
+    let arrived = std::time::Instant::now();
     if !collect(conn, ctl).await {
         return;
     }
@@ -326,7 +327,11 @@ pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) {
         }
         Some(Plan::Run { lun, op, residual }) => {
             let l = lun_ref(conn, lun);
+            let timed = timed_as(&op, l.info.block_size);
             let mut o = execute(conn, l, op, data_out).await;
+            if let Some((kind, bytes)) = timed {
+                l.latency.record(kind, arrived.elapsed(), bytes);
+            }
             if o.residual.is_none() {
                 o.residual = residual;
             }
@@ -337,6 +342,22 @@ pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) {
         return;
     }
     respond(conn, ctl, &c, outcome);
+}
+
+/// Which latency histogram a command counts in, with its bytes: reads, writes (every kind
+/// that writes data) and SYNCHRONIZE CACHE; the rest are not timed.
+fn timed_as(op: &Op, block_size: u32) -> Option<(crate::latency::Op, u64)> {
+    use crate::latency::Op as T;
+    let bytes = |blocks: u32| u64::from(blocks) * u64::from(block_size);
+    match *op {
+        Op::Read { blocks, .. } => Some((T::Read, bytes(blocks))),
+        Op::Write { blocks, .. }
+        | Op::WriteAndVerify { blocks, .. }
+        | Op::OrWrite { blocks, .. } => Some((T::Write, bytes(blocks))),
+        Op::CompareAndWrite { blocks, .. } => Some((T::Write, bytes(u32::from(blocks)))),
+        Op::SynchronizeCache { .. } => Some((T::Flush, 0)),
+        _ => None,
+    }
 }
 
 fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {

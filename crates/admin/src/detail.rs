@@ -64,6 +64,8 @@ pub struct SlotJson {
     pub member: Option<String>,
     /// `insync`, `faulty`, `missing` or `recovering`.
     pub state: SlotState,
+    /// What the member did since it took the slot (zero offline).
+    pub io: raidd_engine::array::MemberIoStatus,
     /// While recovering: bytes of the member rebuilt so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered_bytes: Option<u64>,
@@ -217,6 +219,7 @@ impl Gathered<'_> {
                     role: s.role,
                     member: s.member.clone(),
                     state: s.state,
+                    io: s.io,
                     recovered_bytes: s.recovered_bytes,
                     by_bitmap: s.by_bitmap,
                     write_mostly: s.write_mostly,
@@ -344,6 +347,12 @@ impl Gathered<'_> {
             }
             if s.by_bitmap {
                 how.push_str(" (re-added: only the chunks its bitmap marks)");
+            }
+            if s.io.read_errors + s.io.write_errors > 0 {
+                how.push_str(&format!(
+                    " (errors: {} read, {} write)",
+                    s.io.read_errors, s.io.write_errors
+                ));
             }
             text.push_str(&format!(
                 "    {:>4}  {:<8}  {member}{nested}{how}\n",

@@ -214,6 +214,7 @@ pub(crate) struct Tagged {
 }
 
 impl Window for Tagged {
+    const WRITES: bool = false;
     fn len(&self) -> usize {
         self.window.len()
     }
@@ -382,16 +383,20 @@ pub(crate) struct MemberIo<W> {
 }
 
 pub(crate) trait Window: Sized {
+    /// Whether I/O with these windows writes them (else it reads into them).
+    const WRITES: bool;
     fn len(&self) -> usize;
 }
 
 impl Window for BufSlice {
+    const WRITES: bool = true;
     fn len(&self) -> usize {
         BufSlice::len(self)
     }
 }
 
 impl Window for BufSliceMut {
+    const WRITES: bool = false;
     fn len(&self) -> usize {
         BufSliceMut::len(self)
     }
@@ -712,6 +717,7 @@ mod tests {
     struct Len(usize);
 
     impl Window for Len {
+        const WRITES: bool = false;
         fn len(&self) -> usize {
             self.0
         }

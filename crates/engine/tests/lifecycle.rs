@@ -150,8 +150,20 @@ fn read_errors_are_served_from_redundancy() {
                 read_error_ppm: 1_000_000,
                 ..FaultPlan::default()
             });
+            let before = a.array.status().await.slots[0].io;
             verify_all(&a.array, &model, &format!("{level} with read errors")).await;
             assert_eq!(a.array.slot_state(0), SlotState::Faulty);
+            // The member's own counts say what happened, as zpool status would.
+            let st = a.array.status().await;
+            let io = st.slots[0].io;
+            assert!(
+                io.read_errors >= 1 && io.read_errors <= io.reads,
+                "{level}: {io:?}"
+            );
+            assert_eq!(io.write_errors, 0, "{level}: {io:?}");
+            assert!(before.writes > 0 && before.written_bytes >= 512 * before.writes);
+            let others: u64 = st.slots[1..].iter().map(|s| s.io.read_errors).sum();
+            assert_eq!(others, 0, "{level}: only member 0 failed");
         });
     }
 }

@@ -441,6 +441,42 @@ fn members(s: &mut Sink, st: &ArrayStatus) {
                 slot.state == state,
             );
         }
+        let io = &slot.io;
+        let l = [("array", a), ("role", role.as_str()), ("member", member)];
+        for (name, help, v) in [
+            (
+                "raidd_member_reads",
+                "Reads sent to the slot's member.",
+                io.reads,
+            ),
+            (
+                "raidd_member_writes",
+                "Writes sent to the slot's member.",
+                io.writes,
+            ),
+            (
+                "raidd_member_read_bytes",
+                "Bytes read from the slot's member.",
+                io.read_bytes,
+            ),
+            (
+                "raidd_member_written_bytes",
+                "Bytes written to the slot's member.",
+                io.written_bytes,
+            ),
+            (
+                "raidd_member_read_errors",
+                "Reads the slot's member failed (zpool status's READ column).",
+                io.read_errors,
+            ),
+            (
+                "raidd_member_write_errors",
+                "Writes and flushes the slot's member failed (zpool status's WRITE column).",
+                io.write_errors,
+            ),
+        ] {
+            s.counter(name, help, &l, v);
+        }
         if let Some(done) = slot.recovered_bytes {
             s.gauge(
                 "raidd_member_recovered_bytes",

@@ -211,6 +211,7 @@ impl Array {
         futures::future::join_all(merged.iter().map(|&(m, off, n)| async move {
             let member = self.member_ref(m);
             if let Err(e) = member.discard(off, n).await {
+                self.slots[m].io.failed(true);
                 self.fail_member_io(m, &member, &e).await;
             }
         }))

@@ -70,7 +70,10 @@ impl Array {
         // a move copies the whole inline table).
         let members: Table<[(usize, MemberRef); INLINE]> = ios
             .iter()
-            .map(|io| (io.member, self.member_ref(io.member)))
+            .map(|io| {
+                self.slots[io.member].io.issued(W::WRITES, io.len);
+                (io.member, self.member_ref(io.member))
+            })
             .collect();
         let mut slots: Slots<_> = members
             .iter()
@@ -85,6 +88,7 @@ impl Array {
             .collect();
         for ((role, out), (_, member)) in outputs.iter().zip(&members) {
             if let Some(e) = error(out) {
+                self.slots[*role].io.failed(W::WRITES);
                 self.fail_member_io(*role, member, e).await;
             }
         }
@@ -199,8 +203,11 @@ impl Array {
         iov: IoVecMut,
     ) -> (io::Result<()>, IoVecMut) {
         let member = self.member_ref(role);
+        let io = &self.slots[role].io;
+        io.issued(false, raidd_rt::buf::iov_mut_len(&iov) as u64);
         let (r, iov) = member.read(offset, iov).await;
         if let Err(e) = &r {
+            io.failed(false);
             self.fail_member_io(role, &member, e).await;
         }
         (r, iov)
@@ -214,8 +221,11 @@ impl Array {
         iov: IoVec,
     ) -> io::Result<()> {
         let member = self.member_ref(role);
+        let io = &self.slots[role].io;
+        io.issued(true, raidd_rt::buf::iov_len(&iov) as u64);
         let r = member.write(offset, iov).await;
         if let Err(e) = &r {
+            io.failed(true);
             self.fail_member_io(role, &member, e).await;
         }
         r

@@ -198,6 +198,7 @@ impl Array {
         // Its superblock carries no devflags (`Metadata::add_member`): not write-mostly.
         slot.write_mostly.store(false, Ordering::Relaxed);
         slot.member.replace(Some(member));
+        slot.io.reset();
         slot.state
             .store(SlotState::Recovering as u8, Ordering::Release);
         if by_bitmap {

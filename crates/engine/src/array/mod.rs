@@ -10,6 +10,7 @@ mod counters;
 mod gate;
 mod join;
 mod mapped;
+mod member_counts;
 mod member_io;
 mod membership;
 mod parity;
@@ -40,8 +41,8 @@ use parity::ParityIo;
 pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 pub use report::{
-    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, MemberDab, SlotState, SlotStatus,
-    StripeCacheStatus,
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, MemberDab, MemberIoStatus, SlotState,
+    SlotStatus, StripeCacheStatus,
 };
 use slot_member::{MemberRef, SlotMember};
 
@@ -69,6 +70,8 @@ struct Slot {
     by_bitmap: AtomicBool,
     /// md's write-mostly (superblock devflags): reads go elsewhere while they can.
     write_mostly: AtomicBool,
+    /// What the slot's member did (I/O and errors), since it took the slot.
+    io: member_counts::MemberCounts,
 }
 
 impl Slot {
@@ -107,6 +110,7 @@ impl Slot {
             replacing: AtomicBool::new(false),
             by_bitmap: AtomicBool::new(false),
             write_mostly: AtomicBool::new(false),
+            io: member_counts::MemberCounts::default(),
         }
     }
 }
@@ -978,6 +982,7 @@ impl Array {
         futures::future::join_all(roles.iter().map(|&r| async move {
             let member = self.member_ref(r);
             if let Err(e) = member.flush().await {
+                self.slots[r].io.failed(true);
                 self.fail_member_io(r, &member, &e).await;
             }
         }))

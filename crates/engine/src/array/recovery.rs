@@ -131,6 +131,7 @@ impl Array {
     async fn recovered(&self, role: usize, name: &str) -> Result<()> {
         let member = self.member_ref(role);
         if let Err(e) = member.flush().await {
+            self.slots[role].io.failed(true);
             self.fail_member_io(role, &member, &e).await;
             return Err(Error::io(format!("{}: flushing {name}", self.name), e));
         }
@@ -276,6 +277,7 @@ impl Array {
         let failed = meta.complete_replacement(role, &new).await?;
         slot.write_mostly.store(false, Ordering::Relaxed); // the new member's own: none
         slot.member.replace(Some(new));
+        slot.io.reset();
         slot.replacing.store(false, Ordering::Release);
         slot.replacement.write().expect(crate::POISONED).take();
         self.detached.lock().expect(crate::POISONED).push(old);
@@ -366,9 +368,11 @@ impl Array {
             let barrier = self.gate.barrier(self.regions_of(role, pos..end)).await;
             let len = ((end - pos) * SECTOR_SIZE) as usize;
             let at = self.member_offset(role, pos);
+            slot.io.issued(false, len as u64);
             let data = match crate::member::read_bytes(&**c.old, at, len).await {
                 Ok(d) => d,
                 Err(e) => {
+                    slot.io.failed(false);
                     self.fail_member_io(role, c.old, &e).await;
                     return Err(Error::io(format!("{}: reading {old_name}", self.name), e));
                 }
@@ -444,7 +448,10 @@ impl Array {
         data: AlignedBuf,
     ) -> Result<()> {
         let member = self.member_ref(role);
+        let io = &self.slots[role].io;
+        io.issued(true, data.len() as u64);
         if let Err(e) = write_bytes(&**member, self.member_offset(role, sector), data).await {
+            io.failed(true);
             self.fail_member_io(role, &member, &e).await;
             return Err(Error::io(
                 format!("{}: writing {}", self.name, member.info().name),

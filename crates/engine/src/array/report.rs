@@ -64,6 +64,21 @@ pub struct SlotStatus {
     pub replacement: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replaced_bytes: Option<u64>,
+    /// What the slot's member did since it took the slot.
+    pub io: MemberIoStatus,
+}
+
+/// What the member in a slot did since it took the slot (or the array started).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemberIoStatus {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    /// Reads the member failed (each one fails the member, unless it was failed already).
+    pub read_errors: u64,
+    /// Writes and flushes the member failed.
+    pub write_errors: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

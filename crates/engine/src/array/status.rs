@@ -58,6 +58,7 @@ impl Array {
                             .replacing
                             .load(Ordering::Acquire)
                             .then(|| self.slots[r].replaced.load(Ordering::Acquire) * SECTOR_SIZE),
+                        io: self.slots[r].io.status(),
                     }
                 })
                 .collect(),

@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use raidd_admin::status::{IscsiStatus, OpLatency, ServedArray, StatusReport};
-use raidd_engine::array::{ArrayState, ArrayStatus, SlotState};
+use raidd_engine::array::{ArrayState, ArrayStatus, MemberIoStatus, SlotState};
 use raidd_engine::SyncKind;
 
 /// What `/metrics` answers with.
@@ -441,42 +441,11 @@ fn members(s: &mut Sink, st: &ArrayStatus) {
                 slot.state == state,
             );
         }
-        let io = &slot.io;
-        let l = [("array", a), ("role", role.as_str()), ("member", member)];
-        for (name, help, v) in [
-            (
-                "raidd_member_reads",
-                "Reads sent to the slot's member.",
-                io.reads,
-            ),
-            (
-                "raidd_member_writes",
-                "Writes sent to the slot's member.",
-                io.writes,
-            ),
-            (
-                "raidd_member_read_bytes",
-                "Bytes read from the slot's member.",
-                io.read_bytes,
-            ),
-            (
-                "raidd_member_written_bytes",
-                "Bytes written to the slot's member.",
-                io.written_bytes,
-            ),
-            (
-                "raidd_member_read_errors",
-                "Reads the slot's member failed (zpool status's READ column).",
-                io.read_errors,
-            ),
-            (
-                "raidd_member_write_errors",
-                "Writes and flushes the slot's member failed (zpool status's WRITE column).",
-                io.write_errors,
-            ),
-        ] {
-            s.counter(name, help, &l, v);
-        }
+        member_io(
+            s,
+            &[("array", a), ("role", role.as_str()), ("member", member)],
+            &slot.io,
+        );
         if let Some(done) = slot.recovered_bytes {
             s.gauge(
                 "raidd_member_recovered_bytes",
@@ -486,6 +455,12 @@ fn members(s: &mut Sink, st: &ArrayStatus) {
             );
         }
     }
+    dab(s, st);
+}
+
+/// The DMA-aligned buffer's counters of each member behind one.
+fn dab(s: &mut Sink, st: &ArrayStatus) {
+    let a = st.name.as_str();
     for d in &st.counters.dab {
         let l = [("array", a), ("member", d.member.as_str())];
         let c = &d.counts;
@@ -538,6 +513,44 @@ fn members(s: &mut Sink, st: &ArrayStatus) {
         ] {
             s.counter(name, help, &l, v);
         }
+    }
+}
+
+/// A slot's member's I/O and error counts.
+fn member_io(s: &mut Sink, l: &[(&str, &str)], io: &MemberIoStatus) {
+    for (name, help, v) in [
+        (
+            "raidd_member_reads",
+            "Reads sent to the slot's member.",
+            io.reads,
+        ),
+        (
+            "raidd_member_writes",
+            "Writes sent to the slot's member.",
+            io.writes,
+        ),
+        (
+            "raidd_member_read_bytes",
+            "Bytes read from the slot's member.",
+            io.read_bytes,
+        ),
+        (
+            "raidd_member_written_bytes",
+            "Bytes written to the slot's member.",
+            io.written_bytes,
+        ),
+        (
+            "raidd_member_read_errors",
+            "Reads the slot's member failed (zpool status's READ column).",
+            io.read_errors,
+        ),
+        (
+            "raidd_member_write_errors",
+            "Writes and flushes the slot's member failed (zpool status's WRITE column).",
+            io.write_errors,
+        ),
+    ] {
+        s.counter(name, help, l, v);
     }
 }
 

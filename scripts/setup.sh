@@ -41,15 +41,20 @@ if [ ${#raidd_need_apt[@]} -gt 0 ]; then
     done
 fi
 
-# The metrics tests check /metrics with promtool and scrape it with a real Prometheus
-# server (started by the tests on loopback ports of their own). Without the recommended
-# node exporter: nothing but the two programs is wanted.
-if ! command -v promtool >/dev/null 2>&1; then
-    echo "setup: installing prometheus with apt-get" >&2
+# The HTTP tests check /metrics with promtool, scrape it with a real Prometheus server and
+# render the dashboard in headless Chromium (each started by the tests on loopback, stopped
+# by PID). Without recommended packages (Prometheus' node exporter): only these are wanted.
+raidd_need_web=()
+command -v promtool >/dev/null 2>&1 || raidd_need_web+=(prometheus)
+command -v chromium >/dev/null 2>&1 || raidd_need_web+=(chromium)
+if [ ${#raidd_need_web[@]} -gt 0 ]; then
+    echo "setup: installing ${raidd_need_web[*]} with apt-get" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-    command -v promtool >/dev/null 2>&1 || { echo "setup: promtool is still missing after apt-get" >&2; exit 1; }
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${raidd_need_web[@]}" >/dev/null
+    for tool in promtool prometheus chromium; do
+        command -v "$tool" >/dev/null 2>&1 || { echo "setup: $tool is still missing after apt-get" >&2; exit 1; }
+    done
 fi
 
 # Rust: rustup's stable toolchain (Debian 12's rustc is too old for the workspace).

@@ -414,3 +414,211 @@ fn every_metric_is_documented() {
         );
     }
 }
+
+/// Headless Chromium (started here, fresh profile, killed by PID) against the dashboard of
+/// a degraded RAID5 in mid-rebuild: the rendered page has the banner, the rebuild's progress
+/// bar with its ETA, and graphs that have drawn points; the page and its files weigh under
+/// 300 KB; the browser asked nothing of any host but raidd's. With RAIDD_SCREENSHOT=PATH the
+/// screenshot is kept there (docs/dashboard.png was made so).
+#[test]
+fn chromium_renders_the_dashboard_of_a_degraded_rebuilding_array() {
+    let dir = scratch();
+    let members = create_array(dir.path(), "raid5", 4, &[]);
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(24 * MIB)
+        .unwrap();
+    let cfg = format!(
+        "{}[[spare]]\npath = {:?}\n[sync]\nspeed_min = 500\nspeed_max = 1000\n\
+         [http]\nlisten = \"127.0.0.1:0\"\n",
+        array_config("raid5", &members),
+        spare.display().to_string()
+    );
+    let d = Daemon::start(dir.path(), &cfg);
+    let c = d.control.to_str().unwrap().to_string();
+    raidd(&[
+        "fail",
+        "raid5",
+        members[1].to_str().unwrap(),
+        "--control",
+        &c,
+    ])
+    .ok();
+    wait("the rebuild runs", Duration::from_secs(10), || {
+        let (_, _, b) = get(http(&d), "/api/v1/status", None);
+        b.contains("\"kind\": \"recovery\"")
+    });
+    // Load for the graphs while the browser looks: fio's verified-free random I/O,
+    // stopped by PID at the end.
+    let mut fio = tool("fio")
+        .args([
+            "--name=load",
+            "--ioengine=nbd",
+            &format!("--uri={}", d.uri("raid5")),
+            "--rw=randrw",
+            "--bs=4k",
+            "--iodepth=2",
+            "--time_based",
+            "--runtime=60",
+            "--size=8M",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait("fio's load arrives", Duration::from_secs(20), || {
+        let (_, _, m) = get(http(&d), "/metrics", None);
+        m.lines().any(|l| {
+            l.starts_with("raidd_export_operations_total{")
+                && l.contains("op=\"read\"")
+                && !l.ends_with(" 0")
+        })
+    });
+
+    let url = format!("http://{}/", http(&d));
+    let netlog = dir.path().join("netlog.json");
+    let dom = chromium(
+        dir.path(),
+        &[
+            "--dump-dom".into(),
+            format!("--log-net-log={}", netlog.display()),
+            url.clone(),
+        ],
+    );
+    // The banner, server-rendered and then kept by the script.
+    let banner = &dom[dom.find("id=\"banner\"").expect("a banner")..];
+    let banner = &banner[..banner.find("</div>").unwrap()];
+    assert!(
+        banner.contains("banner bad") && banner.contains("raid5 is degraded"),
+        "{banner}"
+    );
+    // The progress bar of the rebuild, with its ETA.
+    assert!(dom.contains("<progress"), "{dom}");
+    let eta = &dom[dom.find("class=\"eta\">").expect("an ETA") + 12..];
+    let eta = &eta[..eta.find('<').unwrap()];
+    assert!(eta.ends_with(" s") || eta.contains("min"), "ETA {eta:?}");
+    // Graphs with points drawn: the script marks how many it gave uPlot, and uPlot's
+    // canvas is there.
+    let points: usize = dom
+        .split("data-points=\"")
+        .skip(1)
+        .map(|s| s[..s.find('"').unwrap()].parse::<usize>().unwrap())
+        .max()
+        .expect("graphs that drew points");
+    assert!(points >= 2, "{points} points");
+    assert!(dom.contains("<canvas"), "no canvas drawn");
+    let iops = &dom[dom.find("id=\"g-iops\"").unwrap()..];
+    let last = &iops[iops.find("data-last=\"").expect("a last IOPS value") + 11..];
+    let last: f64 = last[..last.find('"').unwrap()].parse().unwrap();
+    assert!(last > 0.0, "the IOPS graph ends at {last} under fio's load");
+
+    // Only raidd was asked for anything by the page.
+    let asked = page_requests(&netlog, &format!("http://{}", http(&d)));
+    assert!(asked.len() >= 4, "the net log saw {asked:?}");
+    let host = format!("http://{}/", http(&d));
+    for u in &asked {
+        assert!(u.starts_with(&host), "the page made the browser ask {u}");
+    }
+
+    // The page and every file it loads.
+    let (_, _, page) = get(http(&d), "/", None);
+    let mut weight = page.len();
+    for name in page.split("/assets/").skip(1) {
+        let name = &name[..name.find('"').unwrap()];
+        let (status, _, body) = get(http(&d), &format!("/assets/{name}"), None);
+        assert_eq!(status, 200, "{name}");
+        weight += body.len();
+    }
+    assert!(weight < 300_000, "the page weighs {weight} bytes");
+
+    let shot = std::env::var_os("RAIDD_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("dashboard.png"));
+    chromium(
+        dir.path(),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1200,1000".into(),
+            url,
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+    let _ = fio.kill();
+    let _ = fio.wait();
+    d.stop();
+}
+
+/// The URLs the page at `origin` made the browser request, from Chromium's net log: the
+/// navigation and everything the page started (initiator `origin`, or the page's site as
+/// the top frame of the request's network isolation key). Chromium's own fetches (its
+/// clock check, a spelling dictionary, component updates: headless or not, it tries them
+/// whatever the flags) carry neither, and are not the page's doing.
+fn page_requests(netlog: &Path, origin: &str) -> Vec<String> {
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(netlog).unwrap()).unwrap();
+    let start = j["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+        .as_u64()
+        .unwrap();
+    let site = origin.rsplit_once(':').map_or(origin, |(s, _)| s);
+    j["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"].as_u64() == Some(start))
+        .filter_map(|e| {
+            let p = &e["params"];
+            let url = p["url"].as_str()?;
+            let by_page = p["initiator"].as_str() == Some(origin)
+                || p["network_isolation_key"]
+                    .as_str()
+                    .is_some_and(|k| k.split(' ').next() == Some(site));
+            by_page.then(|| url.to_string())
+        })
+        .collect()
+}
+
+/// Runs headless Chromium once with a fresh profile and five seconds of (virtual) time for
+/// the page's script; returns its stdout.
+fn chromium(dir: &Path, args: &[String]) -> String {
+    let profile = tempfile::tempdir_in(dir).unwrap();
+    let child = tool("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Killed by PID if it hangs.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => {
+            let out = out.unwrap();
+            assert!(out.status.success(), "chromium failed: {:?}", out.status);
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+        Err(_) => {
+            // SAFETY: kill only sends a signal to the process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("chromium did not finish within 60 s");
+        }
+    }
+}

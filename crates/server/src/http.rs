@@ -1,6 +1,6 @@
-//! The HTTP listener (`[http]`): `/metrics` in the Prometheus text format, `/api/v1/status`
-//! and `/api/v1/arrays/NAME` (the JSON of `raidd status --json` and `raidd detail NAME
-//! --json`). It runs on the main thread beside the control socket, off the data path: a
+//! The HTTP listener (`[http]`): the dashboard at `/` (and its files under `/assets/`),
+//! `/metrics` in the Prometheus text format, `/api/v1/status` and `/api/v1/arrays/NAME`
+//! (the JSON of `raidd status --json` and `raidd detail NAME --json`). It runs on the main thread beside the control socket, off the data path: a
 //! request reads the same counters `raidd status` reads, and no worker waits for it.
 //!
 //! Bounded like every other listener: at most [`MAX_CONNECTIONS`] at once (one more is
@@ -117,6 +117,7 @@ async fn connection(stream: &Stream, ctx: &ControlCtx, compat: bool) -> std::io:
 
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
 
 /// Reads until the end of the request head (an empty line), or [`MAX_HEAD`] bytes.
 async fn read_head(stream: &Stream) -> std::io::Result<Vec<u8>> {
@@ -180,6 +181,9 @@ pub(crate) fn parse_head(bytes: &[u8]) -> Head {
 /// What a request asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Route {
+    Dashboard,
+    /// A file of the dashboard's, by name.
+    Asset(String),
     Metrics,
     Status,
     Array(String),
@@ -193,7 +197,11 @@ pub(crate) fn route(method: &str, path: &str) -> Route {
     if method != "GET" && method != "HEAD" {
         return Route::NotAllowed;
     }
+    if let Some(name) = path.strip_prefix("/assets/") {
+        return Route::Asset(name.to_string());
+    }
     match path {
+        "/" | "/index.html" => Route::Dashboard,
         "/metrics" => Route::Metrics,
         "/api/v1/status" => Route::Status,
         _ => match path.strip_prefix("/api/v1/arrays/") {
@@ -259,6 +267,14 @@ async fn answer(ctx: &ControlCtx, route: Route, compat: bool, om: bool) -> Vec<u
                 &serde_json::json!({ "error": e.message, "exit": e.exit.code() }),
             ),
         },
+        Route::Dashboard => {
+            let report = crate::status::report(ctx).await;
+            response(200, HTML, crate::dashboard::page(&report).as_bytes())
+        }
+        Route::Asset(name) => match crate::dashboard::asset(&name) {
+            Some((ct, bytes)) => response(200, ct, bytes),
+            None => response(404, TEXT, b"not found\n"),
+        },
         Route::NotFound => response(404, TEXT, b"not found\n"),
         Route::NotAllowed => response(405, TEXT, b"only GET and HEAD\n"),
     }
@@ -317,6 +333,11 @@ mod tests {
         assert_eq!(route("GET", "/api/v1/arrays/a/b"), Route::NotFound);
         assert_eq!(route("POST", "/metrics"), Route::NotAllowed);
         assert_eq!(route("GET", "/nothing"), Route::NotFound);
+        assert_eq!(route("GET", "/"), Route::Dashboard);
+        assert_eq!(
+            route("GET", "/assets/dashboard.js"),
+            Route::Asset("dashboard.js".into())
+        );
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! - `arrays`: assembling the configured arrays and the spare pool, and closing them;
 //! - `control` and `status`: the control socket's handlers (the protocol and the reports
 //!   are `raidd-admin`'s);
-//! - `http` and `metrics`: the `[http]` listener (on the main thread, beside the control
-//!   socket) and the Prometheus metrics it builds from the status report;
+//! - `http`, `metrics` and `dashboard`: the `[http]` listener (on the main thread, beside
+//!   the control socket), the Prometheus metrics and the HTML page it builds from the
+//!   status report; `latency`: the per-thread request histograms behind both;
 //! - `lifecycle`: the monitor;
 //! - `shared`: what every worker shares (exports, limits, the stop signal);
 //! - `nbd` and `iscsi`: one connection of each protocol; `link` (plain or TLS bytes) and
@@ -32,6 +33,7 @@ pub mod config;
 mod control;
 mod ctx;
 mod daemon;
+mod dashboard;
 mod http;
 mod iscsi;
 mod latency;

@@ -1,0 +1,339 @@
+//! The dashboard at `/`: the status report as an HTML page, rendered here and complete
+//! without JavaScript (a banner for degraded or failed arrays, each array's members with
+//! their state, I/O and errors, a progress bar with speed and ETA for every running pass,
+//! the exports). `assets/dashboard.js` then keeps it live from `/api/v1/status` every
+//! second and draws the graphs (IOPS, MB/s, p99 latency, cache hits) with uPlot, served
+//! from the binary: the page asks nothing of any other host, and its Content-Security-Policy
+//! (`default-src 'self'`) would refuse it anyway. Pure: a report in, a page out.
+
+use std::fmt::Write;
+
+use raidd_admin::size;
+use raidd_admin::status::{ServedArray, StatusReport};
+use raidd_engine::array::{ArrayState, ArrayStatus, SlotState};
+use raidd_engine::SyncKind;
+
+/// The files the page loads, served under `/assets/` (name, content type, bytes).
+pub const ASSETS: [(&str, &str, &[u8]); 4] = [
+    (
+        "uPlot.iife.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/uPlot.iife.min.js"),
+    ),
+    (
+        "uPlot.min.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../assets/uPlot.min.css"),
+    ),
+    (
+        "dashboard.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/dashboard.js"),
+    ),
+    (
+        "dashboard.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../assets/dashboard.css"),
+    ),
+];
+
+/// An asset by name.
+pub fn asset(name: &str) -> Option<(&'static str, &'static [u8])> {
+    ASSETS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, ct, b)| (ct, b))
+}
+
+/// Text made safe inside HTML elements and quoted attributes.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn state_word(s: ArrayState) -> &'static str {
+    match s {
+        ArrayState::Clean => "clean",
+        ArrayState::Active => "active",
+        ArrayState::Degraded => "degraded",
+        ArrayState::Failed => "failed",
+    }
+}
+
+fn slot_word(s: SlotState) -> &'static str {
+    match s {
+        SlotState::InSync => "in sync",
+        SlotState::Recovering => "recovering",
+        SlotState::Faulty => "failed",
+        SlotState::Missing => "missing",
+    }
+}
+
+fn kind_word(k: SyncKind) -> &'static str {
+    match k {
+        SyncKind::Recovery => "rebuild",
+        SyncKind::Resync => "resync",
+        SyncKind::Check => "check",
+        SyncKind::Repair => "repair",
+        SyncKind::Replace => "replace",
+    }
+}
+
+/// "1 h 2 min", "3 min 4 s", "5 s".
+pub fn duration_text(s: u64) -> String {
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// The whole page.
+pub fn page(r: &StatusReport) -> String {
+    let mut h = String::with_capacity(16 << 10);
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>raidd</title>\
+         <link rel=\"stylesheet\" href=\"/assets/uPlot.min.css\">\
+         <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\
+         <noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>\
+         </head><body>\n<header><h1>raidd</h1><span class=\"meta\">version {} · {} threads · \
+         {} of {} connections · buffers {} of {}</span></header>",
+        esc(&r.version),
+        r.threads,
+        r.connections,
+        r.max_connections,
+        size::short(r.buffer_memory_used_bytes),
+        size::short(r.buffer_memory_bytes),
+    );
+    banner(&mut h, r);
+    h.push_str(
+        "<section class=\"graphs\"><h2>Load</h2>\
+         <noscript><p>The graphs need JavaScript; everything else here does not (this page \
+         reloads every 5 s).</p></noscript>\
+         <div class=\"graph\" id=\"g-iops\" data-title=\"IOPS\"></div>\
+         <div class=\"graph\" id=\"g-mbs\" data-title=\"MB/s\"></div>\
+         <div class=\"graph\" id=\"g-p99\" data-title=\"p99 latency (ms)\"></div>\
+         <div class=\"graph\" id=\"g-hits\" data-title=\"cache hits/s\"></div>\
+         </section>\n",
+    );
+    for a in &r.arrays {
+        array(&mut h, a);
+    }
+    for n in &r.not_started {
+        let _ = writeln!(
+            h,
+            "<section class=\"array\"><h2>{} <span class=\"badge failed\">not started</span>\
+             </h2><p>{}</p></section>",
+            esc(&n.name),
+            esc(&n.error)
+        );
+    }
+    h.push_str(
+        "<script src=\"/assets/uPlot.iife.min.js\"></script>\
+                <script src=\"/assets/dashboard.js\"></script>\n</body></html>\n",
+    );
+    h
+}
+
+/// What is wrong, arrays first: one line per degraded, failed or unstarted array.
+fn banner(h: &mut String, r: &StatusReport) {
+    let mut lines = Vec::new();
+    for a in &r.arrays {
+        for st in std::iter::once(&a.status).chain(&a.inner) {
+            let bad = st
+                .slots
+                .iter()
+                .filter(|s| s.state != SlotState::InSync)
+                .count();
+            match st.state {
+                ArrayState::Failed => lines.push(format!(
+                    "{} has FAILED: too many members lost to serve every sector",
+                    esc(&st.name)
+                )),
+                ArrayState::Degraded => lines.push(format!(
+                    "{} is degraded: {bad} of {} members not in sync{}",
+                    esc(&st.name),
+                    st.slots.len(),
+                    st.sync
+                        .as_ref()
+                        .filter(|p| p.kind == SyncKind::Recovery)
+                        .map_or(String::new(), |p| format!(
+                            ", rebuild {:.1} % done",
+                            p.percent
+                        ))
+                )),
+                _ => {}
+            }
+        }
+    }
+    for n in &r.not_started {
+        lines.push(format!("{} was not started", esc(&n.name)));
+    }
+    if lines.is_empty() {
+        h.push_str("<div id=\"banner\" class=\"banner ok\">All arrays healthy</div>\n");
+        return;
+    }
+    h.push_str("<div id=\"banner\" class=\"banner bad\" role=\"alert\">");
+    h.push_str(&lines.join("<br>"));
+    h.push_str("</div>\n");
+}
+
+fn array(h: &mut String, a: &ServedArray) {
+    for st in std::iter::once(&a.status).chain(&a.inner) {
+        array_status(h, st);
+    }
+    if !a.exports.is_empty() {
+        h.push_str(
+            "<table class=\"exports\"><tr><th>export</th><th>connections</th><th>requests</th>\
+             </tr>",
+        );
+        for e in &a.exports {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&e.name),
+                e.connections,
+                e.requests
+            );
+        }
+        h.push_str("</table>\n");
+    }
+}
+
+fn array_status(h: &mut String, st: &ArrayStatus) {
+    let word = state_word(st.state);
+    let _ = writeln!(
+        h,
+        "<section class=\"array\" data-array=\"{}\"><h2>{} <span class=\"badge {word}\">{word}\
+         </span></h2><p class=\"meta\">{}{} · {} · {} members</p>",
+        esc(&st.name),
+        esc(&st.name),
+        esc(&st.level),
+        st.layout
+            .as_deref()
+            .map_or(String::new(), |l| format!(" {}", esc(l))),
+        size::short(st.size_bytes),
+        st.slots.len()
+    );
+    if let Some(p) = &st.sync {
+        let eta = p.eta_s.map_or("unknown".to_string(), duration_text);
+        let _ = writeln!(
+            h,
+            "<div class=\"sync\"><span class=\"what\">{}{}</span> \
+             <progress max=\"{}\" value=\"{}\"></progress> \
+             <span class=\"pct\">{:.1} %</span> · <span class=\"speed\">{}/s</span> · \
+             ETA <span class=\"eta\">{eta}</span></div>",
+            kind_word(p.kind),
+            p.member
+                .as_deref()
+                .map_or(String::new(), |m| format!(" onto {}", esc(m))),
+            p.total_bytes.max(1),
+            p.done_bytes,
+            p.percent,
+            size::short(p.speed_bytes_s),
+        );
+    }
+    h.push_str(
+        "<table class=\"members\"><tr><th>slot</th><th>member</th><th>state</th>\
+         <th>reads</th><th>writes</th><th>read errors</th><th>write errors</th></tr>",
+    );
+    for s in &st.slots {
+        let errs = s.io.read_errors + s.io.write_errors > 0;
+        let _ = write!(
+            h,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td{}>{}</td><td{}>{}</td></tr>",
+            if s.state == SlotState::InSync {
+                "ok"
+            } else {
+                "bad"
+            },
+            s.role,
+            esc(s.member.as_deref().unwrap_or("—")),
+            slot_word(s.state),
+            s.io.reads,
+            s.io.writes,
+            if errs { " class=\"err\"" } else { "" },
+            s.io.read_errors,
+            if errs { " class=\"err\"" } else { "" },
+            s.io.write_errors,
+        );
+    }
+    for sp in &st.spares {
+        let _ = write!(
+            h,
+            "<tr><td>—</td><td>{}</td><td>spare</td><td colspan=\"4\"></td></tr>",
+            esc(sp)
+        );
+    }
+    for f in &st.faulty {
+        let _ = write!(
+            h,
+            "<tr class=\"bad\"><td>—</td><td>{}</td><td>failed, out of its slot</td>\
+             <td colspan=\"4\"></td></tr>",
+            esc(f)
+        );
+    }
+    h.push_str("</table></section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration_text(5), "5 s");
+        assert_eq!(duration_text(185), "3 min 5 s");
+        assert_eq!(duration_text(7260), "2 h 1 min");
+    }
+
+    #[test]
+    fn every_asset_the_page_names_is_served() {
+        let r = StatusReport {
+            version: "0".into(),
+            nbd_listen: String::new(),
+            iscsi: None,
+            threads: 1,
+            connections: 0,
+            max_connections: 1,
+            buffer_memory_used_bytes: 0,
+            buffer_memory_bytes: 1,
+            arrays: Vec::new(),
+            not_started: Vec::new(),
+            spare_pool: Vec::new(),
+        };
+        let p = page(&r);
+        for name in p
+            .split("/assets/")
+            .skip(1)
+            .map(|s| &s[..s.find('"').unwrap()])
+        {
+            assert!(asset(name).is_some(), "{name}");
+        }
+        assert!(p.contains("All arrays healthy"));
+        assert!(!p.contains("style="), "the CSP allows no inline styles");
+        assert!(!p.contains("<script>"), "the CSP allows no inline scripts");
+    }
+}

@@ -37,8 +37,9 @@ fn http(d: &Daemon) -> SocketAddr {
     d.http.expect("the daemon announced its HTTP listener")
 }
 
-/// A RAID5 over four 24 MiB images with a pool spare, `[http]` on an ephemeral loopback
-/// port, rebuilds slowed to 2 MiB/s so a scrape sees one move.
+/// A RAID5 over four 24 MiB images behind a 4 MiB DMA-aligned buffer, with a pool spare,
+/// `[http]` on an ephemeral loopback port, rebuilds slowed to 2 MiB/s so a scrape sees one
+/// move.
 fn served(dir: &Path, http_extra: &str) -> Daemon {
     let members = create_array(dir, "raid5", 4, &[]);
     let spare = dir.join("spare.img");
@@ -47,7 +48,7 @@ fn served(dir: &Path, http_extra: &str) -> Daemon {
         .set_len(24 * MIB)
         .unwrap();
     let cfg = format!(
-        "{}[[spare]]\npath = {:?}\n[sync]\nspeed_min = 1000\nspeed_max = 2000\n\
+        "{}dab = \"4M\"\n[[spare]]\npath = {:?}\n[sync]\nspeed_min = 1000\nspeed_max = 2000\n\
          [http]\nlisten = \"127.0.0.1:0\"\n{http_extra}\n",
         array_config("raid5", &members),
         spare.display().to_string()
@@ -219,8 +220,49 @@ fn prometheus_scrapes_the_metrics_and_sees_a_failure_and_a_rebuild() {
     assert!(p
         .value("raidd_array_sync_eta_seconds{array=\"raid5\"}")
         .is_some());
+    grafana_queries_run(&p);
     drop(p);
     d.stop();
+}
+
+/// Every query of the sample Grafana dashboard (docs/grafana-dashboard.json) runs on the
+/// Prometheus server scraping raidd, with the dashboard's variables filled in, and every
+/// raidd metric it names exists there.
+fn grafana_queries_run(p: &Prometheus) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let dash: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut n = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$array", ".*")
+                .replace("$__rate_interval", "1m");
+            let (status, _, body) = get(
+                p.addr,
+                &format!("/api/v1/query?query={}", encode(&expr)),
+                None,
+            );
+            assert_eq!(status, 200, "{expr}: {body}");
+            assert!(body.contains("\"status\":\"success\""), "{expr}: {body}");
+            n += 1;
+        }
+    }
+    assert!(n >= 10, "{n} queries");
+    for name in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if name.starts_with("raidd_") {
+            let have = p.query(&format!("count({{__name__=\"{name}\"}})"));
+            assert!(
+                !have.is_empty(),
+                "the dashboard names {name}, which Prometheus has not seen from raidd"
+            );
+        }
+    }
 }
 
 /// With `node_md_compat`, the `node_md_*` families carry node_exporter's exact HELP and TYPE

@@ -664,3 +664,55 @@ fn chromium(dir: &Path, args: &[String]) -> String {
         }
     }
 }
+
+/// `[http.tls]`: the listener speaks HTTPS only, with the same certificate options as NBD:
+/// curl checking the certificate reads `/metrics` and the dashboard; a plain-text request
+/// gets no page; a bad certificate path stops the start with a clear error.
+#[test]
+fn https_with_the_certificate_nbd_uses() {
+    let dir = scratch();
+    let (cert, key) = common::daemon::make_certificate(dir.path());
+    let members = create_array(dir.path(), "raid5", 4, &[]);
+    let cfg = |cert: &Path| {
+        format!(
+            "{}[http]\nlisten = \"127.0.0.1:0\"\n[http.tls]\ncertificate = {:?}\nkey = {:?}\n",
+            array_config("raid5", &members),
+            cert.display().to_string(),
+            key.display().to_string()
+        )
+    };
+    let d = Daemon::start(dir.path(), &cfg(&cert));
+    assert!(d.log().contains("on https://"), "{}", d.log());
+    let url = format!("https://{}", http(&d));
+    let curl = |path: &str| {
+        common::daemon::run_tool(tool("curl").args([
+            "-sS",
+            "--cacert",
+            cert.to_str().unwrap(),
+            &format!("{url}{path}"),
+        ]))
+    };
+    let (ok, metrics, err) = curl("/metrics");
+    assert!(ok, "{err}");
+    assert!(metrics.contains("raidd_array_state{"), "{metrics}");
+    let (ok, page, err) = curl("/");
+    assert!(ok && page.contains("<!DOCTYPE html>"), "{err}");
+    // Plain HTTP on the HTTPS port: no page comes back.
+    let mut s = TcpStream::connect(http(&d)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(
+        !String::from_utf8_lossy(&out).contains("raidd_"),
+        "plain text answered"
+    );
+    d.stop();
+    let e = Daemon::try_start(dir.path(), &cfg(&dir.path().join("nope.pem")))
+        .err()
+        .expect("a missing certificate stops the start");
+    assert!(
+        e.contains("TLS certificate") && e.contains("nope.pem"),
+        "{e}"
+    );
+}

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::daemon::{
-    array_config as config, create_array as create, must, run_tool, tool, Daemon,
+    array_config as config, create_array as create, make_certificate, must, run_tool, tool, Daemon,
 };
 use common::nbd_raw::{closed, handshake_to_transmission};
 use common::{args_with, raidd, scratch, sectors};
@@ -823,31 +823,6 @@ fn bad_configs_and_busy_addresses_are_clear_errors() {
         .expect("second daemon must fail");
     assert!(err.contains("in use") || err.contains("lock"), "{err}");
     d.stop();
-}
-
-fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    must(tool("openssl").args([
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        cert.to_str().unwrap(),
-    ]));
-    (cert, key)
 }
 
 /// STARTTLS: optional TLS serves both kinds of client; required TLS refuses plain text.

@@ -710,11 +710,9 @@ fn http_config(raw: RawHttp, resolve: &dyn Fn(PathBuf) -> PathBuf) -> Result<Htt
     let listen: SocketAddr = text.parse().map_err(|_| {
         format!("http.listen = {text:?}: not an address:port (e.g. \"127.0.0.1:9810\")")
     })?;
-    if raw.tls.is_some() {
+    if raw.tls.as_ref().is_some_and(|t| t.require) {
         return Err(
-            "http.tls: HTTPS is not built yet; put the listener on loopback or behind a \
-                    TLS proxy"
-                .into(),
+            "http.tls.require: with [http.tls] every connection is HTTPS; leave require out".into(),
         );
     }
     Ok(HttpConfig {

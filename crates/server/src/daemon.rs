@@ -35,6 +35,8 @@ struct Listeners {
     iscsi: Option<TcpListener>,
     control: UnixListener,
     http: Option<TcpListener>,
+    /// `[http.tls]`: the HTTP listener speaks HTTPS only.
+    http_tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Serves until a signal arrives, then stops.
@@ -44,15 +46,20 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
         None => None,
     };
+    let http_tls = match config.http.as_ref().and_then(|h| h.tls.as_ref()) {
+        Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
+        None => None,
+    };
     let (served, not_started) = arrays::assemble_all(&config).await?;
     let config = without_not_started(config, &not_started);
-    let listeners = match bind(&config) {
+    let mut listeners = match bind(&config) {
         Ok(l) => l,
         Err(e) => {
             close_all(&served).await;
             return Err(e);
         }
     };
+    listeners.http_tls = http_tls;
     let max_connections = connection_limit(&config);
     let shared = match shared_state(&config, &served, &listeners, tls, max_connections) {
         Ok(s) => s,
@@ -138,6 +145,7 @@ fn bind(config: &Config) -> AdminResult<Listeners> {
         iscsi,
         control,
         http,
+        http_tls: None,
     })
 }
 
@@ -335,8 +343,13 @@ fn announce(config: &Config, shared: &SharedState, listeners: &Listeners) {
         eprintln!("raidd: ready, iSCSI on {}", l.local_addr());
     }
     if let Some(l) = &listeners.http {
+        let scheme = if listeners.http_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         tracing::info!(
-            "serving metrics, the API and the dashboard on http://{}",
+            "serving the dashboard, metrics and the API on {scheme}://{}",
             l.local_addr()
         );
         eprintln!("raidd: ready, HTTP on {}", l.local_addr());
@@ -376,9 +389,10 @@ async fn run_until_signal(
         future::join(nbd, iscsi)
     };
     let control_task = {
+        let http_tls = listeners.http_tls;
         let http = listeners.http.map(|l| {
             let compat = ctx.http_node_md_compat;
-            http::serve(l, ctx.clone(), compat)
+            http::serve(l, ctx.clone(), compat, http_tls)
         });
         let http = async move {
             match http {

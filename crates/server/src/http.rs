@@ -15,10 +15,13 @@ use std::time::Duration;
 
 use futures::future::{self, Either};
 use raidd_admin::exit::{AdminError, AdminResult};
-use raidd_rt::net::{Stream, TcpListener};
+use raidd_rt::net::{Part, Stream, TcpListener};
+use std::sync::Arc;
 
 use crate::config::HttpConfig;
 use crate::ctx::ControlCtx;
+use crate::link::{Input, Link};
+use crate::watch::Watch;
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -37,7 +40,13 @@ pub fn bind(cfg: &HttpConfig) -> AdminResult<TcpListener> {
 }
 
 /// Answers HTTP connections, each on a task of its own, until dropped.
-pub async fn serve(listener: TcpListener, ctx: Rc<ControlCtx>, node_md_compat: bool) {
+/// `tls`: every connection is HTTPS (`[http.tls]`).
+pub async fn serve(
+    listener: TcpListener,
+    ctx: Rc<ControlCtx>,
+    node_md_compat: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let open = Rc::new(Cell::new(0usize));
     let refusing = Rc::new(Cell::new(0usize));
     loop {
@@ -51,8 +60,9 @@ pub async fn serve(listener: TcpListener, ctx: Rc<ControlCtx>, node_md_compat: b
         };
         if open.get() >= MAX_CONNECTIONS {
             tracing::warn!("HTTP: {MAX_CONNECTIONS} connections open; refusing one more");
-            if refusing.get() >= MAX_CONNECTIONS {
-                // As many refusals in progress too: this one is closed unanswered.
+            if refusing.get() >= MAX_CONNECTIONS || tls.is_some() {
+                // As many refusals in progress too, or a TLS client (a plain answer would
+                // be garbage to it): this one is closed unanswered.
                 continue;
             }
             let busy = response(503, TEXT, b"busy\n");
@@ -68,9 +78,9 @@ pub async fn serve(listener: TcpListener, ctx: Rc<ControlCtx>, node_md_compat: b
             continue;
         }
         open.set(open.get() + 1);
-        let (ctx, open) = (ctx.clone(), open.clone());
+        let (ctx, open, tls) = (ctx.clone(), open.clone(), tls.clone());
         raidd_rt::spawn_local(async move {
-            if let Err(e) = connection(&stream, &ctx, node_md_compat).await {
+            if let Err(e) = connection(&stream, &ctx, node_md_compat, tls).await {
                 tracing::debug!("HTTP connection: {e}");
             }
             open.set(open.get() - 1);
@@ -88,8 +98,21 @@ async fn within<T>(limit: Duration, op: impl std::future::Future<Output = T>) ->
     }
 }
 
-async fn connection(stream: &Stream, ctx: &ControlCtx, compat: bool) -> std::io::Result<()> {
-    let Some(head) = within(HEAD_TIMEOUT, read_head(stream)).await else {
+async fn connection(
+    stream: &Stream,
+    ctx: &ControlCtx,
+    compat: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    let mut input = Input::new(Watch::new(stream.clone()));
+    let mut link = Link::plain(stream.clone());
+    let head = async {
+        if let Some(config) = tls {
+            link.start_tls(config, &mut input).await?;
+        }
+        input.until(&link, b"\r\n\r\n", MAX_HEAD).await
+    };
+    let Some(head) = within(HEAD_TIMEOUT, head).await else {
         return Ok(());
     };
     let reply = match parse_head(&head?) {
@@ -109,17 +132,18 @@ async fn connection(stream: &Stream, ctx: &ControlCtx, compat: bool) -> std::io:
         Head::TooLarge => response(431, TEXT, b"request head too large\n"),
         Head::Bad(why) => response(400, TEXT, format!("bad request: {why}\n").as_bytes()),
     };
-    match within(SEND_TIMEOUT, stream.write_all(reply)).await {
-        Some((r, _)) => r,
-        None => Ok(()),
-    }
+    within(SEND_TIMEOUT, link.send(vec![Part::Bytes(reply)]))
+        .await
+        .unwrap_or(Ok(()))
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 const HTML: &str = "text/html; charset=utf-8";
 
-/// Reads until the end of the request head (an empty line), or [`MAX_HEAD`] bytes.
+/// Reads until the end of the request head (an empty line), or [`MAX_HEAD`] bytes: for a
+/// client refused as one too many, whose head is read only so that closing does not reset
+/// the connection before it reads the answer.
 async fn read_head(stream: &Stream) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::new();
     let mut buf = vec![0u8; 2048];

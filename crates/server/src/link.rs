@@ -267,6 +267,28 @@ impl Input {
         r
     }
 
+    /// The bytes up to and including the first `delim` (a text protocol's head: an HTTP
+    /// request's ends at its blank line). With no `delim` among the first `max` bytes, those
+    /// and one more come back without it, for the caller to refuse (`max` is at most the
+    /// receive-ahead buffer's size less one).
+    pub async fn until(&mut self, link: &Link, delim: &[u8], max: usize) -> io::Result<Vec<u8>> {
+        debug_assert!(max < INPUT_BUF && !delim.is_empty());
+        loop {
+            let have = &self.buf[self.start..self.end];
+            if let Some(p) = have.windows(delim.len()).position(|w| w == delim) {
+                let v = have[..p + delim.len()].to_vec();
+                self.start += v.len();
+                return Ok(v);
+            }
+            if have.len() > max {
+                let v = have[..=max].to_vec();
+                self.start += v.len();
+                return Ok(v);
+            }
+            self.more(link).await?;
+        }
+    }
+
     /// Exactly `n` bytes of a request (callers bound `n`).
     pub async fn exact(&mut self, link: &Link, n: usize) -> io::Result<Vec<u8>> {
         if n <= INPUT_BUF {

@@ -337,3 +337,30 @@ pub fn must(c: &mut Command) -> String {
     assert!(ok, "{desc} failed:\nstdout:\n{out}\nstderr:\n{err}");
     out
 }
+
+/// A self-signed certificate for 127.0.0.1 and localhost (its own CA) and its key, made by
+/// openssl in `dir`: (certificate, key).
+pub fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    must(tool("openssl").args([
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]));
+    (cert, key)
+}

@@ -572,6 +572,7 @@ fn chromium_renders_the_dashboard_of_a_degraded_rebuilding_array() {
         assert_eq!(status, 200, "{name}");
         weight += body.len();
     }
+    eprintln!("the page and its files: {weight} bytes");
     assert!(weight < 300_000, "the page weighs {weight} bytes");
 
     let shot = std::env::var_os("RAIDD_SCREENSHOT")

@@ -1097,3 +1097,51 @@ fn pattern_on_a_raw_file() {
     let e = raidd(&["pattern", "verify", "--raw", &p, &p]).expect(2);
     assert!(e.error().contains("exactly one"), "{}", e.error());
 }
+
+/// `create --group` refuses what cannot be a pool before it writes anything: two arrays of
+/// one name, a group that is not LEVEL:MEMBERS, members given beside groups; and a group
+/// that fails half way (a member that does not exist) leaves no image behind.
+#[test]
+fn bad_pools_are_refused_and_leave_nothing() {
+    let dir = scratch();
+    let d = dir.path();
+    let g = |n: &str| {
+        let m: Vec<String> = (0..3)
+            .map(|i| d.join(format!("{n}{i}.img")).display().to_string())
+            .collect();
+        format!("raid5:{}", m.join(","))
+    };
+    let base = ["create", "--level", "raid0", "--name", "p", "--size", "8M"];
+    let with = |extra: &[&str]| {
+        let mut v: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let e = raidd(&with(&[
+        "--group",
+        &format!("p={}", g("a")),
+        "--group",
+        &g("b"),
+    ]))
+    .expect(2);
+    assert!(
+        e.error().contains("two arrays would be named \"p\""),
+        "{}",
+        e.error()
+    );
+    let e = raidd(&with(&["--group", "raid5"])).expect(2);
+    assert!(e.error().contains("LEVEL:MEMBER"), "{}", e.error());
+    let r = raidd(&with(&["--group", &g("a"), "x.img"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("cannot be used with"), "{}", r.stderr);
+    // The second group names a member in a directory that does not exist.
+    let missing = format!("raid5:{}/nodir/x.img,y.img,z.img", d.display());
+    let e = raidd(&with(&["--group", &g("a"), "--group", &missing])).expect(3);
+    assert!(e.error().contains("nodir"), "{}", e.error());
+    let left: Vec<_> = fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -53,10 +53,66 @@ pub struct CreateArgs {
     /// Bytes of the resync space per bitmap bit (power of two, default 64M).
     #[arg(long, value_parser = size::parse_size, value_name = "SIZE")]
     pub bitmap_chunk: Option<u64>,
+    /// An inner array to make first, as a member of this one (repeat it: one per slot, in
+    /// order): `[NAME=]LEVEL:MEMBER,MEMBER,...`, e.g. `raid5:a0.img,a1.img,a2.img,a3.img`.
+    /// Its members are files or devices as above (`missing` too); NAME defaults to this
+    /// array's name and the group's number (`pool-0`). md's layout: each inner array's
+    /// superblock on its members, this array's inside each inner array.
+    #[arg(
+        short,
+        long = "group",
+        value_name = "[NAME=]LEVEL:MEMBERS",
+        conflicts_with = "members"
+    )]
+    pub groups: Vec<String>,
+    /// Chunk size of the inner arrays (`--group`; default 512K).
+    #[arg(long, value_parser = size::parse_chunk, value_name = "SIZE", requires = "groups")]
+    pub group_chunk: Option<u64>,
     /// Members in slot order: image files, block devices, or the word `missing` for an
     /// absent member (degraded creation; use ./missing for a file of that name).
-    #[arg(required = true, value_name = "MEMBER")]
+    #[arg(required_unless_present = "groups", value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
+}
+
+/// An inner array of `--group`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub name: Option<String>,
+    pub level: Level,
+    pub members: Vec<PathBuf>,
+}
+
+/// Parses `[NAME=]LEVEL:MEMBER,MEMBER,...` (pure).
+pub fn parse_group(s: &str) -> Result<Group, String> {
+    let (name, rest) = match s.split_once('=') {
+        Some((n, r)) if !n.contains(':') => (Some(n.to_string()), r),
+        _ => (None, s),
+    };
+    let (level, members) = rest.split_once(':').ok_or_else(|| {
+        format!("--group {s:?}: LEVEL:MEMBER,MEMBER,... (e.g. raid5:a.img,b.img,c.img)")
+    })?;
+    let level = parse_level(level).map_err(|e| format!("--group {s:?}: {e}"))?;
+    let members: Vec<PathBuf> = members
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if members.len() < 2 {
+        return Err(format!(
+            "--group {s:?}: an inner array needs at least two members"
+        ));
+    }
+    if name
+        .as_deref()
+        .is_some_and(|n| n.is_empty() || n.len() > 32)
+    {
+        return Err(format!("--group {s:?}: a name of 1 to 32 characters"));
+    }
+    Ok(Group {
+        name,
+        level,
+        members,
+    })
 }
 
 /// mdadm's default bitmap chunk for internal bitmaps.
@@ -132,9 +188,8 @@ struct Plan {
     to_create: Vec<PathBuf>,
 }
 
-fn plan(args: &CreateArgs) -> AdminResult<Plan> {
-    let slots: Vec<Option<PathBuf>> = args
-        .members
+fn plan(members: &[PathBuf], size: Option<u64>) -> AdminResult<Plan> {
+    let slots: Vec<Option<PathBuf>> = members
         .iter()
         .map(|p| (p.as_os_str() != MISSING).then(|| p.clone()))
         .collect();
@@ -144,7 +199,7 @@ fn plan(args: &CreateArgs) -> AdminResult<Plan> {
         match std::fs::symlink_metadata(p) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if args.size.is_none() {
+                if size.is_none() {
                     return Err(AdminError::new(
                         Exit::NotFound,
                         format!(
@@ -191,6 +246,85 @@ fn open_member(path: &Path, size: Option<u64>) -> AdminResult<Arc<dyn Member>> {
     Ok(Arc::new(Limited::new(m, limit)))
 }
 
+/// Chunk sectors for `level` from a `--chunk`-style size (none for levels without chunks).
+fn chunk_sectors(level: Level, chunk: Option<u64>) -> AdminResult<Option<u32>> {
+    match chunk {
+        Some(bytes) if matches!(level, Level::Linear | Level::Raid1) => {
+            tracing::warn!(
+                "a chunk of {} is ignored: {level} has no chunks",
+                size::chunk_text(bytes)
+            );
+            Ok(None)
+        }
+        Some(bytes) => u32::try_from(bytes / size::SECTOR)
+            .map(Some)
+            .map_err(|_| AdminError::usage("chunk size too large")),
+        None => Ok(None),
+    }
+}
+
+/// `--bitmap` and `--bitmap-chunk`: the bitmap chunk in bytes, or none.
+fn bitmap_chunk(args: &CreateArgs) -> AdminResult<Option<u32>> {
+    match (args.bitmap.as_str(), args.bitmap_chunk) {
+        ("none", Some(_)) => Err(AdminError::usage("--bitmap-chunk needs --bitmap internal")),
+        ("none", None) => Ok(None),
+        (_, chunk) => {
+            let chunk = chunk.unwrap_or(DEFAULT_BITMAP_CHUNK);
+            u32::try_from(chunk)
+                .map(Some)
+                .map_err(|_| AdminError::usage(format!("--bitmap-chunk {chunk}: at most 2 GiB")))
+        }
+    }
+}
+
+/// Whether `level` keeps redundancy (a bitmap means something to it).
+fn redundant(level: Level) -> bool {
+    !matches!(level, Level::Linear | Level::Raid0)
+}
+
+/// One array's members, opened: image files made first (recorded in `created`, so a
+/// failure can remove them). Also whether every present member is a new image.
+fn open_slots(
+    members: &[PathBuf],
+    size: Option<u64>,
+    created: &mut Vec<PathBuf>,
+) -> AdminResult<(Vec<Option<PathBuf>>, Vec<Option<Arc<dyn Member>>>, bool)> {
+    let plan = plan(members, size)?;
+    let before = created.len();
+    for p in &plan.to_create {
+        let bytes = size.unwrap_or(0);
+        FileMember::create_image(p, bytes)?;
+        tracing::info!("created image file {} ({bytes} bytes, sparse)", p.display());
+        created.push(p.clone());
+    }
+    let mut slots: Vec<Option<Arc<dyn Member>>> = Vec::with_capacity(plan.slots.len());
+    for s in &plan.slots {
+        slots.push(match s {
+            Some(p) => Some(open_member(p, size)?),
+            None => None,
+        });
+    }
+    let all_new = plan.slots.iter().flatten().count() == created.len() - before;
+    Ok((plan.slots, slots, all_new))
+}
+
+/// Creates an array and runs its initial sync when it needs one (left open).
+async fn build(spec: CreateSpec) -> AdminResult<raidd_engine::assemble::Assembled> {
+    let assembled = create(spec).await?;
+    let array = assembled.array.clone();
+    if array.needs_resync() {
+        let mut progress = Progress::new(&format!("resync {}", array.name()));
+        if let Err(e) = array
+            .resync(|done, total| progress.update(done, total))
+            .await
+        {
+            let _ = array.close().await;
+            return Err(AdminError::from(e));
+        }
+    }
+    Ok(assembled)
+}
+
 pub fn run(args: CreateArgs, json: bool) -> AdminResult {
     let layout = args
         .layout
@@ -198,86 +332,25 @@ pub fn run(args: CreateArgs, json: bool) -> AdminResult {
         .map(|t| layout_number(args.level, t))
         .transpose()
         .map_err(AdminError::usage)?;
-    let chunk_sectors = match args.chunk {
-        Some(bytes) if matches!(args.level, Level::Linear | Level::Raid1) => {
-            tracing::warn!(
-                "--chunk {} is ignored: {} has no chunks",
-                size::chunk_text(bytes),
-                args.level
-            );
-            None
-        }
-        Some(bytes) => Some(
-            u32::try_from(bytes / size::SECTOR)
-                .map_err(|_| AdminError::usage("chunk size too large"))?,
-        ),
-        None => None,
-    };
-    let plan = plan(&args)?;
+    let chunk = chunk_sectors(args.level, args.chunk)?;
+    let bitmap = bitmap_chunk(&args)?;
+    let groups: Vec<Group> = args
+        .groups
+        .iter()
+        .map(|g| parse_group(g))
+        .collect::<Result<_, _>>()
+        .map_err(AdminError::usage)?;
     let mut created: Vec<PathBuf> = Vec::new();
-    let result = (|| -> AdminResult {
-        for p in &plan.to_create {
-            let bytes = args.size.unwrap_or(0);
-            FileMember::create_image(p, bytes)?;
-            tracing::info!("created image file {} ({bytes} bytes, sparse)", p.display());
-            created.push(p.clone());
-        }
-        let mut slots: Vec<Option<Arc<dyn Member>>> = Vec::with_capacity(plan.slots.len());
-        for s in &plan.slots {
-            slots.push(match s {
-                Some(p) => Some(open_member(p, args.size)?),
-                None => None,
-            });
-        }
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| default_name(&plan.slots));
-        let host = args.homehost.clone().unwrap_or_else(members::hostname);
-        let all_new = plan.slots.iter().flatten().count() == created.len();
-        let bitmap_chunk = match (args.bitmap.as_str(), args.bitmap_chunk) {
-            ("none", Some(_)) => {
-                return Err(AdminError::usage("--bitmap-chunk needs --bitmap internal"))
-            }
-            ("none", None) => None,
-            (_, chunk) => {
-                let chunk = chunk.unwrap_or(DEFAULT_BITMAP_CHUNK);
-                Some(u32::try_from(chunk).map_err(|_| {
-                    AdminError::usage(format!("--bitmap-chunk {chunk}: at most 2 GiB"))
-                })?)
-            }
-        };
-        let spec = CreateSpec {
-            homehost: homehost_for(&host, &name),
-            name,
-            level: args.level,
-            layout,
-            chunk_sectors,
-            members: slots,
-            size_sectors: None,
-            assume_clean: args.assume_clean || all_new,
-            force: args.force,
-            bitmap_chunk,
-        };
-        raidd_rt::block_on(async move {
-            let assembled = create(spec).await?;
-            let array = assembled.array.clone();
-            let synced = if array.needs_resync() {
-                let mut progress = Progress::new(&format!("resync {}", array.name()));
-                array
-                    .resync(|done, total| progress.update(done, total))
-                    .await
-                    .map_err(AdminError::from)
-            } else {
-                Ok(())
-            };
-            let closed = array.close().await.map_err(AdminError::from);
-            let closed = closed.map(|_| ());
-            synced?;
-            closed?;
-            detail::print(std::slice::from_ref(&assembled), 0, &[], json).await
-        })
-    })();
+    let shape = Shape {
+        layout,
+        chunk,
+        bitmap,
+    };
+    let result = if groups.is_empty() {
+        create_flat(&args, shape, json, &mut created)
+    } else {
+        create_nested(&args, &groups, shape, json, &mut created)
+    };
     if result.is_err() {
         for p in &created {
             if let Err(e) = std::fs::remove_file(p) {
@@ -288,9 +361,146 @@ pub fn run(args: CreateArgs, json: bool) -> AdminResult {
     result
 }
 
+/// The outer array's layout, chunk sectors and bitmap chunk, from the arguments.
+#[derive(Clone, Copy)]
+struct Shape {
+    layout: Option<u32>,
+    chunk: Option<u32>,
+    bitmap: Option<u32>,
+}
+
+/// One array over files and devices.
+fn create_flat(
+    args: &CreateArgs,
+    shape: Shape,
+    json: bool,
+    created: &mut Vec<PathBuf>,
+) -> AdminResult {
+    let (paths, slots, all_new) = open_slots(&args.members, args.size, created)?;
+    let name = args.name.clone().unwrap_or_else(|| default_name(&paths));
+    let host = args.homehost.clone().unwrap_or_else(members::hostname);
+    let spec = CreateSpec {
+        homehost: homehost_for(&host, &name),
+        name,
+        level: args.level,
+        layout: shape.layout,
+        chunk_sectors: shape.chunk,
+        members: slots,
+        size_sectors: None,
+        assume_clean: args.assume_clean || all_new,
+        force: args.force,
+        bitmap_chunk: shape.bitmap,
+    };
+    raidd_rt::block_on(async move {
+        let assembled = build(spec).await?;
+        assembled.array.close().await?;
+        detail::print(std::slice::from_ref(&assembled), 0, &[], json).await
+    })
+}
+
+/// Inner arrays first (`--group`), then this one over them; closed outermost first.
+fn create_nested(
+    args: &CreateArgs,
+    groups: &[Group],
+    shape: Shape,
+    json: bool,
+    created: &mut Vec<PathBuf>,
+) -> AdminResult {
+    let name = args.name.clone().unwrap_or_else(|| "pool".to_string());
+    let host = args.homehost.clone().unwrap_or_else(members::hostname);
+    let mut names: Vec<String> = groups
+        .iter()
+        .enumerate()
+        .map(|(k, g)| g.name.clone().unwrap_or_else(|| format!("{name}-{k}")))
+        .collect();
+    names.push(name.clone());
+    if let Some(dup) = (1..names.len()).find(|&i| names[..i].contains(&names[i])) {
+        return Err(AdminError::usage(format!(
+            "two arrays would be named {:?}: name the groups (NAME=LEVEL:...)",
+            names[dup]
+        )));
+    }
+    // The members of every group, opened (images made) before anything is written.
+    let mut inner = Vec::with_capacity(groups.len());
+    let mut fresh = true;
+    for (g, gname) in groups.iter().zip(&names) {
+        let (_, slots, all_new) = open_slots(&g.members, args.size, created)?;
+        fresh &= all_new;
+        inner.push(CreateSpec {
+            homehost: homehost_for(&host, gname),
+            name: gname.clone(),
+            level: g.level,
+            layout: None,
+            chunk_sectors: chunk_sectors(g.level, args.group_chunk)?,
+            members: slots,
+            size_sectors: None,
+            assume_clean: args.assume_clean || all_new,
+            force: args.force,
+            bitmap_chunk: shape.bitmap.filter(|_| redundant(g.level)),
+        });
+    }
+    let outer = CreateSpec {
+        homehost: homehost_for(&host, &name),
+        name,
+        level: args.level,
+        layout: shape.layout,
+        chunk_sectors: shape.chunk,
+        members: Vec::new(),
+        size_sectors: None,
+        assume_clean: args.assume_clean || fresh,
+        force: args.force,
+        bitmap_chunk: shape.bitmap.filter(|_| redundant(args.level)),
+    };
+    raidd_rt::block_on(async move {
+        let mut all: Vec<raidd_engine::assemble::Assembled> = Vec::new();
+        let made: AdminResult = async {
+            for spec in inner {
+                all.push(build(spec).await?);
+            }
+            let members = all
+                .iter()
+                .map(|a| Some(a.array.clone() as Arc<dyn Member>))
+                .collect();
+            all.push(build(CreateSpec { members, ..outer }).await?);
+            Ok(())
+        }
+        .await;
+        let mut closed = Ok(());
+        for a in all.iter().rev() {
+            if let Err(e) = a.array.close().await {
+                closed = closed.and(Err(AdminError::from(e)));
+            }
+        }
+        made?;
+        closed?;
+        detail::print(&all, all.len() - 1, &[], json).await
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_as_users_write_them() {
+        assert_eq!(
+            parse_group("raid5:a,b,c"),
+            Ok(Group {
+                name: None,
+                level: Level::Raid5,
+                members: vec!["a".into(), "b".into(), "c".into()],
+            })
+        );
+        let g = parse_group("fast=raid1:/dev/sda,/dev/sdb").unwrap();
+        assert_eq!((g.name.as_deref(), g.level), (Some("fast"), Level::Raid1));
+        // A path holding '=' is a path, not a name, when no name precedes the level.
+        let g = parse_group("raid1:x=1.img,y.img").unwrap();
+        assert_eq!(g.name, None);
+        assert_eq!(g.members[0], PathBuf::from("x=1.img"));
+        for bad in ["raid5", "raid9:a,b", "raid1:a", "=raid1:a,b", "raid5:", ""] {
+            assert!(parse_group(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 
     #[test]
     fn layouts_by_name() {

@@ -282,13 +282,22 @@ fn redundant(level: Level) -> bool {
     !matches!(level, Level::Linear | Level::Raid0)
 }
 
+/// One array's members, opened.
+struct Opened {
+    /// As given (`None`: `missing`).
+    paths: Vec<Option<PathBuf>>,
+    slots: Vec<Option<Arc<dyn Member>>>,
+    /// Every present member is a new image (all zeros: nothing to sync).
+    all_new: bool,
+}
+
 /// One array's members, opened: image files made first (recorded in `created`, so a
-/// failure can remove them). Also whether every present member is a new image.
+/// failure can remove them).
 fn open_slots(
     members: &[PathBuf],
     size: Option<u64>,
     created: &mut Vec<PathBuf>,
-) -> AdminResult<(Vec<Option<PathBuf>>, Vec<Option<Arc<dyn Member>>>, bool)> {
+) -> AdminResult<Opened> {
     let plan = plan(members, size)?;
     let before = created.len();
     for p in &plan.to_create {
@@ -305,7 +314,11 @@ fn open_slots(
         });
     }
     let all_new = plan.slots.iter().flatten().count() == created.len() - before;
-    Ok((plan.slots, slots, all_new))
+    Ok(Opened {
+        paths: plan.slots,
+        slots,
+        all_new,
+    })
 }
 
 /// Creates an array and runs its initial sync when it needs one (left open).
@@ -376,7 +389,11 @@ fn create_flat(
     json: bool,
     created: &mut Vec<PathBuf>,
 ) -> AdminResult {
-    let (paths, slots, all_new) = open_slots(&args.members, args.size, created)?;
+    let Opened {
+        paths,
+        slots,
+        all_new,
+    } = open_slots(&args.members, args.size, created)?;
     let name = args.name.clone().unwrap_or_else(|| default_name(&paths));
     let host = args.homehost.clone().unwrap_or_else(members::hostname);
     let spec = CreateSpec {
@@ -424,7 +441,7 @@ fn create_nested(
     let mut inner = Vec::with_capacity(groups.len());
     let mut fresh = true;
     for (g, gname) in groups.iter().zip(&names) {
-        let (_, slots, all_new) = open_slots(&g.members, args.size, created)?;
+        let Opened { slots, all_new, .. } = open_slots(&g.members, args.size, created)?;
         fresh &= all_new;
         inner.push(CreateSpec {
             homehost: homehost_for(&host, gname),

@@ -7,7 +7,8 @@ raidd_need_apt=()
 for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config \
     qemu-img:qemu-utils nbdinfo:libnbd-bin nbdkit:nbdkit fio:fio \
     iscsi-test-cu:libiscsi-bin tgtd:tgt \
-    qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio ip:iproute2; do
+    qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio ip:iproute2 \
+    sgdisk:gdisk; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || raidd_need_apt+=("${tool#*:}")
 done
 # qemu-img reaches iscsi:// URLs through this module.

@@ -20,3 +20,4 @@ pub mod session;
 pub mod size;
 pub mod status;
 pub mod text;
+pub mod volume;

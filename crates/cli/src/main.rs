@@ -48,6 +48,8 @@ enum Command {
     Write(cmd::write::WriteArgs),
     /// Write or verify raidd's self-verifying test pattern through an array.
     Pattern(cmd::pattern::PatternArgs),
+    /// An array's volumes (GPT partitions): list, create, delete, offline on its members.
+    Volume(cmd::volume::VolumeArgs),
     /// Benchmarks.
     Bench(cmd::bench::BenchArgs),
     /// Transfer rate against offset across a member, an array, or simulated drives.
@@ -102,6 +104,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Read(a) => cmd::read::run(a, json),
         Command::Write(a) => cmd::write::run(a, json),
         Command::Pattern(a) => cmd::pattern::run(a, json),
+        Command::Volume(a) => cmd::volume::run(a, json),
         Command::Scan(a) => cmd::scan::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
         Command::Serve(a) => cmd::serve::run(a),

@@ -1145,3 +1145,95 @@ fn bad_pools_are_refused_and_leave_nothing() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `raidd volume`: GPT volumes on a RAID1, made and listed offline; sgdisk reads raidd's
+/// table as valid, raidd reads partitions sgdisk adds, a delete leaves the rest, and bad
+/// requests change nothing.
+#[test]
+fn volumes_are_gpt_partitions_sgdisk_agrees_with() {
+    let dir = scratch();
+    let d = dir.path();
+    let m = [d.join("v0.img"), d.join("v1.img")];
+    raidd(&args_with(
+        &["create", "--level", "raid1", "--name", "v", "--size", "32M"],
+        &m,
+    ))
+    .ok();
+    let list = || {
+        raidd(&args_with(&["volume", "list", "--json"], &m))
+            .ok()
+            .json()
+    };
+    assert_eq!(list()["partitioned"], false);
+    for (name, size) in [("data", "8M"), ("logs", "4M")] {
+        raidd(&args_with(
+            &["volume", "create", "--name", name, "--size", size],
+            &m,
+        ))
+        .ok();
+    }
+    let l = list();
+    assert_eq!(l["partitioned"], true);
+    assert_eq!(l["volumes"][0]["name"], "data");
+    assert_eq!(l["volumes"][0]["offset_bytes"], 1 << 20);
+    assert_eq!(l["volumes"][1]["name"], "logs");
+    assert_eq!(l["volumes"][1]["offset_bytes"], 9 << 20);
+    // The array's bytes as a disk image: sgdisk finds raidd's table sound.
+    let image = d.join("array.img");
+    raidd(&args_with(
+        &["read", "--output", image.to_str().unwrap()],
+        &m,
+    ))
+    .ok();
+    let sg = |args: &[&str]| {
+        let mut a: Vec<&str> = args.to_vec();
+        a.push(image.to_str().unwrap());
+        common::daemon::must(common::daemon::tool("sgdisk").args(&a))
+    };
+    let verify = sg(&["-v"]);
+    assert!(verify.contains("No problems found"), "{verify}");
+    let printed = sg(&["-p"]);
+    assert!(
+        printed.contains("2048           18431") && printed.contains("logs"),
+        "{printed}"
+    );
+    // sgdisk adds one; written back, raidd lists it.
+    sg(&["-n", "3:0:+2M", "-c", "3:extra"]);
+    raidd(&args_with(
+        &["write", "--input", image.to_str().unwrap()],
+        &m,
+    ))
+    .ok();
+    let l = list();
+    let names: Vec<&str> = l["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["data", "logs", "extra"], "{l}");
+    // Bad requests are refused and change nothing.
+    for (args, want) in [
+        (vec!["create", "--name", "data", "--size", "1M"], "exists"),
+        (
+            vec!["create", "--name", "big", "--size", "64M"],
+            "no free space",
+        ),
+        (
+            vec!["create", "--name", "odd", "--size", "1000"],
+            "multiple of 512",
+        ),
+        (vec!["delete", "--name", "nosuch"], "no volume named"),
+    ] {
+        let mut a = vec!["volume"];
+        a.extend(args);
+        let e = raidd(&args_with(&a, &m)).expect(2);
+        assert!(e.error().contains(want), "{a:?}: {}", e.error());
+    }
+    assert_eq!(list(), l);
+    raidd(&args_with(&["volume", "delete", "--name", "logs"], &m)).ok();
+    let after = list();
+    assert_eq!(after["volumes"].as_array().unwrap().len(), 2, "{after}");
+    assert_eq!(after["volumes"][0]["name"], "data");
+    assert_eq!(after["volumes"][1]["name"], "extra");
+}

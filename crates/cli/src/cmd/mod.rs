@@ -10,6 +10,7 @@ pub mod read;
 pub mod scan;
 pub mod serve;
 pub mod status;
+pub mod volume;
 pub mod write;
 
 /// How the commands that work on an array's data offline start it (`read`, `write`,

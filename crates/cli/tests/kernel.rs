@@ -907,8 +907,13 @@ echo writemostly > /sys/block/md0/md/dev-vdb/state || exit 9
 echo "$(( $(cat /sys/block/md0/md/dev-vdc/offset) + 4096 )) 16" \
     > /sys/block/md0/md/dev-vdc/bad_blocks || exit 4
 cat /sys/block/md0/md/dev-vdc/bad_blocks
+# md writes the log with the next superblock update. The array may be marked clean
+# already (safe mode, after the pattern's last write), and then the stop writes none: a
+# write of the same bytes marks it active, so the stop's clean mark carries the log.
+dd if=/dev/md0 of=/tmp/first bs=4096 count=1 iflag=direct 2>/dev/null || exit 6
+dd if=/tmp/first of=/dev/md0 bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null || exit 7
 mdadm --stop /dev/md0 || exit 5
-mdadm --examine-badblocks /dev/vdc
+mdadm --examine-badblocks /dev/vdc | grep -q 'for 16 sectors' || exit 8
 echo BB-OK
 "#
     );

@@ -71,7 +71,9 @@ pub async fn serve(
             refusing.set(refusing.get() + 1);
             let refusing = refusing.clone();
             raidd_rt::spawn_local(async move {
-                let _ = within(BUSY_READ, read_head(&stream)).await;
+                let mut input = Input::new(Watch::new(stream.clone()));
+                let link = Link::plain(stream.clone());
+                let _ = within(BUSY_READ, input.until(&link, b"\r\n\r\n", MAX_HEAD)).await;
                 let _ = within(BUSY_READ, stream.write_all(busy)).await;
                 refusing.set(refusing.get() - 1);
             });
@@ -140,26 +142,6 @@ async fn connection(
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 const HTML: &str = "text/html; charset=utf-8";
-
-/// Reads until the end of the request head (an empty line), or [`MAX_HEAD`] bytes: for a
-/// client refused as one too many, whose head is read only so that closing does not reset
-/// the connection before it reads the answer.
-async fn read_head(stream: &Stream) -> std::io::Result<Vec<u8>> {
-    let mut head = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    loop {
-        let (r, b) = stream.read(buf).await;
-        buf = b;
-        let n = r?;
-        if n == 0 {
-            return Ok(head);
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() > MAX_HEAD {
-            return Ok(head);
-        }
-    }
-}
 
 /// A request head, parsed.
 #[derive(Debug, PartialEq, Eq)]

@@ -382,6 +382,30 @@ struct Shape {
     bitmap: Option<u32>,
 }
 
+/// The spec of the array the command names (the outermost one): its level, layout, chunk
+/// and bitmap from the arguments; `fresh` when every member is new (nothing to sync).
+fn top_spec(
+    args: &CreateArgs,
+    shape: Shape,
+    name: String,
+    slots: Vec<Option<Arc<dyn Member>>>,
+    fresh: bool,
+) -> CreateSpec {
+    let host = args.homehost.clone().unwrap_or_else(members::hostname);
+    CreateSpec {
+        homehost: homehost_for(&host, &name),
+        name,
+        level: args.level,
+        layout: shape.layout,
+        chunk_sectors: shape.chunk,
+        members: slots,
+        size_sectors: None,
+        assume_clean: args.assume_clean || fresh,
+        force: args.force,
+        bitmap_chunk: shape.bitmap,
+    }
+}
+
 /// One array over files and devices.
 fn create_flat(
     args: &CreateArgs,
@@ -395,19 +419,7 @@ fn create_flat(
         all_new,
     } = open_slots(&args.members, args.size, created)?;
     let name = args.name.clone().unwrap_or_else(|| default_name(&paths));
-    let host = args.homehost.clone().unwrap_or_else(members::hostname);
-    let spec = CreateSpec {
-        homehost: homehost_for(&host, &name),
-        name,
-        level: args.level,
-        layout: shape.layout,
-        chunk_sectors: shape.chunk,
-        members: slots,
-        size_sectors: None,
-        assume_clean: args.assume_clean || all_new,
-        force: args.force,
-        bitmap_chunk: shape.bitmap,
-    };
+    let spec = top_spec(args, shape, name, slots, all_new);
     raidd_rt::block_on(async move {
         let assembled = build(spec).await?;
         assembled.array.close().await?;
@@ -457,16 +469,8 @@ fn create_nested(
         });
     }
     let outer = CreateSpec {
-        homehost: homehost_for(&host, &name),
-        name,
-        level: args.level,
-        layout: shape.layout,
-        chunk_sectors: shape.chunk,
-        members: Vec::new(),
-        size_sectors: None,
-        assume_clean: args.assume_clean || fresh,
-        force: args.force,
         bitmap_chunk: shape.bitmap.filter(|_| redundant(args.level)),
+        ..top_spec(args, shape, name, Vec::new(), fresh)
     };
     raidd_rt::block_on(async move {
         let mut all: Vec<raidd_engine::assemble::Assembled> = Vec::new();

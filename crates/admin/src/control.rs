@@ -77,6 +77,32 @@ pub enum Request {
     SpareRemove {
         member: PathBuf,
     },
+    /// An array's volumes (its partition table read again).
+    #[serde(rename = "volume-list")]
+    VolumeList {
+        array: String,
+    },
+    /// Add a volume of `size` bytes named `name`.
+    #[serde(rename = "volume-create")]
+    VolumeCreate {
+        array: String,
+        name: String,
+        size: u64,
+    },
+    /// Give a volume a new size (`shrink`: smaller too).
+    #[serde(rename = "volume-resize")]
+    VolumeResize {
+        array: String,
+        name: String,
+        size: u64,
+        #[serde(default)]
+        shrink: bool,
+    },
+    #[serde(rename = "volume-delete")]
+    VolumeDelete {
+        array: String,
+        name: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -191,6 +217,24 @@ mod tests {
             },
             Request::SpareRemove {
                 member: "/s.img".into(),
+            },
+            Request::VolumeList {
+                array: "vol".into(),
+            },
+            Request::VolumeCreate {
+                array: "vol".into(),
+                name: "data".into(),
+                size: 1 << 30,
+            },
+            Request::VolumeResize {
+                array: "vol".into(),
+                name: "data".into(),
+                size: 2 << 30,
+                shrink: true,
+            },
+            Request::VolumeDelete {
+                array: "vol".into(),
+                name: "data".into(),
             },
         ] {
             let line = serde_json::to_vec(&r).expect("encode");

@@ -20,6 +20,9 @@ pub struct DetailJson {
     pub array: ArrayJson,
     /// Members named on the command line that could not be used at all.
     pub unavailable: Vec<UnavailableJson>,
+    /// The outermost array's volumes (absent where they were not looked at).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<crate::status::VolumeTable>,
 }
 
 #[derive(Debug, Serialize)]
@@ -268,6 +271,7 @@ impl Gathered<'_> {
                     error: ErrorJson::from(&u.error),
                 })
                 .collect(),
+            volumes: None,
         }
     }
 

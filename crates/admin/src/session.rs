@@ -6,7 +6,7 @@ use std::ptr;
 use std::sync::Arc;
 
 use raidd_engine::assemble::{assemble_all, examine, AssembleOptions, Assembled};
-use raidd_engine::{Array, Closed, Member};
+use raidd_engine::{Array, Closed, Extent, Member};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use crate::exit::{AdminError, AdminResult, Exit};
@@ -282,39 +282,40 @@ fn behind_dab(
     (opened, None)
 }
 
-/// Checks a byte range against the array: offset and length multiples of the block size,
-/// within the array. `length` `None` = to the end. Returns the length.
-pub fn check_range(array: &Array, offset: u64, length: Option<u64>) -> AdminResult<u64> {
-    let bs = u64::from(array.block_size());
-    let size = array.size_bytes();
+/// Checks a byte range against an extent (an array, or a volume of one): offset and length
+/// multiples of the block size, within it. `length` `None` = to the end. Returns the length.
+pub fn check_range(target: &Extent, offset: u64, length: Option<u64>) -> AdminResult<u64> {
+    let bs = u64::from(target.block_size());
+    let size = target.size_bytes();
+    let name = target.name();
     if !offset.is_multiple_of(bs) {
         return Err(AdminError::usage(format!(
-            "offset {offset} is not a multiple of the array's block size ({bs} bytes)"
+            "offset {offset} is not a multiple of {name}'s block size ({bs} bytes)"
         )));
     }
     if let Some(len) = length {
         if !len.is_multiple_of(bs) {
             return Err(AdminError::usage(format!(
-                "length {len} is not a multiple of the array's block size ({bs} bytes)"
+                "length {len} is not a multiple of {name}'s block size ({bs} bytes)"
             )));
         }
     }
     if offset > size {
         return Err(AdminError::usage(format!(
-            "offset {offset} is beyond the end of the array ({size} bytes)"
+            "offset {offset} is beyond the end of {name} ({size} bytes)"
         )));
     }
     let len = length.unwrap_or(size - offset);
     if offset.checked_add(len).is_none_or(|end| end > size) {
         return Err(AdminError::usage(format!(
-            "{len} bytes at offset {offset} run past the end of the array ({size} bytes)"
+            "{len} bytes at offset {offset} run past the end of {name} ({size} bytes)"
         )));
     }
     Ok(len)
 }
 
-/// Reads `buf.len()` bytes at `offset` into `buf` and hands it back.
-pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
+/// Reads `buf.len()` bytes at `offset` of `target` into `buf` and hands it back.
+pub async fn read_at(target: &Extent, offset: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
     let len = buf.len();
     let shared = SharedBuf::new(buf);
     let mut iov = IoVecMut::new();
@@ -323,7 +324,7 @@ pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResult
             .slice_mut(0..len)
             .map_err(|e| AdminError::failure(format!("internal buffer error: {e}")))?,
     );
-    let (r, iov) = array.read(offset, iov).await;
+    let (r, iov) = target.read(offset, iov).await;
     drop(iov);
     r?;
     match shared.try_into_inner() {
@@ -336,9 +337,9 @@ pub async fn read_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResult
     }
 }
 
-/// Writes `buf` at `offset`; hands the buffer back for reuse when the engine is done with it
-/// (a fresh one otherwise).
-pub async fn write_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
+/// Writes `buf` at `offset` of `target`; hands the buffer back for reuse when the engine is
+/// done with it (a fresh one otherwise).
+pub async fn write_at(target: &Extent, offset: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
     let len = buf.len();
     let shared = SharedBuf::new(buf);
     let mut iov = IoVec::new();
@@ -347,7 +348,7 @@ pub async fn write_at(array: &Array, offset: u64, buf: AlignedBuf) -> AdminResul
             .slice(0..len)
             .map_err(|e| AdminError::failure(format!("internal buffer error: {e}")))?,
     );
-    array.write(offset, iov).await?;
+    target.write(offset, iov).await?;
     Ok(shared
         .try_into_inner()
         .unwrap_or_else(|_| AlignedBuf::zeroed(len)))

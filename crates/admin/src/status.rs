@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::progress::sync_line;
 use crate::size;
+use crate::volume::Volume;
 
 /// What `raidd status --json` prints (JSON.md documents the fields).
 #[derive(Debug, Serialize)]
@@ -40,11 +41,115 @@ pub struct ServedArray {
     #[serde(skip)]
     pub inner: Vec<ArrayStatus>,
     pub exports: Vec<ExportStatus>,
+    /// Its volumes, with what serves each.
+    pub volumes: VolumeTable,
+}
+
+/// An array's volumes as the reports show them (`status`, `detail`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VolumeTable {
+    /// Whether the array carries a partition table.
+    pub partitioned: bool,
+    pub volumes: Vec<VolumeStatus>,
+    /// Why the table could not be read, or cannot be used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VolumeStatus {
+    #[serde(flatten)]
+    pub volume: Volume,
+    /// What serves it: `export NAME` (NBD), `LUN N of TARGET` (iSCSI).
+    pub served_as: Vec<String>,
+}
+
+/// One volume as `volume list` and the changes print it.
+pub fn volume_line(v: &Volume) -> String {
+    format!(
+        "{:>3}  {:<24} at {:>12}  {:>12} bytes ({})\n",
+        v.number,
+        v.name,
+        v.offset_bytes,
+        v.size_bytes,
+        size::short(v.size_bytes)
+    )
+}
+
+impl VolumeTable {
+    /// The table as read (`None`: no partition table), nothing serving it yet.
+    pub fn from_read(read: Result<Option<Vec<Volume>>, String>) -> VolumeTable {
+        match read {
+            Ok(found) => VolumeTable {
+                partitioned: found.is_some(),
+                volumes: found
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|volume| VolumeStatus {
+                        volume,
+                        served_as: Vec::new(),
+                    })
+                    .collect(),
+                error: None,
+            },
+            Err(e) => VolumeTable {
+                error: Some(e),
+                ..VolumeTable::default()
+            },
+        }
+    }
+
+    /// `volume list`'s text for the array named `array`.
+    pub fn listing(&self, array: &str) -> String {
+        if let Some(e) = &self.error {
+            return format!("{array}: {e}\n");
+        }
+        if !self.partitioned {
+            return format!("{array}: no partition table, no volumes\n");
+        }
+        if self.volumes.is_empty() {
+            return format!("{array}: no volumes\n");
+        }
+        let mut t = format!("{array}:\n");
+        for v in &self.volumes {
+            t.push_str(&volume_line(&v.volume));
+            if !v.served_as.is_empty() {
+                t.pop();
+                let _ = writeln!(t, ", served as {}", v.served_as.join(", "));
+            }
+        }
+        t
+    }
+
+    /// A line per volume, each starting with `indent`; nothing for an array without a table.
+    pub fn write_text(&self, text: &mut String, indent: &str) {
+        if let Some(e) = &self.error {
+            let _ = writeln!(text, "{indent}volumes: {e}");
+        }
+        for v in &self.volumes {
+            let served = if v.served_as.is_empty() {
+                String::new()
+            } else {
+                format!(", served as {}", v.served_as.join(", "))
+            };
+            let _ = writeln!(
+                text,
+                "{indent}volume {} {:?}: {} at {}{served}",
+                v.volume.number,
+                v.volume.name,
+                size::short(v.volume.size_bytes),
+                size::short(v.volume.offset_bytes),
+            );
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
 pub struct ExportStatus {
     pub name: String,
+    /// The volume it serves (none: the whole array).
+    pub volume: Option<String>,
+    pub size_bytes: u64,
     pub read_only: bool,
     /// Connections open on it now.
     pub connections: usize,
@@ -88,6 +193,8 @@ pub struct TargetStatus {
 pub struct LunStatus {
     pub lun: u64,
     pub array: String,
+    /// The volume it serves (none: the whole array).
+    pub volume: Option<String>,
     pub read_only: bool,
     /// Reads, writes and flushes (SYNCHRONIZE CACHE): how many, their bytes, how long.
     pub latency: Vec<OpLatency>,
@@ -222,6 +329,7 @@ impl ServedArray {
             write_passes(text, inner, &format!("{}: ", inner.name));
         }
         write_passes(text, st, "");
+        self.volumes.write_text(text, "      ");
         for e in &self.exports {
             let access = if e.read_only {
                 "read-only"
@@ -229,9 +337,13 @@ impl ServedArray {
                 "read-write"
             };
             let plural = if e.connections == 1 { "" } else { "s" };
+            let of = e
+                .volume
+                .as_ref()
+                .map_or(String::new(), |v| format!(" of volume {v:?}"));
             let _ = writeln!(
                 text,
-                "      export {} ({access}): {} connection{plural}, {} requests, {} of \
+                "      export {}{of} ({access}): {} connection{plural}, {} requests, {} of \
                  payload copied",
                 e.name,
                 e.connections,

@@ -170,13 +170,102 @@ fn volumes_of(parts: &BTreeMap<u32, gpt::partition::Partition>) -> Vec<Volume> {
         .collect()
 }
 
-/// The volumes on the array, or `None` when it has no GPT.
+/// The volumes on the array, or `None` when it has no GPT. A table whose entries overlap or
+/// leave the space its header gives them (made by hand, or by a tool with a bug) is an
+/// error: none of its volumes can be trusted with a client's writes.
 pub fn list(edges: Edges) -> Result<Option<Vec<Volume>>, String> {
     match config(false).open_from_device(edges) {
-        Ok(disk) => Ok(Some(volumes_of(disk.partitions()))),
+        Ok(disk) => {
+            let h = disk.header();
+            let vols = volumes_of(disk.partitions());
+            check_table(&vols, h.first_usable * SECTOR, (h.last_usable + 1) * SECTOR)?;
+            Ok(Some(vols))
+        }
         Err(gpt::GptError::Header(gpt::header::HeaderError::InvalidGptSignature)) => Ok(None),
         Err(e) => Err(format!("the partition table cannot be read: {e}")),
     }
+}
+
+/// Checks that every volume lies in `[first, end)` (bytes: the space the table's header
+/// leaves for volumes) and that no two overlap.
+pub fn check_table(vols: &[Volume], first: u64, end: u64) -> Result<(), String> {
+    for v in vols {
+        let v_end = v.offset_bytes.checked_add(v.size_bytes);
+        if v.size_bytes == 0 || v.offset_bytes < first || v_end.is_none_or(|e| e > end) {
+            return Err(format!(
+                "the partition table is not usable: volume {} ({:?}, {} bytes at {}) is outside \
+                 the space for volumes (bytes {first} to {end})",
+                v.number, v.name, v.size_bytes, v.offset_bytes
+            ));
+        }
+    }
+    let mut by_start: Vec<&Volume> = vols.iter().collect();
+    by_start.sort_by_key(|v| v.offset_bytes);
+    for w in by_start.windows(2) {
+        if w[0].offset_bytes + w[0].size_bytes > w[1].offset_bytes {
+            return Err(format!(
+                "the partition table is not usable: volumes {} ({:?}) and {} ({:?}) overlap",
+                w[0].number, w[0].name, w[1].number, w[1].name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How a volume is named: by its name, or by its number (`/dev/md0p<N>` to the kernel).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum VolumeRef {
+    Number(u32),
+    Name(String),
+}
+
+impl std::fmt::Display for VolumeRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VolumeRef::Number(n) => write!(f, "volume {n}"),
+            VolumeRef::Name(n) => write!(f, "volume {n:?}"),
+        }
+    }
+}
+
+impl VolumeRef {
+    /// A name as typed: all digits is a number.
+    pub fn parse(s: &str) -> VolumeRef {
+        match s.parse::<u32>() {
+            Ok(n) if !s.starts_with('+') => VolumeRef::Number(n),
+            _ => VolumeRef::Name(s.to_string()),
+        }
+    }
+}
+
+/// The volume `r` names among `vols` (the array's, `None` when it has no table).
+pub fn find(vols: Option<&[Volume]>, r: &VolumeRef, array: &str) -> Result<Volume, String> {
+    let Some(vols) = vols else {
+        return Err(format!(
+            "{array} has no volumes (no partition table), so no {r}"
+        ));
+    };
+    vols.iter()
+        .find(|v| match r {
+            VolumeRef::Number(n) => v.number == *n,
+            VolumeRef::Name(n) => v.name == *n,
+        })
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<String> = vols
+                .iter()
+                .map(|v| format!("{} {:?}", v.number, v.name))
+                .collect();
+            format!(
+                "{array} has no {r} (it has: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })
 }
 
 /// Checks a volume name: 1 to 36 characters (a GPT entry holds 36 UTF-16 units), no
@@ -261,10 +350,7 @@ pub fn delete(edges: Edges, name: &str) -> Result<(Edges, Volume), String> {
     let Some(vols) = list(edges.clone())? else {
         return Err("the array has no volumes (no partition table)".into());
     };
-    let vol = vols
-        .into_iter()
-        .find(|v| v.name == name)
-        .ok_or_else(|| format!("no volume named {name:?}"))?;
+    let vol = find(Some(&vols), &VolumeRef::Name(name.to_string()), "the array")?;
     let mut disk = config(true)
         .open_from_device(edges)
         .map_err(|e| format!("the partition table cannot be read: {e}"))?;
@@ -274,6 +360,68 @@ pub fn delete(edges: Edges, name: &str) -> Result<(Edges, Volume), String> {
         .write()
         .map_err(|e| format!("writing the partition table: {e}"))?;
     Ok((edges, vol))
+}
+
+/// Gives the volume named `name` a new size: it keeps its start, and grows only into free
+/// space right after it. Shrinking cuts off the data past the new end, so it must be asked
+/// for (`shrink`). The edges to write back, and the volume as it is now.
+pub fn resize(
+    edges: Edges,
+    name: &str,
+    size: u64,
+    shrink: bool,
+) -> Result<(Edges, Volume), String> {
+    if size == 0 || !size.is_multiple_of(SECTOR) {
+        return Err(format!(
+            "volume size {size}: a multiple of 512 bytes, above zero"
+        ));
+    }
+    let vols = list(edges.clone())?;
+    let vol = find(
+        vols.as_deref(),
+        &VolumeRef::Name(name.to_string()),
+        "the array",
+    )?;
+    if size < vol.size_bytes && !shrink {
+        return Err(format!(
+            "volume {name:?} has {} bytes: shrinking it to {size} drops the data past the new \
+             end (say --shrink to do that)",
+            vol.size_bytes
+        ));
+    }
+    let mut disk = config(true)
+        .open_from_device(edges)
+        .map_err(|e| format!("the partition table cannot be read: {e}"))?;
+    let end = vol.offset_bytes + size;
+    let h = disk.header();
+    let limit = vols
+        .iter()
+        .flatten()
+        .filter(|v| v.offset_bytes > vol.offset_bytes)
+        .map(|v| v.offset_bytes)
+        .min()
+        .unwrap_or((h.last_usable + 1) * SECTOR);
+    if end > limit {
+        return Err(format!(
+            "volume {name:?} can grow to {} bytes at most: the space after it ends at byte {limit}",
+            limit - vol.offset_bytes
+        ));
+    }
+    let mut parts = disk.take_partitions();
+    let p = parts
+        .get_mut(&vol.number)
+        .ok_or("the volume is not in the table")?;
+    p.last_lba = end / SECTOR - 1;
+    disk.update_partitions(parts)
+        .map_err(|e| format!("changing the partition table: {e}"))?;
+    let now = volumes_of(disk.partitions())
+        .into_iter()
+        .find(|v| v.number == vol.number)
+        .ok_or("the volume is not in the table")?;
+    let edges = disk
+        .write()
+        .map_err(|e| format!("writing the partition table: {e}"))?;
+    Ok((edges, now))
 }
 
 #[cfg(test)]
@@ -322,6 +470,149 @@ mod tests {
         assert!(create(blank(size), "a", 1000).is_err());
         assert!(delete(blank(size), "a").unwrap_err().contains("no volumes"));
         assert!(Edges::new(1 << 20, vec![0; EDGE as usize], vec![0; EDGE as usize]).is_err());
+    }
+
+    #[test]
+    fn volumes_grow_into_the_space_after_them_and_shrink_only_when_asked() {
+        let size = 64 << 20;
+        let (e, a) = create(blank(size), "a", 4 << 20).unwrap();
+        let (e, b) = create(e, "b", 4 << 20).unwrap();
+        let (e, _) = delete(e, "a").unwrap();
+        // b is alone now, with free space on both sides.
+        let (e, b2) = resize(e, "b", 8 << 20, false).unwrap();
+        assert_eq!(
+            (b2.offset_bytes, b2.size_bytes, &b2.guid),
+            (b.offset_bytes, 8 << 20, &b.guid)
+        );
+        // Up to the backup table: its header and 32 sectors of entries end the array.
+        let room = size - 33 * 512 - b.offset_bytes;
+        assert_eq!(
+            resize(e.clone(), "b", room, false).unwrap().1.size_bytes,
+            room
+        );
+        let err = resize(e.clone(), "b", room + 512, false).unwrap_err();
+        assert!(err.contains(&format!("can grow to {room} bytes")), "{err}");
+        assert!(resize(e.clone(), "b", 2 << 20, false)
+            .unwrap_err()
+            .contains("--shrink"));
+        let (e, b3) = resize(e, "b", 2 << 20, true).unwrap();
+        assert_eq!(b3.size_bytes, 2 << 20);
+        // A neighbour bounds the growth.
+        let (e, c) = create(e, "c", 4 << 20).unwrap();
+        assert_eq!(c.offset_bytes, a.offset_bytes, "the first free space");
+        let (e, d) = create(e, "d", 4 << 20).unwrap();
+        assert_eq!(d.offset_bytes, b3.offset_bytes + b3.size_bytes);
+        let err = resize(e.clone(), "b", (2 << 20) + 512, false).unwrap_err();
+        assert!(err.contains("2097152 bytes at most"), "{err}");
+        assert!(resize(e.clone(), "nope", 1 << 20, false)
+            .unwrap_err()
+            .contains("no volume \"nope\""));
+        assert!(resize(e, "b", 1000, false).is_err());
+    }
+
+    #[test]
+    fn volumes_are_found_by_name_or_number() {
+        let (e, _) = create(blank(64 << 20), "data", 4 << 20).unwrap();
+        let (e, _) = create(e, "7", 4 << 20).unwrap();
+        let vols = list(e).unwrap().unwrap();
+        assert_eq!(VolumeRef::parse("2"), VolumeRef::Number(2));
+        assert_eq!(VolumeRef::parse("data"), VolumeRef::Name("data".into()));
+        let by = |r: VolumeRef| find(Some(&vols), &r, "md0").map(|v| v.name);
+        assert_eq!(by(VolumeRef::Number(1)).unwrap(), "data");
+        assert_eq!(by(VolumeRef::Number(2)).unwrap(), "7");
+        assert_eq!(by(VolumeRef::Name("7".into())).unwrap(), "7");
+        let err = by(VolumeRef::Name("x".into())).unwrap_err();
+        assert!(
+            err.contains("md0 has no volume \"x\"") && err.contains("1 \"data\""),
+            "{err}"
+        );
+        assert!(find(None, &VolumeRef::Number(1), "md0")
+            .unwrap_err()
+            .contains("no partition table"));
+    }
+
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for &b in bytes {
+            c ^= u32::from(b);
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    (c >> 1) ^ 0xedb8_8320
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+
+    /// Sets entry `i`'s sectors in the primary table, its checksums made right again (what
+    /// a tool writing a bad table would leave).
+    fn patch_entry(e: Edges, i: usize, first: u64, last: u64) -> Edges {
+        let size = e.size;
+        let (mut head, tail) = e.into_parts();
+        let entries = 1024;
+        let at = entries + i * 128;
+        head[at + 32..at + 40].copy_from_slice(&first.to_le_bytes());
+        head[at + 40..at + 48].copy_from_slice(&last.to_le_bytes());
+        let crc = crc32(&head[entries..entries + 128 * 128]);
+        head[512 + 88..512 + 92].copy_from_slice(&crc.to_le_bytes());
+        head[512 + 16..512 + 20].fill(0);
+        let crc = crc32(&head[512..512 + 92]);
+        head[512 + 16..512 + 20].copy_from_slice(&crc.to_le_bytes());
+        Edges::new(size, head, tail).unwrap()
+    }
+
+    #[test]
+    fn tables_with_overlapping_or_outside_volumes_are_refused_and_left_alone() {
+        let size = 64 << 20;
+        let (e, _) = create(blank(size), "a", 4 << 20).unwrap();
+        let (e, b) = create(e, "b", 4 << 20).unwrap();
+        let b_first = b.offset_bytes / 512;
+        let b_last = b_first + b.size_bytes / 512 - 1;
+        let overlap = patch_entry(e.clone(), 0, 2048, b_first + 8);
+        let outside = patch_entry(e.clone(), 1, b_first, size / 512 - 1);
+        let before_table = patch_entry(e.clone(), 0, 10, 4000);
+        for (bad, what) in [
+            (overlap, "overlap"),
+            (outside, "outside"),
+            (before_table, "outside"),
+        ] {
+            let err = list(bad.clone()).unwrap_err();
+            assert!(err.contains(what) && err.contains("not usable"), "{err}");
+            assert!(create(bad.clone(), "c", 1 << 20).is_err());
+            assert!(delete(bad.clone(), "a").is_err());
+            assert!(resize(bad, "a", 1 << 20, true).is_err());
+        }
+        // The unpatched table still reads: the checks see the entries, not the bytes.
+        assert_eq!(
+            list(patch_entry(e, 1, b_first, b_last))
+                .unwrap()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn check_table_finds_every_overlap_and_overrun() {
+        let v = |number: u32, off: u64, size: u64| Volume {
+            number,
+            name: format!("v{number}"),
+            offset_bytes: off,
+            size_bytes: size,
+            type_guid: String::new(),
+            guid: String::new(),
+        };
+        assert!(check_table(&[v(1, 100, 50), v(2, 150, 50)], 100, 200).is_ok());
+        assert!(check_table(&[v(2, 150, 50), v(1, 100, 51)], 100, 200)
+            .unwrap_err()
+            .contains("overlap"));
+        assert!(check_table(&[v(1, 99, 10)], 100, 200).is_err());
+        assert!(check_table(&[v(1, 190, 11)], 100, 200).is_err());
+        assert!(check_table(&[v(1, 150, 0)], 100, 200).is_err());
+        assert!(check_table(&[v(1, u64::MAX, 2)], 100, 200).is_err());
+        assert!(check_table(&[], 100, 200).is_ok());
     }
 
     #[test]

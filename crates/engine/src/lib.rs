@@ -10,6 +10,7 @@ pub mod array;
 pub mod assemble;
 pub mod create;
 pub mod error;
+mod extent;
 mod hash;
 mod iov;
 mod md_io;
@@ -23,6 +24,7 @@ pub use array::{
     SyncStatus, DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};
+pub use extent::Extent;
 pub use member::{Member, MemberInfo};
 
 /// What a lock that a panicking thread held says: `raidd serve` aborts on panic, so a

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use raidd_admin::volume::VolumeRef;
 use serde::Deserialize;
 
 /// Where NBD clients connect when the config names no address: loopback only.
@@ -107,6 +108,8 @@ struct RawTarget {
 struct RawLun {
     lun: Option<u64>,
     array: String,
+    /// A volume of the array (its name, or its number), instead of all of it.
+    volume: Option<VolumeRef>,
     #[serde(default)]
     read_only: bool,
 }
@@ -189,6 +192,8 @@ struct RawArray {
 struct RawExport {
     name: String,
     array: String,
+    /// A volume of the array (its name, or its number), instead of all of it.
+    volume: Option<VolumeRef>,
     #[serde(default)]
     read_only: bool,
     description: Option<String>,
@@ -450,6 +455,8 @@ pub struct LunConfig {
     pub lun: u64,
     /// Index into [`Config::arrays`].
     pub array: usize,
+    /// The volume of it served; `None`: all of it.
+    pub volume: Option<VolumeRef>,
     pub read_only: bool,
 }
 
@@ -513,6 +520,8 @@ pub struct ExportConfig {
     pub name: String,
     /// Index into [`Config::arrays`].
     pub array: usize,
+    /// The volume of it served; `None`: all of it.
+    pub volume: Option<VolumeRef>,
     pub read_only: bool,
     pub description: String,
 }
@@ -872,6 +881,7 @@ fn exports_config(
             .map(|(i, a)| ExportConfig {
                 name: a.name.clone(),
                 array: i,
+                volume: None,
                 read_only: a.read_only,
                 description: String::new(),
             })
@@ -895,9 +905,11 @@ fn exports_config(
                 e.name
             ));
         }
+        check_volume_ref(e.volume.as_ref()).map_err(|m| format!("export {:?}: {m}", e.name))?;
         exports.push(ExportConfig {
             name: e.name,
             array,
+            volume: e.volume,
             read_only: e.read_only || arrays[array].read_only,
             description,
         });
@@ -1035,6 +1047,7 @@ fn iscsi_config(
                 luns: vec![LunConfig {
                     lun: 0,
                     array: i,
+                    volume: None,
                     read_only: a.read_only,
                 }],
             });
@@ -1100,9 +1113,11 @@ fn target_config(t: RawTarget, arrays: &[ArrayConfig]) -> Result<TargetConfig, S
             .iter()
             .position(|a| a.name == l.array)
             .ok_or_else(|| what(&format!("lun {lun}: no array named {:?}", l.array)))?;
+        check_volume_ref(l.volume.as_ref()).map_err(|m| what(&format!("lun {lun}: {m}")))?;
         luns.push(LunConfig {
             lun,
             array,
+            volume: l.volume,
             read_only: l.read_only || arrays[array].read_only,
         });
     }
@@ -1114,6 +1129,16 @@ fn target_config(t: RawTarget, arrays: &[ArrayConfig]) -> Result<TargetConfig, S
         mutual_chap: m,
         luns,
     })
+}
+
+/// Checks a volume named in an export or a LUN: a name a volume can have, or a number from 1.
+fn check_volume_ref(r: Option<&VolumeRef>) -> Result<(), String> {
+    match r {
+        None => Ok(()),
+        Some(VolumeRef::Number(0)) => Err("volume 0: volumes are numbered from 1".into()),
+        Some(VolumeRef::Number(_)) => Ok(()),
+        Some(VolumeRef::Name(n)) => raidd_admin::volume::check_name(n),
+    }
 }
 
 /// Checks a spare group name given at run time (`raidd spare add --group`).
@@ -1195,6 +1220,7 @@ mod tests {
             vec![LunConfig {
                 lun: 0,
                 array: 1,
+                volume: None,
                 read_only: false
             }]
         );
@@ -1442,6 +1468,7 @@ mod tests {
             vec![LunConfig {
                 lun: 0,
                 array: 0,
+                volume: None,
                 read_only: true
             }]
         );
@@ -1494,11 +1521,13 @@ mod tests {
                 LunConfig {
                     lun: 0,
                     array: 1,
+                    volume: None,
                     read_only: false
                 },
                 LunConfig {
                     lun: 7,
                     array: 0,
+                    volume: None,
                     read_only: true
                 }
             ]

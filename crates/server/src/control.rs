@@ -20,6 +20,8 @@ use crate::arrays::Served;
 use crate::config;
 use crate::ctx::ControlCtx;
 use crate::lifecycle::Watched;
+use crate::volumes::Change;
+use raidd_admin::status::volume_line;
 
 /// Binds the control socket at `path`: its directory made root-only if new, a socket left
 /// by a dead daemon removed (one that answers is a conflict), the socket itself mode 0600.
@@ -160,6 +162,19 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
                 serde_json::json!({ "spare": member }),
             )
         }),
+        Request::VolumeList { array } => volume_list(ctx, &array).await,
+        Request::VolumeCreate { array, name, size } => {
+            volume_change(ctx, &array, Change::Create { name, size }).await
+        }
+        Request::VolumeResize {
+            array,
+            name,
+            size,
+            shrink,
+        } => volume_change(ctx, &array, Change::Resize { name, size, shrink }).await,
+        Request::VolumeDelete { array, name } => {
+            volume_change(ctx, &array, Change::Delete { name }).await
+        }
     };
     match r {
         Ok((text, json)) => Response::ok(text, json),
@@ -170,9 +185,15 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
 type Answer = AdminResult<(String, serde_json::Value)>;
 
 fn served<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<&'a Served> {
+    served_at(ctx, array).map(|(_, s)| s)
+}
+
+/// The served array named `array`, and its index.
+fn served_at<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<(usize, &'a Served)> {
     ctx.served
         .iter()
-        .find(|s| s.config.name == array)
+        .enumerate()
+        .find(|(_, s)| s.config.name == array)
         .ok_or_else(|| {
             if let Some(n) = ctx.not_started.iter().find(|n| n.name == array) {
                 return AdminError::new(
@@ -189,11 +210,38 @@ fn served<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<&'a Served> {
 }
 
 async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
-    let s = served(ctx, array)?;
+    let (i, s) = served_at(ctx, array)?;
     let g = Gathered::new(&s.session.arrays, s.session.root).await;
-    let json =
-        serde_json::to_value(g.json(&s.session.unavailable)).unwrap_or(serde_json::Value::Null);
-    Ok((g.text(&s.session.unavailable), json))
+    let volumes = ctx.volumes.table(i);
+    let mut text = g.text(&s.session.unavailable);
+    volumes.write_text(&mut text, "");
+    let mut json = g.json(&s.session.unavailable);
+    json.volumes = Some(volumes);
+    Ok((
+        text,
+        serde_json::to_value(json).unwrap_or(serde_json::Value::Null),
+    ))
+}
+
+/// `volume list` through the daemon: the table read again.
+async fn volume_list(ctx: &ControlCtx, array: &str) -> Answer {
+    let (i, s) = served_at(ctx, array)?;
+    let t = ctx.volumes.rescan(i, s).await?;
+    let mut json = serde_json::to_value(&t).unwrap_or(serde_json::Value::Null);
+    json["array"] = serde_json::Value::String(array.to_string());
+    Ok((t.listing(array), json))
+}
+
+/// `volume create|resize|delete` through the daemon.
+async fn volume_change(ctx: &ControlCtx, array: &str, change: Change) -> Answer {
+    let (i, s) = served_at(ctx, array)?;
+    let done = change.done();
+    let v = ctx.volumes.change(i, s, change).await?;
+    let text = format!("{done}: {}", volume_line(&v).trim_start());
+    Ok((
+        text,
+        serde_json::to_value(&v).unwrap_or(serde_json::Value::Null),
+    ))
 }
 
 /// `raidd detail NAME --json`'s document, for the HTTP API.

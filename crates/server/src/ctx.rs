@@ -24,4 +24,6 @@ pub struct ControlCtx {
     pub member_timeout: Option<std::time::Duration>,
     /// `[http] node_md_compat`: `/metrics` also speaks node_exporter's `node_md_*`.
     pub http_node_md_compat: bool,
+    /// The arrays' volumes: what serves each, and changes through the control socket.
+    pub volumes: crate::volumes::Volumes,
 }

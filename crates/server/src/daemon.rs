@@ -11,7 +11,7 @@ use futures::channel::{mpsc, oneshot};
 use futures::future::{self, Either, FutureExt};
 use raidd_admin::exit::{AdminError, AdminResult};
 use raidd_admin::status::NotStarted;
-use raidd_engine::{Array, Member};
+use raidd_engine::Member;
 use raidd_rt::net::{TcpListener, UnixListener};
 use raidd_rt::signal::Signals;
 
@@ -23,7 +23,7 @@ use crate::control;
 use crate::ctx::ControlCtx;
 use crate::lifecycle::{self, Lifecycle, Watched};
 use crate::shared::{Export, ServerState, SharedState, Stop};
-use crate::{http, iscsi, link, nbd, watch, worker};
+use crate::{http, iscsi, link, nbd, volumes, watch, worker};
 
 /// Descriptors kept for everything but client connections (listeners, the control socket
 /// and its clients, rings and eventfds) besides two per member.
@@ -52,6 +52,8 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     };
     let (served, not_started) = arrays::assemble_all(&config).await?;
     let config = without_not_started(config, &not_started);
+    let resolved = volumes::resolve(config, &served).await;
+    let config = resolved.config;
     let mut listeners = match bind(&config) {
         Ok(l) => l,
         Err(e) => {
@@ -61,7 +63,11 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     };
     listeners.http_tls = http_tls;
     let max_connections = connection_limit(&config);
-    let shared = match shared_state(&config, &served, &listeners, tls, max_connections) {
+    let serving = Serving {
+        exports: resolved.exports,
+        luns: resolved.luns,
+    };
+    let shared = match shared_state(&config, &serving, &listeners, tls, max_connections) {
         Ok(s) => s,
         Err(e) => {
             close_all(&served).await;
@@ -86,6 +92,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         watched,
         member_timeout: config.limits.member_timeout,
         http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
+        volumes: resolved.volumes,
     });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stop: Stop = stop_rx.shared();
@@ -194,22 +201,27 @@ fn raise_fd_limit() -> Option<u64> {
     Some(l.rlim_cur)
 }
 
-fn exports(config: &Config, served: &[Served]) -> Vec<Export> {
+/// What the exports and the LUNs serve, in the order of the config's.
+struct Serving {
+    exports: Vec<volumes::Serving>,
+    luns: Vec<Vec<volumes::Serving>>,
+}
+
+fn exports(config: &Config, serving: &[volumes::Serving]) -> Vec<Export> {
     config
         .exports
         .iter()
-        .map(|e| {
-            let root = served[e.array].session.root();
-            Export {
-                name: e.name.clone(),
-                description: e.description.clone(),
-                array: root.clone(),
-                read_only: e.read_only || root.is_read_only(),
-                connections: AtomicUsize::new(0),
-                requests: AtomicU64::new(0),
-                copied_bytes: AtomicU64::new(0),
-                latency: Default::default(),
-            }
+        .zip(serving)
+        .map(|(e, s)| Export {
+            name: e.name.clone(),
+            description: e.description.clone(),
+            extent: s.extent.clone(),
+            volume: s.volume.as_ref().map(|v| v.name.clone()),
+            read_only: e.read_only || s.extent.is_read_only(),
+            connections: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            copied_bytes: AtomicU64::new(0),
+            latency: Default::default(),
         })
         .collect()
 }
@@ -220,12 +232,12 @@ fn offer(config: &Config, exports: &[Export], tls: bool) -> raidd_nbd::Offer {
         exports: exports
             .iter()
             .map(|e| {
-                let block = e.array.block_size();
+                let block = e.extent.block_size();
                 raidd_nbd::ExportInfo {
                     name: e.name.clone(),
                     description: e.description.clone(),
-                    size: e.array.size_bytes(),
-                    flags: nbd::export_flags(e.read_only, e.array.info().rotational),
+                    size: e.extent.size_bytes(),
+                    flags: nbd::export_flags(e.read_only, e.extent.array().info().rotational),
                     min_block: block,
                     preferred_block: block.max(4096),
                     max_block: nbd::MAX_PAYLOAD,
@@ -240,17 +252,16 @@ fn offer(config: &Config, exports: &[Export], tls: bool) -> raidd_nbd::Offer {
 
 fn shared_state(
     config: &Config,
-    served: &[Served],
+    serving: &Serving,
     listeners: &Listeners,
     tls: Option<Arc<rustls::ServerConfig>>,
     max_connections: usize,
 ) -> AdminResult<SharedState> {
-    let exports = exports(config, served);
+    let exports = exports(config, &serving.exports);
     let offer = offer(config, &exports, tls.is_some());
     let iscsi = match (&config.iscsi, &listeners.iscsi) {
         (Some(ic), Some(l)) => {
-            let roots: Vec<Arc<Array>> = served.iter().map(|s| s.session.root().clone()).collect();
-            let st = iscsi::state(ic, &roots, l.local_addr())
+            let st = iscsi::state(ic, &serving.luns, l.local_addr())
                 .map_err(|e| AdminError::io("cannot start the iSCSI target", &e))?;
             Some(Arc::new(st))
         }

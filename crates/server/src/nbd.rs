@@ -15,12 +15,11 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use futures::future::{self, Either};
-use raidd_engine::{Array, ErrorKind};
+use raidd_engine::{ErrorKind, Extent};
 use raidd_nbd::consts::*;
 use raidd_nbd::request::{self, Command, Limits, Refusal, Request, REQUEST_LEN};
 use raidd_nbd::{reply, Handshake, Negotiated, Step};
@@ -173,9 +172,9 @@ impl Conn {
     fn new(link: Link, shared: SharedState, n: &Negotiated, watch: Rc<Watch>, stop: Stop) -> Conn {
         let e = &shared.exports[n.export];
         let limits = Limits {
-            size: e.array.size_bytes(),
+            size: e.extent.size_bytes(),
             read_only: e.read_only,
-            min_block: e.array.block_size(),
+            min_block: e.extent.block_size(),
             max_payload: MAX_PAYLOAD,
             structured_replies: n.structured_replies,
             meta_context: n.meta_context.is_some(),
@@ -195,8 +194,9 @@ impl Conn {
         }
     }
 
-    fn array(&self) -> &Arc<Array> {
-        &self.shared.exports[self.export].array
+    /// What the export serves: the array, or a volume of it.
+    fn extent(&self) -> &Extent {
+        &self.shared.exports[self.export].extent
     }
 
     /// Queues a reply for the writer; the connection's only request in flight sends its
@@ -418,7 +418,7 @@ impl Conn {
 }
 
 async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
-    let array = conn.array();
+    let array = conn.extent();
     let cookie = req.cookie;
     let fua = req.fua();
     let result = match req.command {
@@ -487,7 +487,7 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
 /// data has been sent.
 async fn read(conn: &Conn, req: &Request, credit: Credit) {
     let len = req.length as usize;
-    let buf = match conn.array().read_new(req.offset, len).await {
+    let buf = match conn.extent().read_new(req.offset, len).await {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(offset = req.offset, length = req.length, "read failed: {e}");
@@ -536,7 +536,7 @@ fn window(buf: &SharedBuf, len: usize) -> raidd_engine::Result<IoVec> {
     Ok(iov)
 }
 
-async fn write_buf(array: &Array, offset: u64, buf: AlignedBuf) -> raidd_engine::Result<()> {
+async fn write_buf(array: &Extent, offset: u64, buf: AlignedBuf) -> raidd_engine::Result<()> {
     let len = buf.len();
     let shared = SharedBuf::new(buf);
     array.write(offset, window(&shared, len)?).await
@@ -552,7 +552,7 @@ fn zeroes() -> SharedBuf {
 /// whether the daemon is stopping: a stop waits for the requests in flight, and one over a
 /// whole large array would outlast it.
 async fn zero_or_trim(conn: &Conn, offset: u64, len: u64, trim: bool) -> raidd_engine::Result<()> {
-    let array = conn.array();
+    let array = conn.extent();
     let zeroes = (!trim).then(zeroes);
     let mut done = 0u64;
     while done < len {

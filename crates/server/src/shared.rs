@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::channel::oneshot;
 use futures::future::Shared;
-use raidd_engine::Array;
+use raidd_engine::Extent;
 
 use crate::budget::Budget;
 use crate::iscsi::target::IscsiState;
@@ -20,7 +20,10 @@ pub type Stop = Shared<oneshot::Receiver<()>>;
 pub struct Export {
     pub name: String,
     pub description: String,
-    pub array: Arc<Array>,
+    /// What it serves: the array, or a volume of it.
+    pub extent: Extent,
+    /// The volume's name as configured (none: the whole array).
+    pub volume: Option<String>,
     pub read_only: bool,
     /// Connections now open on it (for `status`).
     pub connections: AtomicUsize,

@@ -14,8 +14,8 @@ use crate::ctx::ControlCtx;
 /// The report as of now.
 pub async fn report(ctx: &ControlCtx) -> StatusReport {
     let mut arrays = Vec::with_capacity(ctx.served.len());
-    for s in &ctx.served {
-        arrays.push(served_array(ctx, s).await);
+    for (i, s) in ctx.served.iter().enumerate() {
+        arrays.push(served_array(ctx, i, s).await);
     }
     StatusReport {
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -37,7 +37,7 @@ pub async fn report(ctx: &ControlCtx) -> StatusReport {
     }
 }
 
-async fn served_array(ctx: &ControlCtx, s: &Served) -> ServedArray {
+async fn served_array(ctx: &ControlCtx, i: usize, s: &Served) -> ServedArray {
     let status = s.session.root().status().await;
     let mut inner = Vec::new();
     for (k, a) in s.session.arrays.iter().enumerate() {
@@ -49,9 +49,11 @@ async fn served_array(ctx: &ControlCtx, s: &Served) -> ServedArray {
         .shared
         .exports
         .iter()
-        .filter(|e| Arc::ptr_eq(&e.array, s.session.root()))
+        .filter(|e| Arc::ptr_eq(e.extent.array(), s.session.root()))
         .map(|e| ExportStatus {
             name: e.name.clone(),
+            volume: e.volume.clone(),
+            size_bytes: e.extent.size_bytes(),
             read_only: e.read_only,
             connections: e.connections.load(Ordering::Relaxed),
             requests: e.requests.load(Ordering::Relaxed),
@@ -64,6 +66,7 @@ async fn served_array(ctx: &ControlCtx, s: &Served) -> ServedArray {
         status,
         inner,
         exports,
+        volumes: ctx.volumes.table(i),
     }
 }
 
@@ -81,7 +84,8 @@ fn iscsi(ctx: &ControlCtx) -> Option<IscsiStatus> {
                 .iter()
                 .map(|l| LunStatus {
                     lun: l.number,
-                    array: l.array.name().to_string(),
+                    array: l.extent.array().name().to_string(),
+                    volume: l.volume.clone(),
                     read_only: l.info.read_only,
                     latency: l.latency.snapshot(),
                 })

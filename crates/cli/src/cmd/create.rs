@@ -423,7 +423,7 @@ fn create_flat(
     raidd_rt::block_on(async move {
         let assembled = build(spec).await?;
         assembled.array.close().await?;
-        detail::print(std::slice::from_ref(&assembled), 0, &[], json).await
+        detail::print(std::slice::from_ref(&assembled), 0, &[], None, json).await
     })
 }
 
@@ -494,7 +494,7 @@ fn create_nested(
         }
         made?;
         closed?;
-        detail::print(&all, all.len() - 1, &[], json).await
+        detail::print(&all, all.len() - 1, &[], None, json).await
     })
 }
 

@@ -10,6 +10,7 @@ use raidd_admin::detail::Gathered;
 use raidd_admin::exit::AdminResult;
 use raidd_admin::members::Access;
 use raidd_admin::session::{self, Session, Unavailable};
+use raidd_admin::status::VolumeTable;
 use raidd_engine::assemble::Assembled;
 
 use crate::output;
@@ -35,19 +36,39 @@ fn daemon_array_name(args: &DetailArgs) -> Option<String> {
     }
 }
 
-/// Prints the report for assembled arrays (shared with `create`).
+/// Prints the report for assembled arrays (shared with `create`), with the outermost
+/// array's volumes when they were read.
 pub async fn print(
     arrays: &[Assembled],
     root: usize,
     unavailable: &[Unavailable],
+    volumes: Option<VolumeTable>,
     json: bool,
 ) -> AdminResult {
     let g = Gathered::new(arrays, root).await;
     if json {
-        output::emit_json(&g.json(unavailable))
+        let mut j = g.json(unavailable);
+        j.volumes = volumes;
+        output::emit_json(&j)
     } else {
-        output::emit(&g.text(unavailable))
+        let mut text = g.text(unavailable);
+        if let Some(v) = &volumes {
+            v.write_text(&mut text, "");
+        }
+        output::emit(&text)
     }
+}
+
+/// The outermost array's volumes; none for an array too small to hold a table.
+async fn volumes(session: &Session) -> Option<VolumeTable> {
+    let root = session.root();
+    if root.size_bytes() < 4 * raidd_admin::volume::EDGE {
+        return None;
+    }
+    let read = raidd_admin::volume_io::table(root)
+        .await
+        .map_err(|e| e.message);
+    Some(VolumeTable::from_read(read))
 }
 
 pub fn run(args: DetailArgs, json: bool) -> AdminResult {
@@ -66,7 +87,15 @@ pub fn run(args: DetailArgs, json: bool) -> AdminResult {
         };
         let session: Session =
             session::assemble(&args.members, Access::ReadOnly, true, start).await?;
-        print(&session.arrays, session.root, &session.unavailable, json).await?;
+        let vols = volumes(&session).await;
+        print(
+            &session.arrays,
+            session.root,
+            &session.unavailable,
+            vols,
+            json,
+        )
+        .await?;
         session.close().await?;
         // Members that could not be used make the exit code, after the report.
         match session.unavailable.into_iter().next() {

@@ -32,3 +32,30 @@ impl StartArgs {
         }
     }
 }
+
+/// `--volume`: the commands that move data offline address one volume of the array instead
+/// of all of it (`read`, `write`, `pattern`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct VolumeArg {
+    /// A volume (GPT partition) of the array, by name or number: offsets are relative to
+    /// its start, and nothing beyond its end is read or written.
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
+}
+
+impl VolumeArg {
+    /// What the command works on: the whole outermost array, or the volume.
+    pub async fn extent(
+        &self,
+        session: &raidd_admin::session::Session,
+    ) -> raidd_admin::exit::AdminResult<raidd_engine::Extent> {
+        let array = session.root();
+        match &self.volume {
+            None => Ok(raidd_engine::Extent::whole(array.clone())),
+            Some(v) => {
+                let r = raidd_admin::volume::VolumeRef::parse(v);
+                Ok(raidd_admin::volume_io::open(array, &r).await?.1)
+            }
+        }
+    }
+}

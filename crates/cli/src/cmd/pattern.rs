@@ -46,29 +46,32 @@ pub struct PatternArgs {
     #[arg(long)]
     pub raw: bool,
     #[command(flatten)]
+    pub volume: super::VolumeArg,
+    #[command(flatten)]
     pub start: super::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is used).
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
 }
 
-/// Where the pattern goes: an array raidd assembles, or a device taken as it is.
+/// Where the pattern goes: an array raidd assembles (all of it, or a volume), or a device
+/// taken as it is.
 enum Target {
-    Array(session::Session),
+    Array(session::Session, raidd_engine::Extent),
     Raw(std::sync::Arc<dyn raidd_engine::Member>, String),
 }
 
 impl Target {
     fn name(&self) -> String {
         match self {
-            Target::Array(s) => s.root().name().to_string(),
+            Target::Array(_, e) => e.name().to_string(),
             Target::Raw(_, name) => name.clone(),
         }
     }
 
     fn check_range(&self, offset: u64, length: Option<u64>) -> AdminResult<u64> {
         match self {
-            Target::Array(s) => session::check_range(s.root(), offset, length),
+            Target::Array(_, e) => session::check_range(e, offset, length),
             Target::Raw(m, name) => {
                 let info = m.info();
                 let bs = u64::from(info.block_size);
@@ -92,7 +95,7 @@ impl Target {
     /// Writes `buf` at `pos`; returns a buffer of the same length to reuse.
     async fn write(&self, pos: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
         match self {
-            Target::Array(s) => session::write_at(s.root(), pos, buf).await,
+            Target::Array(_, e) => session::write_at(e, pos, buf).await,
             Target::Raw(m, name) => {
                 let len = buf.len();
                 raidd_engine::member::write_bytes(&**m, pos, buf)
@@ -106,7 +109,7 @@ impl Target {
     /// Reads `buf.len()` bytes at `pos`.
     async fn read(&self, pos: u64, buf: AlignedBuf) -> AdminResult<AlignedBuf> {
         match self {
-            Target::Array(s) => session::read_at(s.root(), pos, buf).await,
+            Target::Array(_, e) => session::read_at(e, pos, buf).await,
             Target::Raw(m, name) => raidd_engine::member::read_bytes(&**m, pos, buf.len())
                 .await
                 .map_err(|e| AdminError::io(format!("reading {name} at {pos}"), &e)),
@@ -115,7 +118,7 @@ impl Target {
 
     async fn close(&self) -> AdminResult {
         match self {
-            Target::Array(s) => s.close().await.map(|_| ()),
+            Target::Array(s, _) => s.close().await.map(|_| ()),
             Target::Raw(m, name) => m
                 .flush()
                 .await
@@ -181,12 +184,22 @@ pub fn run(args: PatternArgs, json: bool) -> AdminResult {
             let [path] = args.members.as_slice() else {
                 return Err(AdminError::usage("--raw takes exactly one device or file"));
             };
+            if args.volume.volume.is_some() {
+                return Err(AdminError::usage(
+                    "--raw takes a device as it is: a volume of it is a partition device of its own",
+                ));
+            }
             let m = raidd_admin::members::open(path, access)?;
             Target::Raw(m, path.display().to_string())
         } else {
-            Target::Array(
-                session::assemble(&args.members, access, false, args.start.start()).await?,
-            )
+            let s = session::assemble(&args.members, access, false, args.start.start()).await?;
+            match args.volume.extent(&s).await {
+                Ok(e) => Target::Array(s, e),
+                Err(e) => {
+                    s.close().await?;
+                    return Err(e);
+                }
+            }
         };
         let result = async {
             let len = target.check_range(args.offset, args.length)?;

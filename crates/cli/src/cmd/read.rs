@@ -26,6 +26,8 @@ pub struct ReadArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
+    pub volume: super::VolumeArg,
+    #[command(flatten)]
     pub start: super::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is read).
     #[arg(required = true, value_name = "MEMBER")]
@@ -36,6 +38,9 @@ pub struct ReadArgs {
 #[derive(Debug, Serialize)]
 pub struct ReadJson {
     pub array: String,
+    /// The volume read, when `--volume` named one (the offset is then the volume's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
     pub uuid: String,
     pub offset: u64,
     pub bytes: u64,
@@ -89,7 +94,8 @@ pub fn run(args: ReadArgs, json: bool) -> AdminResult {
         let session =
             session::assemble(&args.members, Access::ReadOnly, false, args.start.start()).await?;
         let array = session.root().clone();
-        let len = session::check_range(&array, args.offset, args.length)?;
+        let target = args.volume.extent(&session).await?;
+        let len = session::check_range(&target, args.offset, args.length)?;
         let (mut sink, name) = match &args.output {
             Some(p) => (
                 Sink::File(
@@ -106,7 +112,7 @@ pub fn run(args: ReadArgs, json: bool) -> AdminResult {
             let pos = args.offset + done;
             let n = session::step(pos, len - done);
             buf.set_len(n);
-            buf = session::read_at(&array, pos, buf).await?;
+            buf = session::read_at(&target, pos, buf).await?;
             if !sink.put(&buf[..n], &name)? {
                 break;
             }
@@ -117,6 +123,7 @@ pub fn run(args: ReadArgs, json: bool) -> AdminResult {
         if json {
             output::emit_json(&ReadJson {
                 array: array.name().to_string(),
+                volume: args.volume.volume.clone(),
                 uuid: raidd_engine::array::uuid_string(&array.uuid()),
                 offset: args.offset,
                 bytes: done,

@@ -1,20 +1,22 @@
-//! `raidd volume list|create|delete MEMBERS...`: the volumes (GPT partitions) of an array,
-//! offline on its members as `read` and `write` are. The table logic is raidd-admin's
-//! `volume` module, on the array's two ends; this reads them, and writes them back when
-//! they changed (then shuts the array down cleanly).
+//! `raidd volume list|create|resize|delete`: the volumes (GPT partitions) of an array,
+//! offline on its members as `read` and `write` are, or through the daemon on an array it
+//! serves (`--array NAME`). The table logic is raidd-admin's `volume` module; offline, this
+//! assembles the array, reads its two ends, writes them back when they changed, and shuts
+//! the array down cleanly.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use raidd_rt::AlignedBuf;
-use serde::Serialize;
 
 use crate::output;
-use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::control::{self, Request};
+use raidd_admin::exit::AdminResult;
 use raidd_admin::members::Access;
-use raidd_admin::session::{self, Session};
+use raidd_admin::session;
 use raidd_admin::size;
-use raidd_admin::volume::{self, Edges, Volume, EDGE};
+use raidd_admin::status::{volume_line, VolumeTable};
+use raidd_admin::volume::{self, Edges, Volume};
+use raidd_admin::volume_io;
 
 #[derive(Args, Debug)]
 pub struct VolumeArgs {
@@ -22,15 +24,30 @@ pub struct VolumeArgs {
     pub action: Action,
 }
 
+/// Which array: its members (offline), or its name in the running daemon.
+#[derive(Args, Debug)]
+pub struct On {
+    /// An array the running daemon serves, by its name in the config (instead of members).
+    #[arg(long, value_name = "NAME", conflicts_with = "members")]
+    pub array: Option<String>,
+    /// The daemon's control socket, with --array (default: $RAIDD_CONTROL or
+    /// /run/raidd/raidd.sock).
+    #[arg(long, value_name = "PATH", requires = "array")]
+    pub control: Option<PathBuf>,
+    #[command(flatten)]
+    pub start: super::StartArgs,
+    /// Members of the array (nested arrays: all of them).
+    #[arg(value_name = "MEMBER", required_unless_present = "array")]
+    pub members: Vec<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Action {
-    /// The array's volumes: number, name, offset and size.
+    /// The array's volumes: number, name, offset and size (and, through the daemon, what
+    /// serves each).
     List {
         #[command(flatten)]
-        start: super::StartArgs,
-        /// Members of the array (nested arrays: all of them).
-        #[arg(required = true, value_name = "MEMBER")]
-        members: Vec<PathBuf>,
+        on: On,
     },
     /// Adds a volume (a GPT is made first if the array has none), aligned to 1 MiB in the
     /// first free space that holds it.
@@ -41,137 +58,106 @@ pub enum Action {
         #[arg(long, value_parser = size::parse_size, value_name = "SIZE")]
         size: u64,
         #[command(flatten)]
-        start: super::StartArgs,
-        #[arg(required = true, value_name = "MEMBER")]
-        members: Vec<PathBuf>,
+        on: On,
+    },
+    /// Gives a volume a new size. It keeps its start and grows into the free space after
+    /// it; a smaller size drops the data past the new end and needs --shrink. The daemon
+    /// refuses for a volume it serves.
+    Resize {
+        #[arg(long)]
+        name: String,
+        /// The new size in bytes (suffixes K/M/G/T; a multiple of 512).
+        #[arg(long, value_parser = size::parse_size, value_name = "SIZE")]
+        size: u64,
+        /// Allow a size below the volume's present one.
+        #[arg(long)]
+        shrink: bool,
+        #[command(flatten)]
+        on: On,
     },
     /// Removes a volume from the table (its data is left where it was). The volumes after it
-    /// move up one number.
+    /// move up one number. The daemon refuses for a volume it serves.
     Delete {
         #[arg(long)]
         name: String,
         #[command(flatten)]
-        start: super::StartArgs,
-        #[arg(required = true, value_name = "MEMBER")]
-        members: Vec<PathBuf>,
+        on: On,
     },
 }
 
-#[derive(Debug, Serialize)]
-struct ListJson {
-    array: String,
-    /// Whether the array carries a partition table at all.
-    partitioned: bool,
-    volumes: Vec<Volume>,
-}
-
-/// The array's two ends.
-async fn edges(session: &Session) -> AdminResult<Edges> {
-    let array = session.root();
-    let size = array.size_bytes();
-    if size < 4 * EDGE {
-        return Err(AdminError::usage(format!(
-            "{} has {size} bytes: too small for volumes (4 MiB at least)",
-            array.name()
-        )));
-    }
-    let head = session::read_at(array, 0, AlignedBuf::zeroed(EDGE as usize)).await?;
-    let tail = session::read_at(
-        array,
-        Edges::tail_offset(size),
-        AlignedBuf::zeroed(EDGE as usize),
-    )
-    .await?;
-    Edges::new(size, head.to_vec(), tail.to_vec()).map_err(AdminError::usage)
-}
-
-/// Writes the two ends back.
-async fn write_edges(session: &Session, edges: Edges) -> AdminResult {
-    let array = session.root();
-    let size = array.size_bytes();
-    let (head, tail) = edges.into_parts();
-    session::write_at(array, 0, AlignedBuf::from_slice(&head)).await?;
-    session::write_at(
-        array,
-        Edges::tail_offset(size),
-        AlignedBuf::from_slice(&tail),
-    )
-    .await?;
-    Ok(())
-}
-
-fn volume_line(v: &Volume) -> String {
-    format!(
-        "{:>3}  {:<24} at {:>12}  {:>12} bytes ({})\n",
-        v.number,
-        v.name,
-        v.offset_bytes,
-        v.size_bytes,
-        size::short(v.size_bytes)
-    )
-}
+type Edit = Box<dyn FnOnce(Edges) -> Result<(Edges, Volume), String>>;
 
 pub fn run(args: VolumeArgs, json: bool) -> AdminResult {
-    match args.action {
-        Action::List { start, members } => raidd_rt::block_on(async move {
-            let s = session::assemble(&members, Access::ReadOnly, false, start.start()).await?;
-            let found = async { volume::list(edges(&s).await?).map_err(AdminError::failure) }.await;
-            let closed = s.close().await;
-            let found = found?;
-            closed?;
-            let name = s.root().name().to_string();
-            if json {
-                return output::emit_json(&ListJson {
-                    array: name,
-                    partitioned: found.is_some(),
-                    volumes: found.unwrap_or_default(),
-                });
-            }
-            let text = match found {
-                None => format!("{name}: no partition table, no volumes\n"),
-                Some(v) if v.is_empty() => format!("{name}: no volumes\n"),
-                Some(v) => {
-                    let mut t = format!("{name}:\n");
-                    v.iter().for_each(|v| t.push_str(&volume_line(v)));
-                    t
-                }
-            };
-            output::emit(&text)
-        }),
-        Action::Create {
+    let (on, request, edit, done): (On, Option<Request>, Option<Edit>, &str) = match args.action {
+        Action::List { on } => {
+            let req = on.array.clone().map(|array| Request::VolumeList { array });
+            (on, req, None, "")
+        }
+        Action::Create { name, size, on } => {
+            let req = on.array.clone().map(|array| Request::VolumeCreate {
+                array,
+                name: name.clone(),
+                size,
+            });
+            let edit: Edit = Box::new(move |e| volume::create(e, &name, size));
+            (on, req, Some(edit), "created")
+        }
+        Action::Resize {
             name,
             size,
-            start,
-            members,
-        } => change(members, start, json, "created", move |e| {
-            volume::create(e, &name, size)
-        }),
-        Action::Delete {
-            name,
-            start,
-            members,
-        } => change(members, start, json, "deleted", move |e| {
-            volume::delete(e, &name)
-        }),
+            shrink,
+            on,
+        } => {
+            let req = on.array.clone().map(|array| Request::VolumeResize {
+                array,
+                name: name.clone(),
+                size,
+                shrink,
+            });
+            let edit: Edit = Box::new(move |e| volume::resize(e, &name, size, shrink));
+            (on, req, Some(edit), "resized")
+        }
+        Action::Delete { name, on } => {
+            let req = on.array.clone().map(|array| Request::VolumeDelete {
+                array,
+                name: name.clone(),
+            });
+            let edit: Edit = Box::new(move |e| volume::delete(e, &name));
+            (on, req, Some(edit), "deleted")
+        }
+    };
+    if let Some(req) = request {
+        let socket = control::socket_path(on.control);
+        return super::status::ask_and_print(&socket, &req, json);
+    }
+    match edit {
+        None => list(on, json),
+        Some(edit) => change(on, json, done, edit),
     }
 }
 
-/// Reads the array's ends, applies `f`, writes them back if it succeeded.
-fn change(
-    members: Vec<PathBuf>,
-    start: super::StartArgs,
-    json: bool,
-    done: &'static str,
-    f: impl FnOnce(Edges) -> Result<(Edges, Volume), String> + 'static,
-) -> AdminResult {
+fn list(on: On, json: bool) -> AdminResult {
     raidd_rt::block_on(async move {
-        let s = session::assemble(&members, Access::ReadWrite, false, start.start()).await?;
-        let made = async {
-            let (e, v) = f(edges(&s).await?).map_err(|m| AdminError::new(Exit::Usage, m))?;
-            write_edges(&s, e).await?;
-            Ok::<Volume, AdminError>(v)
+        let s = session::assemble(&on.members, Access::ReadOnly, false, on.start.start()).await?;
+        let found = volume_io::table(s.root()).await;
+        let closed = s.close().await;
+        let table = VolumeTable::from_read(Ok(found?));
+        closed?;
+        let name = s.root().name().to_string();
+        if json {
+            let mut j = serde_json::to_value(&table).unwrap_or_default();
+            j["array"] = serde_json::Value::String(name);
+            return output::emit_json(&j);
         }
-        .await;
+        output::emit(&table.listing(&name))
+    })
+}
+
+/// Assembles the array, applies `edit` to its table, writes it back if it succeeded.
+fn change(on: On, json: bool, done: &'static str, edit: Edit) -> AdminResult {
+    raidd_rt::block_on(async move {
+        let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
+        let made = volume_io::change(s.root(), edit).await;
         let closed = s.close().await;
         let v = made?;
         closed?;

@@ -25,6 +25,8 @@ pub struct WriteArgs {
     #[arg(short, long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     #[command(flatten)]
+    pub volume: super::VolumeArg,
+    #[command(flatten)]
     pub start: super::StartArgs,
     /// Members of the array (nested arrays: all of them; the outermost is written).
     #[arg(required = true, value_name = "MEMBER")]
@@ -35,6 +37,9 @@ pub struct WriteArgs {
 #[derive(Debug, Serialize)]
 pub struct WriteJson {
     pub array: String,
+    /// The volume written, when `--volume` named one (the offset is then the volume's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
     pub uuid: String,
     pub offset: u64,
     pub bytes: u64,
@@ -76,16 +81,17 @@ pub fn run(args: WriteArgs, json: bool) -> AdminResult {
             session::assemble(&args.members, Access::ReadWrite, false, args.start.start()).await?;
         let array = session.root().clone();
         let copied = async {
+            let target = args.volume.extent(&session).await?;
             let bs = u64::from(array.block_size());
             // What we can check before writing anything.
-            session::check_range(&array, args.offset, Some(0))?;
+            session::check_range(&target, args.offset, Some(0))?;
             if let Some(len) = known_len {
                 if !len.is_multiple_of(bs) {
                     return Err(AdminError::usage(format!(
                         "{name} has {len} bytes, not a multiple of the array's block size ({bs} bytes); nothing was written"
                     )));
                 }
-                session::check_range(&array, args.offset, Some(len)).map_err(|e| {
+                session::check_range(&target, args.offset, Some(len)).map_err(|e| {
                     AdminError::new(e.exit, format!("{}; nothing was written", e.message))
                 })?;
             }
@@ -104,15 +110,16 @@ pub fn run(args: WriteArgs, json: bool) -> AdminResult {
                         done + n as u64
                     )));
                 }
-                if pos + n as u64 > array.size_bytes() {
+                if pos + n as u64 > target.size_bytes() {
                     return Err(AdminError::usage(format!(
-                        "the input runs past the end of the array ({} bytes); the first {done} bytes were written at offset {}",
-                        array.size_bytes(),
+                        "the input runs past the end of {} ({} bytes); the first {done} bytes were written at offset {}",
+                        target.name(),
+                        target.size_bytes(),
                         args.offset
                     )));
                 }
                 buf.set_len(n);
-                buf = session::write_at(&array, pos, buf).await?;
+                buf = session::write_at(&target, pos, buf).await?;
                 done += n as u64;
             }
             Ok(done)
@@ -125,6 +132,7 @@ pub fn run(args: WriteArgs, json: bool) -> AdminResult {
         if json {
             output::emit_json(&WriteJson {
                 array: array.name().to_string(),
+                volume: args.volume.volume.clone(),
                 uuid: raidd_engine::array::uuid_string(&array.uuid()),
                 offset: args.offset,
                 bytes: done,
@@ -133,7 +141,13 @@ pub fn run(args: WriteArgs, json: bool) -> AdminResult {
             output::emit(&format!(
                 "wrote {done} bytes ({}) to {} at offset {}\n",
                 size::short(done),
-                array.name(),
+                args.volume
+                    .volume
+                    .as_ref()
+                    .map_or(array.name().to_string(), |v| format!(
+                        "{}/{v}",
+                        array.name()
+                    )),
                 args.offset
             ))
         }

@@ -6,11 +6,11 @@ use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use raidd_engine::{Array, Member};
+use raidd_engine::{Extent, Member};
 use raidd_iscsi::login::{Portal, TargetEntry};
 use raidd_iscsi::{Secret, TargetLimits};
 use raidd_scsi::{LunInfo, ModeState, Reservations, Sense};
@@ -25,10 +25,12 @@ pub const MAX_TRANSFER: u32 = 32 << 20;
 /// Commands a session may have outstanding (the CmdSN window).
 pub const CMD_WINDOW: u32 = 128;
 
-/// One logical unit: an array as SCSI sees it.
+/// One logical unit: an array, or a volume of one, as SCSI sees it.
 pub struct Lun {
     pub number: u64,
-    pub array: Arc<Array>,
+    pub extent: Extent,
+    /// The volume it serves (none: the whole array).
+    pub volume: Option<String>,
     pub info: LunInfo,
     pub mode: Mutex<ModeState>,
     pub reservations: Mutex<Reservations>,
@@ -47,7 +49,7 @@ pub struct Lun {
 
 impl std::fmt::Debug for Lun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Lun({} -> {})", self.number, self.array.name())
+        write!(f, "Lun({} -> {})", self.number, self.extent.name())
     }
 }
 
@@ -151,14 +153,16 @@ pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SCSI's view of an array.
-pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
-    let block_size = array.block_size().max(512);
-    let blocks = array.size_bytes() / u64::from(block_size);
+/// SCSI's view of an array or a volume: its geometry is the array's, its size, name and
+/// identifier its own.
+pub fn lun_info(extent: &Extent, read_only: bool) -> LunInfo {
+    let array = extent.array();
+    let block_size = extent.block_size().max(512);
+    let blocks = extent.size_bytes() / u64::from(block_size);
     let g = array.geometry();
     let chunk_blocks = (u64::from(g.chunk_sectors()) * 512 / u64::from(block_size)) as u32;
     let data_members = g.members().saturating_sub(g.redundancy()).max(1) as u32;
-    let uuid = array.uuid();
+    let uuid = extent.id();
     let max_transfer_blocks = MAX_TRANSFER / block_size;
     LunInfo {
         block_size,
@@ -173,7 +177,7 @@ pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
         write_cache: true,
         vendor: "RAIDD".into(),
         // raidd-scsi cuts and pads these to their INQUIRY widths.
-        product: array.name().to_string(),
+        product: extent.name().to_string(),
         revision: concat!(
             env!("CARGO_PKG_VERSION_MAJOR"),
             ".",
@@ -192,8 +196,8 @@ pub fn lun_info(array: &Array, read_only: bool) -> LunInfo {
     }
 }
 
-fn reservations_file(dir: &Path, array: &Array, lun: u64, target: &str) -> PathBuf {
-    let uuid = hex(&array.uuid());
+fn reservations_file(dir: &Path, extent: &Extent, lun: u64, target: &str) -> PathBuf {
+    let uuid = hex(&extent.id());
     let t: String = target
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -224,33 +228,36 @@ fn load_reservations(path: &Path) -> Reservations {
     }
 }
 
-/// Builds the target's state from the config and the assembled arrays (`arrays[i]` is the
-/// root of config array i).
+/// Builds the target's state from the config and what each LUN serves (`serving[t][k]` is
+/// target t's LUN k's).
 pub fn state(
     config: &IscsiConfig,
-    arrays: &[Arc<Array>],
+    serving: &[Vec<crate::volumes::Serving>],
     listen: std::net::SocketAddr,
 ) -> std::io::Result<IscsiState> {
     let targets: Vec<Target> = config
         .targets
         .iter()
-        .map(|t| Target {
+        .zip(serving)
+        .map(|(t, serving)| Target {
             name: t.name.clone(),
             luns: t
                 .luns
                 .iter()
-                .map(|l| {
-                    let array = arrays[l.array].clone();
-                    let read_only = l.read_only || array.is_read_only();
-                    let info = lun_info(&array, read_only);
-                    let file = reservations_file(&config.state_dir, &array, l.lun, &t.name);
+                .zip(serving)
+                .map(|(l, s)| {
+                    let extent = s.extent.clone();
+                    let read_only = l.read_only || extent.is_read_only();
+                    let info = lun_info(&extent, read_only);
+                    let file = reservations_file(&config.state_dir, &extent, l.lun, &t.name);
                     let reservations = load_reservations(&file);
                     let used = !reservations.encode().is_empty() && reservations.aptpl();
                     Lun {
                         number: l.lun,
                         mode: Mutex::new(ModeState::new(&info)),
                         info,
-                        array,
+                        volume: s.volume.as_ref().map(|v| v.name.clone()),
+                        extent,
                         reservations: Mutex::new(reservations),
                         reservations_used: AtomicBool::new(used),
                         reservations_file: file,

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 
-use raidd_engine::{Array, ErrorKind};
+use raidd_engine::{ErrorKind, Extent};
 use raidd_iscsi::pdu::{self, Residual, ScsiCommand};
 use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 use raidd_scsi::{Op, PrError, RespondCtx, Sense, Status};
@@ -435,7 +435,7 @@ fn io_sense(e: &raidd_engine::Error, lba: u64, write: bool) -> Sense {
 }
 
 async fn write(
-    array: &Array,
+    array: &Extent,
     offset: u64,
     buf: &SharedBuf,
     range: std::ops::Range<usize>,
@@ -452,7 +452,7 @@ async fn write(
 
 /// Writes `buf[range]` at block `lba` (flushing after it for FUA) and says how that went.
 async fn write_status(
-    array: &Array,
+    array: &Extent,
     lba: u64,
     block: u64,
     buf: &SharedBuf,
@@ -490,7 +490,7 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
         return Outcome::status(Status::ReservationConflict);
     }
     let bs = u64::from(l.info.block_size);
-    let array = &l.array;
+    let array = &l.extent;
     match op {
         Op::Read { lba, blocks, .. } => {
             let len = (u64::from(blocks) * bs) as usize;
@@ -584,7 +584,7 @@ async fn verify(
 ) -> Outcome {
     let bs = u64::from(l.info.block_size);
     let len = (u64::from(blocks) * bs) as usize;
-    let array = &l.array;
+    let array = &l.extent;
     let writes = written.is_some();
     if let Some(w) = written {
         let buf = SharedBuf::new(w);
@@ -618,13 +618,13 @@ async fn write_same(
     block: &[u8],
 ) -> Outcome {
     let bs = u64::from(l.info.block_size);
-    let array = &l.array;
+    let array = &l.extent;
     let len = u64::from(blocks) * bs;
     let _w = l.atomic.shared().await;
     if unmap && l.info.thin && block.iter().all(|&b| b == 0) {
         // Discards are advisory (LBPRZ 0): the zeroes are written where the level
         // cannot discard, so a read after this sees zeroes either way.
-        if !array.geometry().level().has_parity() {
+        if !array.array().geometry().level().has_parity() {
             return match array.discard(lba * bs, len).await {
                 Ok(()) => Outcome::good(),
                 Err(e) => Outcome::check(io_sense(&e, lba, true)),
@@ -661,7 +661,7 @@ async fn unmap(l: &Lun, anchor: bool, data_out: &[u8]) -> Outcome {
     };
     let _w = l.atomic.shared().await;
     for (lba, n) in ranges {
-        if let Err(e) = l.array.discard(lba * bs, u64::from(n) * bs).await {
+        if let Err(e) = l.extent.discard(lba * bs, u64::from(n) * bs).await {
             return Outcome::check(io_sense(&e, lba, true));
         }
     }
@@ -680,7 +680,7 @@ async fn compare_and_write(
     let bs = u64::from(l.info.block_size);
     let len = usize::from(blocks) * bs as usize;
     let _x = l.atomic.exclusive().await;
-    let got = match l.array.read_new(lba * bs, len).await {
+    let got = match l.extent.read_new(lba * bs, len).await {
         Ok(g) => g,
         Err(e) => return Outcome::check(io_sense(&e, lba, false)),
     };
@@ -688,7 +688,7 @@ async fn compare_and_write(
         return Outcome::check(Sense::miscompare(at as u64));
     }
     let buf = SharedBuf::new(data_out);
-    write_status(&l.array, lba, bs, &buf, len..2 * len, fua).await
+    write_status(&l.extent, lba, bs, &buf, len..2 * len, fua).await
 }
 
 /// ORWRITE: read, OR, write, with no other write in between (as COMPARE AND WRITE).
@@ -699,7 +699,7 @@ async fn or_write(l: &Lun, lba: u64, blocks: u32, fua: bool, data_out: &[u8]) ->
         return Outcome::good();
     }
     let _x = l.atomic.exclusive().await;
-    let got = match l.array.read_new(lba * bs, len).await {
+    let got = match l.extent.read_new(lba * bs, len).await {
         Ok(g) => g,
         Err(e) => return Outcome::check(io_sense(&e, lba, false)),
     };
@@ -710,7 +710,7 @@ async fn or_write(l: &Lun, lba: u64, blocks: u32, fua: bool, data_out: &[u8]) ->
         }
     });
     let merged = SharedBuf::new(merged);
-    write_status(&l.array, lba, bs, &merged, 0..len, fua).await
+    write_status(&l.extent, lba, bs, &merged, 0..len, fua).await
 }
 
 /// RESERVE(6) (`reserve`) and RELEASE(6).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Linux guest for kernel-interoperability tests: Debian 12 with its stock kernel (md, nbd,
-# iSCSI), mdadm, nbd-client, open-iscsi and fio, run under qemu's software emulation (this
+# iSCSI), mdadm, nbd-client, open-iscsi, fio, sgdisk and parted, run under qemu's software emulation (this
 # host's kernel has no md, nbd or iSCSI client). The guest boots straight into a job script from a shared directory and
 # powers off; it is a test peer for correctness, never for speed.
 #
@@ -18,8 +18,8 @@
 set -euo pipefail
 
 # Bump when the guest's contents change: a cached guest with another stamp is rebuilt.
-RECIPE=2
-PACKAGES=linux-image-amd64,mdadm,nbd-client,open-iscsi,fio,e2fsprogs,kmod,util-linux,busybox-static,cpio,iproute2,procps
+RECIPE=3
+PACKAGES=linux-image-amd64,mdadm,nbd-client,open-iscsi,fio,e2fsprogs,kmod,util-linux,gdisk,parted,busybox-static,cpio,iproute2,procps
 
 die() { echo "vm.sh: $*" >&2; exit 1; }
 

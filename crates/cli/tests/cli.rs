@@ -1223,7 +1223,7 @@ fn volumes_are_gpt_partitions_sgdisk_agrees_with() {
             vec!["create", "--name", "odd", "--size", "1000"],
             "multiple of 512",
         ),
-        (vec!["delete", "--name", "nosuch"], "no volume named"),
+        (vec!["delete", "--name", "nosuch"], "no volume \"nosuch\""),
     ] {
         let mut a = vec!["volume"];
         a.extend(args);

@@ -1173,3 +1173,134 @@ fn pools_move_both_ways_between_raidd_and_the_kernel() {
         assert_eq!(d["array"]["slots"][k]["array"]["level"], "raid5", "{d}");
     }
 }
+
+/// Volumes move both ways: the partitions raidd makes on an array are the kernel's
+/// /dev/md0p1 and p2 with raidd's pattern in them; partitions sgdisk and parted make on a
+/// kernel array (/dev/md1) are volumes raidd lists and serves, by name, by number and as an
+/// iSCSI LUN, each with the guest's pattern.
+#[test]
+#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
+fn volumes_move_both_ways_between_raidd_and_the_kernel() {
+    let dir = scratch();
+    let (ours, share) = blank_images(dir.path(), "ours", 4);
+    let theirs: Vec<PathBuf> = (0..4)
+        .map(|k| {
+            let p = dir.path().join(format!("theirs-{k}.img"));
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(MEMBER_BYTES)
+                .unwrap();
+            p
+        })
+        .collect();
+    raidd(&args_with(
+        &[
+            "create", "--level", "raid5", "--name", "vols", "--chunk", "64K",
+        ],
+        &ours,
+    ))
+    .ok();
+    let (s_alpha, s_beta) = (seed_of(80), seed_of(81));
+    for (name, size, seed) in [("alpha", "8M", s_alpha), ("beta", "12M", s_beta)] {
+        raidd(&args_with(
+            &["volume", "create", "--name", name, "--size", size],
+            &ours,
+        ))
+        .ok();
+        raidd(&args_with(
+            &[
+                "pattern",
+                "write",
+                "--volume",
+                name,
+                "--seed",
+                &seed.to_string(),
+            ],
+            &ours,
+        ))
+        .ok();
+    }
+    let seeds: Vec<u64> = (82..85).map(seed_of).collect();
+    let mut disks = ours.clone();
+    disks.extend(theirs.iter().cloned());
+    let v: Vec<String> = (0..8).map(vd).collect();
+    let job = format!(
+        "set -u\nfail=0\n\
+         mdadm --assemble /dev/md0 --run {a} || fail=1\n\
+         for p in 1 2; do [ -b /dev/md0p$p ] || {{ echo \"NO /dev/md0p$p\"; fail=1; }}; done\n\
+         echo \"SIZES $(blockdev --getsize64 /dev/md0p1) $(blockdev --getsize64 /dev/md0p2)\"\n\
+         sgdisk -v /dev/md0 | grep -q 'No problems found' || {{ sgdisk -v /dev/md0; fail=1; }}\n\
+         sgdisk -i 2 /dev/md0 | grep -q \"Partition name: 'beta'\" || fail=1\n\
+         ./raidd pattern verify --raw /dev/md0p1 --seed {s_alpha} || {{ echo 'BAD md0p1'; fail=1; }}\n\
+         ./raidd pattern verify --raw /dev/md0p2 --seed {s_beta} || {{ echo 'BAD md0p2'; fail=1; }}\n\
+         mdadm --stop /dev/md0 || fail=1\n\
+         mdadm --create /dev/md1 --run --metadata=1.2 --level=raid5 --raid-devices=4 --chunk=64 --assume-clean {b} || fail=1\n\
+         sgdisk -n 1:2048:+8M -c 1:first -n 2:0:+12M -c 2:second /dev/md1 || fail=1\n\
+         parted -s /dev/md1 mkpart third 21MiB 29MiB || fail=1\n\
+         sgdisk -p /dev/md1\n\
+         ./raidd pattern write --raw /dev/md1p1 --seed {s1} || fail=1\n\
+         ./raidd pattern write --raw /dev/md1p2 --seed {s2} || fail=1\n\
+         ./raidd pattern write --raw /dev/md1p3 --seed {s3} || fail=1\n\
+         mdadm --stop /dev/md1 || fail=1\n\
+         exit $fail\n",
+        a = v[..4].join(" "),
+        b = v[4..].join(" "),
+        s1 = seeds[0],
+        s2 = seeds[1],
+        s3 = seeds[2],
+    );
+    let (ok, log) = boot(&share, &job, &disks, None);
+    assert!(ok, "the guest job failed:\n{log}");
+    assert!(log.contains("SIZES 8388608 12582912"), "{log}");
+    // The kernel's partitions are raidd's volumes, listed and served.
+    let l = raidd(&args_with(&["volume", "list", "--json"], &theirs))
+        .ok()
+        .json();
+    let names: Vec<&str> = l["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["first", "second", "third"], "{l}");
+    assert_eq!(l["volumes"][2]["offset_bytes"], 21 << 20, "{l}");
+    let iqn = "iqn.2026-11.org.raidd:kernel-volumes";
+    let cfg = format!(
+        "{}[[export]]\nname = \"one\"\narray = \"k\"\nvolume = \"first\"\n\
+         [[export]]\nname = \"two\"\narray = \"k\"\nvolume = 2\n\
+         [iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n\
+         [[target]]\nname = \"{iqn}\"\n[[target.lun]]\narray = \"k\"\nvolume = \"third\"\n",
+        common::daemon::array_config("k", &theirs)
+    );
+    let d = common::daemon::Daemon::start(dir.path(), &cfg);
+    let got = |name: &str| dir.path().join(format!("{name}.bin"));
+    for e in ["one", "two"] {
+        common::daemon::must(
+            common::daemon::tool("nbdcopy").args([&d.uri(e), got(e).to_str().unwrap()]),
+        );
+    }
+    common::daemon::must(common::daemon::tool("qemu-img").args([
+        "convert",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        &d.iscsi_url("", iqn, 0),
+        got("three").to_str().unwrap(),
+    ]));
+    d.stop();
+    for (name, seed, len) in [
+        ("one", seeds[0], 8 << 20),
+        ("two", seeds[1], 12 << 20),
+        ("three", seeds[2], 8 << 20),
+    ] {
+        let p = got(name);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), len, "{name}");
+        common::sectors::verify_file(
+            &p,
+            1,
+            seed,
+            &format!("the guest's partition as raidd's {name}"),
+        );
+    }
+}

@@ -13,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::{array_config, create_array, must, run_tool, tool, Daemon};
-use common::{raidd, scratch, MIB};
+use common::{raidd, scratch, sectors, MIB};
 use serde_json::Value;
 
 /// New empty image files to serve as spares.
@@ -134,6 +134,41 @@ fn spawn_fio(dir: &Path, args: &[String]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// One round of the iSCSI client on the first `len` bytes of a LUN: the pattern of
+/// `generation` written with qemu-img, the LUN read back, every sector of the range checked.
+fn iscsi_round(dir: &Path, lun: &str, len: u64, generation: u64) {
+    let input = sectors::pattern_file(dir, len, generation, 0x150);
+    must(tool("qemu-img").args([
+        "convert",
+        "-n",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        input.to_str().unwrap(),
+        lun,
+    ]));
+    let back = dir.join("lun-back.bin");
+    let _ = std::fs::remove_file(&back);
+    must(tool("qemu-img").args([
+        "convert",
+        "-f",
+        "raw",
+        "-O",
+        "raw",
+        lun,
+        back.to_str().unwrap(),
+    ]));
+    let got = std::fs::read(&back).unwrap();
+    let bad = raidd_engine::pattern::verify(&got[..len as usize], 0, 0x150, |_| generation);
+    assert!(
+        bad.is_empty(),
+        "iSCSI round {generation}: {} bad sectors, first {}",
+        bad.len(),
+        bad[0]
+    );
 }
 
 fn fio_ok(child: Child, what: &str) {
@@ -855,16 +890,22 @@ fn a_pool_of_two_raid5_groups_is_made_served_and_rebuilt() {
     );
 
     let spare = spares(d0, 2);
+    let iqn = "iqn.2026-11.org.raidd:pool";
     let cfg = format!(
-        "[sync]\nspeed_min = 1000000\nspeed_max = 1000000\n{}{}",
+        "[sync]\nspeed_min = 1000000\nspeed_max = 1000000\n{}{}\
+         [iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n\
+         [[target]]\nname = \"{iqn}\"\n[[target.lun]]\narray = \"pool\"\n",
         array_config("pool", &leaves),
         spare_config(&spare)
     );
     let d = Daemon::start(d0, &cfg);
     let size = export_size(&d, "pool");
-    // fio's verified writes over the whole pool, paced to outlast both rebuilds.
-    let mut args = fio_args(&d, "pool", size);
-    args.push("--rate=24m".into());
+    let half = size / 2 / MIB * MIB;
+    // fio's verified writes over the pool's second half through NBD, paced to outlast
+    // both rebuilds; the first half is the iSCSI client's.
+    let mut args = fio_args(&d, "pool", size - half);
+    args.push(format!("--offset={half}"));
+    args.push("--rate=8m".into());
     let mut fio = spawn_fio(d0, &args);
     // The members fail once fio's writes are reaching the pool.
     let start = Instant::now();
@@ -878,9 +919,14 @@ fn a_pool_of_two_raid5_groups_is_made_served_and_rebuilt() {
     for m in [leaf("a", 1), leaf("b", 2)] {
         raidd(&["fail", "pool", m.to_str().unwrap(), "--control", &ctl(&d)]).ok();
     }
-    // Both groups rebuilt onto the pool's spares while the pool serves.
+    // Both groups rebuilt onto the pool's spares while the pool serves; meanwhile the
+    // iSCSI client writes its half and reads it back, a generation a round.
+    let lun = d.iscsi_url("", iqn, 0);
+    let mut generation = 0;
     let start = Instant::now();
     loop {
+        generation += 1;
+        iscsi_round(d0, &lun, half, generation);
         let j = raidd(&["detail", "pool", "--json", "--control", &ctl(&d)])
             .ok()
             .json();
@@ -913,6 +959,8 @@ fn a_pool_of_two_raid5_groups_is_made_served_and_rebuilt() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Once more on the rebuilt groups, with fio still writing.
+    iscsi_round(d0, &lun, half, generation + 1);
     assert!(
         fio.try_wait().unwrap().is_none(),
         "the load must outlast the rebuilds"

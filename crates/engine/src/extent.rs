@@ -112,8 +112,9 @@ impl Extent {
     }
 
     /// The array offset of `len` bytes at `offset` of the extent; an error when they do not
-    /// fit in it (alignment is the array's to check).
-    fn map(&self, offset: u64, len: u64) -> Result<u64> {
+    /// fit in it (alignment is the array's to check). For callers that await the array's
+    /// own future (a smaller state than this type's wrappers).
+    pub fn array_offset(&self, offset: u64, len: u64) -> Result<u64> {
         if offset.checked_add(len).is_none_or(|end| end > self.size) {
             return Err(Error::new(
                 ErrorKind::OutOfRange,
@@ -129,7 +130,7 @@ impl Extent {
     /// [`Array::read`] within the extent.
     pub async fn read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
         let len = iov.iter().map(|w| w.len() as u64).sum();
-        match self.map(offset, len) {
+        match self.array_offset(offset, len) {
             Ok(at) => self.array.read(at, iov).await,
             Err(e) => (Err(e), iov),
         }
@@ -137,14 +138,14 @@ impl Extent {
 
     /// [`Array::read_new`] within the extent.
     pub async fn read_new(&self, offset: u64, len: usize) -> Result<SharedBuf> {
-        let at = self.map(offset, len as u64)?;
+        let at = self.array_offset(offset, len as u64)?;
         self.array.read_new(at, len).await
     }
 
     /// [`Array::write`] within the extent.
     pub async fn write(&self, offset: u64, iov: IoVec) -> Result<()> {
         let len = iov.iter().map(|w| w.len() as u64).sum();
-        let at = self.map(offset, len)?;
+        let at = self.array_offset(offset, len)?;
         self.array.write(at, iov).await
     }
 
@@ -156,13 +157,13 @@ impl Extent {
 
     /// [`Array::flush_range`] within the extent.
     pub async fn flush_range(&self, offset: u64, len: u64) -> Result<()> {
-        let at = self.map(offset, len)?;
+        let at = self.array_offset(offset, len)?;
         self.array.flush_range(at, len).await
     }
 
     /// [`Array::discard`] within the extent.
     pub async fn discard(&self, offset: u64, len: u64) -> Result<()> {
-        let at = self.map(offset, len)?;
+        let at = self.array_offset(offset, len)?;
         self.array.discard(at, len).await
     }
 }

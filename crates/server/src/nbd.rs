@@ -487,7 +487,13 @@ async fn run_request(conn: &Conn, req: Request, payload: Option<AlignedBuf>) {
 /// data has been sent.
 async fn read(conn: &Conn, req: &Request, credit: Credit) {
     let len = req.length as usize;
-    let buf = match conn.extent().read_new(req.offset, len).await {
+    // The extent's range check, then the array's own read, awaited directly: a read's state
+    // stays as small as without volumes.
+    let at = match conn.extent().array_offset(req.offset, req.length.into()) {
+        Ok(at) => at,
+        Err(e) => return conn.fail(req.cookie, errno_of(&e, false), e.message()),
+    };
+    let buf = match conn.extent().array().read_new(at, len).await {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(offset = req.offset, length = req.length, "read failed: {e}");

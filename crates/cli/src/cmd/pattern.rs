@@ -174,33 +174,37 @@ impl From<&Mismatch> for MismatchJson {
     }
 }
 
+/// The array (all of it, or `--volume`) or the raw device the pattern goes to or comes from.
+async fn open_target(args: &PatternArgs, access: Access) -> AdminResult<Target> {
+    if args.raw {
+        let [path] = args.members.as_slice() else {
+            return Err(AdminError::usage("--raw takes exactly one device or file"));
+        };
+        if args.volume.volume.is_some() {
+            return Err(AdminError::usage(
+                "--raw takes a device as it is: a volume of it is a partition device of its own",
+            ));
+        }
+        let m = raidd_admin::members::open(path, access)?;
+        return Ok(Target::Raw(m, path.display().to_string()));
+    }
+    let s = session::assemble(&args.members, access, false, args.start.start()).await?;
+    match args.volume.extent(&s).await {
+        Ok(e) => Ok(Target::Array(s, e)),
+        Err(e) => {
+            s.close().await?;
+            Err(e)
+        }
+    }
+}
+
 pub fn run(args: PatternArgs, json: bool) -> AdminResult {
     let access = match args.op {
         PatternOp::Write => Access::ReadWrite,
         PatternOp::Verify => Access::ReadOnly,
     };
     raidd_rt::block_on(async move {
-        let target = if args.raw {
-            let [path] = args.members.as_slice() else {
-                return Err(AdminError::usage("--raw takes exactly one device or file"));
-            };
-            if args.volume.volume.is_some() {
-                return Err(AdminError::usage(
-                    "--raw takes a device as it is: a volume of it is a partition device of its own",
-                ));
-            }
-            let m = raidd_admin::members::open(path, access)?;
-            Target::Raw(m, path.display().to_string())
-        } else {
-            let s = session::assemble(&args.members, access, false, args.start.start()).await?;
-            match args.volume.extent(&s).await {
-                Ok(e) => Target::Array(s, e),
-                Err(e) => {
-                    s.close().await?;
-                    return Err(e);
-                }
-            }
-        };
+        let target = open_target(&args, access).await?;
         let result = async {
             let len = target.check_range(args.offset, args.length)?;
             let sector = pattern::SECTOR as u64;

@@ -1100,7 +1100,8 @@ fn pattern_on_a_raw_file() {
 
 /// `create --group` refuses what cannot be a pool before it writes anything: two arrays of
 /// one name, a group that is not LEVEL:MEMBERS, members given beside groups; and a group
-/// that fails half way (a member that does not exist) leaves no image behind.
+/// that fails half way (a member that does not exist) leaves no image behind; a pool given
+/// the members of only some of its inner arrays does not start and changes nothing.
 #[test]
 fn bad_pools_are_refused_and_leave_nothing() {
     let dir = scratch();
@@ -1144,6 +1145,27 @@ fn bad_pools_are_refused_and_leave_nothing() {
         .map(|e| e.path())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+    // A pool given only one group's members: it cannot run, says why in terms of its inner
+    // arrays, and no member changes.
+    raidd(&with(&["--group", &g("a"), "--group", &g("b")])).ok();
+    let a: Vec<PathBuf> = (0..3).map(|i| d.join(format!("a{i}.img"))).collect();
+    let before: Vec<Vec<u8>> = a.iter().map(|p| fs::read(p).unwrap()).collect();
+    for args in [
+        vec!["detail"],
+        vec!["pattern", "write"],
+        vec!["volume", "create", "--name", "v", "--size", "1M"],
+    ] {
+        let e = raidd(&args_with(&args, &a)).expect(5);
+        assert!(
+            e.error().contains("its members are arrays")
+                && e.error().contains("array:p-0")
+                && e.error().contains("give the members of every inner array"),
+            "{args:?}: {}",
+            e.error()
+        );
+    }
+    let after: Vec<Vec<u8>> = a.iter().map(|p| fs::read(p).unwrap()).collect();
+    assert!(before == after, "a refused pool changed its members");
 }
 
 /// `raidd volume`: GPT volumes on a RAID1, made and listed offline; sgdisk reads raidd's

@@ -972,7 +972,15 @@ fn a_pool_of_two_raid5_groups_is_made_served_and_rebuilt() {
         said.contains("pool-0") && said.contains("second"),
         "both groups checked: {said}"
     );
-    // One line per group, each with nothing found.
+    // One line per group, named after it, each with nothing found.
+    for group in ["pool-0", "second"] {
+        assert!(
+            said.lines()
+                .any(|l| l.starts_with(&format!("{group}: check finished"))
+                    && l.ends_with(" 0 mismatched sectors")),
+            "{said}"
+        );
+    }
     assert_eq!(said.matches(" 0 mismatched sectors").count(), 2, "{said}");
     assert_eq!(said.matches("mismatched").count(), 2, "{said}");
     d.stop();

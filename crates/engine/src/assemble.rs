@@ -664,6 +664,23 @@ async fn read_bitmap(
     Ok(Some((bm, bits)))
 }
 
+/// An array of arrays that cannot run for want of members says so in the user's terms: its
+/// members are inner arrays, assembled from the leaves given, and some are not among them.
+fn missing_inner(e: Error, nested: bool, found: &[String]) -> Error {
+    if !nested || e.kind() != ErrorKind::InsufficientMembers {
+        return e;
+    }
+    Error::new(
+        e.kind(),
+        format!(
+            "{e}; its members are arrays, and only {} could be assembled from the members \
+             given ({}): give the members of every inner array",
+            found.len(),
+            found.join(", ")
+        ),
+    )
+}
+
 /// Assembles every array the members belong to, including arrays whose members are other
 /// arrays (md nesting: the outer array's superblocks live inside the inner arrays). Returns
 /// the outermost arrays last.
@@ -684,9 +701,13 @@ pub async fn assemble_all(
             groups.entry(sb.set_uuid).or_default().push(m);
         }
         let mut next: Vec<Arc<dyn Member>> = Vec::new();
+        let nested = !out.is_empty();
         for uuid in order {
             let ms = groups.remove(&uuid).expect("grouped above");
-            let a = assemble(ms, opts).await?;
+            let found: Vec<String> = ms.iter().map(|m| m.info().name.clone()).collect();
+            let a = assemble(ms, opts)
+                .await
+                .map_err(|e| missing_inner(e, nested, &found))?;
             let as_member: Arc<dyn Member> = a.array.clone();
             if examine(&*as_member).await.is_ok() {
                 next.push(as_member);

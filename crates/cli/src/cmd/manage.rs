@@ -189,7 +189,8 @@ pub fn spare(args: SpareArgs, json: bool) -> AdminResult {
     }
 }
 
-/// Passes running on the configured array's arrays, and the last results, from `detail`.
+/// Passes running on the configured array's arrays, and the last results, from `detail`;
+/// each result carries the name of the array it ran on (`array`: a pool's group, say).
 fn passes(detail: &serde_json::Value) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
     let mut running = Vec::new();
     let mut last = Vec::new();
@@ -199,7 +200,9 @@ fn passes(detail: &serde_json::Value) -> (Vec<serde_json::Value>, Vec<serde_json
             running.push(a["sync"].clone());
         }
         if !a["last_sync"].is_null() {
-            last.push(a["last_sync"].clone());
+            let mut l = a["last_sync"].clone();
+            l["array"] = a["name"].clone();
+            last.push(l);
         }
         if let Some(slots) = a["slots"].as_array() {
             stack.extend(slots.iter().map(|s| &s["array"]).filter(|x| !x.is_null()));
@@ -243,9 +246,10 @@ fn follow(socket: &Path, array: &str, json: bool) -> AdminResult<u64> {
                 mismatches += l["mismatch_sectors"].as_u64().unwrap_or(0);
                 if l["outcome"] != "finished" {
                     failed.push(format!(
-                        "{} {}",
+                        "{} {} on {}",
                         l["kind"].as_str().unwrap_or("pass"),
-                        l["outcome"].as_str().unwrap_or("ended")
+                        l["outcome"].as_str().unwrap_or("ended"),
+                        l["array"].as_str().unwrap_or(array)
                     ));
                 }
             }
@@ -255,7 +259,7 @@ fn follow(socket: &Path, array: &str, json: bool) -> AdminResult<u64> {
                 for l in &last {
                     output::emit(&format!(
                         "{}: {} {} in {:.1} s, {} mismatched sectors\n",
-                        array,
+                        l["array"].as_str().unwrap_or(array),
                         l["kind"].as_str().unwrap_or("pass"),
                         l["outcome"].as_str().unwrap_or("ended"),
                         l["seconds"].as_f64().unwrap_or(0.0),

@@ -7,6 +7,11 @@
 #   scripts/vm.sh build [DIR]          build the guest into DIR (default $RAIDD_VM or
 #                                      /var/cache/raidd-vm); reused while this script's guest
 #                                      recipe is unchanged
+#   scripts/vm.sh build-ublk [DIR]     the second recipe: the same guest on Debian 12's
+#                                      linux-image-6.12-amd64 (ublk_drv; modules
+#                                      xz-compressed), with the NFS server and client, for
+#                                      raidd running inside the guest (default
+#                                      $RAIDD_VM_UBLK or /var/cache/raidd-vm-ublk)
 #   scripts/vm.sh run DIR SHARE [-n NETNS] [-t SECONDS] [DISK...]
 #                                      boot once: SHARE/job.sh runs as root in the guest with
 #                                      SHARE mounted at /share and the DISKs as /dev/vdb,
@@ -19,7 +24,13 @@ set -euo pipefail
 
 # Bump when the guest's contents change: a cached guest with another stamp is rebuilt.
 RECIPE=3
-PACKAGES=linux-image-amd64,mdadm,nbd-client,open-iscsi,fio,e2fsprogs,kmod,util-linux,gdisk,parted,busybox-static,cpio,iproute2,procps
+TOOLS=mdadm,nbd-client,open-iscsi,fio,e2fsprogs,kmod,util-linux,gdisk,parted,busybox-static,cpio,iproute2,procps
+PACKAGES=linux-image-amd64,$TOOLS
+UBLK_RECIPE=1
+UBLK_PACKAGES=xz-utils,nfs-kernel-server,nfs-common,rpcbind,$TOOLS
+# 6.12 comes from bookworm-security, which debootstrap does not read: apt in the new root
+# installs it.
+UBLK_LATER=linux-image-6.12-amd64
 
 die() { echo "vm.sh: $*" >&2; exit 1; }
 
@@ -83,8 +94,8 @@ EOF
 }
 
 build() {
-  local dir=$1
-  if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$RECIPE" ] &&
+  local dir=$1 packages=$2 stamp=$3 later=${4:-}
+  if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$stamp" ] &&
      [ -f "$dir/root.img" ] && [ -f "$dir/vmlinuz" ] && [ -f "$dir/initrd" ]; then
     echo "vm.sh: guest in $dir is current"
     return
@@ -94,6 +105,7 @@ build() {
   command -v debootstrap >/dev/null || need+=(debootstrap)
   command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
   command -v cpio >/dev/null || need+=(cpio)
+  command -v xz >/dev/null || need+=(xz-utils)
   if [ ${#need[@]} -gt 0 ]; then
     echo "vm.sh: installing ${need[*]}"
     apt-get update -qq
@@ -104,13 +116,25 @@ build() {
   local root=$dir/rootfs
   local t0=$SECONDS
   echo "vm.sh: debootstrap (a few minutes)"
-  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$root" "$(mirror)" \
+  debootstrap --variant=minbase --include="$packages" bookworm "$root" "$(mirror)" \
     >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log"; die "debootstrap failed"; }
+  if [ -n "$later" ]; then
+    local m
+    m=$(mirror)
+    printf 'deb %s bookworm main\ndeb %s-security bookworm-security main\n' "$m" "$m" \
+      >"$root/etc/apt/sources.list"
+    mount -t proc proc "$root/proc"
+    { chroot "$root" apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq \
+        --no-install-recommends "$later"; } >>"$dir/debootstrap.log" 2>&1 ||
+      { umount "$root/proc"; tail -20 "$dir/debootstrap.log"; die "installing $later failed"; }
+    umount "$root/proc"
+  fi
   rm -rf "$root"/usr/share/{doc,man,info,locale} "$root"/var/cache/apt/archives/*.deb
   guest_init >"$root/sbin/raidd-vm-init"
   chmod 755 "$root/sbin/raidd-vm-init"
   local kver
-  kver=$(ls "$root/lib/modules" | head -1)
+  kver=$(ls "$root/lib/modules" | sort -V | tail -1)
   cp "$root/boot/vmlinuz-$kver" "$dir/vmlinuz"
   # initramfs: busybox, the init above, and the modules to reach the root disk.
   local rd=$dir/initrd.d
@@ -120,15 +144,22 @@ build() {
   chmod 755 "$rd/init"
   chroot "$root" modprobe --show-depends -S "$kver" -a virtio_pci virtio_blk ext4 crc32c_generic |
     awk '$1 == "insmod" && !seen[$2]++ { print $2 }' >"$rd/modules"
+  # busybox's insmod takes plain modules: compressed ones (6.12's are .ko.xz) are unpacked.
+  local plain=$rd/modules.plain
+  : >"$plain"
   while read -r m; do
     mkdir -p "$rd$(dirname "$m")"
-    cp "$root$m" "$rd$m"
+    case $m in
+      *.xz) xz -dc "$root$m" >"$rd${m%.xz}"; echo "${m%.xz}" >>"$plain" ;;
+      *) cp "$root$m" "$rd$m"; echo "$m" >>"$plain" ;;
+    esac
   done <"$rd/modules"
+  mv "$plain" "$rd/modules"
   (cd "$rd" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initrd"
   rm -rf "$rd"
   mkfs.ext4 -q -F -L raidd-vm -d "$root" "$dir/root.img" 1536M
   rm -rf "$root"
-  echo "$RECIPE" >"$dir/stamp"
+  echo "$stamp" >"$dir/stamp"
   echo "vm.sh: guest built in $((SECONDS - t0)) s ($dir)"
 }
 
@@ -176,7 +207,8 @@ run() {
 }
 
 case ${1:-} in
-  build) build "${2:-${RAIDD_VM:-/var/cache/raidd-vm}}" ;;
+  build) build "${2:-${RAIDD_VM:-/var/cache/raidd-vm}}" "$PACKAGES" "$RECIPE" ;;
+  build-ublk) build "${2:-${RAIDD_VM_UBLK:-/var/cache/raidd-vm-ublk}}" "$UBLK_PACKAGES" "ublk-$UBLK_RECIPE" "$UBLK_LATER" ;;
   run) shift; run "$@" ;;
-  *) die "usage: vm.sh build [DIR] | vm.sh run DIR SHARE [-n NETNS] [-t SECONDS] [DISK...]" ;;
+  *) die "usage: vm.sh build|build-ublk [DIR] | vm.sh run DIR SHARE [-n NETNS] [-t SECONDS] [DISK...]" ;;
 esac

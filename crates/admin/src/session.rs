@@ -287,7 +287,11 @@ fn behind_dab(
 pub fn check_range(target: &Extent, offset: u64, length: Option<u64>) -> AdminResult<u64> {
     let bs = u64::from(target.block_size());
     let size = target.size_bytes();
-    let name = target.name();
+    let name = if target.is_whole() {
+        "the array".to_string()
+    } else {
+        format!("volume {}", target.name())
+    };
     if !offset.is_multiple_of(bs) {
         return Err(AdminError::usage(format!(
             "offset {offset} is not a multiple of {name}'s block size ({bs} bytes)"

@@ -157,8 +157,8 @@ fn volumes_are_addressed_from_their_start_and_nothing_reaches_past_their_end() {
     ] {
         let e = raidd(&args_with(&args, &m)).expect(2);
         assert!(
-            e.error().contains("past the end of raid5/alpha")
-                || e.error().contains("beyond the end of raid5/alpha"),
+            e.error().contains("past the end of volume raid5/alpha")
+                || e.error().contains("beyond the end of volume raid5/alpha"),
             "{args:?}: {}",
             e.error()
         );

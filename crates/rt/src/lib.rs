@@ -14,6 +14,7 @@ pub mod alloc_count;
 mod arena;
 mod borrows;
 pub mod buf;
+pub mod cmd;
 mod driver;
 mod executor;
 pub mod fs;

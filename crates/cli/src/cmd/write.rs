@@ -113,7 +113,7 @@ pub fn run(args: WriteArgs, json: bool) -> AdminResult {
                 if pos + n as u64 > target.size_bytes() {
                     return Err(AdminError::usage(format!(
                         "the input runs past the end of {} ({} bytes); the first {done} bytes were written at offset {}",
-                        target.name(),
+                        if target.is_whole() { "the array".to_string() } else { format!("volume {}", target.name()) },
                         target.size_bytes(),
                         args.offset
                     )));

@@ -66,6 +66,13 @@ pub(crate) enum OpKind {
         fd: RawFd,
         msg: *const libc::msghdr,
     },
+    /// A device's own command (IORING_OP_URING_CMD with 16 bytes of command: ublk's I/O
+    /// commands). Only a ring can carry it.
+    UringCmd {
+        fd: RawFd,
+        cmd_op: u32,
+        cmd: [u8; 16],
+    },
     /// `duration` mirrors `*ts` for the synchronous fallback (the io_uring type is opaque).
     Timeout {
         ts: *const types::Timespec,

@@ -94,6 +94,8 @@ impl OpKind {
             OpKind::Accept { .. } | OpKind::Recv { .. } | OpKind::SendMsg { .. } => {
                 ret(self.run_socket())
             }
+            // Device commands exist only as ring operations.
+            OpKind::UringCmd { .. } => -libc::EOPNOTSUPP,
             OpKind::Timeout { .. } => unreachable!("sync timeouts are driven by park_sync"),
         }
     }

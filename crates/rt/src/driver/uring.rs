@@ -266,6 +266,9 @@ impl OpKind {
             OpKind::SendMsg { fd, msg } => opcode::SendMsg::new(types::Fd(fd), msg)
                 .flags((libc::MSG_NOSIGNAL | libc::MSG_WAITALL) as u32)
                 .build(),
+            OpKind::UringCmd { fd, cmd_op, cmd } => opcode::UringCmd16::new(types::Fd(fd), cmd_op)
+                .cmd(cmd)
+                .build(),
             OpKind::Timeout { ts, .. } => opcode::Timeout::new(ts).build(),
         }
     }

@@ -28,6 +28,22 @@ pub struct StatusReport {
     pub arrays: Vec<ServedArray>,
     pub not_started: Vec<NotStarted>,
     pub spare_pool: Vec<PoolSpare>,
+    /// The `[[ublk]]` devices.
+    pub ublk: Vec<UblkStatus>,
+}
+
+/// A `[[ublk]]` device: the block device, what it serves, or why it was not made.
+#[derive(Clone, Debug, Serialize)]
+pub struct UblkStatus {
+    /// `/dev/ublkbN`.
+    pub device: String,
+    /// The array's name, or `array/volume`.
+    pub serves: String,
+    pub size_bytes: u64,
+    /// Taken over from a raidd that died (the kernel held its requests meanwhile).
+    pub taken_over: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -255,6 +271,27 @@ impl StatusReport {
         }
         for n in &self.not_started {
             let _ = writeln!(text, "\n{} : not started: {}", n.name, n.error);
+        }
+        for u in &self.ublk {
+            match &u.error {
+                None => {
+                    let _ = writeln!(
+                        text,
+                        "\n{} : {}, {}{}",
+                        u.device,
+                        u.serves,
+                        size::short(u.size_bytes),
+                        if u.taken_over {
+                            ", taken over at start"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                Some(e) => {
+                    let _ = writeln!(text, "\n{} : {} not made: {e}", u.device, u.serves);
+                }
+            }
         }
         if !self.spare_pool.is_empty() {
             let names: Vec<String> = self

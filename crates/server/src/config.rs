@@ -55,6 +55,24 @@ struct RawConfig {
     #[serde(default, rename = "target")]
     targets: Vec<RawTarget>,
     http: Option<RawHttp>,
+    #[serde(default, rename = "ublk")]
+    ublk: Vec<RawUblk>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUblk {
+    array: String,
+    /// A volume of the array (its name, or its number), instead of all of it.
+    volume: Option<VolumeRef>,
+    /// The device's number (/dev/ublkbN); absent: the entry's position among `[[ublk]]`.
+    id: Option<u32>,
+    #[serde(default)]
+    read_only: bool,
+    /// Requests in flight per queue (one queue per worker thread).
+    queue_depth: Option<u16>,
+    /// The largest request (a size): each in-flight request's buffer.
+    max_io: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -223,7 +241,28 @@ pub struct Config {
     pub limits: Limits,
     /// The metrics, API and dashboard listener, when the config has an `[http]` section.
     pub http: Option<HttpConfig>,
+    /// Arrays and volumes served as local block devices (`[[ublk]]`).
+    pub ublk: Vec<UblkConfig>,
 }
+
+/// `[[ublk]]`: an array or a volume as /dev/ublkbN while the daemon runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UblkConfig {
+    /// Index into [`Config::arrays`].
+    pub array: usize,
+    pub volume: Option<VolumeRef>,
+    pub id: u32,
+    pub read_only: bool,
+    pub queue_depth: u16,
+    pub max_io: u32,
+}
+
+/// ublk's limits on a queue: its tags are 16 bits, and the kernel takes at most this many.
+const UBLK_DEPTH: std::ops::RangeInclusive<u16> = 1..=1024;
+/// Each request in flight holds a buffer of `max_io` bytes: 4 KiB to 4 MiB.
+const UBLK_MAX_IO: std::ops::RangeInclusive<u64> = 4096..=(4 << 20);
+/// Device numbers the kernel gives (it allocates below 2^20).
+const UBLK_MAX_ID: u32 = (1 << 20) - 1;
 
 /// `[http]`: where the metrics endpoint, the JSON API and the dashboard listen.
 #[derive(Clone, Debug, PartialEq)]
@@ -579,6 +618,16 @@ impl Config {
                 )),
             }
         }
+        c.ublk = Vec::new();
+        for u in &self.ublk {
+            match kept[u.array] {
+                Some(array) => c.ublk.push(UblkConfig { array, ..u.clone() }),
+                None => notes.push(format!(
+                    "/dev/ublkb{} is not made: its array {:?} did not start",
+                    u.id, self.arrays[u.array].name
+                )),
+            }
+        }
         if let Some(ic) = c.iscsi.as_mut() {
             let mut targets = Vec::new();
             for t in &ic.targets {
@@ -654,7 +703,9 @@ impl Config {
         };
 
         let http = raw.http.map(|h| http_config(h, &resolve)).transpose()?;
+        let ublk = ublk_config(raw.ublk, &arrays)?;
         Ok(Config {
+            ublk,
             http,
             iscsi,
             sync,
@@ -1129,6 +1180,48 @@ fn target_config(t: RawTarget, arrays: &[ArrayConfig]) -> Result<TargetConfig, S
         mutual_chap: m,
         luns,
     })
+}
+
+/// The `[[ublk]]` entries, checked: a known array, a device number given once, limits in
+/// range.
+fn ublk_config(raw: Vec<RawUblk>, arrays: &[ArrayConfig]) -> Result<Vec<UblkConfig>, String> {
+    let mut out: Vec<UblkConfig> = Vec::new();
+    for (n, u) in raw.into_iter().enumerate() {
+        let id = u.id.unwrap_or(n as u32);
+        let what = |m: &str| format!("[[ublk]] {id}: {m}");
+        if id > UBLK_MAX_ID {
+            return Err(what(&format!("id: at most {UBLK_MAX_ID}")));
+        }
+        if out.iter().any(|o| o.id == id) {
+            return Err(what("the device number is given twice"));
+        }
+        let array = arrays
+            .iter()
+            .position(|a| a.name == u.array)
+            .ok_or_else(|| what(&format!("no array named {:?}", u.array)))?;
+        check_volume_ref(u.volume.as_ref()).map_err(|m| what(&m))?;
+        let queue_depth = u.queue_depth.unwrap_or(64);
+        if !UBLK_DEPTH.contains(&queue_depth) {
+            return Err(what(&format!("queue_depth = {queue_depth}: 1 to 1024")));
+        }
+        let max_io = match u.max_io.as_deref() {
+            None => 512 << 10,
+            Some(t) => raidd_admin::size::parse_size(t)
+                .ok()
+                .filter(|b| UBLK_MAX_IO.contains(b) && b.is_multiple_of(4096))
+                .ok_or_else(|| what(&format!("max_io = {t:?}: 4K to 4M, in whole 4K pages")))?
+                as u32,
+        };
+        out.push(UblkConfig {
+            array,
+            volume: u.volume,
+            id,
+            read_only: u.read_only || arrays[array].read_only,
+            queue_depth,
+            max_io,
+        });
+    }
+    Ok(out)
 }
 
 /// Checks a volume named in an export or a LUN: a name a volume can have, or a number from 1.

@@ -26,4 +26,6 @@ pub struct ControlCtx {
     pub http_node_md_compat: bool,
     /// The arrays' volumes: what serves each, and changes through the control socket.
     pub volumes: crate::volumes::Volumes,
+    /// The `[[ublk]]` devices: made, or why not (set once they have started).
+    pub ublk: std::cell::RefCell<Vec<raidd_admin::status::UblkStatus>>,
 }

@@ -1,7 +1,7 @@
 //! The daemon's life: start (certificates, arrays, listeners, workers), the main thread's
 //! loop (acceptors, control socket, monitor, safe mode, signals) and the stop.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{self, Either, FutureExt};
 use raidd_admin::exit::{AdminError, AdminResult};
-use raidd_admin::status::NotStarted;
+use raidd_admin::status::{NotStarted, UblkStatus};
 use raidd_engine::Member;
 use raidd_rt::net::{TcpListener, UnixListener};
 use raidd_rt::signal::Signals;
@@ -23,7 +23,7 @@ use crate::control;
 use crate::ctx::ControlCtx;
 use crate::lifecycle::{self, Lifecycle, Watched};
 use crate::shared::{Export, ServerState, SharedState, Stop};
-use crate::{http, iscsi, link, nbd, volumes, watch, worker};
+use crate::{http, iscsi, link, nbd, ublk, volumes, watch, worker};
 
 /// Descriptors kept for everything but client connections (listeners, the control socket
 /// and its clients, rings and eventfds) besides two per member.
@@ -54,6 +54,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     let config = without_not_started(config, &not_started);
     let resolved = volumes::resolve(config, &served).await;
     let config = resolved.config;
+    let ublk_serving = resolved.ublk;
     let mut listeners = match bind(&config) {
         Ok(l) => l,
         Err(e) => {
@@ -82,6 +83,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         config.limits.member_timeout,
     ));
     let watched = watched(&served);
+    let (devices, mut not_made) = ublk::prepare(&config.ublk, &ublk_serving, config.threads);
     let ctx = Rc::new(ControlCtx {
         served,
         not_started,
@@ -93,20 +95,28 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         member_timeout: config.limits.member_timeout,
         http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
         volumes: resolved.volumes,
+        ublk: RefCell::new(Vec::new()),
     });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stop: Stop = stop_rx.shared();
-    let (workers, to_workers) = match start_workers(&config, &shared, &stop) {
+    let (workers, to_workers) = match start_workers(&config, &shared, &stop, &devices) {
         Ok(w) => w,
         Err(e) => {
             close_all(&ctx.served).await;
             return Err(e);
         }
     };
+    not_made.extend(ublk::start(&devices).await);
+    *ctx.ublk.borrow_mut() = ublk_status(&devices, &not_made);
     announce(&config, &shared, &listeners);
     run_until_signal(&ctx, listeners, to_workers, signals, stop_tx).await;
+    // ublk devices first: their requests in flight finish while the workers still serve.
+    ublk::stop(&devices).await;
     ctx.life.stop(&ctx.watched).await;
     drain(workers, config.limits.drain_timeout).await;
+    let ids: Vec<u32> = devices.iter().map(|d| d.id).collect();
+    drop(devices);
+    ublk::delete(ids).await;
     let _ = std::fs::remove_file(&config.control_socket);
     if close_all(&ctx.served).await {
         tracing::info!("stopped");
@@ -307,7 +317,12 @@ type Workers = (
     Vec<mpsc::UnboundedSender<Accepted>>,
 );
 
-fn start_workers(config: &Config, shared: &SharedState, stop: &Stop) -> AdminResult<Workers> {
+fn start_workers(
+    config: &Config,
+    shared: &SharedState,
+    stop: &Stop,
+    devices: &[ublk::Device],
+) -> AdminResult<Workers> {
     let mut to_workers = Vec::new();
     let mut workers = Vec::new();
     let poll = config.poll;
@@ -315,11 +330,12 @@ fn start_workers(config: &Config, shared: &SharedState, stop: &Stop) -> AdminRes
         let (tx, rx) = mpsc::unbounded::<Accepted>();
         to_workers.push(tx);
         let (shared, stop) = (shared.clone(), stop.clone());
+        let queues = ublk::queues_of(devices, i);
         let handle = std::thread::Builder::new()
             .name(format!("raidd-worker-{i}"))
             .spawn(move || {
                 raidd_rt::set_poll(poll);
-                raidd_rt::block_on(worker::run(rx, shared, stop));
+                raidd_rt::block_on(worker::run(rx, shared, stop, queues));
                 let io = raidd_rt::io_stats();
                 tracing::info!(
                     "worker {i}: {} member reads and writes went to the kernel as {} \
@@ -460,4 +476,27 @@ async fn drain(workers: Vec<std::thread::JoinHandle<()>>, limit: Duration) {
              anyway; those with writes in flight stay marked unclean"
         ),
     }
+}
+
+/// The ublk devices as `status` reports them.
+fn ublk_status(devices: &[ublk::Device], not_made: &[ublk::NotMade]) -> Vec<UblkStatus> {
+    let mut out: Vec<UblkStatus> = devices
+        .iter()
+        .filter(|d| !not_made.iter().any(|n| n.id == d.id))
+        .map(|d| UblkStatus {
+            device: raidd_ublk::abi::block_path(d.id),
+            serves: d.name.clone(),
+            size_bytes: d.size_bytes,
+            taken_over: d.recovered,
+            error: None,
+        })
+        .collect();
+    out.extend(not_made.iter().map(|n| UblkStatus {
+        device: raidd_ublk::abi::block_path(n.id),
+        serves: n.name.clone(),
+        size_bytes: 0,
+        taken_over: false,
+        error: Some(n.error.clone()),
+    }));
+    out
 }

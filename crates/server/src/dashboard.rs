@@ -323,6 +323,7 @@ mod tests {
             arrays: Vec::new(),
             not_started: Vec::new(),
             spare_pool: Vec::new(),
+            ublk: Vec::new(),
         };
         let p = page(&r);
         for name in p

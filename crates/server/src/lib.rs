@@ -45,6 +45,7 @@ mod nbd;
 mod outq;
 mod shared;
 mod status;
+mod ublk;
 mod volumes;
 mod watch;
 mod worker;

@@ -28,6 +28,7 @@ pub async fn report(ctx: &ControlCtx) -> StatusReport {
         buffer_memory_bytes: ctx.shared.budget.limit(),
         arrays,
         not_started: ctx.not_started.clone(),
+        ublk: ctx.ublk.borrow().clone(),
         spare_pool: ctx
             .life
             .pool_names()

@@ -70,6 +70,8 @@ pub struct Resolved {
     pub exports: Vec<Serving>,
     /// One per LUN of each target of `config`.
     pub luns: Vec<Vec<Serving>>,
+    /// One per `[[ublk]]` entry of `config`.
+    pub ublk: Vec<Serving>,
     pub volumes: Volumes,
 }
 
@@ -102,6 +104,22 @@ pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
             }
             Err(err) => {
                 not_offered(format!("export {:?}", e.name), err);
+                false
+            }
+        },
+    );
+    let mut ublk = Vec::new();
+    config.ublk.retain(
+        |u| match serving(served, &tables, u.array, u.volume.as_ref()) {
+            Ok(s) => {
+                if let Some(v) = &s.volume {
+                    users.push((u.array, v.guid.clone(), format!("/dev/ublkb{}", u.id)));
+                }
+                ublk.push(s);
+                true
+            }
+            Err(err) => {
+                not_offered(format!("/dev/ublkb{}", u.id), err);
                 false
             }
         },
@@ -141,6 +159,7 @@ pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
         config,
         exports,
         luns,
+        ublk,
         volumes: Volumes {
             tables: RefCell::new(tables),
             users,
@@ -153,7 +172,8 @@ pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
 pub struct Volumes {
     /// Each served array's table as last read (indices as the served arrays').
     tables: RefCell<Vec<Read>>,
-    /// What serves each volume: (array index, volume GUID, `export NAME` or `LUN N of T`).
+    /// What serves each volume: (array index, volume GUID, `export NAME`, `LUN N of T` or
+    /// `/dev/ublkbN`).
     users: Vec<(usize, String, String)>,
     /// One change to a table at a time: each reads the table, changes it and writes it back.
     lock: futures::lock::Mutex<()>,

@@ -1,9 +1,11 @@
 //! A worker thread: serves the connections the acceptors hand it (each on a task of its
-//! own, for its whole life), watches their time limits, and at the stop stops them reading
-//! and waits for their requests to finish.
+//! own, for its whole life) and its queue of each ublk device, watches the connections'
+//! time limits, and at the stop stops them reading and waits for their requests to finish
+//! (and for its ublk queues to end, which they do once their devices are stopped).
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use futures::channel::mpsc;
 use futures::future::{self, Either};
@@ -16,7 +18,16 @@ use crate::watch::{self, Registry, Watch};
 use crate::{iscsi, nbd};
 
 /// Runs until the daemon stops and this thread's connections have drained.
-pub async fn run(mut rx: mpsc::UnboundedReceiver<Accepted>, shared: SharedState, stop: Stop) {
+pub async fn run(
+    mut rx: mpsc::UnboundedReceiver<Accepted>,
+    shared: SharedState,
+    stop: Stop,
+    ublk: Vec<Arc<crate::ublk::queue::Queue>>,
+) {
+    let queues: Vec<_> = ublk
+        .into_iter()
+        .map(|q| raidd_rt::spawn_local(crate::ublk::queue::run(q)))
+        .collect();
     let registry = Rc::new(Registry::default());
     let done = Rc::new(Cell::new(false));
     let watchdog = {
@@ -41,6 +52,9 @@ pub async fn run(mut rx: mpsc::UnboundedReceiver<Accepted>, shared: SharedState,
     // still limits how long a client may keep their replies waiting).
     registry.stop_reading();
     registry.drained().await;
+    for q in queues {
+        q.await;
+    }
     done.set(true);
     drop(watchdog);
 }

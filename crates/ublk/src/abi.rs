@@ -170,6 +170,9 @@ pub struct DevInfo {
     pub dev_id: u32,
     pub ublksrv_pid: i32,
     pub flags: u64,
+    /// The server's own word about the device, kept by the kernel and given back (raidd
+    /// marks its devices with it, to know one it may recover).
+    pub ublksrv_flags: u64,
     pub owner_uid: u32,
     pub owner_gid: u32,
 }
@@ -198,6 +201,7 @@ impl DevInfo {
         b[12..16].copy_from_slice(&self.dev_id.to_le_bytes());
         b[16..20].copy_from_slice(&self.ublksrv_pid.to_le_bytes());
         b[24..32].copy_from_slice(&self.flags.to_le_bytes());
+        b[32..40].copy_from_slice(&self.ublksrv_flags.to_le_bytes());
         b[40..44].copy_from_slice(&self.owner_uid.to_le_bytes());
         b[44..48].copy_from_slice(&self.owner_gid.to_le_bytes());
         b
@@ -212,6 +216,7 @@ impl DevInfo {
             dev_id: u32_at(b, 12),
             ublksrv_pid: u32_at(b, 16) as i32,
             flags: u64_at(b, 24),
+            ublksrv_flags: u64_at(b, 32),
             owner_uid: u32_at(b, 40),
             owner_gid: u32_at(b, 44),
         }
@@ -275,10 +280,13 @@ impl IoDesc {
     }
 }
 
-/// Where queue `q`'s descriptors are in /dev/ublkcN's mapping: each queue's array of
-/// `depth` descriptors starts on a page of its own.
-pub fn desc_offset(q: u16, depth: u16, page: usize) -> u64 {
-    (u64::from(q)) * desc_area_len(depth, page) as u64
+/// The most tags a queue may have (`UBLK_MAX_QUEUE_DEPTH`).
+pub const MAX_QUEUE_DEPTH: u16 = 4096;
+
+/// Where queue `q`'s descriptors are in /dev/ublkcN's mapping: the driver places queues as
+/// if each had the most tags a queue may have, whatever the device's depth.
+pub fn desc_offset(q: u16, page: usize) -> u64 {
+    (u64::from(q)) * desc_area_len(MAX_QUEUE_DEPTH, page) as u64
 }
 
 /// Bytes mapped for one queue's descriptors (whole pages).
@@ -341,6 +349,7 @@ mod tests {
             dev_id: 9,
             ublksrv_pid: 1234,
             flags: flags::USER_RECOVERY | flags::CMD_IOCTL_ENCODE,
+            ublksrv_flags: 0x5241_4944_0000_0001,
             owner_uid: 0,
             owner_gid: 0,
         };
@@ -350,6 +359,7 @@ mod tests {
         assert_eq!(b[12], 9);
         assert_eq!(&b[16..20], &1234i32.to_le_bytes());
         assert_eq!(b[24], 0x48);
+        assert_eq!(&b[32..40], &0x5241_4944_0000_0001u64.to_le_bytes());
         assert_eq!(DevInfo::decode(&b), info);
         assert_eq!(info.state(), DevState::Live);
         let d = IoDesc {
@@ -367,7 +377,11 @@ mod tests {
         assert_eq!(desc_area_len(128, 4096), 4096);
         assert_eq!(desc_area_len(170, 4096), 4096);
         assert_eq!(desc_area_len(171, 4096), 8192);
-        assert_eq!(desc_offset(3, 256, 4096), 3 * 8192);
+        assert_eq!(
+            desc_offset(3, 4096),
+            3 * 98304,
+            "queues are placed at the largest depth"
+        );
         assert_eq!(char_path(3), "/dev/ublkc3");
         assert_eq!(block_path(0), "/dev/ublkb0");
     }

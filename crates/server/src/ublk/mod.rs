@@ -1,0 +1,392 @@
+//! `[[ublk]]`: arrays and volumes as local block devices (/dev/ublkbN) while the daemon
+//! runs, through Linux's ublk driver. The ABI and the decisions on it are `raidd-ublk`'s;
+//! this is the shell: the control device (`ctrl`), and the queues (`queue`), one per worker
+//! thread, whose tags fetch and complete requests on the worker's own ring beside its
+//! member I/O (the ublksrv and SPDK pattern).
+//!
+//! A device's life: prepared on the main thread before the workers start (added, or taken
+//! over from a raidd that died, its parameters set, its descriptors mapped); its queues run
+//! on the workers; it is started (or its recovery ended) once every tag has fetched; at a
+//! clean stop it is stopped (its requests drain, the fetches end), and once the queues have
+//! ended and closed /dev/ublkcN it is deleted (the kernel waits for that close). Devices are
+//! made with user recovery: if raidd dies, the kernel keeps /dev/ublkbN and holds its
+//! requests, and the next `raidd serve` with the same entry takes it over and reissues them.
+
+pub mod ctrl;
+pub mod queue;
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use raidd_engine::{Extent, Member};
+use raidd_ublk::abi::{self, flags, DevInfo, DevState};
+use raidd_ublk::params::{self, Device as Params};
+use raidd_ublk::request::Limits;
+
+use crate::config::UblkConfig;
+use crate::volumes::Serving;
+use ctrl::Control;
+use queue::{Descs, Queue};
+
+/// How long START_DEV, STOP_DEV and the recovery may take before the daemon gives up on
+/// the device (they wait for the queues, and for I/O in flight).
+const CONTROL_WAIT: Duration = Duration::from_secs(60);
+
+/// A device made (or taken over), with its queues.
+#[derive(Debug)]
+pub struct Device {
+    pub id: u32,
+    /// What it serves: the array's name, or `array/volume`.
+    pub name: String,
+    pub size_bytes: u64,
+    /// Taken over from a raidd that died: its recovery is ended rather than the device
+    /// started.
+    pub recovered: bool,
+    /// One per worker thread, queue `q` on worker `q`.
+    pub queues: Vec<Arc<Queue>>,
+}
+
+/// A configured device that could not be made, and why.
+#[derive(Clone, Debug)]
+pub struct NotMade {
+    pub id: u32,
+    pub name: String,
+    pub error: String,
+}
+
+/// raidd's mark on a device (the kernel keeps it for the server): the high half says raidd,
+/// the low half which array range it serves, so a device is taken over only by the raidd
+/// serving the same thing.
+fn mark(extent: &Extent) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in extent
+        .id()
+        .iter()
+        .chain(&extent.offset().to_le_bytes())
+        .chain(&extent.size_bytes().to_le_bytes())
+    {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    0x7261_6964_0000_0000 | (h & 0xffff_ffff)
+}
+
+/// The device's parameters from what it serves.
+fn params_of(u: &UblkConfig, extent: &Extent) -> Params {
+    let array = extent.array();
+    let g = array.geometry();
+    let chunk = u64::from(g.chunk_sectors()) * 512;
+    let data = g.members().saturating_sub(g.redundancy()).max(1) as u64;
+    Params {
+        size_bytes: extent.size_bytes(),
+        logical_block: extent.block_size().max(512),
+        physical_block: extent.block_size().max(512),
+        io_min: u32::try_from(chunk).unwrap_or(0),
+        io_opt: u32::try_from(chunk * data).unwrap_or(0),
+        max_io_bytes: u.max_io,
+        rotational: array.info().rotational,
+        read_only: u.read_only || extent.is_read_only(),
+        discard: !g.level().has_parity(),
+        write_zeroes: true,
+    }
+}
+
+/// Opens /dev/ublkcN, which appears once the device is added (devtmpfs makes it; udev may
+/// still be setting it up for a moment).
+fn open_char(id: u32) -> Result<OwnedFd, String> {
+    let path = abi::char_path(id);
+    let mut last = None;
+    for _ in 0..100 {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        {
+            Ok(f) => return Ok(OwnedFd::from(f)),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!(
+        "{path} cannot be opened: {}",
+        last.map_or_else(|| "unknown error".into(), |e| e.to_string())
+    ))
+}
+
+/// Adds device `u.id`, or finds the one a raidd that died left for it; whether it is a
+/// takeover.
+fn add_or_take_over(
+    ctl: &mut Control,
+    u: &UblkConfig,
+    want: &DevInfo,
+) -> Result<(DevInfo, bool), String> {
+    let path = abi::block_path(u.id);
+    match ctl.info(u.id) {
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+        Err(e) => return Err(format!("asking the kernel about {path}: {e}")),
+        Ok(have) => {
+            if have.ublksrv_flags != want.ublksrv_flags {
+                return Err(format!(
+                    "{path} exists and is not this entry's (another program's, or raidd's for \
+                     another array): give the entry another id, or delete it with `raidd \
+                     ublk delete {}` if nothing uses it",
+                    u.id
+                ));
+            }
+            if have.state() == DevState::Live && pid_alive(have.ublksrv_pid) {
+                return Err(format!(
+                    "{path} is served by process {} already",
+                    have.ublksrv_pid
+                ));
+            }
+            if (have.nr_hw_queues, have.queue_depth, have.max_io_buf_bytes)
+                != (want.nr_hw_queues, want.queue_depth, want.max_io_buf_bytes)
+            {
+                return Err(format!(
+                    "{path} was left by a raidd with {} threads, queue_depth {} and max_io {}: \
+                     start with those to take it over, or delete it (`raidd ublk delete {}`)",
+                    have.nr_hw_queues, have.queue_depth, have.max_io_buf_bytes, u.id
+                ));
+            }
+            ctl.start_recovery(u.id)
+                .map_err(|e| format!("taking over {path} from the raidd that left it: {e}"))?;
+            return Ok((have, true));
+        }
+    }
+    let got = ctl.add(want).map_err(|e| format!("adding {path}: {e}"))?;
+    Ok((got, false))
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
+}
+
+/// Prepares one device; on failure after it was added, it is deleted again.
+fn prepare_one(
+    ctl: &mut Control,
+    u: &UblkConfig,
+    s: &Serving,
+    threads: usize,
+) -> Result<Device, String> {
+    let extent = s.extent.clone();
+    let p = params_of(u, &extent);
+    let bytes = params::encode(&p)?;
+    let want = DevInfo {
+        nr_hw_queues: u16::try_from(threads).map_err(|_| "too many worker threads for ublk")?,
+        queue_depth: u.queue_depth,
+        max_io_buf_bytes: u.max_io,
+        dev_id: u.id,
+        ublksrv_pid: std::process::id() as i32,
+        flags: flags::USER_RECOVERY | flags::USER_RECOVERY_REISSUE | flags::CMD_IOCTL_ENCODE,
+        ublksrv_flags: mark(&extent),
+        ..DevInfo::default()
+    };
+    let (info, recovered) = add_or_take_over(ctl, u, &want)?;
+    let made = (|| {
+        if !recovered {
+            ctl.set_params(info.dev_id, &bytes).map_err(|e| {
+                format!("setting {}'s parameters: {e}", abi::block_path(info.dev_id))
+            })?;
+        }
+        let cdev = Arc::new(open_char(info.dev_id)?);
+        let limits = Limits {
+            size_bytes: p.size_bytes,
+            block: p.logical_block,
+            max_io_bytes: u.max_io,
+            read_only: p.read_only,
+        };
+        let mut queues = Vec::with_capacity(threads);
+        for q in 0..want.nr_hw_queues {
+            let descs = Descs::map(&cdev, q, u.queue_depth).map_err(|e| {
+                format!("mapping queue {q} of {}: {e}", abi::char_path(info.dev_id))
+            })?;
+            queues.push(Arc::new(Queue {
+                id: info.dev_id,
+                q,
+                depth: u.queue_depth,
+                max_io: u.max_io,
+                cdev: cdev.clone(),
+                descs,
+                extent: extent.clone(),
+                limits,
+            }));
+        }
+        Ok(queues)
+    })();
+    match made {
+        Ok(queues) => Ok(Device {
+            id: info.dev_id,
+            name: extent.name().to_string(),
+            size_bytes: p.size_bytes,
+            recovered,
+            queues,
+        }),
+        Err(e) => {
+            if !recovered {
+                let _ = ctl.delete(info.dev_id);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Prepares every configured device (`serving[i]` is what entry i serves). One that cannot
+/// be made is logged and left out (the arrays are still served over the network).
+pub fn prepare(
+    entries: &[UblkConfig],
+    serving: &[Serving],
+    threads: usize,
+) -> (Vec<Device>, Vec<NotMade>) {
+    let mut made = Vec::new();
+    let mut not = Vec::new();
+    if entries.is_empty() {
+        return (made, not);
+    }
+    let mut ctl = match Control::open() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            for (u, s) in entries.iter().zip(serving) {
+                not.push(NotMade {
+                    id: u.id,
+                    name: s.extent.name().to_string(),
+                    error: e.clone(),
+                });
+            }
+            None
+        }
+    };
+    if let Some(ctl) = ctl.as_mut() {
+        for (u, s) in entries.iter().zip(serving) {
+            match prepare_one(ctl, u, s, threads) {
+                Ok(d) => made.push(d),
+                Err(error) => not.push(NotMade {
+                    id: u.id,
+                    name: s.extent.name().to_string(),
+                    error,
+                }),
+            }
+        }
+    }
+    for n in &not {
+        tracing::error!(
+            "{} ({}) is not made: {}",
+            abi::block_path(n.id),
+            n.name,
+            n.error
+        );
+        eprintln!(
+            "raidd: {} ({}) is not made: {}",
+            abi::block_path(n.id),
+            n.name,
+            n.error
+        );
+    }
+    (made, not)
+}
+
+/// The queues worker `w` runs.
+pub fn queues_of(devices: &[Device], w: usize) -> Vec<Arc<Queue>> {
+    devices
+        .iter()
+        .filter_map(|d| d.queues.get(w).cloned())
+        .collect()
+}
+
+/// Runs `f` on a helper thread (control commands block) and waits for it on this thread's
+/// executor, at most [`CONTROL_WAIT`].
+async fn on_helper<T: Send + 'static>(
+    what: String,
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    std::thread::Builder::new()
+        .name("raidd-ublk-ctl".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .map_err(|e| format!("{what}: no helper thread: {e}"))?;
+    let wait = raidd_rt::time::sleep(CONTROL_WAIT);
+    futures::pin_mut!(wait);
+    match futures::future::select(rx, wait).await {
+        futures::future::Either::Left((Ok(r), _)) => r,
+        futures::future::Either::Left((Err(_), _)) => {
+            Err(format!("{what}: the helper thread died"))
+        }
+        futures::future::Either::Right(_) => Err(format!("{what}: no answer in {CONTROL_WAIT:?}")),
+    }
+}
+
+/// Starts the devices whose queues run (or ends their recovery); those that do not start
+/// are reported (they are stopped and deleted with the others at the end).
+pub async fn start(devices: &[Device]) -> Vec<NotMade> {
+    let mut failed = Vec::new();
+    for d in devices {
+        let (id, recovered) = (d.id, d.recovered);
+        let what = abi::block_path(id);
+        let r = on_helper(what.clone(), move || {
+            let mut ctl = Control::open()?;
+            if recovered {
+                ctl.end_recovery(id)
+                    .map_err(|e| format!("ending the recovery of {what}: {e}"))
+            } else {
+                ctl.start(id).map_err(|e| format!("starting {what}: {e}"))
+            }
+        })
+        .await;
+        match r {
+            Ok(()) => {
+                let how = if recovered {
+                    "taken over (its waiting requests go on)"
+                } else {
+                    "started"
+                };
+                tracing::info!(device = %abi::block_path(id), serves = %d.name, size = d.size_bytes, "ublk device {how}");
+            }
+            Err(error) => {
+                tracing::error!("{error}");
+                failed.push(NotMade {
+                    id,
+                    name: d.name.clone(),
+                    error,
+                });
+            }
+        }
+    }
+    failed
+}
+
+/// Stops every device: its requests in flight finish (the workers still serve them), its
+/// block device goes, and its queues' fetches end.
+pub async fn stop(devices: &[Device]) {
+    for d in devices {
+        let id = d.id;
+        let what = abi::block_path(id);
+        let r = on_helper(what.clone(), move || {
+            Control::open()?
+                .stop(id)
+                .map_err(|e| format!("stopping {what}: {e}"))
+        })
+        .await;
+        if let Err(e) = r {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+/// Deletes the devices `ids`, once nothing of this process holds their /dev/ublkcN.
+pub async fn delete(ids: Vec<u32>) {
+    for id in ids {
+        let what = abi::block_path(id);
+        let r = on_helper(what.clone(), move || {
+            Control::open()?
+                .delete(id)
+                .map_err(|e| format!("deleting {what}: {e}"))
+        })
+        .await;
+        match r {
+            Ok(()) => tracing::info!(device = %abi::block_path(id), "ublk device removed"),
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+}

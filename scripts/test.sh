@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, and every test (unit, property, kernel fixtures,
-# mdadm interop, loop devices, simulation, the real kernel in a qemu guest). Installs what it
+# mdadm interop, loop devices, simulation, the real kernel in qemu guests: Debian 12's stock
+# kernel for md, nbd and iSCSI, its 6.12 kernel for ublk). Installs what it
 # needs on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +21,8 @@ echo "== the real Linux kernel in a qemu guest (md both ways, its NBD client and
 export RAIDD_VM=${RAIDD_VM:-/var/cache/raidd-vm}
 ./scripts/vm.sh build "$RAIDD_VM"
 cargo test -p raidd --test kernel --quiet -- --ignored 2>&1
+echo "== raidd inside a guest on Debian 12's 6.12 kernel: arrays as ublk block devices"
+export RAIDD_VM_UBLK=${RAIDD_VM_UBLK:-/var/cache/raidd-vm-ublk}
+./scripts/vm.sh build-ublk "$RAIDD_VM_UBLK"
+cargo test -p raidd --test ublk --quiet -- --ignored --test-threads 1 2>&1
 echo "== all tests passed"

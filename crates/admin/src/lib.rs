@@ -7,6 +7,7 @@
 //! - [`members`] and [`session`]: opening member files and assembling the arrays they make;
 //! - [`detail`] and [`status`]: the reports, as text and as JSON, built from the engine's
 //!   status of each array (the daemon's status report also from its exports);
+//! - [`ublk`]: ublk's control device (the daemon's devices, and `raidd ublk list|delete`);
 //! - [`volume`] and [`volume_io`]: volumes (GPT partitions) of an array, the table's logic
 //!   on bytes and its reading and writing on a running array;
 //! - [`size`], [`text`], [`progress`], [`md_names`]: how sizes, times, passes and md's
@@ -22,5 +23,6 @@ pub mod session;
 pub mod size;
 pub mod status;
 pub mod text;
+pub mod ublk;
 pub mod volume;
 pub mod volume_io;

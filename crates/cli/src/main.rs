@@ -48,8 +48,11 @@ enum Command {
     Write(cmd::write::WriteArgs),
     /// Write or verify raidd's self-verifying test pattern through an array.
     Pattern(cmd::pattern::PatternArgs),
-    /// An array's volumes (GPT partitions): list, create, delete, offline on its members.
+    /// An array's volumes (GPT partitions): list, create, resize, delete, offline on its
+    /// members or through the daemon.
     Volume(cmd::volume::VolumeArgs),
+    /// The ublk devices on this host (/dev/ublkbN): list them, delete one a dead server left.
+    Ublk(cmd::ublk::UblkArgs),
     /// Benchmarks.
     Bench(cmd::bench::BenchArgs),
     /// Transfer rate against offset across a member, an array, or simulated drives.
@@ -105,6 +108,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Write(a) => cmd::write::run(a, json),
         Command::Pattern(a) => cmd::pattern::run(a, json),
         Command::Volume(a) => cmd::volume::run(a, json),
+        Command::Ublk(a) => cmd::ublk::run(a, json),
         Command::Scan(a) => cmd::scan::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
         Command::Serve(a) => cmd::serve::run(a),

@@ -96,44 +96,10 @@ fn geometries() -> Vec<Geo> {
     ]
 }
 
-fn vm_dir() -> PathBuf {
-    let dir = std::env::var_os("RAIDD_VM").map(PathBuf::from).unwrap_or_else(|| {
-        panic!("RAIDD_VM is not set: run these tests through scripts/test.sh (or scripts/vm.sh build and RAIDD_VM=DIR)")
-    });
-    assert!(
-        dir.join("root.img").exists(),
-        "no guest in {}: run scripts/vm.sh build {}",
-        dir.display(),
-        dir.display()
-    );
-    dir
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Boots the guest with `disks` and `job` (a shell script body) in `share`; returns the
-/// job's log. The raidd binary is in the share as ./raidd.
+/// Boots the guest (Debian 12's stock kernel) with `disks` and `job` in `share`.
 fn boot(share: &Path, job: &str, disks: &[PathBuf], netns: Option<&str>) -> (bool, String) {
-    std::fs::copy(env!("CARGO_BIN_EXE_raidd"), share.join("raidd")).unwrap();
-    let script = share.join("job.sh");
-    std::fs::write(&script, format!("#!/bin/sh\nmodprobe md_mod\n{job}")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = Command::new(repo_root().join("scripts/vm.sh"));
-    cmd.arg("run").arg(vm_dir()).arg(share);
-    if let Some(ns) = netns {
-        cmd.args(["-n", ns]);
-    }
-    cmd.args(["-t", "900"]).args(disks);
-    let status = cmd.status().unwrap();
-    let log = std::fs::read_to_string(share.join("job.log")).unwrap_or_default();
-    (status.success(), log)
+    let vm = common::guest::vm_dir("RAIDD_VM", "build");
+    common::guest::boot(&vm, share, job, disks, netns)
 }
 
 fn seed_of(i: usize) -> u64 {

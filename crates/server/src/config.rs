@@ -1453,6 +1453,64 @@ mod tests {
     }
 
     #[test]
+    fn ublk_entries_are_checked_and_follow_their_arrays() {
+        let base = "[[array]]\nname = \"a\"\nmembers = [\"a0\"]\n\
+                    [[array]]\nname = \"b\"\nmembers = [\"b0\"]\nread_only = true\n";
+        let c = parse(&format!(
+            "{base}[[ublk]]\narray = \"a\"\nvolume = \"data\"\n\
+             [[ublk]]\narray = \"b\"\nid = 7\nqueue_depth = 128\nmax_io = \"1M\"\n"
+        ))
+        .expect("valid");
+        assert_eq!(
+            c.ublk,
+            vec![
+                UblkConfig {
+                    array: 0,
+                    volume: Some(VolumeRef::Name("data".into())),
+                    id: 0,
+                    read_only: false,
+                    queue_depth: 64,
+                    max_io: 512 << 10,
+                },
+                UblkConfig {
+                    array: 1,
+                    volume: None,
+                    id: 7,
+                    read_only: true,
+                    queue_depth: 128,
+                    max_io: 1 << 20,
+                },
+            ]
+        );
+        // An array that does not start takes its device along; the others are renumbered.
+        let (left, notes) = c.without_arrays(&[0]);
+        assert_eq!(left.ublk.len(), 1);
+        assert_eq!((left.ublk[0].array, left.ublk[0].id), (0, 7));
+        assert!(
+            notes.iter().any(|n| n.contains("/dev/ublkb0 is not made")),
+            "{notes:?}"
+        );
+        for (entry, want) in [
+            ("array = \"zz\"", "no array named"),
+            ("array = \"a\"\nqueue_depth = 0", "queue_depth = 0"),
+            ("array = \"a\"\nqueue_depth = 5000", "queue_depth = 5000"),
+            ("array = \"a\"\nmax_io = \"6K\"", "max_io"),
+            ("array = \"a\"\nmax_io = \"8M\"", "max_io"),
+            ("array = \"a\"\nid = 2000000", "id: at most"),
+            ("array = \"a\"\nvolume = 0", "numbered from 1"),
+            ("array = \"a\"\nsize = 3", "unknown field"),
+        ] {
+            let e = parse(&format!("{base}[[ublk]]\n{entry}\n")).unwrap_err();
+            assert!(e.contains(want), "{entry}: {e}");
+        }
+        let e = parse(&format!(
+            "{base}[[ublk]]\narray = \"a\"\nid = 1\n[[ublk]]\narray = \"b\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+    }
+
+    #[test]
     fn explicit_exports_and_options() {
         let c = parse(
             r#"

@@ -10,6 +10,7 @@ pub mod read;
 pub mod scan;
 pub mod serve;
 pub mod status;
+pub mod ublk;
 pub mod volume;
 pub mod write;
 

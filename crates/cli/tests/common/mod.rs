@@ -4,6 +4,7 @@
 
 pub mod daemon;
 pub mod fuse;
+pub mod guest;
 pub mod iscsi_raw;
 pub mod nbd_raw;
 pub mod sectors;

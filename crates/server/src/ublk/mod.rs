@@ -1,6 +1,7 @@
 //! `[[ublk]]`: arrays and volumes as local block devices (/dev/ublkbN) while the daemon
 //! runs, through Linux's ublk driver. The ABI and the decisions on it are `raidd-ublk`'s;
-//! this is the shell: the control device (`ctrl`), and the queues (`queue`), one per worker
+//! this is the shell: the control device (`raidd_admin::ublk`, shared with `raidd ublk`),
+//! and the queues (`queue`), one per worker
 //! thread, whose tags fetch and complete requests on the worker's own ring beside its
 //! member I/O (the ublksrv and SPDK pattern).
 //!
@@ -12,7 +13,6 @@
 //! made with user recovery: if raidd dies, the kernel keeps /dev/ublkbN and holds its
 //! requests, and the next `raidd serve` with the same entry takes it over and reissues them.
 
-pub mod ctrl;
 pub mod queue;
 
 use std::os::fd::OwnedFd;
@@ -26,8 +26,8 @@ use raidd_ublk::request::Limits;
 
 use crate::config::UblkConfig;
 use crate::volumes::Serving;
-use ctrl::Control;
 use queue::{Descs, Queue};
+use raidd_admin::ublk::{pid_alive, Control};
 
 /// How long START_DEV, STOP_DEV and the recovery may take before the daemon gives up on
 /// the device (they wait for the queues, and for I/O in flight).
@@ -55,7 +55,8 @@ pub struct NotMade {
     pub error: String,
 }
 
-/// raidd's mark on a device (the kernel keeps it for the server): the high half says raidd,
+/// raidd's mark on a device (the kernel keeps it for the server): the high half says raidd
+/// (`raidd_admin::ublk::made_by_raidd`),
 /// the low half which array range it serves, so a device is taken over only by the raidd
 /// serving the same thing.
 fn mark(extent: &Extent) -> u64 {
@@ -155,11 +156,6 @@ fn add_or_take_over(
     }
     let got = ctl.add(want).map_err(|e| format!("adding {path}: {e}"))?;
     Ok((got, false))
-}
-
-fn pid_alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks that the process exists.
-    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
 }
 
 /// Prepares one device; on failure after it was added, it is deleted again.

@@ -11,6 +11,17 @@ use std::os::fd::AsRawFd;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use raidd_ublk::abi::{self, Ctrl, CtrlCmd, DevInfo, DEV_INFO_LEN};
 
+/// Whether `info` is a device raidd made (its mark's high half).
+pub fn made_by_raidd(info: &DevInfo) -> bool {
+    info.ublksrv_flags >> 32 == 0x7261_6964
+}
+
+/// Whether process `pid` exists.
+pub fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
+}
+
 /// The control device, open, with its ring.
 pub struct Control {
     file: File,
@@ -133,6 +144,19 @@ impl Control {
 
     pub fn delete(&mut self, id: u32) -> io::Result<()> {
         self.send(Ctrl::DelDev, CtrlCmd::new(id)).map(|_| ())
+    }
+
+    /// The devices that exist, by number (from /dev/ublkcN), with the kernel's info on each.
+    pub fn list(&mut self) -> Vec<(u32, io::Result<DevInfo>)> {
+        let mut ids: Vec<u32> = std::fs::read_dir("/dev")
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.strip_prefix("ublkc")?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids.into_iter().map(|id| (id, self.info(id))).collect()
     }
 
     /// Begins recovering a device whose server died (its requests wait meanwhile).

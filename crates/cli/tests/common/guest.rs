@@ -1,0 +1,54 @@
+//! The qemu guests of scripts/vm.sh for tests that need a real kernel: booted with disks
+//! and a job script in a shared directory, with the raidd binary beside it.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A guest's directory, named by `var` (RAIDD_VM, RAIDD_VM_UBLK), built by `recipe` (the
+/// vm.sh command that builds it).
+pub fn vm_dir(var: &str, recipe: &str) -> PathBuf {
+    let dir = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} is not set: run these tests through scripts/test.sh (or scripts/vm.sh {recipe} and {var}=DIR)")
+    });
+    assert!(
+        dir.join("root.img").exists(),
+        "no guest in {}: run scripts/vm.sh {recipe} {}",
+        dir.display(),
+        dir.display()
+    );
+    dir
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Boots the guest in `vm` with `disks` and `job` (a shell script body) in `share`; returns
+/// whether the job succeeded, and its log. The raidd binary is in the share as ./raidd.
+pub fn boot(
+    vm: &Path,
+    share: &Path,
+    job: &str,
+    disks: &[PathBuf],
+    netns: Option<&str>,
+) -> (bool, String) {
+    std::fs::copy(env!("CARGO_BIN_EXE_raidd"), share.join("raidd")).unwrap();
+    let script = share.join("job.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nmodprobe md_mod\n{job}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new(repo_root().join("scripts/vm.sh"));
+    cmd.arg("run").arg(vm).arg(share);
+    if let Some(ns) = netns {
+        cmd.args(["-n", ns]);
+    }
+    cmd.args(["-t", "900"]).args(disks);
+    let status = cmd.status().unwrap();
+    let log = std::fs::read_to_string(share.join("job.log")).unwrap_or_default();
+    (status.success(), log)
+}

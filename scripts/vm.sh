@@ -201,7 +201,17 @@ run() {
   done
   local prefix=()
   [ -n "$netns" ] && prefix=(ip netns exec "$netns")
-  timeout -k 10 "$limit" "${prefix[@]}" qemu-system-x86_64 "${args[@]}" </dev/null || true
+  # A guest that dies before its job starts (no job.log: the 6.12 kernel under qemu's
+  # multi-threaded emulation now and then panics while patching its own code at boot) is
+  # booted again, at most twice; the job has touched nothing yet.
+  local try
+  for try in 1 2 3; do
+    timeout -k 10 "$limit" "${prefix[@]}" qemu-system-x86_64 "${args[@]}" </dev/null || true
+    [ -f "$share/job.status" ] || [ -f "$share/job.log" ] && break
+    grep -q 'Kernel panic' "$share/console.log" || break
+    echo "vm.sh: the guest's kernel panicked before the job started (try $try); booting again" >&2
+    cp "$share/console.log" "$share/console.panic-$try.log"
+  done
   [ -f "$share/job.status" ] || { tail -30 "$share/console.log" >&2; die "the guest reported no job status"; }
   return "$(cat "$share/job.status")"
 }

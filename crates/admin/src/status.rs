@@ -137,6 +137,15 @@ impl VolumeTable {
         t
     }
 
+    /// `detail`'s lines: a blank line, then one per volume (or the table's error); nothing
+    /// for an array without a table.
+    pub fn write_detail(&self, text: &mut String) {
+        if self.error.is_some() || !self.volumes.is_empty() {
+            text.push('\n');
+            self.write_text(text, "");
+        }
+    }
+
     /// A line per volume, each starting with `indent`; nothing for an array without a table.
     pub fn write_text(&self, text: &mut String, indent: &str) {
         if let Some(e) = &self.error {

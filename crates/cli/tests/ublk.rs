@@ -295,7 +295,7 @@ rpc.mountd || exit 9
 rpc.nfsd 4 || exit 9
 mount -t nfs -o vers=4.2 127.0.0.1:/srv/nas /mnt/v4 || exit 10
 mount -t nfs -o vers=3,nolock 127.0.0.1:/srv/nas /mnt/v3 || exit 10
-echo "NFS $(grep -c ' nfs' /proc/mounts) mounts"
+echo "NFS $(grep -cE ' nfs4? ' /proc/mounts) mounts"
 nbd-client 127.0.0.1 10809 /dev/nbd0 -N blk || exit 11
 echo "BLOCK $(blockdev --getsize64 /dev/nbd0)"
 fio --name=b --filename=/dev/nbd0 --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite \

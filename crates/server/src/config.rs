@@ -704,6 +704,7 @@ impl Config {
 
         let http = raw.http.map(|h| http_config(h, &resolve)).transpose()?;
         let ublk = ublk_config(raw.ublk, &arrays)?;
+        check_ublk_memory(&ublk, threads, &limits)?;
         Ok(Config {
             ublk,
             http,
@@ -1224,6 +1225,42 @@ fn ublk_config(raw: Vec<RawUblk>, arrays: &[ArrayConfig]) -> Result<Vec<UblkConf
     Ok(out)
 }
 
+/// The bytes of buffers the ublk devices hold.
+fn ublk_buffer_bytes(ublk: &[UblkConfig], threads: usize) -> u64 {
+    ublk.iter()
+        .map(|u| u64::from(u.queue_depth) * u64::from(u.max_io) * threads as u64)
+        .sum()
+}
+
+impl Config {
+    /// What the connections may hold: the buffer budget less what the ublk devices hold.
+    pub fn connection_buffer_memory(&self) -> u64 {
+        self.limits
+            .buffer_memory
+            .saturating_sub(ublk_buffer_bytes(&self.ublk, self.threads))
+    }
+}
+
+/// ublk's buffers are held for the devices' life (one of `max_io` bytes per tag, `queue_depth`
+/// tags per queue, a queue per worker thread): together they must fit the server's buffer
+/// budget, so a config cannot make raidd hold unbounded memory.
+fn check_ublk_memory(ublk: &[UblkConfig], threads: usize, limits: &Limits) -> Result<(), String> {
+    let held = ublk_buffer_bytes(ublk, threads);
+    // What is left must still let one connection of either protocol work.
+    let one = limits
+        .nbd_connection_memory
+        .max(limits.iscsi_connection_memory);
+    if held.saturating_add(one) > limits.buffer_memory {
+        return Err(format!(
+            "[[ublk]] buffers would take {held} bytes (queue_depth x max_io x {threads} \
+             threads, summed over the devices): with one connection's {one} bytes, more than \
+             buffer_memory ({} bytes); lower them or raise buffer_memory",
+            limits.buffer_memory
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a volume named in an export or a LUN: a name a volume can have, or a number from 1.
 fn check_volume_ref(r: Option<&VolumeRef>) -> Result<(), String> {
     match r {
@@ -1508,6 +1545,12 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("given twice"), "{e}");
+        let e = parse(&format!(
+            "threads = 4\nbuffer_memory = \"128M\"\n{base}[[ublk]]\narray = \"a\"\n\
+             queue_depth = 64\nmax_io = \"1M\"\n[[ublk]]\narray = \"b\"\nqueue_depth = 64\nmax_io = \"1M\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("more than buffer_memory"), "{e}");
     }
 
     #[test]

@@ -214,7 +214,7 @@ async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
     let g = Gathered::new(&s.session.arrays, s.session.root).await;
     let volumes = ctx.volumes.table(i);
     let mut text = g.text(&s.session.unavailable);
-    volumes.write_text(&mut text, "");
+    volumes.write_detail(&mut text);
     let mut json = g.json(&s.session.unavailable);
     json.volumes = Some(volumes);
     Ok((

@@ -284,7 +284,7 @@ fn shared_state(
         tls,
         max_in_flight: config.nbd.max_in_flight,
         iscsi,
-        budget: Arc::new(Budget::new(l.buffer_memory)),
+        budget: Arc::new(Budget::new(config.connection_buffer_memory())),
         nbd_connection_memory: l.nbd_connection_memory,
         iscsi_connection_memory: l.iscsi_connection_memory,
         limits: watch::Limits {

@@ -53,7 +53,7 @@ pub async fn print(
     } else {
         let mut text = g.text(unavailable);
         if let Some(v) = &volumes {
-            v.write_text(&mut text, "");
+            v.write_detail(&mut text);
         }
         output::emit(&text)
     }

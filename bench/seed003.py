@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seed 003's Tab. 3, block half: throughput (IO/s and MB/s) and mean response time against
 request size, 1 KiB to 1 MiB, over NBD and over iSCSI to the same RAID5 served by one
-`raidd serve`. The file half (NFS over the same pool) comes with the file-service issue.
+`raidd serve`. The file half (NFS over the same pool) is bench/seed003_nas.py.
 
 Writes docs/reproduction/seed003.csv (Iometer's columns) and seed003.svg:
 

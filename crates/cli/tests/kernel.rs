@@ -120,23 +120,6 @@ fn images(dir: &Path, i: usize, g: &Geo) -> Vec<Option<PathBuf>> {
         .collect()
 }
 
-/// `n` empty member images named after `prefix`, and an empty share for the guest.
-fn blank_images(dir: &Path, prefix: &str, n: usize) -> (Vec<PathBuf>, PathBuf) {
-    let imgs = (0..n)
-        .map(|k| {
-            let p = dir.join(format!("{prefix}-{k}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(MEMBER_BYTES)
-                .unwrap();
-            p
-        })
-        .collect();
-    let share = dir.join("share");
-    std::fs::create_dir(&share).unwrap();
-    (imgs, share)
-}
-
 /// The feature map of `member`'s superblock, as `raidd examine` reads it.
 fn feature_map(member: &Path) -> u64 {
     let ex = raidd(&args_with(&["examine", "--json"], &[member.to_path_buf()]))
@@ -691,7 +674,7 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
 fn a_re_add_the_kernel_left_part_way_is_finished_by_raidd() {
     use common::daemon::{array_config, must, tool, Daemon};
     let dir = scratch();
-    let (imgs, share) = blank_images(dir.path(), "readd", 2);
+    let (imgs, share) = common::guest::blank_images(dir.path(), "readd", 2, MEMBER_BYTES);
     let seed = seed_of(90);
     // The recovery crawls at 1 KiB/s over the chunks written while the member was away, so
     // the stop finds it part way.
@@ -861,7 +844,7 @@ echo KERNEL-OK
 fn bad_blocks_the_kernel_recorded_keep_a_member_out_until_rebuilt() {
     use common::daemon::{array_config, must, tool, Daemon};
     let dir = scratch();
-    let (imgs, share) = blank_images(dir.path(), "bb", 2);
+    let (imgs, share) = common::guest::blank_images(dir.path(), "bb", 2, MEMBER_BYTES);
     let seed = seed_of(91);
     let job = format!(
         r#"set -u
@@ -954,7 +937,7 @@ echo BB-OK
 fn a_replacement_the_kernel_left_part_way_assembles_in_raidd() {
     use common::daemon::{array_config, Daemon};
     let dir = scratch();
-    let (imgs, share) = blank_images(dir.path(), "rep", 3);
+    let (imgs, share) = common::guest::blank_images(dir.path(), "rep", 3, MEMBER_BYTES);
     let seed = seed_of(92);
     let job = format!(
         r#"set -u
@@ -1049,7 +1032,7 @@ fn wait_for(ctl: &str, name: &str, done: impl Fn(&serde_json::Value) -> bool) ->
 #[ignore = "needs the qemu guest: scripts/test.sh runs it"]
 fn pools_move_both_ways_between_raidd_and_the_kernel() {
     let dir = scratch();
-    let (ours, share) = blank_images(dir.path(), "ours", 6);
+    let (ours, share) = common::guest::blank_images(dir.path(), "ours", 6, MEMBER_BYTES);
     let theirs: Vec<PathBuf> = (0..6)
         .map(|k| {
             let p = dir.path().join(format!("theirs-{k}.img"));
@@ -1148,7 +1131,7 @@ fn pools_move_both_ways_between_raidd_and_the_kernel() {
 #[ignore = "needs the qemu guest: scripts/test.sh runs it"]
 fn volumes_move_both_ways_between_raidd_and_the_kernel() {
     let dir = scratch();
-    let (ours, share) = blank_images(dir.path(), "ours", 4);
+    let (ours, share) = common::guest::blank_images(dir.path(), "ours", 4, MEMBER_BYTES);
     let theirs: Vec<PathBuf> = (0..4)
         .map(|k| {
             let p = dir.path().join(format!("theirs-{k}.img"));

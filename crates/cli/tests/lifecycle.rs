@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::daemon::{array_config, create_array, must, run_tool, tool, Daemon};
+use common::daemon::{array_config, create_array, fio_ok, must, run_tool, spawn_fio, tool, Daemon};
 use common::{raidd, scratch, sectors, MIB};
 use serde_json::Value;
 
@@ -126,16 +126,6 @@ fn export_size(d: &Daemon, export: &str) -> u64 {
         .unwrap()
 }
 
-fn spawn_fio(dir: &Path, args: &[String]) -> Child {
-    tool("fio")
-        .current_dir(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 /// One round of the iSCSI client on the first `len` bytes of a LUN: the pattern of
 /// `generation` written with qemu-img, the LUN read back, every sector of the range checked.
 fn iscsi_round(dir: &Path, lun: &str, len: u64, generation: u64) {
@@ -168,16 +158,6 @@ fn iscsi_round(dir: &Path, lun: &str, len: u64, generation: u64) {
         "iSCSI round {generation}: {} bad sectors, first {}",
         bad.len(),
         bad[0]
-    );
-}
-
-fn fio_ok(child: Child, what: &str) {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: fio failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

@@ -54,22 +54,6 @@ fn without_ublk_drv_the_device_is_refused_clearly_and_nbd_serves_on() {
 
 const MEMBER_BYTES: u64 = 64 << 20;
 
-fn members(dir: &Path, n: usize) -> (Vec<PathBuf>, PathBuf) {
-    let imgs = (0..n)
-        .map(|k| {
-            let p = dir.join(format!("m{k}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(MEMBER_BYTES)
-                .unwrap();
-            p
-        })
-        .collect();
-    let share = dir.join("share");
-    std::fs::create_dir(&share).unwrap();
-    (imgs, share)
-}
-
 fn boot(share: &Path, job: &str, disks: &[PathBuf]) -> (bool, String) {
     let vm = common::guest::vm_dir("RAIDD_VM_UBLK", "build-ublk");
     common::guest::boot(&vm, share, job, disks, None)
@@ -82,7 +66,8 @@ const WHOLE: &str = "[[ublk]]\narray = \"vol\"\n";
 /// /dev/vde made with raidd, a config serving it (`sections`: its `[[ublk]]`, `[[export]]`
 /// and `[[spare]]` tables; NBD on 127.0.0.1:10809), and shell functions: `serve` starts
 /// raidd in the background and waits until `raidd status` shows `device` (a line start
-/// such as `/dev/ublkb0 : vol`), `writes` prints the array's write count, `fio_verify
+/// such as `/dev/ublkb0 : vol`), `writes` prints the array's write count and `wait_writes
+/// N` waits until it passes N, `fio_verify
 /// ARGS` runs fio's verified writes on /dev/ublkb0.
 fn prelude(sections: &str, device: &str) -> String {
     format!(
@@ -115,6 +100,13 @@ serve() {{
 writes() {{
   ./raidd status --json --control /tmp/raidd.sock | grep -Eo '"writes": ?[0-9]+' | head -1 | grep -Eo '[0-9]+$'
 }}
+wait_writes() {{
+  n=0
+  until [ "$(writes)" -gt "$1" ] 2>/dev/null; do
+    n=$((n + 1)); [ $n -lt 1200 ] || {{ echo 'NO WRITES'; exit 6; }}
+    sleep 0.1
+  done
+}}
 fio_verify() {{
   fio --name=v --filename=/dev/ublkb0 --direct=1 --ioengine=libaio --verify=crc32c \
     --verify_fatal=1 --randrepeat=1 --output-format=terse "$@" >/tmp/fio.out 2>&1
@@ -130,7 +122,7 @@ fio_verify() {{
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn a_raid5_is_a_local_disk_with_a_filesystem_on_it() {
     let dir = scratch();
-    let (disks, share) = members(dir.path(), 4);
+    let (disks, share) = common::guest::blank_images(dir.path(), "m", 4, MEMBER_BYTES);
     let job = prelude(WHOLE, "/dev/ublkb0 : vol")
         + r#"
 serve
@@ -176,17 +168,13 @@ exit $fail
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn raidd_killed_under_load_is_taken_over_and_no_write_is_lost() {
     let dir = scratch();
-    let (disks, share) = members(dir.path(), 4);
+    let (disks, share) = common::guest::blank_images(dir.path(), "m", 4, MEMBER_BYTES);
     let job = prelude(WHOLE, "/dev/ublkb0 : vol")
         + r#"
 serve
 fio_verify --rw=randwrite --bs=4k --iodepth=32 --size=48M --rate=6m &
 fpid=$!
-n=0
-until [ "$(writes)" -gt 2000 ] 2>/dev/null; do
-  n=$((n + 1)); [ $n -lt 1200 ] || { echo 'NO WRITES'; exit 6; }
-  sleep 0.1
-done
+wait_writes 2000
 kill -9 $pid
 wait $pid 2>/dev/null
 echo "KILLED with $(ls /dev/ublkb0) still there"
@@ -228,18 +216,14 @@ exit $fail
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn a_member_fails_under_load_and_a_spare_rebuilds_it() {
     let dir = scratch();
-    let (disks, share) = members(dir.path(), 5);
+    let (disks, share) = common::guest::blank_images(dir.path(), "m", 5, MEMBER_BYTES);
     let sections = format!("{WHOLE}[[spare]]\npath = \"/dev/vdf\"\n");
     let job = prelude(&sections, "/dev/ublkb0 : vol")
         + r#"
 serve
 fio_verify --rw=randwrite --bs=4k --iodepth=32 --size=48M --rate=6m &
 fpid=$!
-n=0
-until [ "$(writes)" -gt 1000 ] 2>/dev/null; do
-  n=$((n + 1)); [ $n -lt 1200 ] || { echo 'NO WRITES'; exit 6; }
-  sleep 0.1
-done
+wait_writes 1000
 ./raidd fail vol /dev/vdc --control /tmp/raidd.sock || fail=1
 n=0
 until ./raidd detail vol --json --control /tmp/raidd.sock | grep -q '"member": "/dev/vdf"' &&
@@ -274,7 +258,7 @@ exit $fail
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn block_and_file_service_from_one_pool() {
     let dir = scratch();
-    let (disks, share) = members(dir.path(), 4);
+    let (disks, share) = common::guest::blank_images(dir.path(), "m", 4, MEMBER_BYTES);
     let sections = "[[export]]\nname = \"blk\"\narray = \"vol\"\nvolume = \"blocks\"\n\
                     [[ublk]]\narray = \"vol\"\nvolume = \"files\"\nid = 1\n";
     let job = prelude(sections, "/dev/ublkb1 : vol/files")

@@ -8,9 +8,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 
-use common::daemon::{array_config, create_array, must, tool, Daemon};
+use common::daemon::{array_config, create_array, fio_ok, must, spawn_fio, tool, Daemon};
 use common::*;
 use serde_json::Value;
 
@@ -261,26 +260,6 @@ fn fio_args(d: &Daemon, export: &str, size: u64, verify_only: bool) -> Vec<Strin
     a
 }
 
-fn spawn(dir: &Path, args: &[String]) -> Child {
-    tool("fio")
-        .current_dir(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn fio_ok(child: Child, what: &str) {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: fio failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn qemu(args: &[&str]) {
     must(tool("qemu-img").args(args));
 }
@@ -324,8 +303,8 @@ fn three_volumes_are_served_at_once_each_client_confined_to_its_own() {
 
     // Both NBD clients write and verify their whole volume while the iSCSI client writes
     // and reads back its own, round after round.
-    let fa = spawn(d0, &fio_args(&d, "a", 16 * MIB, false));
-    let fb = spawn(d0, &fio_args(&d, "b", 16 * MIB, false));
+    let fa = spawn_fio(d0, &fio_args(&d, "a", 16 * MIB, false));
+    let fb = spawn_fio(d0, &fio_args(&d, "b", 16 * MIB, false));
     let mut fios = [Some(fa), Some(fb)];
     let mut generation = 0;
     let back = d0.join("lun.bin");
@@ -372,7 +351,7 @@ fn three_volumes_are_served_at_once_each_client_confined_to_its_own() {
     let d = Daemon::start(d0, &served_config(&m));
     for e in ["a", "b"] {
         fio_ok(
-            spawn(d0, &fio_args(&d, e, 16 * MIB, true)),
+            spawn_fio(d0, &fio_args(&d, e, 16 * MIB, true)),
             &format!("export {e}, read again"),
         );
     }
@@ -538,7 +517,7 @@ fn bad_tables_and_missing_volumes_are_refused_and_change_nothing() {
         let d = Daemon::start(d0, &cfg);
         let log = d.log();
         assert!(
-            log.contains("export \"b\" is not offered") && log.contains(want),
+            log.contains("export b is not offered") && log.contains(want),
             "{log}"
         );
         assert_eq!(
@@ -583,7 +562,7 @@ fn bad_tables_and_missing_volumes_are_refused_and_change_nothing() {
     let d = Daemon::start(d0, &cfg);
     assert!(
         d.log()
-            .contains("export \"x\" is not offered: raid5 has no volume \"nosuch\""),
+            .contains("export x is not offered: raid5 has no volume \"nosuch\""),
         "{}",
         d.log()
     );

@@ -87,66 +87,48 @@ pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
         }
         tables.push(t);
     }
-    let not_offered = |what: String, e: String| {
-        tracing::error!("{what} is not offered: {e}");
-        eprintln!("raidd: {what} is not offered: {e}");
+    let mut users = Vec::new();
+    // What one export, LUN or device (`what`) serves, noted as a user of its volume; or
+    // `None`, logged, when it cannot be served.
+    let mut resolve_one = |array: usize, volume: Option<&VolumeRef>, what: String| match serving(
+        served, &tables, array, volume,
+    ) {
+        Ok(s) => {
+            if let Some(v) = &s.volume {
+                users.push((array, v.guid.clone(), what));
+            }
+            Some(s)
+        }
+        Err(e) => {
+            tracing::error!("{what} is not offered: {e}");
+            eprintln!("raidd: {what} is not offered: {e}");
+            None
+        }
     };
     let mut exports = Vec::new();
-    let mut users = Vec::new();
-    config.exports.retain(
-        |e| match serving(served, &tables, e.array, e.volume.as_ref()) {
-            Ok(s) => {
-                if let Some(v) = &s.volume {
-                    users.push((e.array, v.guid.clone(), format!("export {}", e.name)));
-                }
-                exports.push(s);
-                true
-            }
-            Err(err) => {
-                not_offered(format!("export {:?}", e.name), err);
-                false
-            }
-        },
-    );
+    config.exports.retain(|e| {
+        let what = format!("export {}", e.name);
+        resolve_one(e.array, e.volume.as_ref(), what)
+            .map(|s| exports.push(s))
+            .is_some()
+    });
     let mut ublk = Vec::new();
-    config.ublk.retain(
-        |u| match serving(served, &tables, u.array, u.volume.as_ref()) {
-            Ok(s) => {
-                if let Some(v) = &s.volume {
-                    users.push((u.array, v.guid.clone(), format!("/dev/ublkb{}", u.id)));
-                }
-                ublk.push(s);
-                true
-            }
-            Err(err) => {
-                not_offered(format!("/dev/ublkb{}", u.id), err);
-                false
-            }
-        },
-    );
+    config.ublk.retain(|u| {
+        let what = format!("/dev/ublkb{}", u.id);
+        resolve_one(u.array, u.volume.as_ref(), what)
+            .map(|s| ublk.push(s))
+            .is_some()
+    });
     let mut luns = Vec::new();
     if let Some(ic) = config.iscsi.as_mut() {
         ic.targets.retain_mut(|t| {
             let mut these = Vec::new();
-            t.luns.retain(
-                |l| match serving(served, &tables, l.array, l.volume.as_ref()) {
-                    Ok(s) => {
-                        if let Some(v) = &s.volume {
-                            users.push((
-                                l.array,
-                                v.guid.clone(),
-                                format!("LUN {} of {}", l.lun, t.name),
-                            ));
-                        }
-                        these.push(s);
-                        true
-                    }
-                    Err(err) => {
-                        not_offered(format!("iSCSI target {} LUN {}", t.name, l.lun), err);
-                        false
-                    }
-                },
-            );
+            t.luns.retain(|l| {
+                let what = format!("LUN {} of {}", l.lun, t.name);
+                resolve_one(l.array, l.volume.as_ref(), what)
+                    .map(|s| these.push(s))
+                    .is_some()
+            });
             if t.luns.is_empty() {
                 tracing::warn!("iSCSI target {} is not offered: it has no LUN left", t.name);
                 return false;

@@ -364,3 +364,25 @@ pub fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
     ]));
     (cert, key)
 }
+
+/// fio started in `dir` with `args`, its output collected.
+pub fn spawn_fio(dir: &Path, args: &[String]) -> Child {
+    tool("fio")
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a fio started by [`spawn_fio`]; fails with its output unless it succeeded.
+pub fn fio_ok(child: Child, what: &str) {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: fio failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

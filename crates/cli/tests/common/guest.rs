@@ -52,3 +52,18 @@ pub fn boot(
     let log = std::fs::read_to_string(share.join("job.log")).unwrap_or_default();
     (status.success(), log)
 }
+
+/// `n` empty member images of `bytes` named after `prefix` in `dir`, and an empty share for
+/// the guest.
+pub fn blank_images(dir: &Path, prefix: &str, n: usize, bytes: u64) -> (Vec<PathBuf>, PathBuf) {
+    let imgs = (0..n)
+        .map(|k| {
+            let p = dir.join(format!("{prefix}-{k}.img"));
+            std::fs::File::create(&p).unwrap().set_len(bytes).unwrap();
+            p
+        })
+        .collect();
+    let share = dir.join("share");
+    std::fs::create_dir(&share).unwrap();
+    (imgs, share)
+}

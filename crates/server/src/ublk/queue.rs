@@ -259,3 +259,46 @@ async fn write_zeroes(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    /// The descriptors are read where the driver puts them: queue q's at q times the
+    /// largest queue's area, tag t's at t descriptors into it (a file stands in for
+    /// /dev/ublkcN: the same mmap, the same offsets).
+    #[test]
+    fn descriptors_are_read_from_their_queue_and_tag() {
+        let path = std::env::temp_dir().join(format!("raidd-descs-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("scratch file");
+        let _ = std::fs::remove_file(&path);
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let want = |q: u16, tag: u16| IoDesc {
+            op_flags: u32::from(q) << 8 | 1,
+            nr_sectors: u32::from(tag) + 1,
+            start_sector: u64::from(q) * 1000 + u64::from(tag),
+            addr: 0,
+        };
+        for q in 0..3u16 {
+            for tag in [0u16, 5, 63] {
+                let at = abi::desc_offset(q, page) + u64::from(tag) * IO_DESC_LEN as u64;
+                f.write_all_at(&want(q, tag).encode(), at).expect("write");
+            }
+        }
+        let fd = OwnedFd::from(f);
+        for q in 0..3u16 {
+            let d = Descs::map(&fd, q, 64).expect("map");
+            for tag in [0u16, 5, 63] {
+                assert_eq!(d.get(tag), want(q, tag), "queue {q} tag {tag}");
+            }
+        }
+    }
+}

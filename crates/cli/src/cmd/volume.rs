@@ -52,6 +52,7 @@ pub enum Action {
     /// Adds a volume (a GPT is made first if the array has none), aligned to 1 MiB in the
     /// first free space that holds it.
     Create {
+        /// The volume's name (1 to 36 characters).
         #[arg(long)]
         name: String,
         /// Bytes (suffixes K/M/G/T; a multiple of 512).
@@ -64,6 +65,7 @@ pub enum Action {
     /// it; a smaller size drops the data past the new end and needs --shrink. The daemon
     /// refuses for a volume it serves.
     Resize {
+        /// The volume's name (1 to 36 characters).
         #[arg(long)]
         name: String,
         /// The new size in bytes (suffixes K/M/G/T; a multiple of 512).
@@ -78,6 +80,7 @@ pub enum Action {
     /// Removes a volume from the table (its data is left where it was). The volumes after it
     /// move up one number. The daemon refuses for a volume it serves.
     Delete {
+        /// The volume's name (1 to 36 characters).
         #[arg(long)]
         name: String,
         #[command(flatten)]

@@ -117,7 +117,8 @@ fio_verify() {{
 
 /// RAID5 over four members as /dev/ublkb0 in the guest: ext4 made, a file tree copied,
 /// unmounted, mounted again, `fsck -fn` clean and every checksum equal; fio's verified 4K
-/// random writes at QD32 and 1 MiB sequential writes; a clean stop leaves no ublk device.
+/// random writes at QD32 and 1 MiB sequential writes; WRITE_ZEROES zeroes its range and no
+/// more; a clean stop leaves no ublk device.
 #[test]
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn a_raid5_is_a_local_disk_with_a_filesystem_on_it() {
@@ -130,6 +131,14 @@ size=$(blockdev --getsize64 /dev/ublkb0)
 echo "SIZE $size OPT $(cat /sys/block/ublkb0/queue/optimal_io_size) CACHE $(cat /sys/block/ublkb0/queue/write_cache)"
 fio_verify --rw=randwrite --bs=4k --iodepth=32 --size=64M || { echo 'FIO RANDOM FAILED'; cat /tmp/fio.out; fail=1; }
 fio_verify --rw=write --bs=1M --iodepth=4 || { echo 'FIO SEQUENTIAL FAILED'; cat /tmp/fio.out; fail=1; }
+# WRITE_ZEROES: a range of pattern bytes reads back as zeros, and only that range.
+dd if=/dev/urandom of=/tmp/rand bs=1M count=2 2>/dev/null
+dd if=/tmp/rand of=/dev/ublkb0 bs=1M count=2 oflag=direct 2>/dev/null || fail=1
+blkdiscard -z -o 524288 -l 1048576 /dev/ublkb0 || { echo 'WRITE ZEROES FAILED'; fail=1; }
+cmp -n 1048576 -i 524288 /dev/ublkb0 /dev/zero || { echo 'NOT ZEROED'; fail=1; }
+cmp -n 524288 /dev/ublkb0 /tmp/rand || { echo 'ZEROED TOO MUCH'; fail=1; }
+cmp -n 524288 -i 1572864 /dev/ublkb0 /tmp/rand || { echo 'ZEROED TOO MUCH'; fail=1; }
+echo "DISCARD MAX $(cat /sys/block/ublkb0/queue/discard_max_bytes) ZEROES MAX $(cat /sys/block/ublkb0/queue/write_zeroes_max_bytes)"
 mkfs.ext4 -q -F /dev/ublkb0 || fail=1
 mkdir -p /mnt/x
 mount /dev/ublkb0 /mnt/x || fail=1
@@ -153,6 +162,8 @@ exit $fail
     assert!(ok, "the guest job failed:\n{log}");
     assert!(log.contains("SERVE RC 0"), "{log}");
     assert!(log.contains("CACHE write back"), "{log}");
+    // RAID5 does not discard (a chunk would no longer match its parity); it writes zeros.
+    assert!(log.contains("DISCARD MAX 0 ZEROES MAX 524288"), "{log}");
     let files: usize = log
         .lines()
         .find_map(|l| l.strip_prefix("FILES "))

@@ -1,7 +1,8 @@
 //! The control socket's server side: the listener (a Unix socket, mode 0600), one request
 //! line per connection, and the handlers: `detail`, member management (`fail`, `remove`,
-//! `add`, `replace`, the spare pool) and scrubbing (`check`, `repair`, `idle`). `status` is
-//! gathered in [`crate::status`]. The protocol and the reports are `raidd-admin`'s.
+//! `add`, `replace`, the spare pool), scrubbing (`check`, `repair`, `idle`) and volumes
+//! (`volume-list|create|resize|delete`, through [`crate::volumes`]). `status` is gathered in
+//! [`crate::status`]. The protocol and the reports are `raidd-admin`'s.
 
 use std::path::Path;
 use std::rc::Rc;

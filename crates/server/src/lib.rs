@@ -21,6 +21,9 @@
 //! - `http`, `metrics` and `dashboard`: the `[http]` listener (on the main thread, beside
 //!   the control socket), the Prometheus metrics and the HTML page it builds from the
 //!   status report; `latency`: the per-thread request histograms behind both;
+//! - `volumes`: what each export, LUN and ublk device serves (an array, or a volume of
+//!   it), and volume changes through the control socket;
+//! - `ublk`: arrays and volumes as local block devices (/dev/ublkbN), a queue per worker;
 //! - `lifecycle`: the monitor;
 //! - `shared`: what every worker shares (exports, limits, the stop signal);
 //! - `nbd` and `iscsi`: one connection of each protocol; `link` (plain or TLS bytes) and

@@ -119,9 +119,12 @@ build() {
   debootstrap --variant=minbase --include="$packages" bookworm "$root" "$(mirror)" \
     >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log"; die "debootstrap failed"; }
   if [ -n "$later" ]; then
-    local m
+    local m sec
     m=$(mirror)
-    printf 'deb %s bookworm main\ndeb %s-security bookworm-security main\n' "$m" "$m" \
+    sec=$(awk '($1 == "URIs:" || $1 == "deb") && /debian-security/ {
+      for (i = 2; i <= NF; i++) if ($i ~ /^http/) { print $i; exit } }' \
+      /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 || true)
+    printf 'deb %s bookworm main\ndeb %s bookworm-security main\n' "$m" "${sec:-$m-security}" \
       >"$root/etc/apt/sources.list"
     mount -t proc proc "$root/proc"
     { chroot "$root" apt-get update -qq &&

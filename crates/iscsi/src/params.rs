@@ -398,6 +398,14 @@ fn answer(params: &mut Params, limits: &TargetLimits, key: &str, value: &str) ->
             }
             None => REJECT.to_owned(),
         },
+        _ => answer_recovery(params, key, value),
+    }
+}
+
+/// The answer to the recovery and marker keys (and to keys raidd does not know), updating
+/// `params`: the rest of [`answer`]'s table.
+fn answer_recovery(params: &mut Params, key: &str, value: &str) -> String {
+    match key {
         "DefaultTime2Wait" => match number_in(value, 0, 3600) {
             Some(v) => {
                 let r = u32::try_from(v).unwrap_or(OUR_TIME2WAIT).max(OUR_TIME2WAIT);

@@ -353,45 +353,7 @@ impl Request {
                 cmdsn: be32(b, 24),
                 expstatsn: be32(b, 28),
             },
-            op::SCSI_COMMAND => {
-                let mut cdb = b[32..48].to_vec();
-                let mut bidi_read_len = None;
-                let mut rest = ahs;
-                while !rest.is_empty() {
-                    if rest.len() < 4 {
-                        return Err(PduError::BadAhs);
-                    }
-                    let len = usize::from(be16(rest, 0));
-                    let kind = rest[2];
-                    // AHSLength counts bytes after the reserved byte; segments are padded.
-                    let total = 3 + len;
-                    let padded = total + pad(total);
-                    if padded > rest.len() || len == 0 {
-                        return Err(PduError::BadAhs);
-                    }
-                    match kind {
-                        1 => cdb.extend_from_slice(&rest[4..3 + len]),
-                        2 if len == 5 => bidi_read_len = Some(be32(rest, 4)),
-                        2 => return Err(PduError::BadAhs),
-                        other => return Err(PduError::UnknownAhs(other)),
-                    }
-                    rest = &rest[padded..];
-                }
-                Request::Command(ScsiCommand {
-                    immediate,
-                    final_bit: bhs.final_bit(),
-                    read: b[1] & 0x40 != 0,
-                    write: b[1] & 0x20 != 0,
-                    attr: b[1] & 0x07,
-                    lun: bhs.lun(),
-                    itt,
-                    expected_len: be32(b, 20),
-                    cmdsn: be32(b, 24),
-                    expstatsn: be32(b, 28),
-                    cdb,
-                    bidi_read_len,
-                })
-            }
+            op::SCSI_COMMAND => scsi_command(bhs, ahs)?,
             op::TASK_MGMT => Request::TaskMgmt {
                 immediate,
                 function: b[1] & 0x7f,
@@ -487,6 +449,49 @@ impl Request {
             _ => None,
         }
     }
+}
+
+/// A SCSI Command PDU: its CDB (extended by an AHS) and the bidirectional read length.
+fn scsi_command(bhs: &Bhs, ahs: &[u8]) -> Result<Request, PduError> {
+    let b = &bhs.0;
+    let (immediate, itt) = (bhs.immediate(), bhs.itt());
+    let mut cdb = b[32..48].to_vec();
+    let mut bidi_read_len = None;
+    let mut rest = ahs;
+    while !rest.is_empty() {
+        if rest.len() < 4 {
+            return Err(PduError::BadAhs);
+        }
+        let len = usize::from(be16(rest, 0));
+        let kind = rest[2];
+        // AHSLength counts bytes after the reserved byte; segments are padded.
+        let total = 3 + len;
+        let padded = total + pad(total);
+        if padded > rest.len() || len == 0 {
+            return Err(PduError::BadAhs);
+        }
+        match kind {
+            1 => cdb.extend_from_slice(&rest[4..3 + len]),
+            2 if len == 5 => bidi_read_len = Some(be32(rest, 4)),
+            2 => return Err(PduError::BadAhs),
+            other => return Err(PduError::UnknownAhs(other)),
+        }
+        rest = &rest[padded..];
+    }
+    Ok(Request::Command(ScsiCommand {
+        immediate,
+        final_bit: bhs.final_bit(),
+        read: b[1] & 0x40 != 0,
+        write: b[1] & 0x20 != 0,
+        attr: b[1] & 0x07,
+        lun: bhs.lun(),
+        itt,
+        expected_len: be32(b, 20),
+        cmdsn: be32(b, 24),
+        expstatsn: be32(b, 28),
+        cdb,
+        bidi_read_len,
+    }))
 }
 
 /// The sequence numbers every status-carrying target PDU reports.

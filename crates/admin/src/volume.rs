@@ -424,6 +424,51 @@ pub fn resize(
     Ok((edges, now))
 }
 
+/// A change to a table, as `raidd volume` asks for it offline or through the daemon.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Create {
+        name: String,
+        size: u64,
+    },
+    Resize {
+        name: String,
+        size: u64,
+        shrink: bool,
+    },
+    Delete {
+        name: String,
+    },
+}
+
+impl Change {
+    /// Applies the change: the edges to write back, and the volume it acted on.
+    pub fn apply(&self, edges: Edges) -> Result<(Edges, Volume), String> {
+        match self {
+            Change::Create { name, size } => create(edges, name, *size),
+            Change::Resize { name, size, shrink } => resize(edges, name, *size, *shrink),
+            Change::Delete { name } => delete(edges, name),
+        }
+    }
+
+    /// What the change did, as a word.
+    pub fn done(&self) -> &'static str {
+        match self {
+            Change::Create { .. } => "created",
+            Change::Resize { .. } => "resized",
+            Change::Delete { .. } => "deleted",
+        }
+    }
+
+    /// The volume a resize or delete acts on (a create's is new).
+    pub fn existing(&self) -> Option<&str> {
+        match self {
+            Change::Create { .. } => None,
+            Change::Resize { name, .. } | Change::Delete { name } => Some(name),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1033,16 +1033,7 @@ fn wait_for(ctl: &str, name: &str, done: impl Fn(&serde_json::Value) -> bool) ->
 fn pools_move_both_ways_between_raidd_and_the_kernel() {
     let dir = scratch();
     let (ours, share) = common::guest::blank_images(dir.path(), "ours", 6, MEMBER_BYTES);
-    let theirs: Vec<PathBuf> = (0..6)
-        .map(|k| {
-            let p = dir.path().join(format!("theirs-{k}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(MEMBER_BYTES)
-                .unwrap();
-            p
-        })
-        .collect();
+    let theirs = common::guest::images(dir.path(), "theirs", 6, MEMBER_BYTES);
     let group = |imgs: &[PathBuf]| {
         let list: Vec<String> = imgs.iter().map(|p| p.display().to_string()).collect();
         format!("raid5:{}", list.join(","))
@@ -1132,16 +1123,7 @@ fn pools_move_both_ways_between_raidd_and_the_kernel() {
 fn volumes_move_both_ways_between_raidd_and_the_kernel() {
     let dir = scratch();
     let (ours, share) = common::guest::blank_images(dir.path(), "ours", 4, MEMBER_BYTES);
-    let theirs: Vec<PathBuf> = (0..4)
-        .map(|k| {
-            let p = dir.path().join(format!("theirs-{k}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(MEMBER_BYTES)
-                .unwrap();
-            p
-        })
-        .collect();
+    let theirs = common::guest::images(dir.path(), "theirs", 4, MEMBER_BYTES);
     raidd(&args_with(
         &[
             "create", "--level", "raid5", "--name", "vols", "--chunk", "64K",

@@ -21,8 +21,8 @@ use crate::arrays::Served;
 use crate::config;
 use crate::ctx::ControlCtx;
 use crate::lifecycle::Watched;
-use crate::volumes::Change;
 use raidd_admin::status::volume_line;
+use raidd_admin::volume::Change;
 
 /// Binds the control socket at `path`: its directory made root-only if new, a socket left
 /// by a dead daemon removed (one that answers is a conflict), the socket itself mode 0600.

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::status::VolumeTable;
-use raidd_admin::volume::{self, Volume, VolumeRef, EDGE};
+use raidd_admin::volume::{self, Change, Volume, VolumeRef, EDGE};
 use raidd_admin::volume_io;
 use raidd_engine::Extent;
 
@@ -161,34 +161,6 @@ pub struct Volumes {
     lock: futures::lock::Mutex<()>,
 }
 
-/// A change asked for through the control socket.
-#[derive(Clone, Debug)]
-pub enum Change {
-    Create {
-        name: String,
-        size: u64,
-    },
-    Resize {
-        name: String,
-        size: u64,
-        shrink: bool,
-    },
-    Delete {
-        name: String,
-    },
-}
-
-impl Change {
-    /// What the change did, as a word.
-    pub fn done(&self) -> &'static str {
-        match self {
-            Change::Create { .. } => "created",
-            Change::Resize { .. } => "resized",
-            Change::Delete { .. } => "deleted",
-        }
-    }
-}
-
 impl Volumes {
     /// Served array `i`'s volumes, with what serves each, as last read.
     pub fn table(&self, i: usize) -> VolumeTable {
@@ -231,11 +203,11 @@ impl Volumes {
     pub async fn change(&self, i: usize, served: &Served, change: Change) -> AdminResult<Volume> {
         let _one = self.lock.lock().await;
         let array = served.session.root();
-        if let Change::Resize { name, .. } | Change::Delete { name } = &change {
+        if let Some(name) = change.existing() {
             let vols = volume_io::table(array).await?;
             let vol = volume::find(
                 vols.as_deref(),
-                &VolumeRef::Name(name.clone()),
+                &VolumeRef::Name(name.to_string()),
                 array.name(),
             )
             .map_err(|m| AdminError::new(Exit::NotFound, m))?;
@@ -253,12 +225,7 @@ impl Volumes {
                 ));
             }
         }
-        let done = volume_io::change(array, |e| match &change {
-            Change::Create { name, size } => volume::create(e, name, *size),
-            Change::Resize { name, size, shrink } => volume::resize(e, name, *size, *shrink),
-            Change::Delete { name } => volume::delete(e, name),
-        })
-        .await;
+        let done = volume_io::change(array, |e| change.apply(e)).await;
         // What is on the array now, whatever happened.
         self.set(i, read_table(served).await);
         let vol = done?;

@@ -15,7 +15,7 @@ use raidd_admin::members::Access;
 use raidd_admin::session;
 use raidd_admin::size;
 use raidd_admin::status::{volume_line, VolumeTable};
-use raidd_admin::volume::{self, Edges, Volume};
+use raidd_admin::volume::Change;
 use raidd_admin::volume_io;
 
 #[derive(Args, Debug)]
@@ -88,54 +88,40 @@ pub enum Action {
     },
 }
 
-type Edit = Box<dyn FnOnce(Edges) -> Result<(Edges, Volume), String>>;
+/// The control request for `change` (`None`: list) on the daemon's array `array`.
+fn request(array: String, change: Option<&Change>) -> Request {
+    match change.cloned() {
+        None => Request::VolumeList { array },
+        Some(Change::Create { name, size }) => Request::VolumeCreate { array, name, size },
+        Some(Change::Resize { name, size, shrink }) => Request::VolumeResize {
+            array,
+            name,
+            size,
+            shrink,
+        },
+        Some(Change::Delete { name }) => Request::VolumeDelete { array, name },
+    }
+}
 
 pub fn run(args: VolumeArgs, json: bool) -> AdminResult {
-    let (on, request, edit, done): (On, Option<Request>, Option<Edit>, &str) = match args.action {
-        Action::List { on } => {
-            let req = on.array.clone().map(|array| Request::VolumeList { array });
-            (on, req, None, "")
-        }
-        Action::Create { name, size, on } => {
-            let req = on.array.clone().map(|array| Request::VolumeCreate {
-                array,
-                name: name.clone(),
-                size,
-            });
-            let edit: Edit = Box::new(move |e| volume::create(e, &name, size));
-            (on, req, Some(edit), "created")
-        }
+    let (on, change) = match args.action {
+        Action::List { on } => (on, None),
+        Action::Create { name, size, on } => (on, Some(Change::Create { name, size })),
         Action::Resize {
             name,
             size,
             shrink,
             on,
-        } => {
-            let req = on.array.clone().map(|array| Request::VolumeResize {
-                array,
-                name: name.clone(),
-                size,
-                shrink,
-            });
-            let edit: Edit = Box::new(move |e| volume::resize(e, &name, size, shrink));
-            (on, req, Some(edit), "resized")
-        }
-        Action::Delete { name, on } => {
-            let req = on.array.clone().map(|array| Request::VolumeDelete {
-                array,
-                name: name.clone(),
-            });
-            let edit: Edit = Box::new(move |e| volume::delete(e, &name));
-            (on, req, Some(edit), "deleted")
-        }
+        } => (on, Some(Change::Resize { name, size, shrink })),
+        Action::Delete { name, on } => (on, Some(Change::Delete { name })),
     };
-    if let Some(req) = request {
+    if let Some(array) = on.array.clone() {
         let socket = control::socket_path(on.control);
-        return super::status::ask_and_print(&socket, &req, json);
+        return super::status::ask_and_print(&socket, &request(array, change.as_ref()), json);
     }
-    match edit {
+    match change {
         None => list(on, json),
-        Some(edit) => change(on, json, done, edit),
+        Some(c) => apply(on, json, c),
     }
 }
 
@@ -156,11 +142,12 @@ fn list(on: On, json: bool) -> AdminResult {
     })
 }
 
-/// Assembles the array, applies `edit` to its table, writes it back if it succeeded.
-fn change(on: On, json: bool, done: &'static str, edit: Edit) -> AdminResult {
+/// Assembles the array, applies `change` to its table, writes it back if it succeeded.
+fn apply(on: On, json: bool, change: Change) -> AdminResult {
+    let done = change.done();
     raidd_rt::block_on(async move {
         let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
-        let made = volume_io::change(s.root(), edit).await;
+        let made = volume_io::change(s.root(), |e| change.apply(e)).await;
         let closed = s.close().await;
         let v = made?;
         closed?;

@@ -56,14 +56,19 @@ pub fn boot(
 /// `n` empty member images of `bytes` named after `prefix` in `dir`, and an empty share for
 /// the guest.
 pub fn blank_images(dir: &Path, prefix: &str, n: usize, bytes: u64) -> (Vec<PathBuf>, PathBuf) {
-    let imgs = (0..n)
+    let imgs = images(dir, prefix, n, bytes);
+    let share = dir.join("share");
+    std::fs::create_dir(&share).unwrap();
+    (imgs, share)
+}
+
+/// `n` empty member images of `bytes` named after `prefix` in `dir`.
+pub fn images(dir: &Path, prefix: &str, n: usize, bytes: u64) -> Vec<PathBuf> {
+    (0..n)
         .map(|k| {
             let p = dir.join(format!("{prefix}-{k}.img"));
             std::fs::File::create(&p).unwrap().set_len(bytes).unwrap();
             p
         })
-        .collect();
-    let share = dir.join("share");
-    std::fs::create_dir(&share).unwrap();
-    (imgs, share)
+        .collect()
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Checks the walls the code keeps (issue 29): no import circles among the files of the
-engine and the server, and no non-test function over 100 lines outside the decoding tables
-listed below. Prints the longest functions either way.
+"""Checks the walls the code keeps: no import circles among the files of any crate, and no
+non-test function over 100 lines outside the decoding tables listed below. Prints the
+longest functions either way, and how many assertions each crate makes per 100 functions.
 
 A file's module imports another when it names it by path (`crate::a::b`, `super::x`,
 `use crate::{a, b}`, a child named from its parent as `child::`); a circle is a set of
@@ -16,7 +16,11 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-WALLED = ["crates/engine/src", "crates/server/src", "crates/sim/src", "crates/cli/src/cmd/bench"]
+WALLED = sorted(
+    os.path.join("crates", c, "src")
+    for c in os.listdir(os.path.join(ROOT, "crates"))
+    if os.path.isdir(os.path.join(ROOT, "crates", c, "src"))
+)
 MAX_LINES = 100
 # Pure decoding tables: one `match` over opcodes or keys, each arm a line or two.
 TABLES = {
@@ -158,6 +162,26 @@ def functions():
     return sorted(out, reverse=True)
 
 
+def assertions():
+    """{crate: (non-test functions, assertions in them)}: `assert!`, `assert_eq!`,
+    `assert_ne!` and their `debug_` forms outside test modules."""
+    out = {}
+    for c in sorted(os.listdir(os.path.join(ROOT, "crates"))):
+        src = os.path.join(ROOT, "crates", c, "src")
+        fns = asserts = 0
+        for dp, _, names in os.walk(src):
+            for f in names:
+                if f.endswith(".rs"):
+                    text = non_test(open(os.path.join(dp, f)).read())
+                    fns += len(re.findall(FN, text, re.M))
+                    asserts += len(re.findall(r"\b(?:debug_)?assert(?:_eq|_ne)?!", text))
+        out[c] = (fns, asserts)
+    return out
+
+
+FN = r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+\w+"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--top", type=int, default=10)
@@ -176,6 +200,9 @@ def main():
     for n, path, line, name in fns[: args.top]:
         table = " (decoding table)" if (path, name) in TABLES else ""
         print(f"  {n:4} {path}:{line} {name}{table}")
+    print("assertions per 100 functions (outside tests):")
+    for c, (fns, asserts) in assertions().items():
+        print(f"  {c:8} {100 * asserts / max(fns, 1):5.1f}  ({asserts} in {fns} functions)")
     sys.exit(1 if bad else 0)
 
 

@@ -10,6 +10,7 @@
 
 pub mod geometry;
 pub mod level;
+mod limits;
 mod linear;
 pub mod map;
 mod raid0;

@@ -1,8 +1,17 @@
 //! md-linear: the members' data areas one after another, in role order.
 
-use crate::geometry::{check_member_size, check_members, LayoutError, LinearGeometry};
 use crate::level::Level;
+use crate::limits::{check_member_size, check_members, LayoutError};
 use crate::map::{Loc, Piece, Pieces, Reverse};
+
+/// Concatenation of the members' data areas, in role order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinearGeometry {
+    /// Usable sectors per member (already rounded as md does).
+    pub member_sectors: Vec<u64>,
+    /// `starts[i]` = first array sector of member i; `starts[n]` = array size.
+    pub(crate) starts: Vec<u64>,
+}
 
 impl LinearGeometry {
     pub(crate) fn new(

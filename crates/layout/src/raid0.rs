@@ -6,11 +6,20 @@
 //! `z / nb`; which member holds it depends on the layout: md's original layout picks
 //! `(array chunk) % nb`, the alternate layout (kernels 3.14 to 5.3) `(zone chunk) % nb`.
 
-use crate::geometry::{
-    check_chunk, check_member_size, check_members, chunk_span, LayoutError, Raid0Geometry,
-};
 use crate::level::{Level, Raid0Layout};
+use crate::limits::{check_chunk, check_member_size, check_members, chunk_span, LayoutError};
 use crate::map::{push_merged, Loc, Piece, Pieces, Reverse};
+
+/// md RAID0 with strip zones for unequal members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Raid0Geometry {
+    pub chunk_sectors: u32,
+    /// Usable sectors per member, rounded down to a chunk multiple (md's `rdev->sectors`).
+    pub member_sectors: Vec<u64>,
+    pub layout: Raid0Layout,
+    /// md's strip zones, in array order.
+    pub(crate) zones: Vec<Zone>,
+}
 
 /// One md strip zone.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,11 +9,21 @@
 
 use smallvec::SmallVec;
 
-use crate::geometry::{
-    check_chunk, check_member_size, check_members, chunk_span, LayoutError, Raid10Geometry,
-};
 use crate::level::{Level, Raid10Layout};
+use crate::limits::{check_chunk, check_member_size, check_members, chunk_span, LayoutError};
 use crate::map::{push_merged, Loc, Piece, Pieces, Reverse};
+
+/// md RAID10 (near/far/offset copies).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Raid10Geometry {
+    pub members: usize,
+    pub layout: Raid10Layout,
+    pub chunk_sectors: u32,
+    /// md's component size as given; the geometry derives md's `dev_sectors` and `stride`.
+    pub dev_sectors: u64,
+    /// Derived sizes: array chunks, used chunks per member, stride, far sets.
+    pub(crate) shape: Raid10Shape,
+}
 
 /// Sizes md derives from the component size (`calc_sectors`), and the far-set shape.
 #[derive(Clone, Debug, PartialEq, Eq)]

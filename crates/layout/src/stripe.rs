@@ -7,11 +7,20 @@
 
 use smallvec::SmallVec;
 
-use crate::geometry::{
-    check_chunk, check_member_size, check_members, chunk_span, LayoutError, ParityGeometry,
-};
 use crate::level::{Level, ParityLayout};
+use crate::limits::{check_chunk, check_member_size, check_members, chunk_span, LayoutError};
 use crate::map::{Loc, Piece, Pieces, Reverse};
+
+/// RAID4/5/6.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParityGeometry {
+    pub level: Level,
+    pub members: usize,
+    pub layout: ParityLayout,
+    pub chunk_sectors: u32,
+    /// Sectors used on each member: md's component size rounded down to a chunk multiple.
+    pub dev_sectors: u64,
+}
 
 /// One stripe of a parity array: a chunk from every member at member sector
 /// `stripe * chunk_sectors`.

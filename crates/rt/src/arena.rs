@@ -22,7 +22,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::buf::ALIGN;
+use crate::sizes::{ALIGN, POOL_CLASSES};
 
 /// The kernel's limit on one registered buffer.
 pub const MAX_ARENA: usize = 1 << 30;
@@ -82,9 +82,7 @@ pub fn register_arena(bytes: usize) -> io::Result<()> {
         base: p as usize,
         len,
         next: AtomicUsize::new(0),
-        free: (0..crate::buf::POOL_CLASSES)
-            .map(|_| Mutex::new(Vec::new()))
-            .collect(),
+        free: (0..POOL_CLASSES).map(|_| Mutex::new(Vec::new())).collect(),
     };
     if let Err(lost) = ARENA.set(arena) {
         // Another thread set it first: give this mapping back.

@@ -22,8 +22,7 @@ use smallvec::SmallVec;
 
 use crate::borrows::{BorrowKind, Borrows};
 
-/// Alignment of every buffer: the page size, which covers any device's logical block size.
-pub const ALIGN: usize = 4096;
+pub use crate::sizes::ALIGN;
 
 /// An owned, `ALIGN`-aligned buffer whose capacity is a power of two of at least `ALIGN`.
 /// Dropped buffers go back to a per-thread pool.
@@ -143,9 +142,6 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// Size classes of pooled buffers (4 KiB to 64 MiB).
-pub(crate) const POOL_CLASSES: usize = pool::CLASSES;
-
 /// Per-thread free lists of buffers by power-of-two capacity, bounded in bytes. Every pooled
 /// buffer was zero-initialised when first allocated, so its bytes are always initialised.
 /// Blocks of the registered arena (`crate::arena`) are pooled the same way and go back to
@@ -155,12 +151,7 @@ mod pool {
     use std::cell::RefCell;
     use std::ptr::NonNull;
 
-    use super::ALIGN;
-
-    const MIN_SHIFT: u32 = ALIGN.trailing_zeros();
-    /// Largest pooled buffer: 64 MiB (a maximal request plus room).
-    const MAX_SHIFT: u32 = 26;
-    pub(super) const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
+    use crate::sizes::{ALIGN, MAX_SHIFT, MIN_SHIFT, POOL_CLASSES as CLASSES};
     /// Most bytes one thread keeps for reuse.
     const MAX_POOLED: usize = 128 << 20;
 
@@ -665,7 +656,7 @@ pub type IoVecMut = SmallVec<[BufSliceMut; 4]>;
 /// kept for the next large request's list (`recycle::keep_small_vec`). Whoever consumes a
 /// request's list last gives it back this way, so that a large request allocates none.
 pub fn give_iov<W>(iov: SmallVec<[W; 4]>) {
-    crate::recycle::keep_small_vec(iov, crate::fs::IOV_MAX);
+    crate::recycle::keep_small_vec(iov, crate::sizes::IOV_MAX);
 }
 
 /// Total bytes of an [`IoVec`].

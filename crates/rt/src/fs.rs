@@ -10,8 +10,7 @@ use crate::driver::{cqe_result, Dispatch, Op, OpKind};
 use crate::executor::driver;
 use crate::recycle;
 
-/// The kernel's limit on iovecs per request (UIO_MAXIOV).
-pub const IOV_MAX: usize = 1024;
+pub use crate::sizes::IOV_MAX;
 
 /// A file handle for asynchronous positioned I/O. Cloning is cheap; the descriptor stays open
 /// while any clone or any in-flight operation on it exists, so a queued SQE never refers to a

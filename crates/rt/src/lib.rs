@@ -24,6 +24,7 @@ mod pooled;
 pub mod recycle;
 pub mod shard;
 pub mod signal;
+mod sizes;
 mod slab;
 pub mod time;
 

@@ -1,8 +1,8 @@
 //! Bytes <-> [`Superblock`]: field placement and md's checksum. No semantic checks here
 //! (see `validate`), only what is needed to read the bytes safely.
 
+use super::fields::{SbError, Superblock};
 use super::layout as off;
-use super::{SbError, Superblock};
 use crate::le;
 
 /// md's checksum (`calc_sb_1_csum`): the sum of the le32 words of the first

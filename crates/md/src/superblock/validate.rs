@@ -1,7 +1,8 @@
 //! The kernel's semantic checks on a decoded superblock (`super_1_load`, plus the parts of
 //! `super_1_validate` that refuse a device outright).
 
-use super::{layout, DevRole, SbError, Superblock};
+use super::fields::{DevRole, SbError, Superblock};
+use super::layout;
 use crate::feature;
 
 /// md's smallest accepted data area (sectors).

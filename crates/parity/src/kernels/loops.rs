@@ -5,7 +5,7 @@
 //! Everything here is `#[inline(always)]` so that it is compiled inside the `#[target_feature]`
 //! entry point of its implementation, where the intrinsics can inline.
 
-use super::assert_lengths;
+use super::table::assert_lengths;
 use super::vector::{ByteVec, ConstMul};
 use crate::gf::NibbleTables;
 

@@ -10,25 +10,13 @@
 
 mod loops;
 mod scalar;
+mod table;
 mod vector;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-use crate::gf::NibbleTables;
 use crate::Impl;
-
-/// The kernels of one implementation. Callers (the `ops` layer) have already asserted equal
-/// lengths; the kernels assert them again because their unsafe loops rely on it.
-#[derive(Debug)]
-pub(crate) struct KernelTable {
-    /// `dst = srcs[0] ^ srcs[1] ^ ...`, or with `acc` set `dst ^= srcs[0] ^ ...`. At least one
-    /// source.
-    pub xor: fn(dst: &mut [u8], srcs: &[&[u8]], acc: bool),
-    /// `p = XOR of data`, `q = sum g^i * data[i]`. At least one data block.
-    pub gen_pq: fn(data: &[&[u8]], p: &mut [u8], q: &mut [u8]),
-    /// `dst ^= c * src` for the constant whose tables are given.
-    pub mul_acc: fn(tables: &NibbleTables, src: &[u8], dst: &mut [u8]),
-}
+pub(crate) use table::KernelTable;
 
 /// The kernels of `imp`, or `None` when this CPU (or this build) cannot run them.
 pub(crate) fn table(imp: Impl) -> Option<&'static KernelTable> {
@@ -60,16 +48,4 @@ pub(crate) fn table(imp: Impl) -> Option<&'static KernelTable> {
 /// The portable kernels, which every build and CPU can run.
 pub(crate) fn scalar_table() -> &'static KernelTable {
     &scalar::TABLE
-}
-
-/// Asserts the caller contract every kernel's unsafe loop relies on: every block is `len` long.
-fn assert_lengths(len: usize, blocks: &[&[u8]], what: &str) {
-    for (i, block) in blocks.iter().enumerate() {
-        assert_eq!(
-            block.len(),
-            len,
-            "{what}[{i}] has {} bytes, expected {len}",
-            block.len()
-        );
-    }
 }

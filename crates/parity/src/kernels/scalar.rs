@@ -1,7 +1,9 @@
 //! The portable path: the generic loops over 64-bit words (SWAR: "SIMD within a register"),
 //! and a table-driven byte loop for multiplication by a constant.
 
-use super::{assert_lengths, loops, vector::ByteVec, KernelTable};
+use super::loops;
+use super::table::{assert_lengths, KernelTable};
+use super::vector::ByteVec;
 use crate::gf::NibbleTables;
 
 pub(super) static TABLE: KernelTable = KernelTable {

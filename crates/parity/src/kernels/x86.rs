@@ -7,8 +7,9 @@
 
 use std::arch::x86_64::*;
 
+use super::loops;
+use super::table::KernelTable;
 use super::vector::{ByteVec, ConstMul, NibbleMul};
-use super::{loops, KernelTable};
 use crate::gf::NibbleTables;
 
 /// 16 bytes in an SSE register. Multiplication needs `pshufb`, hence SSSE3.

@@ -15,51 +15,29 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll, Waker};
-
-use io_uring::IoUring;
-use smallvec::SmallVec;
+use std::task::{Context, Poll};
 
 mod op;
+mod state;
 mod sync;
 mod uring;
 
 use crate::merge::Plug;
 use crate::slab::{Key, Slab};
+pub(crate) use state::Driver;
+pub use state::IoStats;
+use state::{Gathered, Slot};
 use uring::{
-    new_ring, register_arena_with, register_wait_fd, ring_wait_default, uring_allowed, Fixed,
+    new_ring, register_arena_with, register_wait_fd, ring_wait_default, uring_allowed,
     CANCEL_TOKEN, EVENTFD_TOKEN,
 };
 
 pub(crate) use op::{OpKind, STREAM_OFFSET};
 pub use uring::RingWait;
-
-enum Slot {
-    Waiting(Option<Waker>),
-    Done(i32),
-    /// The future was dropped; keep its resources until the kernel completes the op.
-    Orphan(#[allow(dead_code)] Box<dyn Any>),
-    /// One vectored operation carrying several queued ones (their slots stay `Waiting` or
-    /// `Orphan` until this one completes).
-    Gathered(Box<Gathered>),
-}
-
-/// A gathered operation's own resources: the iovec array the kernel reads, and the parts
-/// it completes, in file order.
-#[derive(Default)]
-struct Gathered {
-    iovs: Vec<libc::iovec>,
-    parts: SmallVec<[Queued; 8]>,
-    len: u64,
-}
-
-/// An operation in the plug or in a gathered one: its key, what it is, its length in bytes
-/// (known from its extent when it was queued), and whether it must go to a kernel worker.
-type Queued = (Key, OpKind, u64, bool);
 
 /// How an operation reaches the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -81,63 +59,11 @@ pub enum Dispatch {
 /// Gathered operations whose storage is kept for reuse.
 const GATHERED_KEPT: usize = 32;
 
-/// What a thread's driver did with positioned file reads and writes (see [`crate::io_stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IoStats {
-    /// Positioned reads and writes started through the ring.
-    pub file_ops: u64,
-    /// Vectored operations the kernel got in place of two or more of them.
-    pub gathered: u64,
-    /// Operations that went out inside a gathered one.
-    pub gathered_parts: u64,
-    /// Gathered operations that failed or came back short, whose parts were then issued one
-    /// by one so that each gets its own result.
-    pub split_again: u64,
-    /// Operations that went to the kernel as fixed-buffer ones (see
-    /// [`crate::register_arena`]).
-    pub fixed: u64,
-}
-
-impl IoStats {
-    /// Operations the kernel got for the file reads and writes started.
-    pub fn kernel_ops(&self) -> u64 {
-        self.file_ops - self.gathered_parts + self.gathered
-    }
-}
-
 /// Which backend this thread's driver uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     IoUring,
     Sync,
-}
-
-pub(crate) struct Driver {
-    ring: Option<RefCell<IoUring>>,
-    ops: RefCell<Slab<Slot>>,
-    /// SQEs pushed but not yet submitted.
-    unsubmitted: Cell<u32>,
-    /// Non-blocking parks in a row that kept queued entries back (see `park`).
-    deferred_rounds: Cell<u32>,
-    /// How long a park that would sleep polls for completions first (zero: never).
-    poll: Cell<std::time::Duration>,
-    eventfd: Arc<OwnedFd>,
-    eventfd_buf: Box<Cell<u64>>,
-    eventfd_armed: Cell<bool>,
-    /// Timeouts of the synchronous backend (io_uring keeps its own): deadline and op key.
-    sync_timers: RefCell<Vec<(std::time::Instant, Key)>>,
-    /// Positioned reads and writes queued for the next enter, and whether to queue them.
-    plug: RefCell<Plug<Queued>>,
-    gather: Cell<bool>,
-    /// The arena, when this ring registered it.
-    fixed: Option<Fixed>,
-    /// The boxes themselves are what is reused: a slot holds one.
-    #[allow(clippy::vec_box)]
-    gathered_free: RefCell<Vec<Box<Gathered>>>,
-    stats: Cell<IoStats>,
-    /// With `RAIDD_RING_WAIT=poll`: an eventfd the ring signals when completion work
-    /// arrives, which a sleeping thread waits on in poll(2) instead of in io_uring_enter.
-    wait_fd: Option<OwnedFd>,
 }
 
 impl fmt::Debug for Driver {
@@ -147,13 +73,6 @@ impl fmt::Debug for Driver {
             .field("in_flight", &self.ops.borrow().len())
             .finish()
     }
-}
-
-/// Empties a non-blocking eventfd; whether it had been signalled.
-fn take_eventfd(fd: RawFd) -> bool {
-    let mut count = 0u64;
-    // SAFETY: reads 8 bytes into `count`; the caller's eventfd is non-blocking.
-    unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) == 8 }
 }
 
 /// Whether this process gathers contiguous file I/O (`RAIDD_NO_GATHER=1` turns it off, to

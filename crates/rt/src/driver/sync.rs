@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use super::op::{OpKind, STREAM_OFFSET};
-use super::{take_eventfd, Driver};
+use super::state::{take_eventfd, Driver};
 use crate::slab::Key;
 
 /// What a CQE would carry for a system call's return value `r`: the result or the

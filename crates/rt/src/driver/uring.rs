@@ -10,8 +10,7 @@ use std::sync::OnceLock;
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::op::{iovecs, OpKind};
-use super::{take_eventfd, Driver, Slot};
-use crate::arena::Arena;
+use super::state::{take_eventfd, Driver, Fixed, Slot};
 use crate::slab::Key;
 
 /// user_data of the eventfd read that lets other threads wake a sleeping driver. A slab key
@@ -28,14 +27,6 @@ const MAX_DEFERRED_ROUNDS: u32 = 2;
 
 /// The index the registered arena has among a ring's fixed buffers.
 const FIXED_INDEX: u16 = 0;
-
-/// A ring's registration of the arena.
-#[derive(Clone, Copy)]
-pub(super) struct Fixed {
-    arena: &'static Arena,
-    /// The kernel has vectored fixed reads and writes (6.15 and later).
-    vectored: bool,
-}
 
 /// Registers the process's arena with `ring`, if there is one; logs once when the kernel
 /// refuses (the locked-memory limit, for one), after which I/O simply is not fixed.

@@ -11,13 +11,15 @@
 //! - [`volume`] and [`volume_io`]: volumes (GPT partitions) of an array, the table's logic
 //!   on bytes and its reading and writing on a running array;
 //! - [`size`], [`text`], [`progress`], [`md_names`]: how sizes, times, passes and md's
-//!   levels and layouts are written.
+//!   levels and layouts are written (and levels read);
+//! - [`output`]: writing reports to stdout (the CLI's commands and the lab's).
 
 pub mod control;
 pub mod detail;
 pub mod exit;
 pub mod md_names;
 pub mod members;
+pub mod output;
 pub mod progress;
 pub mod session;
 pub mod size;

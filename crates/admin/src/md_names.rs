@@ -30,3 +30,12 @@ pub fn layout_text(level: i32, layout: u32, feature_map: u32) -> Option<String> 
         _ => None,
     }
 }
+
+/// A level as the user names it (`raid5`, `5`, `mirror`, ...), for `--level` arguments.
+pub fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s).ok_or_else(|| {
+        format!(
+            "unknown RAID level {s:?} (use linear, raid0, raid1, raid4, raid5, raid6 or raid10)"
+        )
+    })
+}

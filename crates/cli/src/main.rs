@@ -4,7 +4,7 @@
 //! the exit codes in EXIT_CODES.md.
 
 mod cmd;
-mod output;
+use raidd_admin::output;
 mod progress;
 
 use std::io::{IsTerminal, Write};
@@ -54,9 +54,9 @@ enum Command {
     /// The ublk devices on this host (/dev/ublkbN): list them, delete one a dead server left.
     Ublk(cmd::ublk::UblkArgs),
     /// Benchmarks.
-    Bench(cmd::bench::BenchArgs),
+    Bench(raidd_bench::BenchArgs),
     /// Transfer rate against offset across a member, an array, or simulated drives.
-    Scan(cmd::scan::ScanArgs),
+    Scan(raidd_bench::ScanArgs),
     /// Run the storage daemon: assemble the configured arrays and serve them over NBD.
     Serve(cmd::serve::ServeArgs),
     /// What the running daemon serves: every array and export, briefly, with running
@@ -109,8 +109,8 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Pattern(a) => cmd::pattern::run(a, json),
         Command::Volume(a) => cmd::volume::run(a, json),
         Command::Ublk(a) => cmd::ublk::run(a, json),
-        Command::Scan(a) => cmd::scan::run(a, json),
-        Command::Bench(a) => cmd::bench::run(a, json),
+        Command::Scan(a) => raidd_bench::scan(a, json),
+        Command::Bench(a) => raidd_bench::run(a, json),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a, json),
         Command::Fail(a) => cmd::manage::fail(a, json),

@@ -28,9 +28,10 @@ use std::sync::Arc;
 
 use common::Rng;
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultMember, FaultPlan, FileMember, MemMember, OpenOptions};
+use raidd_engine::member::{FileMember, MemMember, OpenOptions};
 use raidd_engine::pattern::{self, Problem};
 use raidd_engine::{Added, Alone, Array, Gather, Member, SlotState, SyncLimits};
+use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_rt::AlignedBuf;
 

@@ -12,8 +12,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{DabMode, DabPool, FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::{DabMode, DabPool, MemMember};
 use raidd_engine::{pattern, Added, Array, Member, SyncLimits};
+use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_rt::AlignedBuf;
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use common::{random_writes, verify_all, Model, Rng};
 use raidd_engine::assemble::{assemble, assemble_all, examine, AssembleOptions, Decision};
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultControl, FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::MemMember;
 use raidd_engine::{ArrayState, ErrorKind, Member, SlotState};
+use raidd_lab::{FaultControl, FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_md::{DevRole, Superblock};
 

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use common::{verify_all, write_pattern, Model, Rng};
 use raidd_engine::assemble::{assemble, examine, AssembleOptions, Decision};
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::MemMember;
 use raidd_engine::{Added, Array, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
+use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::{Geometry, Level};
 use raidd_md::{feature, DevRole};
 

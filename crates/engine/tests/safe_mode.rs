@@ -16,10 +16,11 @@ use std::time::Duration;
 use common::{Model, Rng};
 use raidd_engine::assemble::{assemble, examine, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultMember, FaultPlan, MemMember, MemberFuture};
+use raidd_engine::member::{MemMember, MemberFuture};
 use raidd_engine::{
     Array, ArrayState, Gather, Member, MemberInfo, SyncKind, SyncLimits, DEFAULT_CACHE_BYTES,
 };
+use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_rt::{IoVec, IoVecMut};
 

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use common::{verify_all, write_pattern, Model, Rng};
 use raidd_engine::assemble::{assemble, examine, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::MemMember;
 use raidd_engine::{ErrorKind, Member, SyncKind, SyncLimits};
+use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::{Geometry, Level};
 
 const MEMBER_BYTES: u64 = 4 << 20;

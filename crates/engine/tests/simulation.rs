@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use common::{verify_all, Model, Rng};
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::MemMember;
 use raidd_engine::Member;
+use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::Level;
 
 const CLIENTS: u64 = 4;

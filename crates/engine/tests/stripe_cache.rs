@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use common::{verify_all, write_pattern, Model, DATA_OFFSET};
 use futures::FutureExt;
-use raidd_engine::member::{FaultControl, FaultMember, FaultPlan, MemMember};
+use raidd_engine::member::MemMember;
 use raidd_engine::pattern;
 use raidd_engine::{Alone, Array, ArrayParts, Gather, Member, SlotParts};
+use raidd_lab::{FaultControl, FaultMember, FaultPlan};
 use raidd_layout::{Geometry, Level, ParityLayout};
 use raidd_rt::AlignedBuf;
 

@@ -13,6 +13,7 @@ use raidd_layout::{Level, ParityLayout, Raid0Layout, Raid10Layout};
 use crate::cmd::detail;
 use crate::progress::Progress;
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::md_names::parse_level;
 use raidd_admin::members::{self, Access, Limited, MISSING};
 use raidd_admin::size;
 
@@ -117,14 +118,6 @@ pub fn parse_group(s: &str) -> Result<Group, String> {
 
 /// mdadm's default bitmap chunk for internal bitmaps.
 const DEFAULT_BITMAP_CHUNK: u64 = 64 << 20;
-
-pub(crate) fn parse_level(s: &str) -> Result<Level, String> {
-    Level::parse(s).ok_or_else(|| {
-        format!(
-            "unknown RAID level {s:?} (use linear, raid0, raid1, raid4, raid5, raid6 or raid10)"
-        )
-    })
-}
 
 /// The md layout number for `--layout` at `level`.
 pub fn layout_number(level: Level, text: &str) -> Result<u32, String> {

@@ -1,13 +1,11 @@
 //! One module per subcommand.
 
-pub mod bench;
 pub mod create;
 pub mod detail;
 pub mod examine;
 pub mod manage;
 pub mod pattern;
 pub mod read;
-pub mod scan;
 pub mod serve;
 pub mod status;
 pub mod ublk;

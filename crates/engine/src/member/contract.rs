@@ -37,7 +37,7 @@ pub fn windows_lost(r: &io::Result<()>) -> bool {
 /// Runs a member operation within `limit` (none: as long as it takes): `lost` makes its
 /// result from the timeout's error when it gives up (`io::ErrorKind::TimedOut`, naming the
 /// member). The operation is dropped then; what it lent the device stays with it.
-pub(crate) async fn within<T>(
+pub async fn within<T>(
     limit: Option<std::time::Duration>,
     name: &str,
     op: impl std::future::Future<Output = T>,
@@ -104,7 +104,7 @@ pub trait Member: Send + Sync + fmt::Debug {
 
 /// Checks a member request against the member's contract (caller bugs panic here, in every
 /// implementation, so a broken array mapping stops loudly in tests).
-pub(crate) fn assert_request(info: &MemberInfo, offset: u64, len: u64) {
+pub fn assert_request(info: &MemberInfo, offset: u64, len: u64) {
     let bs = u64::from(info.block_size);
     assert!(
         offset.is_multiple_of(bs) && len.is_multiple_of(bs),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
-use super::contract::{within, Member, MemberFuture, MemberInfo};
+use raidd_engine::member::{within, Member, MemberFuture, MemberInfo};
 
 /// What to inject. Probabilities are in parts per million per operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use raidd_admin::exit::{AdminError, AdminResult};
+use crate::exit::{AdminError, AdminResult};
 use serde::Serialize;
 
 /// Writes `text` to stdout. A closed pipe (`raidd detail | head`) ends output quietly.

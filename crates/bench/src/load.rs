@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use raidd_engine::member::SimWorld;
+use raidd_lab::SimWorld;
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
 use super::iscsi::{self, IscsiUrl};

@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use clap::Args;
 use raidd_engine::member::{
-    block_for, DabMode, DabPool, SimWorld, DAB_DEFAULT_BLOCK as DEFAULT_BLOCK,
-    DAB_MAX_BLOCK as MAX_BLOCK, DAB_MIN_BLOCK as MIN_BLOCK,
+    block_for, DabMode, DabPool, DAB_DEFAULT_BLOCK as DEFAULT_BLOCK, DAB_MAX_BLOCK as MAX_BLOCK,
+    DAB_MIN_BLOCK as MIN_BLOCK,
 };
 use raidd_engine::Member;
 use raidd_engine::{Alone, Gather};
+use raidd_lab::SimWorld;
 use raidd_layout::Level;
 use raidd_sim::Topology;
 use serde::Serialize;
@@ -31,9 +32,9 @@ use super::target::{
     close_array, make_array, mem_available, open_members, with_latency, ArraySetup, Device,
     MemberKind,
 };
-use crate::cmd::create::parse_level;
-use crate::output;
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::md_names::parse_level;
+use raidd_admin::output;
 use raidd_admin::size;
 
 #[derive(Args, Debug)]

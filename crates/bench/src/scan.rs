@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use raidd_engine::member::SimWorld;
+use raidd_lab::SimWorld;
 use raidd_rt::{AlignedBuf, SharedBuf};
 use serde::Serialize;
 

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use raidd_engine::create::{create, CreateSpec};
-use raidd_engine::member::{FileMember, MemMember, OpenOptions, SimWorld};
+use raidd_engine::member::{FileMember, MemMember, OpenOptions};
 use raidd_engine::{Alone, Array, Gather, Member};
+use raidd_lab::SimWorld;
 use raidd_layout::Level;
 use raidd_rt::{IoVec, IoVecMut};
 
@@ -93,11 +94,11 @@ pub fn with_latency(
     members
         .into_iter()
         .map(|m| {
-            let plan = raidd_engine::member::FaultPlan {
+            let plan = raidd_lab::FaultPlan {
                 delay_us: Some((us, us)),
                 ..Default::default()
             };
-            Arc::new(raidd_engine::member::FaultMember::new(m, plan)) as Arc<dyn Member>
+            Arc::new(raidd_lab::FaultMember::new(m, plan)) as Arc<dyn Member>
         })
         .collect()
 }

@@ -1,6 +1,10 @@
-//! `raidd bench`: measurements that need no server: parity kernels, the engine's I/O path
-//! driven in-process against its own members, and sweeps over request sizes and patterns
-//! on memory, file or simulated members.
+//! raidd's lab: what `raidd bench` and `raidd scan` run. Measurements that need no server
+//! (parity kernels, the engine's I/O path driven in-process against its own members),
+//! sweeps over request sizes and patterns on memory, file or simulated members and on
+//! servers (through the NBD and iSCSI initiators here), the papers' experiments
+//! reproduced on simulated drives, and transfer-rate scans. The admin CLI only parses the
+//! two commands' arguments (defined here) and calls [`run`] or [`scan`]; nothing of the
+//! daemon or the engine depends on this crate.
 
 use clap::{Args, Subcommand};
 
@@ -16,9 +20,12 @@ pub(crate) mod plot;
 mod report;
 pub mod reproduce;
 pub(crate) mod scan;
+mod scan_cmd;
 mod spec;
 pub mod sweep;
 pub(crate) mod target;
+
+pub use scan_cmd::{run as scan, ScanArgs};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {

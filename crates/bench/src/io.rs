@@ -25,9 +25,9 @@ use super::target::{
     close_array, cpu_seconds, make_array, mem_available, open_members, with_latency, ArraySetup,
     Device, MemberKind,
 };
-use crate::cmd::create::parse_level;
-use crate::output;
 use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::md_names::parse_level;
+use raidd_admin::output;
 use raidd_admin::size;
 
 #[derive(Args, Debug)]

@@ -19,7 +19,7 @@ use std::task::{Poll, Waker};
 use raidd_rt::{IoVec, IoVecMut};
 use raidd_sim::{DriveStats, Op, Topology, World};
 
-use super::contract::{assert_request, Member, MemberFuture, MemberInfo};
+use raidd_engine::member::{assert_request, Member, MemberFuture, MemberInfo};
 
 /// The simulated machine and its clock, shared by its members.
 pub struct SimWorld {
@@ -342,7 +342,7 @@ impl Member for SimMember {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::member::{read_bytes, write_bytes};
+    use raidd_engine::member::{read_bytes, write_bytes};
     use raidd_rt::AlignedBuf;
     use std::path::Path;
 
@@ -434,8 +434,8 @@ mod tests {
     /// data anywhere.
     #[test]
     fn an_array_over_simulated_drives_verifies_healthy_and_degraded() {
-        use crate::create::{create, CreateSpec};
-        use crate::pattern;
+        use raidd_engine::create::{create, CreateSpec};
+        use raidd_engine::pattern;
         let w = world(4);
         let members: Vec<Arc<dyn Member>> = w
             .members()
@@ -467,7 +467,7 @@ mod tests {
                         pattern::fill(&mut b, s, 1, 99);
                         a.write_buf(s * 512, b).await.expect("write");
                     }
-                    let check = |a: Arc<crate::Array>| async move {
+                    let check = |a: Arc<raidd_engine::Array>| async move {
                         let b = a
                             .read_to_buf(first * 512, (sectors * 512) as usize)
                             .await

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use raidd_engine::member::SimWorld;
 use raidd_engine::{Alone, Array, Gather, Member};
+use raidd_lab::SimWorld;
 use raidd_layout::Level;
 use raidd_sim::Topology;
 use serde::Serialize;
@@ -20,8 +20,8 @@ use super::report::{self, Row, Series};
 use super::scan::{scan, ScanPlan};
 use super::spec::{Access, Mix};
 use super::target::{close_array, make_array, ArraySetup, Device};
-use crate::output;
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::output;
 
 /// The experiments, by name.
 pub const EXPERIMENTS: &[(&str, &str)] = &[

@@ -5,20 +5,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use raidd_engine::member::{FileMember, OpenOptions, SimWorld};
+use raidd_engine::member::{FileMember, OpenOptions};
 use raidd_engine::Member;
+use raidd_lab::SimWorld;
 use raidd_layout::Level;
 use raidd_sim::Topology;
 use serde::Serialize;
 
-use crate::cmd::bench::load::Target;
-use crate::cmd::bench::plot::{self, Line, XAxis};
-use crate::cmd::bench::scan::{scan, ScanPlan, ScanPoint};
-use crate::cmd::bench::target::{make_array, ArraySetup, Device};
-use crate::cmd::create::parse_level;
-use crate::output;
+use crate::load::Target;
+use crate::plot::{self, Line, XAxis};
+use crate::scan::{scan, ScanPlan, ScanPoint};
+use crate::target::{make_array, ArraySetup, Device};
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
+use raidd_admin::md_names::parse_level;
 use raidd_admin::members::Access;
+use raidd_admin::output;
 use raidd_admin::session;
 use raidd_admin::size;
 

@@ -4,8 +4,8 @@
 use raidd_parity::bench;
 use serde::Serialize;
 
-use crate::output;
 use raidd_admin::exit::AdminResult;
+use raidd_admin::output;
 use raidd_admin::size;
 
 /// The configurations measured: (data blocks, block bytes).

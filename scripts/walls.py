@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""Checks the walls the code keeps: no import circles among the files of any crate, and no
-non-test function over 100 lines outside the decoding tables listed below. Prints the
+"""Checks the walls the code keeps: no import circles among the files of any crate, no
+non-test function over 100 lines outside the decoding tables listed below, and the engine's
+`Array` a facade (at most 60 inherent methods; outside its own module, nothing reaches its
+fields). Prints the
 longest functions either way, and how many assertions each crate makes per 100 functions.
 
 A file's module imports another when it names it by path (`crate::a::b`, `super::x`,
@@ -179,6 +181,47 @@ def assertions():
     return out
 
 
+ARRAY = os.path.join("crates", "engine", "src", "array")
+MAX_ARRAY_METHODS = 60
+
+
+def blocks(text, head):
+    """The bodies of the blocks that start with `head` (a regex) at a line's start."""
+    for m in re.finditer(head, text, re.M):
+        i = j = m.end()
+        depth = 1
+        while depth and j < len(text):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        yield text[i:j]
+
+
+def array_walls():
+    """The engine's `Array`: its inherent methods (how many), and the places outside its own
+    module (array/mod.rs) that reach one of its fields instead of a method or a part's own
+    methods: `self.field` in an `impl Array` block, `array.field` in a function given it."""
+    mod = non_test(open(os.path.join(ROOT, ARRAY, "mod.rs")).read())
+    body = next(blocks(mod, r"^pub struct Array \{"))
+    fields = re.findall(r"^    (\w+):", body, re.M)
+    reach = re.compile(r"\b(?:self|array)\.(" + "|".join(fields) + r")\b(?!\s*\()")
+    methods, reached = 0, []
+    for dp, _, names in os.walk(os.path.join(ROOT, ARRAY)):
+        for f in sorted(names):
+            path = os.path.join(dp, f)
+            if not f.endswith(".rs"):
+                continue
+            text = non_test(open(path).read())
+            impls = list(blocks(text, r"^impl Array \{"))
+            methods += sum(len(re.findall(FN, b, re.M)) for b in impls)
+            if os.path.relpath(path, ROOT) == os.path.join(ARRAY, "mod.rs"):
+                continue
+            for b in impls:
+                reached += [(os.path.relpath(path, ROOT), m.group(0)) for m in reach.finditer(b)]
+            for m in re.finditer(r"\barray\.(" + "|".join(fields) + r")\b(?!\s*\()", text):
+                reached.append((os.path.relpath(path, ROOT), m.group(0)))
+    return methods, reached
+
+
 FN = r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+\w+"
 
 
@@ -200,6 +243,13 @@ def main():
     for n, path, line, name in fns[: args.top]:
         table = " (decoding table)" if (path, name) in TABLES else ""
         print(f"  {n:4} {path}:{line} {name}{table}")
+    methods, reached = array_walls()
+    print(f"Array: {methods} inherent methods (at most {MAX_ARRAY_METHODS})")
+    if methods > MAX_ARRAY_METHODS:
+        bad = True
+    for path, what in reached:
+        print(f"{path}: `{what}` reaches a field of Array outside its own module")
+        bad = True
     print("assertions per 100 functions (outside tests):")
     for c, (fns, asserts) in assertions().items():
         print(f"  {c:8} {100 * asserts / max(fns, 1):5.1f}  ({asserts} in {fns} functions)")

@@ -99,7 +99,7 @@ pub fn children(arrays: &[Assembled], index: usize) -> Vec<(Option<usize>, usize
     let outer = &arrays[index].array;
     let mut out = Vec::new();
     for role in 0..outer.geometry().members() {
-        if let Some(m) = outer.member(role) {
+        if let Some(m) = outer.slots().member(role) {
             if let Some(i) = arrays.iter().position(|a| same_array(&m, &a.array)) {
                 out.push((Some(role), i));
             }
@@ -170,7 +170,7 @@ pub async fn assemble(
             a.array.name(),
             a.array.geometry().level(),
             (0..a.array.geometry().members())
-                .filter(|&r| a.array.slot_state(r) == raidd_engine::SlotState::InSync)
+                .filter(|&r| a.array.slots().state(r) == raidd_engine::SlotState::InSync)
                 .count(),
             a.array.geometry().members(),
             a.array.size_bytes(),

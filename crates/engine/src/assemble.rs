@@ -450,7 +450,8 @@ fn check_dirty_degraded(array: &Array) -> Result<()> {
         return Ok(());
     }
     let slots: Vec<String> = array
-        .slots_not_in_sync()
+        .slots()
+        .not_in_sync()
         .iter()
         .map(ToString::to_string)
         .collect();

@@ -304,7 +304,7 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
                 }
                 // The member starts failing I/O; the next request that touches it fails it.
                 faults[victim].control().fail();
-                while array.slot_state(victim) == SlotState::InSync {
+                while array.slots().state(victim) == SlotState::InSync {
                     raidd_rt::yield_now().await;
                     // Nothing may reach it for a while (reads bypass); fail it by hand.
                     if rng.below(20) == 0 {
@@ -312,7 +312,7 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
                     }
                 }
                 events.borrow_mut().push(format!("failed {victim}"));
-                let gone = array.member(victim).unwrap().info().name.clone();
+                let gone = array.slots().member(victim).unwrap().info().name.clone();
                 array.remove_member(&gone).await.unwrap();
                 let added = array.add_member(fresh as Arc<dyn Member>).await.unwrap();
                 assert_eq!(added, Added::Recovering(victim), "{what}");
@@ -346,7 +346,7 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
         for t in tasks.drain(..) {
             t.await;
         }
-        assert_eq!(array.slot_state(victim), SlotState::InSync, "{what}");
+        assert_eq!(array.slots().state(victim), SlotState::InSync, "{what}");
         // Quiescent now: each sector holds one of the writes nothing certainly overwrote.
         #[allow(clippy::await_holding_refcell_ref)] // every client task has ended
         let h = h.borrow();
@@ -361,12 +361,12 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
         // And without each member in turn (as far as the array survives that), every sector
         // still reads as the model allows: the rebuilt member and the parity are right.
         for m in 0..n {
-            if array.slot_state(m) != SlotState::InSync {
+            if array.slots().state(m) != SlotState::InSync {
                 continue;
             }
             let others_ok = (0..n)
                 .filter(|&o| o != m)
-                .all(|o| array.slot_state(o) == SlotState::InSync)
+                .all(|o| array.slots().state(o) == SlotState::InSync)
                 || level == Level::Raid6;
             if !others_ok {
                 continue;
@@ -399,10 +399,10 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
 fn without(array: &Array, gone: usize) -> Array {
     let slots = (0..array.geometry().members())
         .map(|i| {
-            (i != gone && array.slot_state(i) == SlotState::InSync).then(|| {
+            (i != gone && array.slots().state(i) == SlotState::InSync).then(|| {
                 raidd_engine::SlotParts {
-                    member: array.member(i).unwrap(),
-                    data_offset: array.data_offset(i),
+                    member: array.slots().member(i).unwrap(),
+                    data_offset: array.slots().data_offset(i),
                     recovered: None,
                     by_bitmap: false,
                     write_mostly: false,

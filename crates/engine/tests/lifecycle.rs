@@ -85,7 +85,7 @@ fn members_failing_under_load_are_survived_and_recorded() {
                 controls[f].fail();
                 random_writes(&array, &mut model, &mut rng, 30).await;
                 assert_eq!(
-                    array.slot_state(f),
+                    array.slots().state(f),
                     SlotState::Faulty,
                     "{level}: member {f} marked faulty"
                 );
@@ -153,7 +153,7 @@ fn read_errors_are_served_from_redundancy() {
             });
             let before = a.array.status().await.slots[0].io;
             verify_all(&a.array, &model, &format!("{level} with read errors")).await;
-            assert_eq!(a.array.slot_state(0), SlotState::Faulty);
+            assert_eq!(a.array.slots().state(0), SlotState::Faulty);
             // The member's own counts say what happened, as zpool status would.
             let st = a.array.status().await;
             let io = st.slots[0].io;
@@ -238,7 +238,7 @@ fn stale_members_are_refused() {
             "{:?}",
             both.report[1]
         );
-        assert_eq!(both.array.slot_state(1), SlotState::Missing);
+        assert_eq!(both.array.slots().state(1), SlotState::Missing);
         verify_all(&both.array, &model, "raid1 with a stale member").await;
     });
 }
@@ -624,7 +624,7 @@ fn members_with_bad_blocks_recorded_are_not_read() {
                 },
                 "{what}"
             );
-            assert_eq!(b.array.slot_state(1), SlotState::Missing, "{what}");
+            assert_eq!(b.array.slots().state(1), SlotState::Missing, "{what}");
             verify_all(&b.array, &model, &format!("{what}: without it")).await;
             // Added back: rebuilt whole, its log emptied.
             assert_eq!(
@@ -633,7 +633,7 @@ fn members_with_bad_blocks_recorded_are_not_read() {
                 "{what}"
             );
             assert!(
-                !b.array.recovering_by_bitmap(1),
+                !b.array.slots().recovering_by_bitmap(1),
                 "{what}: not by its bitmap"
             );
             assert!(
@@ -719,7 +719,11 @@ fn write_mostly_members_are_read_only_when_nothing_else_can_be() {
         let b = assemble(members.clone(), AssembleOptions::default())
             .await
             .unwrap();
-        assert!(b.array.write_mostly(0) && !b.array.write_mostly(1) && b.array.write_mostly(2));
+        assert!(
+            b.array.slots().write_mostly(0)
+                && !b.array.slots().write_mostly(1)
+                && b.array.slots().write_mostly(2)
+        );
         let reads = |c: &[Arc<FaultControl>]| c.iter().map(|c| c.reads()).collect::<Vec<_>>();
         let before = reads(&controls);
         verify_all(&b.array, &model, "write-mostly halves").await;
@@ -743,7 +747,7 @@ fn write_mostly_members_are_read_only_when_nothing_else_can_be() {
         b.array.remove_member("w2").await.unwrap();
         let back: Arc<dyn Member> = raw[1].clone();
         b.array.add_member(back).await.unwrap();
-        assert!(!b.array.write_mostly(1) && !b.array.write_mostly(2));
+        assert!(!b.array.slots().write_mostly(1) && !b.array.slots().write_mostly(2));
         for m in [&raw[3], &raw[1]] {
             assert_eq!(sb_of(m).await.devflags, 0);
         }

@@ -90,7 +90,7 @@ fn a_member_that_stops_answering_is_failed_and_the_array_serves_degraded() {
             common::random_writes(&a, &mut m, &mut rng, 40).await;
             verify_all(&a, &m, &format!("{what}: after writes")).await;
             let took = start.elapsed();
-            assert_eq!(a.slot_state(victim), SlotState::Faulty, "{what}");
+            assert_eq!(a.slots().state(victim), SlotState::Faulty, "{what}");
             assert_eq!(a.status().await.state, ArrayState::Degraded, "{what}");
             assert!(
                 cs[victim].hung_ops() > 0,
@@ -139,7 +139,7 @@ fn a_read_whose_windows_a_hung_member_kept_is_read_again_into_a_new_buffer() {
             buf.slice(0..len).is_err(),
             "the buffer is still lent to the hung read"
         );
-        assert_eq!(a.slot_state(0), SlotState::Faulty);
+        assert_eq!(a.slots().state(0), SlotState::Faulty);
         let again = a.read_new(0, len).await.unwrap();
         let data = again.try_into_inner().unwrap();
         let bad = raidd_engine::pattern::verify(&data, 0, m.seed, |s| m.generation[s as usize]);
@@ -164,7 +164,7 @@ fn a_member_hung_in_a_superblock_write_is_failed() {
         let mut m = m;
         cs[2].hang();
         write_pattern(&a, &mut m, 100, 8).await;
-        assert_eq!(a.slot_state(2), SlotState::Faulty);
+        assert_eq!(a.slots().state(2), SlotState::Faulty);
         verify_all(&a, &m, "after the hang").await;
         let sb = examine(&*ms[0]).await.unwrap();
         assert!(!sb.is_clean(), "marked dirty on the members left");

@@ -153,12 +153,12 @@ fn run(seed: u64, level: Level, layout: Option<u32>, n: usize, renew: Renew) {
                 for _ in 0..rng.below(50) {
                     raidd_rt::yield_now().await;
                 }
-                let gone = array.member(victim).unwrap().info().name.clone();
+                let gone = array.slots().member(victim).unwrap().info().name.clone();
                 match renew {
                     Renew::Rebuild => {
                         array.fail_member(victim).await.unwrap();
                         array.remove_member(&gone).await.unwrap();
-                        assert_eq!(array.slot_state(victim), SlotState::Missing);
+                        assert_eq!(array.slots().state(victim), SlotState::Missing);
                         let added = array.add_member(fresh).await.unwrap();
                         assert_eq!(added, Added::Recovering(victim), "{what}");
                         array.recover(victim, limits(32)).await.unwrap();
@@ -174,15 +174,19 @@ fn run(seed: u64, level: Level, layout: Option<u32>, n: usize, renew: Renew) {
                         array.remove_member(&gone).await.unwrap();
                     }
                 }
-                assert_eq!(array.member(victim).unwrap().info().name, "new", "{what}");
+                assert_eq!(
+                    array.slots().member(victim).unwrap().info().name,
+                    "new",
+                    "{what}"
+                );
             })
         };
         rebuild.await;
         for t in tasks {
             t.await;
         }
-        assert_eq!(array.slot_state(victim), SlotState::InSync, "{what}");
-        assert!(array.sync_progress().is_none());
+        assert_eq!(array.slots().state(victim), SlotState::InSync, "{what}");
+        assert!(array.passes().progress().is_none());
         let m = Rc::try_unwrap(model)
             .ok()
             .expect("clients done")
@@ -256,7 +260,7 @@ fn interrupted_recovery_resumes_after_reassembly() {
         let mut seen = None;
         for _ in 0..10_000 {
             raidd_rt::yield_now().await;
-            if let Some(p) = array.sync_progress() {
+            if let Some(p) = array.passes().progress() {
                 assert_eq!(p.kind, SyncKind::Recovery);
                 if p.done() >= 256 {
                     seen = Some(p.done());
@@ -265,12 +269,12 @@ fn interrupted_recovery_resumes_after_reassembly() {
             }
         }
         assert!(seen.is_some(), "recovery made no progress");
-        assert!(array.cancel_sync());
+        assert!(array.passes().cancel());
         let err = job.await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Interrupted, "{err}");
         let stopped = array.status().await.slots[2].recovered_bytes.unwrap();
         assert!(stopped >= 256 * 512, "stopped at {stopped}");
-        assert_eq!(array.slot_state(2), SlotState::Recovering);
+        assert_eq!(array.slots().state(2), SlotState::Recovering);
         // Reads work meanwhile (the unrebuilt part comes from parity).
         verify_all(&array, &model, "while recovering").await;
         array.close().await.unwrap();
@@ -302,11 +306,11 @@ fn interrupted_recovery_resumes_after_reassembly() {
             decisions[4]
         );
         let array = b.array.clone();
-        assert_eq!(array.slot_state(2), SlotState::Recovering);
+        assert_eq!(array.slots().state(2), SlotState::Recovering);
         write_pattern(&array, &mut model, 100, 900).await;
         verify_all(&array, &model, "reassembled, recovering").await;
         array.recover(2, limits(64)).await.unwrap();
-        assert_eq!(array.slot_state(2), SlotState::InSync);
+        assert_eq!(array.slots().state(2), SlotState::InSync);
         array.fail_member(0).await.unwrap();
         verify_all(&array, &model, "resumed rebuild, member 0 failed").await;
     });
@@ -390,10 +394,10 @@ fn a_throttled_recovery_stops_when_asked() {
         };
         // Let it do its first window and start waiting on the limit.
         raidd_rt::time::sleep(std::time::Duration::from_millis(200)).await;
-        let p = array.sync_progress().expect("running");
+        let p = array.passes().progress().expect("running");
         assert!(p.done() < p.total, "the limit must hold it back");
         let asked = std::time::Instant::now();
-        assert!(array.cancel_sync());
+        assert!(array.passes().cancel());
         let limit = Box::pin(raidd_rt::time::sleep(std::time::Duration::from_secs(5)));
         let err = match futures::future::select(job, limit).await {
             futures::future::Either::Left((r, _)) => r.unwrap_err(),
@@ -405,8 +409,8 @@ fn a_throttled_recovery_stops_when_asked() {
             "stopping took {:?}",
             asked.elapsed()
         );
-        assert_eq!(array.slot_state(1), SlotState::Recovering);
-        assert_eq!(array.last_sync().unwrap().outcome, "interrupted");
+        assert_eq!(array.slots().state(1), SlotState::Recovering);
+        assert_eq!(array.passes().last().unwrap().outcome, "interrupted");
     });
 }
 
@@ -432,7 +436,7 @@ fn concurrent_adds_take_different_slots() {
         let x = wrapped(&Arc::new(MemMember::new("x", MEMBER_BYTES)), 1);
         let y = wrapped(&Arc::new(MemMember::new("y", MEMBER_BYTES)), 2);
         // One add and one remove of a failed member race, then a second add.
-        let gone = array.member(3).unwrap().info().name.clone();
+        let gone = array.slots().member(3).unwrap().info().name.clone();
         let (ax, removed, ay) = futures::join!(
             array.add_member(x),
             array.remove_member(&gone),
@@ -444,8 +448,11 @@ fn concurrent_adds_take_different_slots() {
             let Added::Recovering(r) = added else {
                 panic!("{added:?}")
             };
-            assert_eq!(array.slot_state(r), SlotState::Recovering, "slot {r}");
-            assert!(array.member(r).is_some(), "slot {r} lost its member");
+            assert_eq!(array.slots().state(r), SlotState::Recovering, "slot {r}");
+            assert!(
+                array.slots().member(r).is_some(),
+                "slot {r} lost its member"
+            );
         }
         // The remove either found the failed member or an add had already detached it.
         if let Err(e) = removed {

@@ -267,12 +267,12 @@ fn a_resync_due_or_a_repair_running_keeps_the_array_dirty() {
         };
         let mut polls = 0;
         // The repair registers, then marks the array dirty (it starts clean).
-        while c.sync_progress().is_none() || on_disk_clean(&raw, "repair").await {
+        while c.passes().progress().is_none() || on_disk_clean(&raw, "repair").await {
             raidd_rt::yield_now().await;
         }
         loop {
             let marked = c.mark_clean_if_idle(Duration::ZERO).await;
-            if c.sync_progress().is_none() {
+            if c.passes().progress().is_none() {
                 break; // it may have ended meanwhile: then marking clean was right
             }
             assert!(!marked, "marked clean during a repair");

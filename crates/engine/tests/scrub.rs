@@ -265,7 +265,7 @@ fn writes_during_an_interrupted_resync_survive_a_lost_member() {
                             array
                                 .scrub(SyncKind::Resync, limits, move |done, total| {
                                     if done >= total / 2 {
-                                        stop.cancel_sync();
+                                        stop.passes().cancel();
                                     }
                                 })
                                 .await
@@ -331,7 +331,7 @@ fn the_resync_point_decides_where_parity_is_trusted() {
         let r = array
             .scrub(SyncKind::Resync, limits, |done, _| {
                 if done > 0 {
-                    array.cancel_sync();
+                    array.passes().cancel();
                 }
             })
             .await;
@@ -857,7 +857,7 @@ fn an_interrupted_re_add_resumes_by_its_bitmap_after_reassembly() {
         write_pattern(&array, &mut model, sectors - 600, 64).await;
         array.remove_member(&raw[0].info().name).await.unwrap();
         array.add_member(members[0].clone()).await.unwrap();
-        assert!(array.recovering_by_bitmap(0));
+        assert!(array.slots().recovering_by_bitmap(0));
         let sb = examine(&*raw[0]).await.unwrap();
         assert_eq!(
             sb.feature_map & (RECOVERY_OFFSET | RECOVERY_BITMAP),
@@ -877,8 +877,8 @@ fn an_interrupted_re_add_resumes_by_its_bitmap_after_reassembly() {
         let mut stopped = false;
         for _ in 0..10_000 {
             raidd_rt::yield_now().await;
-            if array.sync_progress().is_some_and(|p| p.done() >= 512) {
-                stopped = array.cancel_sync();
+            if array.passes().progress().is_some_and(|p| p.done() >= 512) {
+                stopped = array.passes().cancel();
                 break;
             }
         }
@@ -889,7 +889,7 @@ fn an_interrupted_re_add_resumes_by_its_bitmap_after_reassembly() {
         array.fail_member(2).await.unwrap();
         array.remove_member(&raw[2].info().name).await.unwrap();
         array.add_member(members[3].clone()).await.unwrap();
-        assert!(!array.recovering_by_bitmap(2));
+        assert!(!array.slots().recovering_by_bitmap(2));
         array.close().await.unwrap();
         drop(array);
         for (m, by_bitmap) in [(0, true), (3, false)] {
@@ -927,8 +927,8 @@ fn an_interrupted_re_add_resumes_by_its_bitmap_after_reassembly() {
             .await
             .unwrap()
             .array;
-        assert!(array.recovering_by_bitmap(0), "resumed as a re-add");
-        assert!(!array.recovering_by_bitmap(2));
+        assert!(array.slots().recovering_by_bitmap(0), "resumed as a re-add");
+        assert!(!array.slots().recovering_by_bitmap(2));
         let before = faults[0].control().writes();
         array.recover(0, limits).await.unwrap();
         let windows = array.geometry().member_used_sectors(0) / 128;
@@ -987,7 +987,7 @@ fn a_member_with_a_tampered_superblock_is_rebuilt_whole() {
         raw[0].write_sync(sb.super_offset * 512, &sb.encode());
         let before = faults[0].control().writes();
         array.add_member(members[0].clone()).await.unwrap();
-        assert!(!array.recovering_by_bitmap(0));
+        assert!(!array.slots().recovering_by_bitmap(0));
         array.recover(0, SyncLimits::UNLIMITED).await.unwrap();
         assert!(faults[0].control().writes() - before > 1, "rebuilt");
         lean_on(&array, 0).await;

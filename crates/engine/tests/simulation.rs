@@ -94,7 +94,7 @@ fn run(seed: u64, level: Level, n: usize, failures: usize) -> Outcome {
             .into_inner();
         verify_all(&array, &m, &format!("seed {seed} {level}")).await;
         let failed = (0..n)
-            .filter(|&i| array.slot_state(i) != raidd_engine::SlotState::InSync)
+            .filter(|&i| array.slots().state(i) != raidd_engine::SlotState::InSync)
             .collect();
         let members = raw
             .iter()

@@ -490,7 +490,7 @@ impl Rig {
         let slots = (0..a.geometry().members())
             .map(|i| {
                 (i != lost).then(|| SlotParts {
-                    member: a.member(i).unwrap(),
+                    member: a.slots().member(i).unwrap(),
                     data_offset: DATA_OFFSET,
                     recovered: None,
                     by_bitmap: false,

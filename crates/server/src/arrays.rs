@@ -142,7 +142,7 @@ pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotS
             );
         }
         if root.is_degraded() {
-            let missing = root.slots_not_in_sync();
+            let missing = root.slots().not_in_sync();
             tracing::warn!(array = %a.name, "running degraded: slots {missing:?} are not in sync");
         }
         tracing::info!(

@@ -267,7 +267,8 @@ fn holder(s: &Served, member: &str) -> Option<(Arc<Array>, String)> {
     s.session.arrays.iter().find_map(|a| {
         let name = a
             .array
-            .member_names()
+            .slots()
+            .names()
             .into_iter()
             .find(|n| same_member(n, member))?;
         Some((a.array.clone(), name))
@@ -306,7 +307,7 @@ fn not_a_member(array: &str, member: &str) -> AdminError {
 async fn fail(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
     let s = served(ctx, array)?;
     let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
-    let role = a.role_of(&name).ok_or_else(|| {
+    let role = a.slots().role_of(&name).ok_or_else(|| {
         AdminError::new(
             Exit::Conflict,
             format!("{name} is not working in {array} (already failed, or a spare)"),
@@ -351,7 +352,7 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
         .find(|a| {
             (0..a.array.geometry().members()).any(|r| {
                 matches!(
-                    a.array.slot_state(r),
+                    a.array.slots().state(r),
                     SlotState::Missing | SlotState::Faulty
                 )
             })
@@ -365,7 +366,7 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
     let m = members::open_timed(member, Access::ReadWrite, ctx.member_timeout)?;
     let added = target.array.add_member(m).await?;
     let by_bitmap = match added {
-        raidd_engine::Added::Recovering(r) => target.array.recovering_by_bitmap(r),
+        raidd_engine::Added::Recovering(r) => target.array.slots().recovering_by_bitmap(r),
         raidd_engine::Added::Spare => false,
     };
     let mut out = match added {
@@ -412,8 +413,9 @@ async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::
     let s = served(ctx, array)?;
     let (a, name) = holder(s, member).ok_or_else(|| not_a_member(array, member))?;
     let role = a
+        .slots()
         .role_of(&name)
-        .filter(|&r| a.slot_state(r) == SlotState::InSync)
+        .filter(|&r| a.slots().state(r) == SlotState::InSync)
         .ok_or_else(|| {
             AdminError::new(
                 Exit::Conflict,
@@ -427,7 +429,7 @@ async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::
             format!("{text} is already used by {owner}"),
         ));
     }
-    if let Some(p) = a.sync_progress() {
+    if let Some(p) = a.passes().progress() {
         return Err(AdminError::new(
             Exit::Conflict,
             format!(
@@ -491,7 +493,7 @@ fn idle(ctx: &ControlCtx, array: &str) -> Answer {
         .session
         .arrays
         .iter()
-        .filter(|a| a.array.cancel_sync())
+        .filter(|a| a.array.passes().cancel())
         .map(|a| a.array.name().to_string())
         .collect();
     let text = if stopped.is_empty() {

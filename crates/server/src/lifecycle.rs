@@ -162,7 +162,11 @@ impl Lifecycle {
         let (life, array) = (self.clone(), w.array.clone());
         self.spawn(&w.array, async move {
             let name = array.name().to_string();
-            let member = array.member(role).map(|m| name_of(&m)).unwrap_or_default();
+            let member = array
+                .slots()
+                .member(role)
+                .map(|m| name_of(&m))
+                .unwrap_or_default();
             life.event("RebuildStarted", &name, Some(&member));
             match array.recover(role, life.limits).await {
                 Ok(()) => {
@@ -184,7 +188,11 @@ impl Lifecycle {
             let name = array.name().to_string();
             let what = format!(
                 "replace of {} with {}",
-                array.member(role).map(|m| name_of(&m)).unwrap_or_default(),
+                array
+                    .slots()
+                    .member(role)
+                    .map(|m| name_of(&m))
+                    .unwrap_or_default(),
                 name_of(&new)
             );
             life.event("RebuildStarted", &name, Some(&what));
@@ -214,7 +222,7 @@ impl Lifecycle {
                 a.name()
             )));
         }
-        if let Some(p) = a.sync_progress() {
+        if let Some(p) = a.passes().progress() {
             return Err(AdminError::new(
                 Exit::Conflict,
                 format!("{}: a {} is already running", a.name(), p.kind),
@@ -259,18 +267,18 @@ impl Lifecycle {
             a.write_intent_tick().await;
             if a.is_read_only()
                 || a.is_failed()
-                || a.sync_progress().is_some()
+                || a.passes().progress().is_some()
                 || self.running_for(a)
             {
                 continue;
             }
             let n = a.geometry().members();
-            if let Some(role) = (0..n).find(|&r| a.slot_state(r) == SlotState::Recovering) {
+            if let Some(role) = (0..n).find(|&r| a.slots().state(r) == SlotState::Recovering) {
                 self.start_recovery(w, role);
                 continue;
             }
-            let free =
-                (0..n).any(|r| matches!(a.slot_state(r), SlotState::Missing | SlotState::Faulty));
+            let free = (0..n)
+                .any(|r| matches!(a.slots().state(r), SlotState::Missing | SlotState::Faulty));
             if free && a.can_scrub() {
                 match a.claim_own_spare().await {
                     Ok(Some(role)) => {
@@ -299,7 +307,7 @@ impl Lifecycle {
 
     fn note_changes(&self, a: &Array) {
         let n = a.geometry().members();
-        let now: Vec<SlotState> = (0..n).map(|r| a.slot_state(r)).collect();
+        let now: Vec<SlotState> = (0..n).map(|r| a.slots().state(r)).collect();
         let working = |s: SlotState| matches!(s, SlotState::InSync | SlotState::Recovering);
         let degraded_now = now.iter().any(|&s| s != SlotState::InSync);
         let mut seen = self.seen.borrow_mut();
@@ -307,7 +315,7 @@ impl Lifecycle {
             Some(prev) => {
                 for r in 0..n {
                     if working(prev[r]) && now[r] == SlotState::Faulty {
-                        let m = a.member(r).map(|m| name_of(&m)).unwrap_or_default();
+                        let m = a.slots().member(r).map(|m| name_of(&m)).unwrap_or_default();
                         self.event("Fail", a.name(), Some(&m));
                     }
                 }
@@ -366,7 +374,7 @@ impl Lifecycle {
     /// Stops every pass and waits for the background tasks (shutdown).
     pub async fn stop(&self, arrays: &[Watched]) {
         for w in arrays {
-            w.array.cancel_sync();
+            w.array.passes().cancel();
         }
         let tasks: Vec<_> = self.tasks.borrow_mut().drain(..).collect();
         for t in tasks {

@@ -14,8 +14,12 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use std::time::{Duration, Instant};
+
 use futures::lock::Mutex;
 use raidd_layout::{Geometry, SECTOR_SIZE};
+
+use crate::meta::Metadata;
 
 const CLEAN: u8 = 0;
 const ONDISK: u8 = 1;
@@ -205,6 +209,153 @@ impl WriteIntent {
         for s in self.state.iter() {
             let _ = s.compare_exchange(CLEARING, to, Ordering::SeqCst, Ordering::SeqCst);
         }
+    }
+}
+
+/// md's bitmap daemon period (the bitmap's daemon_sleep as mdadm writes it).
+const INTENT_PERIOD: Duration = Duration::from_secs(5);
+
+/// The array's write-intent bitmap as a part of the array: the bits (when the array has a
+/// bitmap and is writable), the superblock writes that put them on every member, and the
+/// sweep that clears idle ones once per flush period. What it writes goes through the
+/// array's [`Metadata`]; the members whose bitmap write failed are handed back, and the
+/// array fails them.
+#[derive(Debug)]
+pub(crate) struct IntentLog {
+    bits: Option<WriteIntent>,
+    /// When the idle bits were last swept, and how often they are.
+    swept: std::sync::Mutex<Instant>,
+    period: Duration,
+}
+
+impl IntentLog {
+    /// `bits`: the bitmap loaded at start; `period`: its daemon_sleep, when it records one.
+    pub(crate) fn new(bits: Option<WriteIntent>, period: Option<Duration>) -> IntentLog {
+        IntentLog {
+            bits,
+            swept: std::sync::Mutex::new(Instant::now()),
+            period: period.unwrap_or(INTENT_PERIOD),
+        }
+    }
+
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.bits.is_some()
+    }
+
+    /// Chunks whose bit is set, out of all (`None` without a bitmap).
+    pub(crate) fn counts(&self) -> Option<(usize, usize)> {
+        self.bits
+            .as_ref()
+            .map(|wi| (wi.dirty_chunks(), wi.chunks()))
+    }
+
+    /// Which chunks' bits are set now, and the resync-space sectors per bit: what a resync
+    /// narrows itself to.
+    pub(crate) fn set_chunks(&self) -> Option<(Vec<bool>, u64)> {
+        let wi = self.bits.as_ref()?;
+        Some((
+            (0..wi.chunks()).map(|c| wi.is_set(c)).collect(),
+            wi.chunk_sectors(),
+        ))
+    }
+
+    /// The chunks resync range `r` touches (a bitmap must be loaded).
+    pub(crate) fn chunk_range(&self, r: &std::ops::Range<u64>) -> std::ops::Range<usize> {
+        self.bits
+            .as_ref()
+            .expect("chunks of a loaded bitmap")
+            .chunk_range(r)
+    }
+
+    /// Whether a bit is set for any of the array regions `(sector, count)` (true without a
+    /// bitmap: nothing says they are clean).
+    pub(crate) fn set_in(&self, regions: &[(u64, u64)]) -> bool {
+        let Some(wi) = &self.bits else {
+            return true;
+        };
+        regions.iter().any(|&(sector, count)| {
+            wi.chunk_range(&wi.sync_range(sector, count))
+                .any(|c| wi.is_set(c))
+        })
+    }
+
+    /// Records a write of `count` array sectors at `sector`: the bits of its chunks are on
+    /// every member (durably) before this returns; the hold keeps them set until the write
+    /// is done. Also returns the members whose bitmap write failed.
+    pub(crate) async fn note(
+        &self,
+        meta: Option<&Metadata>,
+        sector: u64,
+        count: u64,
+    ) -> Option<(Intent<'_>, Vec<usize>)> {
+        let wi = self.bits.as_ref()?;
+        let (hold, missing) = wi.start(wi.sync_range(sector, count));
+        let mut failed = Vec::new();
+        if missing {
+            let (guard, image) = wi.set_bits(&hold).await;
+            if let (Some(image), Some(meta)) = (image, meta) {
+                failed = meta.write_bitmap_bits(&image, false).await;
+            }
+            drop(guard);
+        }
+        Some((hold, failed))
+    }
+
+    /// Writes every bit to every member, as md does when a recovery starts: a member's copy
+    /// is only as new as the last change of bits it took, and one just added took none.
+    /// Returns the members whose write failed.
+    pub(crate) async fn write_whole(&self, meta: Option<&Metadata>) -> Vec<usize> {
+        let (Some(wi), Some(meta)) = (&self.bits, meta) else {
+            return Vec::new();
+        };
+        let (guard, image) = wi.current().await;
+        let failed = meta.write_bitmap_bits(&image, false).await;
+        drop(guard);
+        failed
+    }
+
+    /// Whether a flush period has passed since the last sweep (and a sweep is due now).
+    pub(crate) fn sweep_due(&self) -> bool {
+        if self.bits.is_none() {
+            return false;
+        }
+        let mut last = self.swept.lock().expect(crate::POISONED);
+        if last.elapsed() < self.period {
+            return false;
+        }
+        *last = Instant::now();
+        true
+    }
+
+    /// Clears the bits of chunks with nothing in flight that were not written in the last
+    /// flush period (`all`: of every chunk with nothing in flight), after `flush` made the
+    /// data those bits covered durable. The caller decides whether bits may be cleared at
+    /// all (not while degraded, nor while a resync is due). Returns the members whose
+    /// bitmap write failed.
+    pub(crate) async fn sweep<F>(
+        &self,
+        meta: Option<&Metadata>,
+        all: bool,
+        flush: impl FnOnce() -> F,
+    ) -> Vec<usize>
+    where
+        F: std::future::Future<Output = bool>,
+    {
+        let (Some(wi), Some(meta)) = (&self.bits, meta) else {
+            return Vec::new();
+        };
+        let (guard, image) = wi.begin_clear(all).await;
+        let Some(image) = image else {
+            return Vec::new();
+        };
+        let mut failed = Vec::new();
+        let ok = flush().await && {
+            failed = meta.write_bitmap_bits(&image, true).await;
+            failed.is_empty()
+        };
+        wi.cleared(ok);
+        drop(guard);
+        failed
     }
 }
 

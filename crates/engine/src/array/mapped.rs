@@ -1,6 +1,8 @@
 //! I/O for the levels whose data is only placed, never computed: linear, RAID0, RAID1,
-//! RAID10. Reads go to one copy (rotating over the copies per request) and are retried on
-//! another copy when a member fails; writes go to every in-sync copy.
+//! RAID10. Reads go to one copy (the array's read policy picks it: rotating over the copies,
+//! see [`Host::readable_copy`]) and are retried on another copy when a member fails; writes
+//! go to every in-sync copy. [`MappedIo`] sees the array only through [`Host`], as the
+//! parity path does.
 
 use std::collections::HashSet;
 
@@ -9,35 +11,43 @@ use raidd_rt::recycle::Table;
 use raidd_rt::{IoVec, IoVecMut};
 use smallvec::SmallVec;
 
-use super::Array;
+use super::host::Host;
+use super::member_io;
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{Batch, Req, ReqMut};
 
-impl Array {
-    /// The pieces of a request's bytes, on a table kept per thread when they are more than
-    /// a small request's two.
-    #[inline(always)]
-    pub(super) fn pieces_of(&self, offset: u64, len: u64) -> Table<[Piece; 2]> {
-        let (sector, count) = (offset / SECTOR_SIZE, len / SECTOR_SIZE);
-        let mut pieces = if count <= u64::from(self.geometry.chunk_sectors()) {
-            // Within a chunk's length: at most two chunks, inline.
-            Table::default()
-        } else {
-            Table::with_room(self.geometry.piece_room(sector, count))
-        };
-        self.geometry.pieces_into(sector, count, &mut pieces);
-        pieces
-    }
+/// The read, write and discard paths of linear, RAID0, RAID1 and RAID10 arrays. They keep
+/// no state of their own: what they need is the array's, through [`Host`].
+#[derive(Debug, Default)]
+pub(crate) struct MappedIo;
 
-    /// Byte range of a piece within a request that starts at `offset`.
-    fn piece_range(offset: u64, p: &Piece) -> std::ops::Range<usize> {
-        let start = (p.array_sector * SECTOR_SIZE - offset) as usize;
-        start..start + (p.sectors * SECTOR_SIZE) as usize
-    }
+/// Byte range of a piece within a request that starts at `offset`.
+fn piece_range(offset: u64, p: &Piece) -> std::ops::Range<usize> {
+    debug_assert!(
+        p.array_sector * SECTOR_SIZE >= offset,
+        "a piece before its request"
+    );
+    let start = (p.array_sector * SECTOR_SIZE - offset) as usize;
+    start..start + (p.sectors * SECTOR_SIZE) as usize
+}
 
+fn lost_piece(host: &impl Host, p: &Piece) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!(
+            "{}: no working copy of sectors {}..{} is left",
+            host.name(),
+            p.array_sector,
+            p.array_sector + p.sectors
+        ),
+    )
+}
+
+impl MappedIo {
     /// Reads `iov` at `offset`, whose `pieces` the caller mapped.
-    pub(super) async fn mapped_read(
+    pub(crate) async fn read(
         &self,
+        host: &impl Host,
         offset: u64,
         iov: IoVecMut,
         pieces: &[Piece],
@@ -46,7 +56,7 @@ impl Array {
         // Inline for a request of up to 16 pieces (a 1 MiB read of 64K chunks).
         let mut pending: Table<[usize; 16]> = (0..pieces.len()).collect();
         // Each failed attempt fails at least one member, so this ends.
-        for _attempt in 0..=self.slots.len() {
+        for _attempt in 0..=host.slots().len() {
             if pending.is_empty() {
                 return (Ok(()), req.into_iov());
             }
@@ -54,22 +64,22 @@ impl Array {
             let mut chosen: Table<[(usize, usize); 16]> = Table::with_room(pending.len());
             for &i in &pending {
                 let p = &pieces[i];
-                let Some(loc) = self.readable_copy(p) else {
-                    let e = self.lost_piece(p);
+                let Some(loc) = host.readable_copy(p) else {
+                    let e = lost_piece(host, p);
                     return (Err(e), req.into_iov());
                 };
                 chosen.push((i, loc.member));
-                let range = Self::piece_range(offset, p);
-                let base = self.member_offset(loc.member, loc.sector);
+                let range = piece_range(offset, p);
+                let base = host.member_offset(loc.member, loc.sector);
                 for t in req.take(range.clone()) {
                     let at = base + (t.req_off - range.start) as u64;
                     batch.push(loc.member, at, t);
                 }
             }
             let mut failed = HashSet::new();
-            for (member, r, (iov, layout)) in self.issue_reads(batch.into_ios()).await {
+            for (member, r, (iov, layout)) in host.issue_reads(batch.into_ios()).await {
                 if crate::member::windows_lost(&r) {
-                    return (Err(self.lost_windows(member)), req.into_partial());
+                    return (Err(host.lost_windows(member)), req.into_partial());
                 }
                 req.restore(&layout, iov);
                 if r.is_err() {
@@ -82,66 +92,61 @@ impl Array {
                 .map(|(i, _)| i)
                 .collect();
         }
-        (Err(self.lost_error()), req.into_iov())
+        (Err(host.lost_error()), req.into_iov())
     }
 
     /// Writes a piece to each of its copies from the caller's windows; it stands if a copy
     /// that is still in sync took it.
-    async fn write_copies(&self, p: &Piece, iov: IoVec) -> Result<()> {
+    async fn write_copies(&self, host: &impl Host, p: &Piece, iov: IoVec) -> Result<()> {
         if let [loc] = p.copies.as_slice() {
-            return match self.write_extent(loc.member, loc.sector, iov).await {
+            let at = host.member_offset(loc.member, loc.sector);
+            return match member_io::write_member(host, loc.member, at, iov).await {
                 Ok(()) => Ok(()),
-                Err(_) => Err(self.lost_piece(p)), // the only copy failed
+                Err(_) => Err(lost_piece(host, p)), // the only copy failed
             };
         }
         let at: SmallVec<[(usize, u64); 4]> = p
             .copies
             .iter()
-            .map(|l| (l.member, self.member_offset(l.member, l.sector)))
+            .map(|l| (l.member, host.member_offset(l.member, l.sector)))
             .collect();
-        let results = self.write_same(&at, iov).await;
+        let results = member_io::write_same(host, &at, iov).await;
         let landed = p
             .copies
             .iter()
             .zip(&results)
-            .any(|(l, r)| r.is_ok() && self.in_sync_at(l.member, l.sector + p.sectors));
+            .any(|(l, r)| r.is_ok() && host.in_sync_at(l.member, l.sector + p.sectors));
         if landed {
             Ok(())
         } else {
-            Err(self.lost_piece(p))
+            Err(lost_piece(host, p))
         }
     }
 
-    fn lost_piece(&self, p: &Piece) -> Error {
-        Error::new(
-            ErrorKind::Io,
-            format!(
-                "{}: no working copy of sectors {}..{} is left",
-                self.name,
-                p.array_sector,
-                p.array_sector + p.sectors
-            ),
-        )
-    }
-
-    pub(super) async fn mapped_write(&self, offset: u64, iov: IoVec) -> Result<()> {
-        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        let pieces = self.pieces_of(offset, len);
+    /// Writes `iov` at `offset`, whose `pieces` the caller mapped.
+    pub(crate) async fn write(
+        &self,
+        host: &impl Host,
+        offset: u64,
+        iov: IoVec,
+        pieces: &[Piece],
+    ) -> Result<()> {
         // One extent whose copies are all in sync (every write within a chunk of a healthy
         // array): straight to each copy's member with the caller's windows, no batch. A
         // slot being rebuilt or replaced takes the general path, which handles both.
-        if let [p] = pieces.as_slice() {
+        if let [p] = pieces {
             let direct = p.copies.iter().all(|l| {
-                self.in_sync_at(l.member, l.sector + p.sectors) && !self.is_replacing(l.member)
+                host.in_sync_at(l.member, l.sector + p.sectors)
+                    && !host.slots().is_replacing(l.member)
             });
             if direct {
-                return self.write_copies(p, iov).await;
+                return self.write_copies(host, p, iov).await;
             }
         }
         let req = Req::new(iov);
         let mut batch = Batch::default();
-        for p in &pieces {
-            let range = Self::piece_range(offset, p);
+        for p in pieces {
+            let range = piece_range(offset, p);
             let mut any = false;
             // A member being rebuilt takes the piece when any of it lies below its recovery
             // point: the part below was copied already and would otherwise never get this
@@ -149,10 +154,10 @@ impl Array {
             for loc in p
                 .copies
                 .iter()
-                .filter(|l| self.takes_write_at(l.member, l.sector))
+                .filter(|l| host.slots().takes_write_at(l.member, l.sector))
             {
-                any |= self.in_sync_at(loc.member, loc.sector + p.sectors);
-                let base = self.member_offset(loc.member, loc.sector);
+                any |= host.in_sync_at(loc.member, loc.sector + p.sectors);
+                let base = host.member_offset(loc.member, loc.sector);
                 let mut at = base;
                 for w in req.take(range.clone()) {
                     let n = w.len() as u64;
@@ -161,11 +166,11 @@ impl Array {
                 }
             }
             if !any {
-                return Err(self.lost_piece(p));
+                return Err(lost_piece(host, p));
             }
         }
         let mut failed = HashSet::new();
-        for (member, r) in self.issue_writes(batch.into_ios()).await {
+        for (member, r) in host.issue_writes(batch.into_ios()).await {
             if r.is_err() {
                 failed.insert(member);
             }
@@ -174,28 +179,30 @@ impl Array {
             return Ok(());
         }
         // The write stands if every piece reached at least one copy that is still good.
-        for p in &pieces {
+        for p in pieces {
             let landed = p.copies.iter().any(|l| {
-                !failed.contains(&l.member) && self.in_sync_at(l.member, l.sector + p.sectors)
+                !failed.contains(&l.member) && host.in_sync_at(l.member, l.sector + p.sectors)
             });
             if !landed {
-                return Err(self.lost_piece(p));
+                return Err(lost_piece(host, p));
             }
         }
         Ok(())
     }
 
-    pub(super) async fn mapped_discard(&self, offset: u64, len: u64) -> Result<()> {
+    /// Discards `len` bytes at `offset`, whose `pieces` the caller mapped, on every copy
+    /// that holds current data there.
+    pub(crate) async fn discard(&self, host: &impl Host, pieces: &[Piece]) -> Result<()> {
         let mut ranges: Vec<(usize, u64, u64)> = Vec::new();
-        for p in self.pieces_of(offset, len) {
+        for p in pieces {
             for loc in p
                 .copies
                 .iter()
-                .filter(|l| self.in_sync_at(l.member, l.sector + p.sectors))
+                .filter(|l| host.in_sync_at(l.member, l.sector + p.sectors))
             {
                 ranges.push((
                     loc.member,
-                    self.member_offset(loc.member, loc.sector),
+                    host.member_offset(loc.member, loc.sector),
                     p.sectors * SECTOR_SIZE,
                 ));
             }
@@ -208,22 +215,7 @@ impl Array {
                 _ => merged.push((m, off, n)),
             }
         }
-        futures::future::join_all(merged.iter().map(|&(m, off, n)| async move {
-            let member = self.member_ref(m);
-            if let Err(e) = member.discard(off, n).await {
-                self.slots[m].io.failed(true);
-                self.fail_member_io(m, &member, &e).await;
-            }
-        }))
-        .await;
-        // A replacement being built must keep matching its slot's member.
-        for &(m, off, n) in &merged {
-            if let Some((r, at)) = self.replacement_for(m, off, n) {
-                if let Err(e) = r.discard(at, n).await {
-                    self.abort_replacement(m, &e);
-                }
-            }
-        }
-        self.check_alive()
+        member_io::discard(host, &merged).await;
+        host.check_alive()
     }
 }

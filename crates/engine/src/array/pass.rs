@@ -3,7 +3,6 @@
 //! in `passes` (the bookkeeping), `recovery` and `scrub`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -128,14 +127,6 @@ pub struct LastSync {
     pub member: Option<String>,
     pub mismatch_sectors: u64,
     pub seconds: f64,
-}
-
-/// The running pass and the last one's result, swapped together so a watcher never sees
-/// neither.
-#[derive(Debug, Default)]
-pub(super) struct SyncSlot {
-    pub(super) running: Option<Arc<SyncProgress>>,
-    pub(super) last: Option<LastSync>,
 }
 
 /// What an `add` did with the member.

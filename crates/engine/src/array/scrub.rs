@@ -17,9 +17,11 @@ use raidd_layout::{Geometry, Level, StripeRole, SECTOR_SIZE};
 use raidd_rt::{AlignedBuf, SharedBuf};
 use smallvec::SmallVec;
 
+use super::host::Host;
+use super::member_io;
 use super::pass::{SyncKind, SyncLimits, SyncProgress};
 use super::passes::{SyncGuard, Throttle};
-use super::Array;
+use super::{Array, MetaWrite};
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::Batch;
 
@@ -51,338 +53,346 @@ impl Array {
                 ErrorKind::InvalidInput,
                 format!(
                     "{} is degraded: a {kind} of parity needs every member (recover first)",
-                    self.name
+                    self.name()
                 ),
             ));
         }
+        let parts = self.parts();
         // Mirrors scrub degraded (the copies left are compared); a member lost during the
         // pass ends it.
-        let lost = self.slots_not_in_sync().len();
-        let (total, mut step) = self.scrub_extent(kind, limits.window_bytes)?;
-        let p = self.begin_sync(kind, None, total, 0)?;
-        let guard = SyncGuard::new(self, p.clone());
-        tracing::info!(array = %self.name, "{kind} started");
+        let lost = parts.slots.not_in_sync().len();
+        let (total, mut step) = scrub_extent(self, kind, limits.window_bytes)?;
+        let p = parts.passes.begin(self.name(), kind, None, total, 0)?;
+        let guard = SyncGuard::new(parts.passes, p.clone(), None);
+        tracing::info!(array = %self.name(), "{kind} started");
         // A pass that writes keeps the array dirty until it ends (safe mode sees it in the
         // sync slot, registered above); in turn, so an idle marking in progress is not missed.
-        if let (Some(meta), true) = (&self.meta, kind != SyncKind::Check) {
-            self.superblocks_failed(meta.mark_dirty_in_turn().await)
+        if let (Some(meta), true) = (parts.meta, kind != SyncKind::Check) {
+            self.superblocks_failed(meta.mark_dirty_in_turn().await, MetaWrite::Superblock)
                 .await;
             self.check_alive()?;
         }
-        let mut throttle = Throttle::new(limits, self, 0);
+        let mut throttle = Throttle::new(limits, || foreground(self), 0);
         let mut pos = 0;
         let started = Instant::now();
         // With a write-intent bitmap a resync only visits the chunks whose bit is set (in
         // the same space: member sectors for parity, array sectors for mirrors).
-        let only = self.bitmap_chunks(kind);
-        if only.is_some() {
+        let only = bitmap_chunks(self, kind);
+        if let Some((_, bit_sectors)) = &only {
             // Windows of whole bitmap chunks (and whole stripes), so clean ones are skipped.
-            let layout_chunk = u64::from(self.geometry.chunk_sectors()).max(1);
-            step = self
-                .intent
-                .as_ref()
-                .map_or(step, |wi| wi.chunk_sectors().max(layout_chunk));
+            let layout_chunk = u64::from(self.geometry().chunk_sectors()).max(1);
+            step = (*bit_sectors).max(layout_chunk);
         }
         while pos < total {
             self.check_alive()?;
-            if self.slots_not_in_sync().len() > lost {
+            if parts.slots.not_in_sync().len() > lost {
                 return Err(Error::new(
                     ErrorKind::Io,
-                    format!("{}: a member failed during the {kind}", self.name),
+                    format!("{}: a member failed during the {kind}", self.name()),
                 ));
             }
             if p.cancelled() {
                 return Err(Error::new(
                     ErrorKind::Interrupted,
-                    format!("{}: {kind} stopped at sector {pos}", self.name),
+                    format!("{}: {kind} stopped at sector {pos}", self.name()),
                 ));
             }
-            throttle.pace(self, pos, &p).await;
+            throttle.pace(pos, &p).await;
             if p.cancelled() {
                 continue; // reported at the top of the loop
             }
             raidd_rt::yield_now().await;
             let end = (pos + step).min(total);
-            if let (Some(set), Some(wi)) = (&only, &self.intent) {
-                let chunks = wi.chunk_range(&(pos..end));
+            if let Some((set, _)) = &only {
+                let chunks = parts.intent.chunk_range(&(pos..end));
                 if !set[chunks].iter().any(|&b| b) {
                     pos = end;
                     p.done.store(pos, Ordering::Relaxed);
-                    self.passed(kind, pos);
+                    passed(self, kind, pos);
                     continue;
                 }
             }
-            self.scrub_window(pos..end, kind, &p).await?;
+            scrub_window(self, pos..end, kind, &p).await?;
             pos = end;
             p.done.store(pos, Ordering::Relaxed);
-            self.passed(kind, pos);
+            passed(self, kind, pos);
             progress(pos * SECTOR_SIZE, total * SECTOR_SIZE);
         }
         let found = p.mismatches();
         tracing::info!(
-            array = %self.name,
+            array = %self.name(),
             mismatch_sectors = found,
             seconds = started.elapsed().as_secs_f64(),
             "{kind} finished"
         );
         if kind == SyncKind::Resync {
-            self.resync_done();
+            parts.passes.resync_done();
         }
         guard.finish();
         Ok(found)
     }
 
-    /// The sectors a pass of `kind` covers (member sectors of whole stripes on parity
-    /// arrays, array sectors on mirrors) and its window.
-    fn scrub_extent(&self, kind: SyncKind, window_bytes: u64) -> Result<(u64, u64)> {
-        match &self.geometry {
-            Geometry::Linear(_) | Geometry::Raid0(_) => Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "{} is {}: it has no redundancy to {kind}",
-                    self.name,
-                    self.geometry.level()
-                ),
-            )),
-            Geometry::Parity(pg) => Ok((
-                pg.dev_sectors / u64::from(pg.chunk_sectors) * u64::from(pg.chunk_sectors),
-                self.sync_window(window_bytes),
-            )),
-            _ => Ok((
-                self.geometry.array_sectors(),
-                self.sync_window(window_bytes),
-            )),
-        }
-    }
-
-    /// With a write-intent bitmap a resync only visits the chunks whose bit is set (in the
-    /// same space: member sectors for parity, array sectors for mirrors): which are.
-    fn bitmap_chunks(&self, kind: SyncKind) -> Option<Vec<bool>> {
-        let (Some(wi), SyncKind::Resync) = (&self.intent, kind) else {
-            return None;
-        };
-        let set: Vec<bool> = (0..wi.chunks()).map(|c| wi.is_set(c)).collect();
-        tracing::info!(
-            array = %self.name,
-            "resyncing {} of {} bitmap chunks",
-            set.iter().filter(|&&b| b).count(),
-            set.len()
-        );
-        Some(set)
-    }
-
-    /// One window of a pass, under a gate barrier over what it covers: its parity stripes
-    /// concurrently, or its mirrored extent.
-    async fn scrub_window(
-        &self,
-        window: Range<u64>,
-        kind: SyncKind,
-        p: &SyncProgress,
-    ) -> Result<()> {
-        let (pos, end) = (window.start, window.end);
-        match &self.geometry {
-            Geometry::Parity(pg) => {
-                let chunk = u64::from(pg.chunk_sectors);
-                let per = pg.stripe_data_sectors();
-                let stripes = pos / chunk..end.div_ceil(chunk);
-                let _barrier = self
-                    .gate
-                    .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
-                    .await;
-                futures::future::try_join_all(stripes.map(|s| self.scrub_stripe(s, kind, p)))
-                    .await?;
-            }
-            _ => {
-                let _barrier = self.gate.barrier([(pos, end - pos)]).await;
-                self.scrub_mirrors(pos, end - pos, kind, p).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// A pass of `kind` has covered everything below `pos` (member sectors on parity
-    /// arrays): a resync's parity there is consistent from now on.
-    fn passed(&self, kind: SyncKind, pos: u64) {
-        if kind == SyncKind::Resync && matches!(self.geometry, Geometry::Parity(_)) {
-            self.resynced_to(pos);
-        }
-    }
-
-    /// Compares (and for repair/resync, rewrites) every copy of array sectors
-    /// `[sector, sector + count)`.
-    async fn scrub_mirrors(
-        &self,
-        sector: u64,
-        count: u64,
-        kind: SyncKind,
-        p: &SyncProgress,
-    ) -> Result<()> {
-        for piece in self.geometry.pieces(sector, count) {
-            // The copies in sync, in layout order: the first is the one reads choose before a
-            // resync (`readable_copy`) and the one the others are made equal to. A piece with
-            // one copy left (degraded) has nothing to compare.
-            let copies: SmallVec<[raidd_layout::Loc; 4]> = piece
-                .copies
-                .iter()
-                .copied()
-                .filter(|l| self.in_sync_at(l.member, l.sector + piece.sectors))
-                .collect();
-            if copies.len() < 2 {
-                continue;
-            }
-            let len = (piece.sectors * SECTOR_SIZE) as usize;
-            let bufs: Vec<SharedBuf> = copies
-                .iter()
-                .map(|_| SharedBuf::new(AlignedBuf::for_overwrite(len)))
-                .collect();
-            let mut batch = Batch::default();
-            for (loc, b) in copies.iter().zip(&bufs) {
-                batch.push(
-                    loc.member,
-                    self.member_offset(loc.member, loc.sector),
-                    b.slice_mut(0..len).expect("fresh"),
-                );
-            }
-            let mut failed = false;
-            for (_, r) in self.issue_scratch_reads(batch.into_ios()).await {
-                failed |= r.is_err();
-            }
-            if failed {
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    format!("{}: a member failed during the {kind}", self.name),
-                ));
-            }
-            let bufs: Vec<AlignedBuf> = bufs
-                .into_iter()
-                .map(|b| b.try_into_inner().expect("scratch released"))
-                .collect();
-            let first = &bufs[0];
-            let mut fixes = Vec::new();
-            for (k, other) in bufs.iter().enumerate().skip(1) {
-                let bad = differing_sectors(first, other);
-                if bad > 0 {
-                    if kind != SyncKind::Resync {
-                        p.add_mismatches(bad);
-                        self.log_mismatch(
-                            p,
-                            format!(
-                                "sectors {}..{}: copy on {} differs from the first copy",
-                                piece.array_sector,
-                                piece.array_sector + piece.sectors,
-                                self.member_name(copies[k].member)
-                            ),
-                        );
-                    }
-                    fixes.push(copies[k]);
-                }
-            }
-            if kind != SyncKind::Check {
-                for loc in fixes {
-                    self.write_member_data(loc.member, loc.sector, first.clone())
-                        .await?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Compares one stripe's parity with its data (and for repair/resync, rewrites it).
-    async fn scrub_stripe(&self, stripe: u64, kind: SyncKind, p: &SyncProgress) -> Result<()> {
-        let pio = self.parity_io();
-        let pg = pio.pg();
-        let chunk = u64::from(pg.chunk_sectors);
-        let map = pg.stripe_map(stripe);
-        let all: SmallVec<[usize; 16]> = (0..self.slots.len()).collect();
-        let blocks = pio.read_rows(self, stripe, &(0..chunk), &all).await?;
-        if blocks.iter().any(Option::is_none) {
-            return Err(Error::new(
-                ErrorKind::Io,
-                format!("{}: a member failed during the {kind}", self.name),
-            ));
-        }
-        let block = |m: usize| blocks[m].as_ref().expect("every member read");
-        let len = (chunk * SECTOR_SIZE) as usize;
-        let k = map.data.len();
-        let mut data: Vec<&[u8]> = vec![&[]; k];
-        for (dd, &m) in map.data.iter().enumerate() {
-            data[super::parity::q_index(&map, dd)] = &block(m)[..];
-        }
-        let mut pc = AlignedBuf::zeroed(len);
-        let mut qc = map.q.map(|_| AlignedBuf::zeroed(len));
-        match qc.as_mut() {
-            Some(q) => raidd_parity::gen_pq(&data, &mut pc, q),
-            None => raidd_parity::xor_gen(&mut pc, &data),
-        }
-        let p_bad = differing_sectors(&pc, block(map.p));
-        let q_bad = match (map.q, &qc) {
-            (Some(qm), Some(q)) => differing_sectors(q, block(qm)),
-            _ => 0,
-        };
-        if p_bad == 0 && q_bad == 0 {
-            return Ok(());
-        }
-        let at = pg.member_sector(stripe, 0);
-        if kind != SyncKind::Resync {
-            // A 4 KiB row counts once, whether P, Q or both disagree there.
-            let rows = mismatched_rows(
-                &pc,
-                block(map.p),
-                qc.as_deref(),
-                map.q.map(|q| &block(q)[..]),
-            );
-            p.add_mismatches(rows);
-            let culprit = match (map.q, &qc) {
-                (Some(qm), Some(q)) => blame(&map, &pc, q, block(map.p), block(qm)),
-                _ => None,
-            };
-            let who = match culprit {
-                Some(m) => format!("; {} holds the wrong data", self.member_name(m)),
-                None => String::new(),
-            };
-            self.log_mismatch(
-                p,
-                format!(
-                    "stripe {stripe} (member sectors {at}..{}): parity does not match the data{who}",
-                    at + chunk
-                ),
-            );
-        }
-        if kind != SyncKind::Check {
-            if p_bad > 0 {
-                self.write_member_data(map.p, at, pc).await?;
-            }
-            if let (Some(qm), Some(q)) = (map.q, qc) {
-                if q_bad > 0 {
-                    self.write_member_data(qm, at, q).await?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn member_name(&self, role: usize) -> String {
-        self.member(role)
-            .map(|m| m.info().name.clone())
-            .unwrap_or_else(|| format!("slot {role}"))
-    }
-
-    fn log_mismatch(&self, p: &SyncProgress, what: String) {
-        if p.logged.fetch_add(1, Ordering::Relaxed) < LOG_LIMIT {
-            tracing::warn!(array = %self.name, "{}: {what}", p.kind);
-        }
-    }
-
     /// Whether the level compares anything in a scrub.
     pub fn can_scrub(&self) -> bool {
-        !matches!(self.geometry.level(), Level::Linear | Level::Raid0)
+        !matches!(self.geometry().level(), Level::Linear | Level::Raid0)
     }
 
     /// Whether a scrub (check, repair, resync) can run now: parity levels need every member
     /// (with one missing there is nothing left to compare parity with); mirrors compare the
     /// copies they have left, as md resyncs a RAID1 that has lost one of three.
     pub fn can_scrub_now(&self) -> bool {
-        self.can_scrub() && !(self.geometry.level().has_parity() && self.is_degraded())
+        self.can_scrub() && !(self.geometry().level().has_parity() && self.is_degraded())
+    }
+}
+
+/// Reads and writes from clients so far (a pass yields to them above its minimum speed).
+fn foreground(array: &Array) -> u64 {
+    let c = array.parts().counters;
+    c.sum(|s| &s.reads) + c.sum(|s| &s.writes)
+}
+
+/// The sectors a pass of `kind` covers (member sectors of whole stripes on parity
+/// arrays, array sectors on mirrors) and its window.
+fn scrub_extent(array: &Array, kind: SyncKind, window_bytes: u64) -> Result<(u64, u64)> {
+    let shape = array.parts().shapes.current();
+    match shape.geometry() {
+        Geometry::Linear(_) | Geometry::Raid0(_) => Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "{} is {}: it has no redundancy to {kind}",
+                array.name(),
+                shape.level()
+            ),
+        )),
+        Geometry::Parity(pg) => Ok((
+            pg.dev_sectors / u64::from(pg.chunk_sectors) * u64::from(pg.chunk_sectors),
+            shape.sync_window(window_bytes),
+        )),
+        g => Ok((g.array_sectors(), shape.sync_window(window_bytes))),
+    }
+}
+
+/// With a write-intent bitmap a resync only visits the chunks whose bit is set (in the
+/// same space: member sectors for parity, array sectors for mirrors): which are.
+fn bitmap_chunks(array: &Array, kind: SyncKind) -> Option<(Vec<bool>, u64)> {
+    if kind != SyncKind::Resync {
+        return None;
+    }
+    let (set, bit_sectors) = array.parts().intent.set_chunks()?;
+    tracing::info!(
+        array = %array.name(),
+        "resyncing {} of {} bitmap chunks",
+        set.iter().filter(|&&b| b).count(),
+        set.len()
+    );
+    Some((set, bit_sectors))
+}
+
+/// One window of a pass, under a gate barrier over what it covers: its parity stripes
+/// concurrently, or its mirrored extent.
+async fn scrub_window(
+    array: &Array,
+    window: Range<u64>,
+    kind: SyncKind,
+    p: &SyncProgress,
+) -> Result<()> {
+    let (pos, end) = (window.start, window.end);
+    let gate = array.parts().gate;
+    match array.geometry() {
+        Geometry::Parity(pg) => {
+            let chunk = u64::from(pg.chunk_sectors);
+            let per = pg.stripe_data_sectors();
+            let stripes = pos / chunk..end.div_ceil(chunk);
+            let _barrier = gate
+                .barrier([(stripes.start * per, (stripes.end - stripes.start) * per)])
+                .await;
+            futures::future::try_join_all(stripes.map(|s| scrub_stripe(array, s, kind, p))).await?;
+        }
+        _ => {
+            let _barrier = gate.barrier([(pos, end - pos)]).await;
+            scrub_mirrors(array, pos, end - pos, kind, p).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A pass of `kind` has covered everything below `pos` (member sectors on parity
+/// arrays): a resync's parity there is consistent from now on.
+fn passed(array: &Array, kind: SyncKind, pos: u64) {
+    if kind == SyncKind::Resync && matches!(array.geometry(), Geometry::Parity(_)) {
+        array.parts().passes.resynced_to(pos);
+    }
+}
+
+/// Compares (and for repair/resync, rewrites) every copy of array sectors
+/// `[sector, sector + count)`.
+async fn scrub_mirrors(
+    array: &Array,
+    sector: u64,
+    count: u64,
+    kind: SyncKind,
+    p: &SyncProgress,
+) -> Result<()> {
+    let slots = array.slots();
+    for piece in array.geometry().pieces(sector, count) {
+        // The copies in sync, in layout order: the first is the one reads choose before a
+        // resync (`readable_copy`) and the one the others are made equal to. A piece with
+        // one copy left (degraded) has nothing to compare.
+        let copies: SmallVec<[raidd_layout::Loc; 4]> = piece
+            .copies
+            .iter()
+            .copied()
+            .filter(|l| slots.in_sync_at(l.member, l.sector + piece.sectors))
+            .collect();
+        if copies.len() < 2 {
+            continue;
+        }
+        let len = (piece.sectors * SECTOR_SIZE) as usize;
+        let bufs: Vec<SharedBuf> = copies
+            .iter()
+            .map(|_| SharedBuf::new(AlignedBuf::for_overwrite(len)))
+            .collect();
+        let mut batch = Batch::default();
+        for (loc, b) in copies.iter().zip(&bufs) {
+            batch.push(
+                loc.member,
+                slots.member_offset(loc.member, loc.sector),
+                b.slice_mut(0..len).expect("fresh"),
+            );
+        }
+        let mut failed = false;
+        for (_, r) in member_io::issue_scratch_reads(array, batch.into_ios()).await {
+            failed |= r.is_err();
+        }
+        if failed {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{}: a member failed during the {kind}", array.name()),
+            ));
+        }
+        let bufs: Vec<AlignedBuf> = bufs
+            .into_iter()
+            .map(|b| b.try_into_inner().expect("scratch released"))
+            .collect();
+        let first = &bufs[0];
+        let mut fixes = Vec::new();
+        for (k, other) in bufs.iter().enumerate().skip(1) {
+            let bad = differing_sectors(first, other);
+            if bad > 0 {
+                if kind != SyncKind::Resync {
+                    p.add_mismatches(bad);
+                    log_mismatch(
+                        array,
+                        p,
+                        format!(
+                            "sectors {}..{}: copy on {} differs from the first copy",
+                            piece.array_sector,
+                            piece.array_sector + piece.sectors,
+                            member_name(array, copies[k].member)
+                        ),
+                    );
+                }
+                fixes.push(copies[k]);
+            }
+        }
+        if kind != SyncKind::Check {
+            for loc in fixes {
+                member_io::write_data(array, loc.member, loc.sector, first.clone()).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Compares one stripe's parity with its data (and for repair/resync, rewrites it).
+async fn scrub_stripe(array: &Array, stripe: u64, kind: SyncKind, p: &SyncProgress) -> Result<()> {
+    let pio = array
+        .parts()
+        .parity
+        .expect("parity stripes on a parity array");
+    let pg = Host::parity_shape(array);
+    let chunk = u64::from(pg.chunk_sectors);
+    let map = pg.stripe_map(stripe);
+    let all: SmallVec<[usize; 16]> = (0..array.slots().len()).collect();
+    let blocks = pio.read_rows(array, stripe, &(0..chunk), &all).await?;
+    if blocks.iter().any(Option::is_none) {
+        return Err(Error::new(
+            ErrorKind::Io,
+            format!("{}: a member failed during the {kind}", array.name()),
+        ));
+    }
+    let block = |m: usize| blocks[m].as_ref().expect("every member read");
+    let len = (chunk * SECTOR_SIZE) as usize;
+    let k = map.data.len();
+    let mut data: Vec<&[u8]> = vec![&[]; k];
+    for (dd, &m) in map.data.iter().enumerate() {
+        data[super::parity::q_index(&map, dd)] = &block(m)[..];
+    }
+    let mut pc = AlignedBuf::zeroed(len);
+    let mut qc = map.q.map(|_| AlignedBuf::zeroed(len));
+    match qc.as_mut() {
+        Some(q) => raidd_parity::gen_pq(&data, &mut pc, q),
+        None => raidd_parity::xor_gen(&mut pc, &data),
+    }
+    let p_bad = differing_sectors(&pc, block(map.p));
+    let q_bad = match (map.q, &qc) {
+        (Some(qm), Some(q)) => differing_sectors(q, block(qm)),
+        _ => 0,
+    };
+    if p_bad == 0 && q_bad == 0 {
+        return Ok(());
+    }
+    let at = pg.member_sector(stripe, 0);
+    if kind != SyncKind::Resync {
+        // A 4 KiB row counts once, whether P, Q or both disagree there.
+        let rows = mismatched_rows(
+            &pc,
+            block(map.p),
+            qc.as_deref(),
+            map.q.map(|q| &block(q)[..]),
+        );
+        p.add_mismatches(rows);
+        let culprit = match (map.q, &qc) {
+            (Some(qm), Some(q)) => blame(&map, &pc, q, block(map.p), block(qm)),
+            _ => None,
+        };
+        let who = match culprit {
+            Some(m) => format!("; {} holds the wrong data", member_name(array, m)),
+            None => String::new(),
+        };
+        log_mismatch(
+            array,
+            p,
+            format!(
+                "stripe {stripe} (member sectors {at}..{}): parity does not match the data{who}",
+                at + chunk
+            ),
+        );
+    }
+    if kind != SyncKind::Check {
+        if p_bad > 0 {
+            member_io::write_data(array, map.p, at, pc).await?;
+        }
+        if let (Some(qm), Some(q)) = (map.q, qc) {
+            if q_bad > 0 {
+                member_io::write_data(array, qm, at, q).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn member_name(array: &Array, role: usize) -> String {
+    array
+        .slots()
+        .member(role)
+        .map(|m| m.info().name.clone())
+        .unwrap_or_else(|| format!("slot {role}"))
+}
+
+fn log_mismatch(array: &Array, p: &SyncProgress, what: String) {
+    if p.logged.fetch_add(1, Ordering::Relaxed) < LOG_LIMIT {
+        tracing::warn!(array = %array.name(), "{}: {what}", p.kind);
     }
 }
 

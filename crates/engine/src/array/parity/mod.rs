@@ -20,9 +20,9 @@
 //! [`ParityIo`] owns all of it: the stripe cache (`cache.rs`: heads, shards, kept rows, and
 //! the governors that decide when keeping and gathering pay), the per-stripe locks
 //! (`lock.rs`), and the read and write paths (`read.rs`, `write.rs`, `batch.rs`). The array
-//! holds one and lends it what it needs of itself through [`Host`]: which members are
-//! current, where a member's data starts, and member I/O, which fails a member whose I/O
-//! fails. The choice between read-modify-write and reconstruct-write (`strategy.rs`) and
+//! holds one and lends it what it needs of itself through [`Host`] (`host.rs`): which
+//! members are current, where a member's data starts, and member I/O, which fails a member
+//! whose I/O fails. The choice between read-modify-write and reconstruct-write (`strategy.rs`) and
 //! the rebuilding of lost blocks (`rebuild.rs`) are pure and know nothing of either.
 
 mod batch;
@@ -37,55 +37,15 @@ mod shares;
 mod strategy;
 mod write;
 
-use std::future::Future;
-use std::io;
-
 use raidd_layout::ParityGeometry;
-use raidd_rt::{BufSlice, BufSliceMut};
 
-use super::counters::Counters;
-use super::join::Results;
+pub(crate) use super::host::Host;
 use super::report::StripeCacheStatus;
-use crate::error::{Error, Result};
-use crate::iov::{MemberIos, ReadBack, Tagged};
 use cache::StripeCache;
 use lock::StripeLocks;
 
 pub use policy::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub(crate) use rebuild::{q_index, rebuild_blocks};
-
-/// What the parity path needs of the array that holds it. Each member I/O goes out through
-/// the array, which fails a member whose I/O fails before the results come back.
-pub(crate) trait Host {
-    /// Whether slot `role` holds current data below member sector `end` (and takes writes).
-    fn in_sync_at(&self, role: usize, end: u64) -> bool;
-    /// Byte offset on slot `role`'s member of member sector `sector`.
-    fn member_offset(&self, role: usize, sector: u64) -> u64;
-    /// Whether parity on the members can be trusted below member sector `end`.
-    fn parity_trusted(&self, end: u64) -> bool;
-    /// An error once too many members have failed to serve every sector.
-    fn check_alive(&self) -> Result<()>;
-    /// The error of a stripe that lost more than its parity covers.
-    fn lost_error(&self) -> Error;
-    /// The error of a read whose windows slot `role`'s member kept (it timed out).
-    fn lost_windows(&self, role: usize) -> Error;
-    fn counters(&self) -> &Counters;
-    /// Reads into a request's windows.
-    fn issue_reads(
-        &self,
-        ios: MemberIos<Tagged>,
-    ) -> impl Future<Output = Results<(usize, io::Result<()>, ReadBack)>>;
-    /// Reads into scratch buffers.
-    fn issue_scratch_reads(
-        &self,
-        ios: MemberIos<BufSliceMut>,
-    ) -> impl Future<Output = Results<(usize, io::Result<()>)>>;
-    /// Writes a batch.
-    fn issue_writes(
-        &self,
-        ios: MemberIos<BufSlice>,
-    ) -> impl Future<Output = Results<(usize, io::Result<()>)>>;
-}
 
 /// The RAID4/5/6 read and write paths of one array, and the state they keep.
 pub(crate) struct ParityIo {

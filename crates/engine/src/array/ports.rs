@@ -1,0 +1,85 @@
+//! What an array lends its parts: member I/O's [`Owner`] (the slots, the name, failing a
+//! member) and the level paths' [`Host`] (the shape in hand, the read policy, the array's
+//! health and counters). Neither part sees anything else of the array.
+
+use std::io;
+use std::sync::Arc;
+
+use futures::future::LocalBoxFuture;
+use raidd_layout::{Loc, ParityGeometry, Piece};
+
+use super::counters::Counters;
+use super::host::Host;
+use super::member_io::Owner;
+use super::slots::Slots;
+use super::{lost, lost_windows, rotation, Array};
+use crate::error::{Error, Result};
+use crate::member::Member;
+
+impl Owner for Array {
+    fn slots(&self) -> &Slots {
+        Array::slots(self)
+    }
+
+    fn name(&self) -> &str {
+        Array::name(self)
+    }
+
+    fn fail_member_io<'a>(
+        &'a self,
+        role: usize,
+        member: &'a Arc<dyn Member>,
+        why: &'a io::Error,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(self.fail_slot_with(role, Some(member), why))
+    }
+}
+
+impl Host for Array {
+    fn parity_shape(&self) -> &ParityGeometry {
+        self.shapes()
+            .current()
+            .parity()
+            .expect("the parity path runs on a parity shape")
+    }
+
+    fn parity_trusted(&self, end: u64) -> bool {
+        self.passes().parity_trusted(end)
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        Array::check_alive(self)
+    }
+
+    fn lost_error(&self) -> Error {
+        lost(self.name())
+    }
+
+    fn lost_windows(&self, role: usize) -> Error {
+        lost_windows(self.name(), role)
+    }
+
+    fn counters(&self) -> &Counters {
+        self.parts().counters
+    }
+
+    /// A copy of `p` that can be read now: data levels rotate over the in-sync copies,
+    /// write-mostly members only when no other copy can be read (md's write-mostly);
+    /// parity levels have one, the data member's. Until a resync has run, copies may differ
+    /// where writes were in flight: every read then goes to the first in-sync copy, the one
+    /// the resync keeps (md's choose_first), so no read returns a version the resync then
+    /// replaces.
+    fn readable_copy(&self, p: &Piece) -> Option<Loc> {
+        let slots = self.slots();
+        let readable = |l: &Loc| slots.in_sync_at(l.member, l.sector + p.sectors);
+        let n = p.copies.len();
+        if n == 1 || self.needs_resync() {
+            return p.copies.iter().copied().find(readable);
+        }
+        let rot = rotation();
+        let copies = || (0..n).map(|k| p.copies[(rot + k) % n]);
+        copies()
+            .find(|l| !slots.write_mostly(l.member) && readable(l))
+            .or_else(|| copies().find(readable))
+    }
+}

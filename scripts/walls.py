@@ -2,8 +2,8 @@
 """Checks the walls the code keeps: no import circles among the files of any crate, no
 non-test function over 100 lines outside the decoding tables listed below, and the engine's
 `Array` a facade (at most 60 inherent methods; outside its own module, nothing reaches its
-fields). Prints the
-longest functions either way, and how many assertions each crate makes per 100 functions.
+fields), and at least 25 assertions per 100 functions in the crates that hold state (engine,
+rt, server). Prints the longest functions either way, and every crate's assertion rate.
 
 A file's module imports another when it names it by path (`crate::a::b`, `super::x`,
 `use crate::{a, b}`, a child named from its parent as `child::`); a circle is a set of
@@ -181,6 +181,10 @@ def assertions():
     return out
 
 
+# Where state lives, invariants are asserted: the crates that own the engine's, the
+# runtime's and the daemon's state keep at least this many assertions per 100 functions.
+MIN_ASSERTIONS = {"engine": 25, "rt": 25, "server": 25}
+
 ARRAY = os.path.join("crates", "engine", "src", "array")
 MAX_ARRAY_METHODS = 60
 
@@ -252,7 +256,12 @@ def main():
         bad = True
     print("assertions per 100 functions (outside tests):")
     for c, (fns, asserts) in assertions().items():
-        print(f"  {c:8} {100 * asserts / max(fns, 1):5.1f}  ({asserts} in {fns} functions)")
+        rate = 100 * asserts / max(fns, 1)
+        floor = MIN_ASSERTIONS.get(c)
+        low = floor is not None and rate < floor
+        note = f"  below {floor}: assert the invariants of the state you add" if low else ""
+        print(f"  {c:8} {rate:5.1f}  ({asserts} in {fns} functions){note}")
+        bad = bad or low
     sys.exit(1 if bad else 0)
 
 

@@ -238,6 +238,8 @@ fn geometry_from(sb: &Superblock, data_sectors: &[Option<u64>]) -> Result<Geomet
             Geometry::parity(level, n, layout, sb.chunksize, sb.size)?
         }
     };
+    debug_assert_eq!(g.members(), n, "a member per raid disk");
+    debug_assert_eq!(g.level(), level);
     Ok(g)
 }
 
@@ -266,6 +268,11 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         .sb
         .clone();
     let placed = place(&found, &reference, newest);
+    debug_assert_eq!(
+        placed.report.len(),
+        found.len(),
+        "every member found is reported"
+    );
     for r in &placed.report {
         match &r.decision {
             Decision::Active { .. } | Decision::Spare => {}
@@ -365,12 +372,28 @@ fn place(found: &[Found], reference: &Superblock, newest: u64) -> Placed {
         }
         p.report.push(report_of(f, decision));
     }
+    debug_assert!(
+        p.slots.iter().flatten().all(|i| !p.spares.contains(i)),
+        "a member is in a slot or a spare, not both"
+    );
+    debug_assert!(
+        p.slots
+            .iter()
+            .zip(&p.partial)
+            .all(|(s, r)| s.is_some() || r.is_none()),
+        "only a held slot has a recovery point"
+    );
     p
 }
 
 impl Placed {
     /// What the array starts from in each slot.
     fn slot_parts(&self, found: &[Found]) -> Vec<Option<SlotParts>> {
+        debug_assert_eq!(
+            self.slots.len(),
+            self.partial.len(),
+            "a recovery point per slot"
+        );
         self.slots
             .iter()
             .zip(&self.partial)
@@ -449,6 +472,10 @@ fn check_dirty_degraded(array: &Array) -> Result<()> {
     if !array.geometry().level().has_parity() || !array.needs_resync() || !array.is_degraded() {
         return Ok(());
     }
+    debug_assert!(
+        !array.slots().not_in_sync().is_empty(),
+        "a degraded array misses a slot"
+    );
     let slots: Vec<String> = array
         .slots()
         .not_in_sync()
@@ -479,6 +506,7 @@ fn report_of(f: &Found, decision: Decision) -> MemberReport {
 }
 
 fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
+    debug_assert!(f.sb.events <= newest, "the reference is the newest member");
     if f.sb.events.saturating_add(1) < newest {
         return Decision::Stale {
             events: f.sb.events,

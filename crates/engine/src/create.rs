@@ -175,6 +175,7 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         }
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
+    debug_assert!(!members.is_empty() && members.len() <= n);
     assemble(members, AssembleOptions::default()).await
 }
 
@@ -255,6 +256,7 @@ fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -
     }
     let avail: Vec<u64> = sizes.iter().map(|s| s - data_offset).collect();
     let min_avail = *avail.iter().min().expect("present is not empty");
+    debug_assert!(min_avail >= 16, "room for data past the metadata area");
     let md_level = spec.level.md_number();
     let mut component = component_size_sectors(md_level, min_avail, chunk);
     if let Some(limit) = spec.size_sectors {
@@ -269,6 +271,7 @@ fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -
             component = component_size_sectors(md_level, limit, chunk);
         }
     }
+    debug_assert!(component <= min_avail, "a component fits every member");
     Ok(Sizes {
         data_offset,
         avail,
@@ -312,6 +315,10 @@ fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Re
     };
     let room = data_offset.saturating_sub(SB_OFFSET_V12_SECTORS + BITMAP_OFFSET_SECTORS) * 512;
     let need = bm.stored_len(4096);
+    debug_assert!(
+        need >= raidd_md::bitmap::BITMAP_SUPER_LEN as u64,
+        "a header at least"
+    );
     if need > room {
         return Err(invalid(format!(
             "a bitmap with {} KiB chunks needs {need} bytes, more than the {room} before the data: use a larger --bitmap-chunk",
@@ -328,6 +335,10 @@ async fn write_bitmap(m: &dyn Member, bm: &BitmapSuper, needs_sync: bool) -> Res
     let len = bm.stored_len(4096) as usize;
     let mut block = raidd_rt::AlignedBuf::zeroed(len);
     let header = raidd_md::bitmap::BITMAP_SUPER_LEN;
+    debug_assert!(
+        header + bm.bitmap_bytes() as usize <= len,
+        "the bits follow the header"
+    );
     block[..header].copy_from_slice(&bm.encode());
     if needs_sync {
         block[header..header + bm.bitmap_bytes() as usize].fill(0xff);
@@ -453,6 +464,7 @@ fn check_geometry(sb: &Superblock, data_sizes: &[Option<u64>]) -> Result<Geometr
             "the array would be empty: members too small for the chunk size".into(),
         ));
     }
+    debug_assert_eq!(g.members(), n, "a member per raid disk");
     Ok(g)
 }
 
@@ -460,6 +472,7 @@ async fn write_superblock(m: &dyn Member, sb: &Superblock) -> Result<()> {
     let name = &m.info().name;
     let mut block = raidd_rt::AlignedBuf::zeroed(4096);
     let bytes = sb.encode();
+    debug_assert!(bytes.len() <= 4096, "a superblock fits its block");
     block[..bytes.len()].copy_from_slice(&bytes);
     write_bytes(m, SB_OFFSET_V12_SECTORS * 512, block)
         .await

@@ -27,13 +27,15 @@ pub struct Extent {
 impl Extent {
     /// The whole array.
     pub fn whole(array: Arc<Array>) -> Extent {
-        Extent {
+        let e = Extent {
             offset: 0,
             size: array.size_bytes(),
             id: array.uuid(),
             name: array.name().to_string(),
             array,
-        }
+        };
+        debug_assert!(e.is_whole());
+        e
     }
 
     /// `size` bytes at `offset` of `array`, named `name` and identified by `id`. Both ends
@@ -68,6 +70,10 @@ impl Extent {
                 ),
             ));
         }
+        debug_assert!(
+            offset + size <= array.size_bytes() && size > 0,
+            "inside the array"
+        );
         Ok(Extent {
             array,
             offset,
@@ -124,7 +130,16 @@ impl Extent {
                 ),
             ));
         }
-        Ok(self.offset + offset)
+        let at = self.offset + offset;
+        debug_assert!(
+            at + len <= self.offset + self.size,
+            "confined to the extent"
+        );
+        debug_assert!(
+            at + len <= self.array.size_bytes(),
+            "an extent lies in its array"
+        );
+        Ok(at)
     }
 
     /// [`Array::read`] within the extent.

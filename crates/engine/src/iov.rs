@@ -43,6 +43,10 @@ impl ReqMut {
             pos += n;
         }
         give_iov(iov);
+        debug_assert!(
+            frags.iter().all(|(_, w)| !w.is_empty()),
+            "no empty fragment is kept"
+        );
         ReqMut { frags, len: pos }
     }
 
@@ -276,6 +280,14 @@ impl Req {
             pos += n;
         }
         give_iov(iov);
+        debug_assert_eq!(
+            frags
+                .iter()
+                .map(|(_, w): &(usize, BufSlice)| w.len())
+                .sum::<usize>(),
+            pos,
+            "the fragments cover the request"
+        );
         Req { frags, len: pos }
     }
 
@@ -284,8 +296,14 @@ impl Req {
     }
 
     fn first_frag(&self, pos: usize) -> usize {
-        self.frags
-            .partition_point(|(start, w)| start + w.len() <= pos)
+        let i = self
+            .frags
+            .partition_point(|(start, w)| start + w.len() <= pos);
+        debug_assert!(
+            i < self.frags.len() || pos >= self.len,
+            "a byte has its fragment"
+        );
+        i
     }
 
     /// Read-only windows covering `range` (may be taken any number of times).
@@ -306,6 +324,11 @@ impl Req {
             pos = start + to;
             i += 1;
         }
+        debug_assert_eq!(
+            out.iter().map(BufSlice::len).sum::<usize>(),
+            range.len(),
+            "the windows taken cover the range"
+        );
         out
     }
 
@@ -323,6 +346,7 @@ impl Req {
             copy[off..off + part.len()].copy_from_slice(part.as_slice());
             off += part.len();
         }
+        debug_assert_eq!(off, copy.len(), "a copy takes every byte");
         Bytes::Copy(copy)
     }
 }
@@ -464,6 +488,11 @@ impl<W: Window> Batch<W> {
                 windows,
             });
         }
+        debug_assert!(
+            out.iter().all(|io| io.windows.len() <= IOV_MAX
+                && io.len == io.windows.iter().map(|w| w.len() as u64).sum::<u64>()),
+            "each I/O is its windows, at most IOV_MAX of them"
+        );
         out
     }
 }

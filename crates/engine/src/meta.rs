@@ -141,7 +141,12 @@ impl Metadata {
         if let Some(m) = st.slots.get_mut(slot).and_then(Option::take) {
             st.failed(m);
         }
-        commit(&mut st).await
+        let failed = commit(&mut st).await;
+        debug_assert!(
+            st.slots[slot].is_none(),
+            "a failed slot takes no more updates"
+        );
+        failed
     }
 
     /// Writes a superblock onto `member` that makes it the recovering member of slot `role`
@@ -193,27 +198,7 @@ impl Metadata {
             .iter()
             .position(|s| Arc::ptr_eq(&s.member, &member))
             .map(|i| st.spares.remove(i).sb.dev_number);
-        let used: Vec<u32> = st
-            .slots
-            .iter()
-            .flatten()
-            .chain(st.spares.iter())
-            .map(|m| m.sb.dev_number)
-            .chain(st.failed_devs.iter().map(|(d, _)| *d))
-            .collect();
-        let dev = was_spare
-            .into_iter()
-            .chain(0..reference.dev_roles.len() as u32)
-            .find(|d| !used.contains(d))
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!(
-                        "every one of the {} device numbers is in use",
-                        reference.dev_roles.len()
-                    ),
-                )
-            })?;
+        let dev = st.free_dev(was_spare, reference.dev_roles.len())?;
         let mut sb = reference;
         sb.dev_number = dev;
         getrandom::fill(&mut sb.device_uuid)
@@ -234,9 +219,17 @@ impl Metadata {
         sb.dev_roles[dev as usize] = raw_role;
         st.roles.push((dev, raw_role));
         let data_offset = sb.data_offset * 512;
+        debug_assert!(
+            sb.data_offset + sb.data_size <= size,
+            "the data area fits the member"
+        );
+        debug_assert!(!by_bitmap || sb.feature_map & feature::RECOVERY_BITMAP != 0);
         let m = MemberSb { sb, member };
         match role {
-            Some(r) => st.slots[r] = Some(m),
+            Some(r) => {
+                debug_assert!(st.slots[r].is_none(), "a member is added to a free slot");
+                st.slots[r] = Some(m)
+            }
             None => st.spares.push(m),
         }
         Ok(MemberAdded {
@@ -266,6 +259,10 @@ impl Metadata {
         let raw_role = DevRole::Active(role as u16).to_raw();
         m.sb.dev_roles[m.sb.dev_number as usize] = raw_role;
         st.roles.push((m.sb.dev_number, raw_role));
+        debug_assert!(
+            st.slots[role].is_none(),
+            "the replaced member left the slot"
+        );
         st.slots[role] = Some(m);
         Ok(commit(&mut st).await)
     }
@@ -311,6 +308,7 @@ impl Metadata {
         st.clean = CleanState::Dirty;
         let failed = commit(&mut st).await;
         self.dirty.store(true, Ordering::Release);
+        debug_assert!(self.is_dirty() && st.clean == CleanState::Dirty);
         failed
     }
 
@@ -335,6 +333,7 @@ impl Metadata {
         st.clean = CleanState::Clean;
         let failed = commit(st).await;
         self.dirty.store(false, Ordering::Release);
+        debug_assert!(!self.is_dirty() && st.clean == CleanState::Clean);
         failed
     }
 
@@ -356,6 +355,12 @@ impl Metadata {
             }
             _ => None,
         };
+        debug_assert!(
+            st.bitmap
+                .as_ref()
+                .is_none_or(|bm| bm.events_cleared <= events),
+            "bits are never cleared ahead of the event count"
+        );
         let targets: Vec<(Option<usize>, MemberSb)> = st
             .slots
             .iter()
@@ -398,6 +403,10 @@ impl Metadata {
 /// Records in `sb` whether its member is being rebuilt and from where (`Some(sector)`, md's
 /// recovery offset), and whether by the write-intent bitmap (md's RECOVERY_BITMAP).
 fn mark_recovery(sb: &mut Superblock, recovered: Option<u64>, by_bitmap: bool) {
+    debug_assert!(
+        recovered.is_some() || !by_bitmap,
+        "a re-add by bitmap is a recovery"
+    );
     sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
     sb.recovery_offset = recovered.unwrap_or(0);
     if recovered.is_some() {
@@ -411,7 +420,9 @@ fn mark_recovery(sb: &mut Superblock, recovered: Option<u64>, by_bitmap: bool) {
 /// Writes the current state to every member that takes updates. Returns the slots whose write
 /// failed (their superblock is now unknown: they must be failed).
 async fn commit(st: &mut MetaState) -> Vec<usize> {
+    let before = st.events;
     st.events += 1;
+    debug_assert!(st.events > before, "every commit moves the event count on");
     let utime = now_md_time();
     // A member being rebuilt counts (md's mddev->degraded): its bits are still what it
     // lacks, and events_cleared equal to events would tell the kernel there are none to
@@ -471,11 +482,44 @@ async fn commit(st: &mut MetaState) -> Vec<usize> {
             st.failed(m);
         }
     }
+    debug_assert!(failed.iter().all(|&s| st.slots[s].is_none()));
     failed
 }
 
 impl MetaState {
+    /// A device number no member uses (nor a failed one not yet removed): `own` (a spare's
+    /// of this array) when it is free, else the lowest of the `roles` slots.
+    fn free_dev(&self, own: Option<u32>, roles: usize) -> Result<u32> {
+        let used: Vec<u32> = self
+            .slots
+            .iter()
+            .flatten()
+            .chain(self.spares.iter())
+            .map(|m| m.sb.dev_number)
+            .chain(self.failed_devs.iter().map(|(d, _)| *d))
+            .collect();
+        // A spare's own number is kept only where it has a role slot (a superblock may
+        // carry one past them: md reads such a member as a spare).
+        let dev = own
+            .filter(|&d| (d as usize) < roles)
+            .into_iter()
+            .chain(0..roles as u32)
+            .find(|d| !used.contains(d))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("every one of the {roles} device numbers is in use"),
+                )
+            })?;
+        debug_assert!((dev as usize) < roles, "a device number has a role slot");
+        Ok(dev)
+    }
+
     fn failed(&mut self, m: MemberSb) {
+        debug_assert!(
+            !self.failed_devs.iter().any(|(d, _)| *d == m.sb.dev_number),
+            "a device number fails once"
+        );
         self.roles.push((m.sb.dev_number, DevRole::Faulty.to_raw()));
         self.failed_devs.push((m.sb.dev_number, m.member));
     }
@@ -487,6 +531,7 @@ async fn checked_patch(member: &dyn Member, offset: u64, bytes: &[u8]) -> std::i
     let start = offset / block * block;
     let end = (offset + bytes.len() as u64).div_ceil(block) * block;
     let len = (end - start) as usize;
+    debug_assert!(start <= offset && offset + bytes.len() as u64 <= end);
     let mut buf = read_bytes(member, start, len).await?;
     let at = (offset - start) as usize;
     buf[at..at + bytes.len()].copy_from_slice(bytes);

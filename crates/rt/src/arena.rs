@@ -121,8 +121,13 @@ impl Arena {
     /// A block of `cap` bytes (a pool class size) and whether it held data before (a fresh
     /// block is zero, as the mapping was); None when the region is used up.
     pub fn alloc(&self, class: usize, cap: usize) -> Option<(NonNull<u8>, bool)> {
+        debug_assert!(cap.is_power_of_two() && cap >= ALIGN, "a pool class's size");
         let reused = self.free[class].lock().expect(crate::POISONED).pop();
         if let Some(p) = reused {
+            debug_assert!(
+                self.contains(p as *const u8, cap),
+                "a freed block is the arena's"
+            );
             return Some((NonNull::new(p as *mut u8)?, true));
         }
         let at = self
@@ -131,6 +136,10 @@ impl Arena {
                 n.checked_add(cap).filter(|&end| end <= self.len)
             })
             .ok()?;
+        debug_assert!(
+            at % ALIGN == 0 && at + cap <= self.len,
+            "blocks are carved aligned"
+        );
         NonNull::new((self.base + at) as *mut u8).map(|p| (p, false))
     }
 

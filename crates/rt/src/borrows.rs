@@ -53,6 +53,10 @@ impl Borrows {
             self.exclusive += 1;
         }
         self.list.push(Borrow { range, kind });
+        debug_assert!(
+            self.exclusive <= self.list.len(),
+            "exclusive windows are lent ones"
+        );
         Ok(())
     }
 
@@ -98,6 +102,10 @@ impl Borrows {
         if kind == BorrowKind::Exclusive {
             self.exclusive -= 1;
         }
+        debug_assert!(
+            self.exclusive <= self.list.len(),
+            "exclusive windows are lent ones"
+        );
     }
 
     #[inline]

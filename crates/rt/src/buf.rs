@@ -41,18 +41,30 @@ impl AlignedBuf {
     /// Capacity for `len` bytes: a power of two (so freed buffers fit a pool class), at
     /// least `ALIGN`.
     fn capacity_for(len: usize) -> usize {
-        len.max(ALIGN)
+        let cap = len
+            .max(ALIGN)
             .checked_next_power_of_two()
-            .expect("buffer size overflows usize")
+            .expect("buffer size overflows usize");
+        debug_assert!(
+            cap >= len && cap.is_multiple_of(ALIGN),
+            "a capacity holds its length"
+        );
+        cap
     }
 
     /// A buffer of `len` bytes from this thread's pool, or freshly allocated (zeroed).
     fn take(len: usize) -> (AlignedBuf, bool) {
         let cap = AlignedBuf::capacity_for(len);
         if let Some(ptr) = pool::take(cap) {
+            debug_assert_eq!(
+                ptr.as_ptr() as usize % ALIGN,
+                0,
+                "pooled blocks are aligned"
+            );
             return (AlignedBuf { ptr, len, cap }, true);
         }
         if let Some((ptr, reused)) = pool::from_arena(cap) {
+            debug_assert_eq!(ptr.as_ptr() as usize % ALIGN, 0, "arena blocks are aligned");
             return (AlignedBuf { ptr, len, cap }, reused);
         }
         let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
@@ -87,13 +99,16 @@ impl AlignedBuf {
     /// Reusing pooled memory saves the page faults and zeroing of a fresh allocation, which
     /// dominate the cost of large requests.
     pub fn for_overwrite(len: usize) -> AlignedBuf {
-        AlignedBuf::take(len).0
+        let b = AlignedBuf::take(len).0;
+        debug_assert!(b.len == len && b.len <= b.cap);
+        b
     }
 
     /// A buffer holding a copy of `data`.
     pub fn from_slice(data: &[u8]) -> AlignedBuf {
         let mut b = AlignedBuf::zeroed(data.len());
         b.copy_from_slice(data);
+        debug_assert_eq!(b.len(), data.len());
         b
     }
 
@@ -197,10 +212,15 @@ mod pool {
         POOL.try_with(|p| {
             let mut p = p.borrow_mut();
             let ptr = p.classes[c].pop()?;
+            debug_assert!(p.bytes >= cap, "the pool counts every block it keeps");
             p.bytes -= cap;
             if in_arena(ptr, cap).is_some() {
                 p.arena_bytes -= cap;
             }
+            debug_assert!(
+                p.arena_bytes <= p.bytes,
+                "arena bytes are part of the pool's"
+            );
             Some(ptr)
         })
         .ok()
@@ -231,6 +251,7 @@ mod pool {
             }
             p.bytes += cap;
             p.classes[c].push(ptr);
+            debug_assert!(p.bytes <= MAX_POOLED && p.arena_bytes <= p.bytes);
             true
         })
         .unwrap_or(false)
@@ -246,6 +267,10 @@ mod pool {
     /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` (from the heap or
     /// from the arena) and not be used afterwards.
     pub(super) unsafe fn free(ptr: NonNull<u8>, cap: usize) {
+        debug_assert!(
+            cap >= ALIGN && cap.is_power_of_two(),
+            "a block of a pool class"
+        );
         if let Some(a) = in_arena(ptr, cap) {
             let c = class(cap).expect("arena blocks have a pool class");
             a.free(c, ptr);
@@ -260,6 +285,10 @@ mod pool {
 impl Deref for AlignedBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
+        debug_assert!(
+            self.len <= self.cap,
+            "a buffer's length is within its capacity"
+        );
         // SAFETY: ptr is valid for cap >= len initialised bytes and we hold &self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
@@ -267,6 +296,10 @@ impl Deref for AlignedBuf {
 
 impl DerefMut for AlignedBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
+        debug_assert!(
+            self.len <= self.cap,
+            "a buffer's length is within its capacity"
+        );
         // SAFETY: ptr is valid for cap >= len initialised bytes and we hold &mut self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
@@ -312,11 +345,16 @@ impl Inner {
 
     /// Replaces the exclusive borrows `left` and `right`, which meet, by their union.
     fn join_exclusive(&self, left: &Range<usize>, right: &Range<usize>) {
+        debug_assert_eq!(left.end, right.start, "joined windows meet");
         self.borrows().join_exclusive(left, right);
     }
 
     /// Replaces the exclusive borrow `range` by its two halves at `mid`.
     fn split_exclusive(&self, range: &Range<usize>, mid: usize) {
+        debug_assert!(
+            range.contains(&mid) || mid == range.end,
+            "split inside the window"
+        );
         self.borrows().split_exclusive(range, mid);
     }
 
@@ -382,6 +420,7 @@ impl SharedBuf {
     /// windows freely; refused while an exclusive window overlaps it.
     pub fn slice(&self, range: Range<usize>) -> Result<BufSlice, BorrowError> {
         self.inner.borrow(range.clone(), BorrowKind::Shared)?;
+        debug_assert!(range.end <= self.len(), "a window lies inside its buffer");
         Ok(BufSlice {
             inner: self.inner.clone(),
             range,
@@ -391,6 +430,7 @@ impl SharedBuf {
     /// An exclusive window (for reading a member into). Refused if any window overlaps it.
     pub fn slice_mut(&self, range: Range<usize>) -> Result<BufSliceMut, BorrowError> {
         self.inner.borrow(range.clone(), BorrowKind::Exclusive)?;
+        debug_assert!(range.end <= self.len(), "a window lies inside its buffer");
         Ok(BufSliceMut {
             inner: self.inner.clone(),
             range,
@@ -403,6 +443,11 @@ impl SharedBuf {
         let Some(inner) = Arc::get_mut(&mut self.inner) else {
             return Err(self);
         };
+        // Every window holds a handle: with none left, nothing is lent.
+        debug_assert!(
+            inner.borrows.get_mut().is_ok_and(|b| b.is_empty()),
+            "a buffer taken back has no window out"
+        );
         let buf = std::mem::replace(&mut inner.buf, AlignedBuf::detached());
         // Dropping the last handle keeps the emptied header.
         drop(self);
@@ -482,6 +527,10 @@ impl BufSlice {
     }
 
     pub fn as_slice(&self) -> &[u8] {
+        debug_assert!(
+            self.range.end <= self.inner.buf.len(),
+            "a window inside its buffer"
+        );
         // SAFETY: the range is in bounds (checked at borrow) and registered as shared, so no
         // exclusive window (the only way to write) overlaps it while self lives.
         unsafe {
@@ -596,6 +645,11 @@ impl BufSliceMut {
             inner,
             range: at..range.end,
         };
+        debug_assert_eq!(
+            left.len() + right.len(),
+            range.len(),
+            "the halves cover the window"
+        );
         (left, right)
     }
 
@@ -609,6 +663,7 @@ impl BufSliceMut {
         let (inner, range) = self.into_parts();
         // The second handle's count goes; the buffer lives on in `inner`.
         let (_, next_range) = next.into_parts();
+        debug_assert!(range.start <= next_range.end);
         Ok(BufSliceMut {
             inner,
             range: range.start..next_range.end,
@@ -626,6 +681,10 @@ impl BufSliceMut {
     }
 
     fn raw_ptr(&self) -> *mut u8 {
+        debug_assert!(
+            self.range.end <= self.inner.buf.len(),
+            "a window inside its buffer"
+        );
         // The allocation is only ever written through exclusive windows; deriving a *mut from
         // the shared AlignedBuf pointer is how interior mutability is provided here.
         // SAFETY: range.start <= len <= cap, so the offset stays inside the allocation.

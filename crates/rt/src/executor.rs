@@ -163,6 +163,10 @@ impl Runtime {
     fn waker_for(&self, key: Key) -> Arc<TaskWaker> {
         let reused = self.free_wakers.borrow_mut().pop();
         if let Some(mut w) = reused {
+            debug_assert!(
+                Arc::ptr_eq(&w.remote, &self.remote),
+                "a kept waker wakes this runtime"
+            );
             if let Some(tw) = Arc::get_mut(&mut w) {
                 tw.key = key;
                 *tw.queued.get_mut() = true;
@@ -184,6 +188,7 @@ impl Runtime {
             if free.len() < WAKERS_KEPT {
                 free.push(waker);
             }
+            debug_assert!(free.len() <= WAKERS_KEPT, "the kept wakers are bounded");
         }
     }
 
@@ -198,6 +203,7 @@ impl Runtime {
             let Some(future) = slot.future.take() else {
                 return;
             };
+            debug_assert_eq!(slot.waker.key, key, "a task's waker names the task");
             slot.waker.queued.store(false, Ordering::Release);
             (future, slot.waker.clone())
         };
@@ -214,6 +220,10 @@ impl Runtime {
                 self.recycle_waker(slot.waker);
             }
         } else if let Some(slot) = tasks.get_mut(key) {
+            debug_assert!(
+                slot.future.is_none(),
+                "a task is polled by one poll at a time"
+            );
             slot.future = Some(future);
         }
     }
@@ -257,6 +267,7 @@ impl Runtime {
                     let mut wakers = std::mem::take(&mut *self.plugged_spare.borrow_mut());
                     std::mem::swap(&mut wakers, &mut *self.plugged.borrow_mut());
                     self.unplug_epoch.set(self.unplug_epoch.get() + 1);
+                    debug_assert!(self.plugged.borrow().is_empty(), "every plug is released");
                     for w in wakers.drain(..) {
                         w.wake();
                     }
@@ -273,6 +284,7 @@ impl Runtime {
                     let mut wakers = std::mem::take(&mut *self.idlers_spare.borrow_mut());
                     std::mem::swap(&mut wakers, &mut *self.idlers.borrow_mut());
                     self.idle_epoch.set(self.idle_epoch.get() + 1);
+                    debug_assert!(self.idlers.borrow().is_empty(), "every idler is released");
                     for w in wakers.drain(..) {
                         w.wake();
                     }
@@ -295,6 +307,7 @@ impl Drop for Runtime {
             let slot = self.tasks.borrow_mut().remove(key);
             drop(slot);
         }
+        debug_assert_eq!(self.tasks.borrow().len(), 0, "no task outlives its runtime");
     }
 }
 
@@ -354,6 +367,9 @@ where
 /// thread exits on purpose; it also happens automatically at thread exit).
 pub fn shutdown() {
     let rt = CURRENT.with(|c| c.borrow_mut().take());
+    if let Some(rt) = &rt {
+        assert!(!rt.in_block_on.get(), "shutdown from within block_on");
+    }
     drop(rt);
 }
 
@@ -408,6 +424,7 @@ where
         let out = future.await;
         let waiter = {
             let mut s = st.borrow_mut();
+            debug_assert!(s.output.is_none(), "a task completes once");
             s.output = Some(out);
             s.waiter.take()
         };
@@ -484,6 +501,7 @@ async fn released(list: impl Fn(&Runtime) -> (&RefCell<Vec<Waker>>, &Cell<u64>))
             match registered {
                 Some((e, _)) if e != epoch => Poll::Ready(()),
                 Some((_, i)) => {
+                    debug_assert!(i < wakers.len(), "a registered waker stays listed");
                     // Polled again before the release, maybe with another waker: the
                     // release wakes the latest.
                     if !wakers[i].will_wake(cx.waker()) {

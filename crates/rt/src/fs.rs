@@ -58,6 +58,7 @@ impl Iovecs {
             iov_base: ptr.cast(),
             iov_len: len,
         }));
+        debug_assert!(v.len() <= IOV_MAX, "at most IOV_MAX iovecs per operation");
         Iovecs(v)
     }
 
@@ -109,7 +110,12 @@ impl File {
         // does not move when `buf` moves; the fd is kept open by the cloned Arc.
         let op = unsafe { Op::start_on(&driver(), self.dispatch, kind, (buf, self.fd.clone())) };
         let (res, (buf, _fd)) = op.await;
-        (cqe_result(res), buf)
+        let res = cqe_result(res);
+        debug_assert!(
+            res.as_ref().map_or(true, |&n| n <= buf.len()),
+            "read past its buffer"
+        );
+        (res, buf)
     }
 
     /// Writes up to `buf.len()` bytes at `offset`. Returns the byte count.
@@ -141,7 +147,13 @@ impl File {
         let op =
             unsafe { Op::start_on(&driver(), self.dispatch, kind, (vecs, iov, self.fd.clone())) };
         let (res, (_vecs, iov, _fd)) = op.await;
-        (cqe_result(res), iov)
+        let res = cqe_result(res);
+        debug_assert!(
+            res.as_ref()
+                .map_or(true, |&n| n <= crate::buf::iov_mut_len(&iov)),
+            "a vectored read filled more than its windows"
+        );
+        (res, iov)
     }
 
     /// One vectored write from the windows of `iov`, at most [`IOV_MAX`] of them.
@@ -212,6 +224,7 @@ impl File {
             scatter(&mut iov, done, &bounce[..n]);
             done += n;
         }
+        debug_assert_eq!(done, total, "a short read is finished exactly");
         (Ok(()), iov)
     }
 
@@ -246,6 +259,7 @@ impl File {
                 Err(e) => return (Err(e), iov),
             }
         }
+        debug_assert_eq!(done, total, "a short write is finished exactly");
         (Ok(()), iov)
     }
 
@@ -277,6 +291,7 @@ impl File {
                 Err(e) => return (Err(e), buf),
             }
         }
+        debug_assert_eq!(done, total, "an exact read reads its length");
         (Ok(()), buf)
     }
 
@@ -351,4 +366,5 @@ fn scatter(iov: &mut [BufSliceMut], mut skip: usize, mut data: &[u8]) {
         data = &data[n..];
         skip = 0;
     }
+    debug_assert!(data.is_empty(), "the windows hold every byte scattered");
 }

@@ -50,6 +50,11 @@ pub(crate) struct Run<P> {
 impl<P> Run<P> {
     /// What the run covers, as one extent.
     fn extent(&self) -> Extent {
+        debug_assert!(
+            self.start < self.end && !self.parts.is_empty(),
+            "a run holds something"
+        );
+        debug_assert!(self.end - self.start <= MAX_BYTES && self.iovs <= MAX_IOVS);
         Extent {
             fd: self.fd,
             write: self.write,
@@ -111,6 +116,7 @@ impl<P> Plug<P> {
                 run.end = end;
                 run.iovs += e.iovs;
                 run.parts.push(part);
+                debug_assert!(run.end - run.start <= MAX_BYTES, "a run fits one operation");
                 self.join(i, recent);
                 return;
             }
@@ -118,6 +124,7 @@ impl<P> Plug<P> {
                 run.start = e.offset;
                 run.iovs += e.iovs;
                 run.parts.insert(0, part);
+                debug_assert!(run.end - run.start <= MAX_BYTES, "a run fits one operation");
                 self.join(i, recent);
                 return;
             }
@@ -153,13 +160,20 @@ impl<P> Plug<P> {
         let later = self.runs.remove(second);
         let first = if second < first { first - 1 } else { first };
         let run = &mut self.runs[first];
+        debug_assert_eq!(run.end, later.start, "joined runs meet end to end");
         run.end = later.end;
         run.iovs += later.iovs;
         run.parts.extend(later.parts);
+        debug_assert!(run.iovs <= MAX_IOVS && run.end - run.start <= MAX_BYTES);
     }
 
     /// Takes every run out, leaving the plug empty.
     pub fn take(&mut self) -> Vec<Run<P>> {
+        debug_assert_eq!(
+            self.runs.iter().map(|r| r.parts.len()).sum::<usize>(),
+            self.parts,
+            "every queued operation is in one run"
+        );
         self.parts = 0;
         std::mem::take(&mut self.runs)
     }

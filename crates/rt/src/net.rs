@@ -140,6 +140,11 @@ impl Part {
             bytes: [0; HEADER_INLINE],
         };
         h.bytes[..bytes.len()].copy_from_slice(bytes);
+        debug_assert_eq!(
+            usize::from(h.len),
+            bytes.len(),
+            "an inline header keeps its length"
+        );
         Part::Header(h)
     }
 
@@ -147,7 +152,10 @@ impl Part {
     pub fn bytes(&self) -> &[u8] {
         match self {
             Part::Bytes(v) => v,
-            Part::Header(h) => &h.bytes[..usize::from(h.len)],
+            Part::Header(h) => {
+                debug_assert!(usize::from(h.len) <= HEADER_INLINE);
+                &h.bytes[..usize::from(h.len)]
+            }
             Part::Slice(s) => s.as_slice(),
         }
     }
@@ -225,6 +233,7 @@ impl Stream {
         start: usize,
         wait_all: bool,
     ) -> (io::Result<usize>, B) {
+        debug_assert!(start <= buf.io_len(), "a receive starts inside its buffer");
         let len = buf.io_len().saturating_sub(start);
         let kind = OpKind::Recv {
             fd: self.as_raw_fd(),
@@ -237,7 +246,12 @@ impl Stream {
         // move when `buf` moves; the descriptor is kept open by the cloned Arc.
         let op = unsafe { Op::start(&driver(), kind, (buf, self.fd.clone())) };
         let (res, (buf, _fd)) = op.await;
-        (cqe_result(res), buf)
+        let res = cqe_result(res);
+        debug_assert!(
+            res.as_ref().map_or(true, |&n| n <= len),
+            "the kernel received more than it was given room for"
+        );
+        (res, buf)
     }
 
     /// Fills all of `buf`; `UnexpectedEof` if the peer closes first.
@@ -260,6 +274,7 @@ impl Stream {
                 Err(e) => return (Err(e), buf),
             }
         }
+        debug_assert_eq!(done, total, "a full read fills its buffer exactly");
         (Ok(()), buf)
     }
 
@@ -307,6 +322,7 @@ impl Stream {
                 n => sent += n,
             }
         }
+        debug_assert!(sent <= total, "never more sent than the parts hold");
         Ok(sent)
     }
 
@@ -326,6 +342,10 @@ impl Stream {
             )
         };
         if n >= 0 {
+            debug_assert!(
+                n as usize <= vecs.iter().map(|v| v.iov_len).sum::<usize>(),
+                "sendmsg sent more than it was given"
+            );
             return Ok(n as usize);
         }
         let e = io::Error::last_os_error();
@@ -392,6 +412,7 @@ impl Stream {
                 Err(e) => return (Err(e), parts),
             }
         }
+        debug_assert_eq!(sent, total, "a whole send sends every byte, no more");
         (Ok(()), parts)
     }
 
@@ -467,6 +488,7 @@ fn iovecs<T: SendBytes>(
         });
         skip = 0;
     }
+    debug_assert!(vecs.len() <= IOV_MAX, "at most IOV_MAX iovecs per call");
     vecs
 }
 
@@ -494,6 +516,7 @@ async fn accept_fd(fd: &Arc<OwnedFd>) -> io::Result<OwnedFd> {
     let (res, _fd) = op.await;
     let n = cqe_result(res)?;
     let raw = RawFd::try_from(n).map_err(|_| io::Error::other("accept returned a bad fd"))?;
+    debug_assert_ne!(raw, fd.as_raw_fd(), "accept gives a descriptor of its own");
     // SAFETY: accept returned a fresh descriptor that nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }

@@ -32,7 +32,12 @@ fn class_of(layout: Layout) -> Option<usize> {
     if layout.size() == 0 || layout.align() > BLOCK_ALIGN {
         return None;
     }
-    CLASSES.iter().position(|&c| layout.size() <= c)
+    let class = CLASSES.iter().position(|&c| layout.size() <= c);
+    debug_assert!(
+        class.is_none_or(|c| CLASSES[c] >= layout.size()),
+        "a class holds it"
+    );
+    class
 }
 
 #[derive(Default)]
@@ -80,6 +85,7 @@ unsafe fn give(class: usize, p: NonNull<u8>) {
         .try_with(|pool| {
             let mut pool = pool.borrow_mut();
             let list = &mut pool.free[class];
+            debug_assert!(list.len() <= KEEP, "a free list is bounded");
             if list.len() < KEEP {
                 list.push(p);
                 true
@@ -113,6 +119,7 @@ impl<'a, T> PooledFuture<'a, T> {
             };
         };
         let p = take(class).cast::<F>();
+        debug_assert_eq!(p.as_ptr() as usize % BLOCK_ALIGN, 0, "blocks are aligned");
         // SAFETY: the block is CLASSES[class] >= size_of::<F>() bytes, aligned to
         // BLOCK_ALIGN >= align_of::<F>() (`class_of`), uninitialised and ours alone.
         unsafe { p.as_ptr().write(f) };

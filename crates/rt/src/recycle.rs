@@ -36,6 +36,7 @@ pub fn keep<T>(list: &'static LocalKey<FreeList<T>>, a: Arc<T>) {
         if l.len() < KEPT {
             l.push(a);
         }
+        debug_assert!(l.len() <= KEPT, "free lists are bounded");
     });
 }
 
@@ -44,6 +45,7 @@ pub fn take<T>(list: &'static LocalKey<FreeList<T>>, value: T) -> Arc<T> {
     match pop(list) {
         Some(mut a) => {
             *Arc::get_mut(&mut a).expect("a kept header is unshared") = value;
+            debug_assert_eq!(Arc::weak_count(&a), 0, "a kept header has no weak handle");
             a
         }
         None => Arc::new(value),
@@ -104,6 +106,7 @@ impl Blocks {
                 break;
             }
             if class.size == 0 {
+                debug_assert!(class.blocks.is_empty(), "an unclaimed class keeps nothing");
                 if claim {
                     self.classes[c].size = size;
                     self.classes[c].align = align;
@@ -112,6 +115,10 @@ impl Blocks {
                 break;
             }
         }
+        debug_assert!(
+            at.is_none_or(|c| self.classes[c].size == size && self.classes[c].align == align),
+            "a class found is the type's layout's"
+        );
         at.map(|c| &mut self.classes[c])
     }
 }
@@ -142,6 +149,7 @@ pub fn pop_vec<T>() -> Vec<T> {
 pub fn vec_with_room<T>(n: usize) -> Vec<T> {
     let mut v = pop_vec_with_room(n);
     v.reserve(n);
+    debug_assert!(v.is_empty() && v.capacity() >= n);
     v
 }
 
@@ -172,7 +180,11 @@ fn pop_vec_with_room<T>(n: usize) -> Vec<T> {
         // alignment, with capacity `cap` (see `keep_vec`): allocated by the global allocator
         // with the layout of `cap` `T`s. It is taken out of the list, so it has one owner,
         // and the Vec starts empty, so no value of the type that gave it back is read.
-        Some((start, cap)) => unsafe { Vec::from_raw_parts(start.as_ptr().cast::<T>(), 0, cap) },
+        Some((start, cap)) => {
+            debug_assert!(cap > 0, "only blocks are kept");
+            // SAFETY: as above.
+            unsafe { Vec::from_raw_parts(start.as_ptr().cast::<T>(), 0, cap) }
+        }
         None => Vec::new(),
     }
 }
@@ -191,6 +203,7 @@ pub fn keep_vec<T>(mut v: Vec<T>, max_capacity: usize) {
     let kept = BLOCKS
         .try_with(|b| match b.borrow_mut().class::<T>(true) {
             Some(class) if class.blocks.len() < KEPT => {
+                debug_assert_eq!(class.size, std::mem::size_of::<T>(), "kept by its layout");
                 class.blocks.push((start, cap));
                 true
             }
@@ -241,6 +254,7 @@ pub fn spill_before_push<A: smallvec::Array>(v: &mut smallvec::SmallVec<A>) {
         let mut more: smallvec::SmallVec<A> = spilled_small_vec(4 * A::size().max(1));
         more.extend(v.drain(..));
         *v = more;
+        debug_assert!(v.len() < v.capacity(), "room for the push");
     }
 }
 

@@ -38,14 +38,19 @@ impl<T: Default> Default for PerThread<T> {
 impl<T> PerThread<T> {
     /// Every shard made by `f`.
     pub fn from_fn(f: impl FnMut() -> T) -> PerThread<T> {
-        PerThread {
-            shards: std::iter::repeat_with(f).take(OWNED + 1).collect(),
-        }
+        let shards: Box<[T]> = std::iter::repeat_with(f).take(OWNED + 1).collect();
+        debug_assert_eq!(
+            shards.len(),
+            OWNED + 1,
+            "a shard per owning thread and one shared"
+        );
+        PerThread { shards }
     }
 
     /// This thread's shard, and whether the thread owns it (is its only writer).
     pub fn mine(&self) -> (&T, bool) {
         let i = thread_index();
+        debug_assert_eq!(self.shards.len(), OWNED + 1);
         if i < OWNED {
             (&self.shards[i], true)
         } else {

@@ -79,6 +79,10 @@ impl<T> Slab<T> {
     }
 
     pub fn insert(&mut self, value: T) -> Key {
+        debug_assert!(
+            self.len <= self.entries.len(),
+            "occupied entries are entries"
+        );
         self.len += 1;
         match self.free {
             Some(index) => {
@@ -140,6 +144,7 @@ impl<T> Slab<T> {
                     },
                 );
                 self.free = Some(key.index);
+                debug_assert!(self.len > 0, "an occupied entry was counted");
                 self.len -= 1;
                 match old {
                     Entry::Occupied { value, .. } => Some(value),
@@ -152,7 +157,8 @@ impl<T> Slab<T> {
 
     /// Keys of every occupied entry.
     pub fn keys(&self) -> Vec<Key> {
-        self.entries
+        let keys: Vec<Key> = self
+            .entries
             .iter()
             .enumerate()
             .filter_map(|(index, e)| match e {
@@ -162,7 +168,9 @@ impl<T> Slab<T> {
                 }),
                 Entry::Vacant { .. } => None,
             })
-            .collect()
+            .collect();
+        debug_assert_eq!(keys.len(), self.len, "the count is of occupied entries");
+        keys
     }
 }
 

@@ -119,6 +119,10 @@ thread_local! {
 
 impl Watch {
     fn insert(&self, ticks: u64, waker: &Waker) -> Key {
+        debug_assert!(
+            self.ticking.get() || self.entries.borrow().len() == 0,
+            "the clock runs while entries wait"
+        );
         let key = self.entries.borrow_mut().insert(Entry {
             deadline: self.now.get().saturating_add(ticks),
             waker: waker.clone(),
@@ -127,6 +131,7 @@ impl Watch {
         if !self.ticking.replace(true) {
             crate::spawn_detached(tick());
         }
+        debug_assert!(self.ticking.get(), "a waiting entry has a clock");
         key
     }
 
@@ -143,7 +148,8 @@ impl Watch {
     }
 
     fn remove(&self, key: Key) {
-        self.entries.borrow_mut().remove(key);
+        let gone = self.entries.borrow_mut().remove(key);
+        debug_assert!(gone.is_some(), "a timeout removes only its own entry, once");
     }
 
     /// One tick: wakes the entries whose deadline has come; false once none is left.
@@ -159,6 +165,7 @@ impl Watch {
                         e.expired = true;
                         woken.push(e.waker.clone());
                     }
+                    debug_assert!(e.expired || e.deadline > now, "due entries are expired");
                 }
             }
             if entries.len() == 0 {

@@ -6,22 +6,19 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use futures::channel::mpsc;
 use raidd_rt::net::{Stream, TcpListener};
 
+use crate::frontend::Running;
 use crate::shared::SharedState;
 
-/// Which protocol an accepted connection speaks.
-#[derive(Clone, Copy, Debug)]
-pub enum Proto {
-    Nbd,
-    Iscsi,
-}
-
-/// A connection on its way to a worker, holding its place among `max_connections`.
+/// A connection on its way to a worker, holding its place among `max_connections`, with
+/// the frontend whose listener took it.
 #[derive(Debug)]
 pub struct Accepted {
-    pub proto: Proto,
+    pub frontend: Arc<dyn Running>,
     pub stream: Stream,
     pub place: Place,
 }
@@ -46,7 +43,8 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+        let was = self.0.connections.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(was > 0, "a place given back was taken");
     }
 }
 
@@ -81,13 +79,15 @@ fn reserve_fd() -> Option<std::fs::File> {
     std::fs::File::open("/dev/null").ok()
 }
 
-/// Accepts until dropped.
+/// Accepts `frontend`'s connections until dropped.
 pub async fn run(
     listener: TcpListener,
-    proto: Proto,
+    frontend: Arc<dyn Running>,
     shared: SharedState,
     workers: Vec<mpsc::UnboundedSender<Accepted>>,
 ) {
+    assert!(!workers.is_empty(), "connections go to at least one worker");
+    let proto = frontend.name();
     let mut next = 0usize;
     let mut reserve = reserve_fd();
     let refused = Throttled::default();
@@ -99,16 +99,16 @@ pub async fn run(
                     refused.note(|n| {
                         tracing::warn!(
                             %peer,
-                            ?proto,
+                            %proto,
                             "refused {n} connection(s): max_connections ({}) are open",
                             shared.max_connections
                         )
                     });
                     continue;
                 };
-                tracing::debug!(%peer, ?proto, "connection");
+                tracing::debug!(%peer, %proto, "connection");
                 let a = Accepted {
-                    proto,
+                    frontend: frontend.clone(),
                     stream,
                     place,
                 };
@@ -120,7 +120,7 @@ pub async fn run(
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
                 exhausted.note(|n| {
                     tracing::warn!(
-                        ?proto,
+                        %proto,
                         "out of file descriptors ({e}): closed {n} connection(s) at once"
                     )
                 });
@@ -135,7 +135,7 @@ pub async fn run(
                 }
             }
             Err(e) => {
-                tracing::warn!(?proto, "accept failed: {e}");
+                tracing::warn!(%proto, "accept failed: {e}");
                 raidd_rt::time::sleep(Duration::from_millis(100)).await;
             }
         }

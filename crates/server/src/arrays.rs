@@ -135,6 +135,10 @@ pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotS
             asm.array.set_write_alone(a.write_alone);
         }
         let root = session.root();
+        debug_assert!(
+            session.arrays.iter().all(|asm| asm.array.size_bytes() > 0),
+            "an assembled array has room"
+        );
         if root.needs_resync() {
             tracing::warn!(
                 array = %a.name,
@@ -157,6 +161,11 @@ pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotS
             session,
         });
     }
+    debug_assert_eq!(
+        served.len() + refused.len(),
+        config.arrays.len(),
+        "each array decided"
+    );
     if served.is_empty() {
         if let Some((_, first)) = refused.into_iter().next() {
             return Err(first);

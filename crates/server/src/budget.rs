@@ -46,11 +46,14 @@ impl Budget {
 
     /// Reserves `bytes` if they fit.
     fn try_take(&self, bytes: u64) -> bool {
-        self.used
+        let taken = self
+            .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(bytes).filter(|&u| u <= self.limit)
             })
-            .is_ok()
+            .is_ok();
+        debug_assert!(self.used() <= self.limit, "the budget is never overdrawn");
+        taken
     }
 
     /// Reserves `bytes`, or registers the task to be woken when bytes come back. The check
@@ -137,6 +140,10 @@ impl Account {
         if bytes > 0 && self.server.poll_take(bytes, cx).is_pending() {
             return Poll::Pending;
         }
+        debug_assert!(
+            used == 0 || used + bytes <= self.limit,
+            "past its limit only when empty"
+        );
         self.used.set(used + bytes);
         Poll::Ready(Credit {
             account: self.clone(),
@@ -153,6 +160,10 @@ impl Account {
         if bytes > 0 && !self.server.try_take(bytes) {
             return None;
         }
+        debug_assert!(
+            used == 0 || used + bytes <= self.limit,
+            "past its limit only when empty"
+        );
         self.used.set(used + bytes);
         Some(Credit {
             account: self.clone(),

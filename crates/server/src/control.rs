@@ -191,6 +191,12 @@ fn served<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<&'a Served> {
 
 /// The served array named `array`, and its index.
 fn served_at<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<(usize, &'a Served)> {
+    debug_assert!(
+        ctx.not_started
+            .iter()
+            .all(|n| ctx.served.iter().all(|s| s.config.name != n.name)),
+        "an array is served or not started, not both"
+    );
     ctx.served
         .iter()
         .enumerate()
@@ -212,6 +218,10 @@ fn served_at<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<(usize, &'a Se
 
 async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
     let (i, s) = served_at(ctx, array)?;
+    debug_assert!(
+        s.session.root < s.session.arrays.len(),
+        "a served array has its root"
+    );
     let g = Gathered::new(&s.session.arrays, s.session.root).await;
     let volumes = ctx.volumes.table(i);
     let mut text = g.text(&s.session.unavailable);

@@ -15,7 +15,8 @@ pub struct ControlCtx {
     /// Configured arrays that could not be started, and why.
     pub not_started: Vec<NotStarted>,
     pub shared: SharedState,
-    pub listen: String,
+    /// The frontends started (what they serve, for `status`).
+    pub frontends: Vec<std::sync::Arc<dyn crate::frontend::Running>>,
     pub threads: usize,
     pub life: Rc<Lifecycle>,
     /// Every array of every configured array (inner ones of nested arrays too).
@@ -26,6 +27,4 @@ pub struct ControlCtx {
     pub http_node_md_compat: bool,
     /// The arrays' volumes: what serves each, and changes through the control socket.
     pub volumes: crate::volumes::Volumes,
-    /// The `[[ublk]]` devices: made, or why not (set once they have started).
-    pub ublk: std::cell::RefCell<Vec<raidd_admin::status::UblkStatus>>,
 }

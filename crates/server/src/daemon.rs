@@ -1,38 +1,36 @@
 //! The daemon's life: start (certificates, arrays, listeners, workers), the main thread's
 //! loop (acceptors, control socket, monitor, safe mode, signals) and the stop.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::{mpsc, oneshot};
 use futures::future::{self, Either, FutureExt};
 use raidd_admin::exit::{AdminError, AdminResult};
-use raidd_admin::status::{NotStarted, UblkStatus};
-use raidd_engine::Member;
+use raidd_admin::status::NotStarted;
 use raidd_rt::net::{TcpListener, UnixListener};
 use raidd_rt::signal::Signals;
 
-use crate::accept::{self, Accepted, Proto};
+use crate::accept::{self, Accepted};
 use crate::arrays::{self, close_all, Served};
 use crate::budget::Budget;
 use crate::config::Config;
 use crate::control;
 use crate::ctx::ControlCtx;
+use crate::frontend::{Running, StartCtx, Started};
 use crate::lifecycle::{self, Lifecycle, Watched};
-use crate::shared::{Export, ServerState, SharedState, Stop};
-use crate::{http, iscsi, link, nbd, ublk, volumes, watch, worker};
+use crate::shared::{ServerState, SharedState, Stop};
+use crate::{http, link, volumes, watch, worker};
 
 /// Descriptors kept for everything but client connections (listeners, the control socket
 /// and its clients, rings and eventfds) besides two per member.
 const FD_RESERVE: u64 = 64;
 
-/// The listening sockets.
+/// The daemon's own listening sockets (each frontend binds its own).
 struct Listeners {
-    nbd: TcpListener,
-    iscsi: Option<TcpListener>,
     control: UnixListener,
     http: Option<TcpListener>,
     /// `[http.tls]`: the HTTP listener speaks HTTPS only.
@@ -42,19 +40,20 @@ struct Listeners {
 /// Serves until a signal arrives, then stops.
 pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     // Certificates first: a bad one should fail before any array is touched.
-    let tls = match &config.nbd.tls {
-        Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
-        None => None,
-    };
     let http_tls = match config.http.as_ref().and_then(|h| h.tls.as_ref()) {
         Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
         None => None,
     };
+    config.frontends.preflight()?;
     let (served, not_started) = arrays::assemble_all(&config).await?;
     let config = without_not_started(config, &not_started);
     let resolved = volumes::resolve(config, &served).await;
     let config = resolved.config;
-    let ublk_serving = resolved.ublk;
+    let shared = shared_state(&config);
+    let ctx = StartCtx {
+        shared: &shared,
+        threads: config.threads,
+    };
     let mut listeners = match bind(&config) {
         Ok(l) => l,
         Err(e) => {
@@ -63,18 +62,14 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         }
     };
     listeners.http_tls = http_tls;
-    let max_connections = connection_limit(&config);
-    let serving = Serving {
-        exports: resolved.exports,
-        luns: resolved.luns,
-    };
-    let shared = match shared_state(&config, &serving, &listeners, tls, max_connections) {
+    let started = match config.frontends.start(resolved.serving, &ctx) {
         Ok(s) => s,
         Err(e) => {
             close_all(&served).await;
             return Err(e);
         }
     };
+    let frontends: Vec<Arc<dyn Running>> = started.iter().map(|s| s.running.clone()).collect();
     let pool = arrays::open_pool(&config, &served);
     let life = Rc::new(Lifecycle::new(
         config.sync,
@@ -83,40 +78,42 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         config.limits.member_timeout,
     ));
     let watched = watched(&served);
-    let (devices, mut not_made) = ublk::prepare(&config.ublk, &ublk_serving, config.threads);
     let ctx = Rc::new(ControlCtx {
         served,
         not_started,
         shared: shared.clone(),
-        listen: listeners.nbd.local_addr().to_string(),
+        frontends: frontends.clone(),
         threads: config.threads,
         life,
         watched,
         member_timeout: config.limits.member_timeout,
         http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
         volumes: resolved.volumes,
-        ublk: RefCell::new(Vec::new()),
     });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stop: Stop = stop_rx.shared();
-    let (workers, to_workers) = match start_workers(&config, &shared, &stop, &devices) {
+    let (workers, to_workers) = match start_workers(&config, &shared, &stop, &frontends) {
         Ok(w) => w,
         Err(e) => {
             close_all(&ctx.served).await;
             return Err(e);
         }
     };
-    not_made.extend(ublk::start(&devices).await);
-    *ctx.ublk.borrow_mut() = ublk_status(&devices, &not_made);
-    announce(&config, &shared, &listeners);
-    run_until_signal(&ctx, listeners, to_workers, signals, stop_tx).await;
-    // ublk devices first: their requests in flight finish while the workers still serve.
-    ublk::stop(&devices).await;
+    for f in &frontends {
+        f.started().await;
+    }
+    announce(&config, &shared, &listeners, &frontends);
+    run_until_signal(&ctx, listeners, started, to_workers, signals, stop_tx).await;
+    // The frontends first: what they serve finishes its requests while the workers still
+    // serve (ublk's devices).
+    for f in &frontends {
+        f.stopping().await;
+    }
     ctx.life.stop(&ctx.watched).await;
     drain(workers, config.limits.drain_timeout).await;
-    let ids: Vec<u32> = devices.iter().map(|d| d.id).collect();
-    drop(devices);
-    ublk::delete(ids).await;
+    for f in &frontends {
+        f.stopped().await;
+    }
     let _ = std::fs::remove_file(&config.control_socket);
     if close_all(&ctx.served).await {
         tracing::info!("stopped");
@@ -135,7 +132,18 @@ fn without_not_started(config: Config, not_started: &[NotStarted]) -> Config {
         .iter()
         .filter_map(|n| config.arrays.iter().position(|a| a.name == n.name))
         .collect();
+    debug_assert_eq!(
+        gone.len(),
+        not_started.len(),
+        "each array not started is configured"
+    );
+    let before = config.arrays.len();
     let (config, notes) = config.without_arrays(&gone);
+    debug_assert_eq!(
+        config.arrays.len() + gone.len(),
+        before,
+        "the started arrays stay"
+    );
     for n in notes {
         tracing::warn!("{n}");
     }
@@ -143,23 +151,9 @@ fn without_not_started(config: Config, not_started: &[NotStarted]) -> Config {
 }
 
 fn bind(config: &Config) -> AdminResult<Listeners> {
-    let nbd = TcpListener::bind(config.nbd.listen).map_err(|e| {
-        AdminError::io(
-            format!("cannot listen for NBD on {}", config.nbd.listen),
-            &e,
-        )
-    })?;
-    let iscsi = match &config.iscsi {
-        None => None,
-        Some(ic) => Some(TcpListener::bind(ic.listen).map_err(|e| {
-            AdminError::io(format!("cannot listen for iSCSI on {}", ic.listen), &e)
-        })?),
-    };
     let http = config.http.as_ref().map(http::bind).transpose()?;
     let control = control::bind(&config.control_socket)?;
     Ok(Listeners {
-        nbd,
-        iscsi,
         control,
         http,
         http_tls: None,
@@ -181,6 +175,7 @@ fn connection_limit(config: &Config) -> usize {
         return wanted;
     }
     let limit = room.max(1);
+    debug_assert!(limit <= wanted, "only ever lowered");
     tracing::warn!(
         "max_connections = {wanted}, but the descriptor limit ({fds}) leaves room for {limit}: \
          serving at most {limit} connections (raise the limit, e.g. LimitNOFILE=)"
@@ -211,90 +206,20 @@ fn raise_fd_limit() -> Option<u64> {
     Some(l.rlim_cur)
 }
 
-/// What the exports and the LUNs serve, in the order of the config's.
-struct Serving {
-    exports: Vec<volumes::Serving>,
-    luns: Vec<Vec<volumes::Serving>>,
-}
-
-fn exports(config: &Config, serving: &[volumes::Serving]) -> Vec<Export> {
-    config
-        .exports
-        .iter()
-        .zip(serving)
-        .map(|(e, s)| Export {
-            name: e.name.clone(),
-            description: e.description.clone(),
-            extent: s.extent.clone(),
-            volume: s.volume.as_ref().map(|v| v.name.clone()),
-            read_only: e.read_only || s.extent.is_read_only(),
-            connections: AtomicUsize::new(0),
-            requests: AtomicU64::new(0),
-            copied_bytes: AtomicU64::new(0),
-            latency: Default::default(),
-        })
-        .collect()
-}
-
-/// What the NBD handshake offers.
-fn offer(config: &Config, exports: &[Export], tls: bool) -> raidd_nbd::Offer {
-    raidd_nbd::Offer {
-        exports: exports
-            .iter()
-            .map(|e| {
-                let block = e.extent.block_size();
-                raidd_nbd::ExportInfo {
-                    name: e.name.clone(),
-                    description: e.description.clone(),
-                    size: e.extent.size_bytes(),
-                    flags: nbd::export_flags(e.read_only, e.extent.array().info().rotational),
-                    min_block: block,
-                    preferred_block: block.max(4096),
-                    max_block: nbd::MAX_PAYLOAD,
-                }
-            })
-            .collect(),
-        default_export: (exports.len() == 1).then_some(0),
-        tls,
-        tls_required: config.nbd.tls.as_ref().is_some_and(|t| t.require),
-    }
-}
-
-fn shared_state(
-    config: &Config,
-    serving: &Serving,
-    listeners: &Listeners,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    max_connections: usize,
-) -> AdminResult<SharedState> {
-    let exports = exports(config, &serving.exports);
-    let offer = offer(config, &exports, tls.is_some());
-    let iscsi = match (&config.iscsi, &listeners.iscsi) {
-        (Some(ic), Some(l)) => {
-            let st = iscsi::state(ic, &serving.luns, l.local_addr())
-                .map_err(|e| AdminError::io("cannot start the iSCSI target", &e))?;
-            Some(Arc::new(st))
-        }
-        _ => None,
-    };
+/// What every frontend's connections share: the budget (less what the frontends hold for
+/// their life), the time limits and the connection count.
+fn shared_state(config: &Config) -> SharedState {
     let l = &config.limits;
-    Ok(Arc::new(ServerState {
-        exports,
-        offer,
-        tls,
-        max_in_flight: config.nbd.max_in_flight,
-        iscsi,
+    Arc::new(ServerState {
         budget: Arc::new(Budget::new(config.connection_buffer_memory())),
-        nbd_connection_memory: l.nbd_connection_memory,
-        iscsi_connection_memory: l.iscsi_connection_memory,
         limits: watch::Limits {
             request: l.request_timeout,
             send: l.send_timeout,
-            idle: l.nbd_idle_timeout,
+            idle: None,
         },
         connections: AtomicUsize::new(0),
-        max_connections,
-    }))
+        max_connections: connection_limit(config),
+    })
 }
 
 /// Every array of every configured array (inner ones of nested arrays too), as the monitor
@@ -321,21 +246,21 @@ fn start_workers(
     config: &Config,
     shared: &SharedState,
     stop: &Stop,
-    devices: &[ublk::Device],
+    frontends: &[Arc<dyn Running>],
 ) -> AdminResult<Workers> {
     let mut to_workers = Vec::new();
     let mut workers = Vec::new();
     let poll = config.poll;
+    debug_assert!(config.threads > 0, "the config has at least one worker");
     for i in 0..config.threads {
         let (tx, rx) = mpsc::unbounded::<Accepted>();
         to_workers.push(tx);
-        let (shared, stop) = (shared.clone(), stop.clone());
-        let queues = ublk::queues_of(devices, i);
+        let (shared, stop, frontends) = (shared.clone(), stop.clone(), frontends.to_vec());
         let handle = std::thread::Builder::new()
             .name(format!("raidd-worker-{i}"))
             .spawn(move || {
                 raidd_rt::set_poll(poll);
-                raidd_rt::block_on(worker::run(rx, shared, stop, queues));
+                raidd_rt::block_on(worker::run(i, rx, shared, stop, frontends));
                 let io = raidd_rt::io_stats();
                 tracing::info!(
                     "worker {i}: {} member reads and writes went to the kernel as {} \
@@ -350,24 +275,38 @@ fn start_workers(
             .map_err(|e| AdminError::io("cannot start a worker thread", &e))?;
         workers.push(handle);
     }
+    debug_assert_eq!(workers.len(), to_workers.len(), "a channel per worker");
     Ok((workers, to_workers))
 }
 
-fn announce(config: &Config, shared: &SharedState, listeners: &Listeners) {
-    let nbd = listeners.nbd.local_addr();
+fn announce(
+    config: &Config,
+    shared: &SharedState,
+    listeners: &Listeners,
+    frontends: &[Arc<dyn Running>],
+) {
     tracing::info!(
-        "serving NBD on {nbd} ({} exports, {} worker threads, at most {} connections, {} of \
-         buffer memory); control socket {}",
-        shared.exports.len(),
+        "{} worker threads, at most {} connections, {} of buffer memory; control socket {}",
         config.threads,
         shared.max_connections,
         raidd_admin::size::human(shared.budget.limit()),
         config.control_socket.display()
     );
-    if let Some(l) = &listeners.iscsi {
-        let st = shared.iscsi.as_ref().map_or(0, |s| s.targets.len());
-        tracing::info!("serving iSCSI on {} ({st} targets)", l.local_addr());
-        eprintln!("raidd: ready, iSCSI on {}", l.local_addr());
+    for f in frontends {
+        f.announce();
+    }
+    let mut ready: Vec<String> = frontends.iter().filter_map(|f| f.ready_line()).collect();
+    // The first frontend's line comes last: scripts and test harnesses wait for "raidd:
+    // ready, NBD on" as the sign that everything listens, and read the others' addresses
+    // from the lines before it.
+    if !ready.is_empty() {
+        ready.rotate_left(1);
+    }
+    let (last, others) = ready
+        .split_last()
+        .map_or((None, &[][..]), |(l, o)| (Some(l), o));
+    for line in others {
+        eprintln!("raidd: ready, {line}");
     }
     if let Some(l) = &listeners.http {
         let scheme = if listeners.http_tls.is_some() {
@@ -381,8 +320,9 @@ fn announce(config: &Config, shared: &SharedState, listeners: &Listeners) {
         );
         eprintln!("raidd: ready, HTTP on {}", l.local_addr());
     }
-    // Test harnesses wait for this line on stderr before connecting.
-    eprintln!("raidd: ready, NBD on {nbd}");
+    if let Some(line) = last {
+        eprintln!("raidd: ready, {line}");
+    }
 }
 
 /// The main thread's work until SIGTERM or SIGINT: the acceptors, the control socket, the
@@ -394,27 +334,23 @@ fn announce(config: &Config, shared: &SharedState, listeners: &Listeners) {
 async fn run_until_signal(
     ctx: &Rc<ControlCtx>,
     listeners: Listeners,
+    started: Vec<Started>,
     to_workers: Vec<mpsc::UnboundedSender<Accepted>>,
     signals: Signals,
     stop: oneshot::Sender<()>,
 ) {
     let shared = ctx.shared.clone();
-    let accept = {
-        let nbd = accept::run(
-            listeners.nbd,
-            Proto::Nbd,
+    // An acceptor per frontend that listens; they never end by themselves.
+    let accept = future::join_all(started.into_iter().filter_map(|s| {
+        let l = s.listener?;
+        Some(accept::run(
+            l,
+            s.running,
             shared.clone(),
             to_workers.clone(),
-        );
-        let iscsi_listener = listeners.iscsi;
-        let iscsi = async move {
-            match iscsi_listener {
-                Some(l) => accept::run(l, Proto::Iscsi, shared, to_workers).await,
-                None => future::pending().await,
-            }
-        };
-        future::join(nbd, iscsi)
-    };
+        ))
+    }))
+    .then(|_| future::pending::<()>());
     let control_task = {
         let http_tls = listeners.http_tls;
         let http = listeners.http.map(|l| {
@@ -476,27 +412,4 @@ async fn drain(workers: Vec<std::thread::JoinHandle<()>>, limit: Duration) {
              anyway; those with writes in flight stay marked unclean"
         ),
     }
-}
-
-/// The ublk devices as `status` reports them.
-fn ublk_status(devices: &[ublk::Device], not_made: &[ublk::NotMade]) -> Vec<UblkStatus> {
-    let mut out: Vec<UblkStatus> = devices
-        .iter()
-        .filter(|d| !not_made.iter().any(|n| n.id == d.id))
-        .map(|d| UblkStatus {
-            device: raidd_ublk::abi::block_path(d.id),
-            serves: d.name.clone(),
-            size_bytes: d.size_bytes,
-            taken_over: d.recovered,
-            error: None,
-        })
-        .collect();
-    out.extend(not_made.iter().map(|n| UblkStatus {
-        device: raidd_ublk::abi::block_path(n.id),
-        serves: n.name.clone(),
-        size_bytes: 0,
-        taken_over: false,
-        error: Some(n.error.clone()),
-    }));
-    out
 }

@@ -49,6 +49,7 @@ pub async fn serve(
 ) {
     let open = Rc::new(Cell::new(0usize));
     let refusing = Rc::new(Cell::new(0usize));
+    let limits = ctx.shared.limits;
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -71,7 +72,7 @@ pub async fn serve(
             refusing.set(refusing.get() + 1);
             let refusing = refusing.clone();
             raidd_rt::spawn_local(async move {
-                let mut input = Input::new(Watch::new(stream.clone()));
+                let mut input = Input::new(Watch::new(stream.clone(), limits));
                 let link = Link::plain(stream.clone());
                 let _ = within(BUSY_READ, input.until(&link, b"\r\n\r\n", MAX_HEAD)).await;
                 let _ = within(BUSY_READ, stream.write_all(busy)).await;
@@ -106,7 +107,7 @@ async fn connection(
     compat: bool,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> std::io::Result<()> {
-    let mut input = Input::new(Watch::new(stream.clone()));
+    let mut input = Input::new(Watch::new(stream.clone(), ctx.shared.limits));
     let mut link = Link::plain(stream.clone());
     let head = async {
         if let Some(config) = tls {
@@ -254,7 +255,8 @@ async fn answer(ctx: &ControlCtx, route: Route, compat: bool, om: bool) -> Vec<u
     match route {
         Route::Metrics => {
             let report = crate::status::report(ctx).await;
-            let body = crate::metrics::encode(&report, compat);
+            let body =
+                crate::metrics::encode(&report, compat, crate::frontends::Frontends::metrics);
             if om {
                 response(200, crate::metrics::CONTENT_TYPE, body.as_bytes())
             } else {
@@ -303,6 +305,11 @@ pub(crate) fn response(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> 
         503 => "Service Unavailable",
         _ => "",
     };
+    debug_assert!(!reason.is_empty(), "status {status} has its reason phrase");
+    debug_assert!(
+        !content_type.contains(['\r', '\n']),
+        "a content type is one header line"
+    );
     let mut out = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\

@@ -56,7 +56,12 @@ pub struct Latency {
 
 /// The bucket a time falls in (pure).
 pub fn bucket(us: u64) -> usize {
-    BOUNDS_US.partition_point(|&b| b < us)
+    let b = BOUNDS_US.partition_point(|&b| b < us);
+    debug_assert!(
+        b < BUCKETS && (b == BUCKETS - 1 || us <= BOUNDS_US[b]),
+        "its bound's bucket"
+    );
+    b
 }
 
 impl Latency {
@@ -78,6 +83,11 @@ impl Latency {
                 let buckets: Vec<u64> = (0..BUCKETS)
                     .map(|b| sum(&self.shards, |s| &s.0[i].buckets[b]))
                     .collect();
+                debug_assert_eq!(
+                    buckets.len(),
+                    BOUNDS_US.len() + 1,
+                    "one past the last bound"
+                );
                 OpLatency {
                     op: op.name(),
                     count: buckets.iter().sum(),

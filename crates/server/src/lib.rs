@@ -37,6 +37,8 @@ mod control;
 mod ctx;
 mod daemon;
 mod dashboard;
+mod frontend;
+mod frontends;
 mod http;
 mod iscsi;
 mod latency;

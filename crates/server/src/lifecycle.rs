@@ -159,6 +159,7 @@ impl Lifecycle {
 
     /// Starts rebuilding `role` of `w` in the background.
     pub fn start_recovery(self: &Rc<Self>, w: &Watched, role: usize) {
+        debug_assert!(role < w.array.slots().len(), "slot {role} exists");
         let (life, array) = (self.clone(), w.array.clone());
         self.spawn(&w.array, async move {
             let name = array.name().to_string();
@@ -183,6 +184,7 @@ impl Lifecycle {
 
     /// Starts replacing `role` of `w` with `new` in the background.
     pub fn start_replace(self: &Rc<Self>, w: &Watched, role: usize, new: Arc<dyn Member>) {
+        debug_assert!(role < w.array.slots().len(), "slot {role} exists");
         let (life, array) = (self.clone(), w.array.clone());
         self.spawn(&w.array, async move {
             let name = array.name().to_string();
@@ -307,6 +309,7 @@ impl Lifecycle {
 
     fn note_changes(&self, a: &Array) {
         let n = a.geometry().members();
+        debug_assert_eq!(n, a.slots().len(), "a slot per member");
         let now: Vec<SlotState> = (0..n).map(|r| a.slots().state(r)).collect();
         let working = |s: SlotState| matches!(s, SlotState::InSync | SlotState::Recovering);
         let degraded_now = now.iter().any(|&s| s != SlotState::InSync);
@@ -380,6 +383,10 @@ impl Lifecycle {
         for t in tasks {
             t.await;
         }
+        debug_assert!(
+            arrays.iter().all(|w| w.array.passes().progress().is_none()),
+            "every pass has ended once its task has"
+        );
     }
 }
 

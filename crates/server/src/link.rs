@@ -113,6 +113,7 @@ impl Link {
         conn.set_buffer_limit(None);
         self.tls = Some(RefCell::new(conn));
         let mut pending = input.take_buffered();
+        debug_assert_eq!(input.available(), 0, "the buffered bytes went to rustls");
         loop {
             if !pending.is_empty() {
                 self.absorb(&pending).await?;
@@ -161,6 +162,10 @@ impl Link {
     /// Appends at least one received byte (plaintext) to `input`.
     async fn fill(&self, input: &mut Input) -> io::Result<()> {
         input.compact();
+        debug_assert!(
+            input.end < input.buf.len(),
+            "room to receive into after compacting"
+        );
         let Some(tls) = &self.tls else {
             let buf = std::mem::take(&mut input.buf);
             let from = input.end;
@@ -170,6 +175,7 @@ impl Link {
                 0 => Err(closed()),
                 n => {
                     input.end += n;
+                    debug_assert!(input.end <= input.buf.len(), "received within the buffer");
                     Ok(())
                 }
             };
@@ -228,6 +234,14 @@ pub struct Input {
     cipher: Vec<u8>,
 }
 
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input")
+            .field("buffered", &(self.end - self.start))
+            .finish()
+    }
+}
+
 impl Input {
     pub fn new(watch: Rc<Watch>) -> Input {
         Input {
@@ -241,14 +255,17 @@ impl Input {
     }
 
     fn available(&self) -> usize {
+        debug_assert!(self.start <= self.end && self.end <= self.buf.len());
         self.end - self.start
     }
 
     fn compact(&mut self) {
         if self.start > 0 {
+            let kept = self.available();
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
+            debug_assert_eq!(self.available(), kept, "compacting keeps what is buffered");
         }
     }
 
@@ -297,6 +314,7 @@ impl Input {
             }
             let v = self.buf[self.start..self.start + n].to_vec();
             self.start += n;
+            debug_assert_eq!(v.len(), n);
             return Ok(v);
         }
         let mut v = Vec::with_capacity(n);
@@ -320,6 +338,7 @@ impl Input {
         mut have: usize,
         to: usize,
     ) -> (io::Result<()>, AlignedBuf) {
+        debug_assert!(have <= to && to <= buf.len(), "receives inside its buffer");
         let mut w = Window { buf, to };
         while have < to {
             w.to = to.min(have + RECV_PIECE);
@@ -382,6 +401,7 @@ impl Input {
             self.watch.waiting(Wait::Nothing);
             r?;
         }
+        debug_assert!(N <= INPUT_BUF, "a header fits the receive-ahead buffer");
         let mut h = [0u8; N];
         h.copy_from_slice(&self.buf[self.start..self.start + N]);
         self.start += N;
@@ -400,6 +420,7 @@ impl Input {
             self.copied += n as u64;
             have += n;
             if have == len {
+                debug_assert_eq!(out.len(), len);
                 return Ok(out);
             }
             if !link.is_tls() {

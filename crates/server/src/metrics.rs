@@ -17,7 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use raidd_admin::status::{IscsiStatus, OpLatency, ServedArray, StatusReport};
+use raidd_admin::status::{OpLatency, StatusReport};
 use raidd_engine::array::{ArrayState, ArrayStatus, MemberIoStatus, SlotState};
 use raidd_engine::SyncKind;
 
@@ -30,7 +30,7 @@ type GaugeF = Gauge<f64, AtomicU64>;
 /// A registry filled one sample at a time: a family is registered when its first sample
 /// comes.
 #[derive(Default)]
-struct Sink {
+pub struct Sink {
     reg: Registry,
     gauges: HashMap<&'static str, Family<Labels, GaugeF>>,
     counters: HashMap<&'static str, Family<Labels, Counter>>,
@@ -57,6 +57,17 @@ impl Collector for Histograms {
         let mut family =
             enc.encode_descriptor(LATENCY_NAME, LATENCY_HELP, None, MetricType::Histogram)?;
         for (l, h) in &self.series {
+            debug_assert_eq!(
+                h.buckets.len(),
+                h.bounds_us.len() + 1,
+                "one past the last bound"
+            );
+            debug_assert_eq!(
+                h.buckets.iter().sum::<u64>(),
+                h.count,
+                "count is the buckets'"
+            );
+            debug_assert!(h.bounds_us.windows(2).all(|w| w[0] < w[1]), "rising bounds");
             let buckets: Vec<(f64, u64)> = h
                 .buckets
                 .iter()
@@ -88,15 +99,32 @@ fn help_text(help: &str) -> &str {
     help.strip_suffix('.').unwrap_or(help)
 }
 
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sink")
+            .field("gauges", &self.gauges.len())
+            .field("counters", &self.counters.len())
+            .finish()
+    }
+}
+
 impl Sink {
     /// A gauge with no labels.
     fn value(&mut self, name: &'static str, help: &'static str, v: f64) {
+        debug_assert!(self.unused(name), "{name} registered twice");
         let g = GaugeF::default();
         g.set(v);
         self.reg.register(name, help_text(help), g);
     }
 
-    fn gauge(&mut self, name: &'static str, help: &'static str, l: &[(&str, &str)], v: f64) {
+    pub(crate) fn gauge(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        l: &[(&str, &str)],
+        v: f64,
+    ) {
+        debug_assert!(!self.counters.contains_key(name), "{name} is a counter");
         let reg = &mut self.reg;
         let f = self.gauges.entry(name).or_insert_with(|| {
             let f = Family::<Labels, GaugeF>::default();
@@ -107,7 +135,15 @@ impl Sink {
     }
 
     /// A counter: `name` without `_total`, which the encoder adds.
-    fn counter(&mut self, name: &'static str, help: &'static str, l: &[(&str, &str)], v: u64) {
+    pub(crate) fn counter(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        l: &[(&str, &str)],
+        v: u64,
+    ) {
+        debug_assert!(!name.ends_with("_total"), "{name}: the encoder adds _total");
+        debug_assert!(!self.gauges.contains_key(name), "{name} is a gauge");
         let reg = &mut self.reg;
         let f = self.counters.entry(name).or_insert_with(|| {
             let f = Family::<Labels, Counter>::default();
@@ -117,6 +153,34 @@ impl Sink {
         f.get_or_create(&labels(l)).inc_by(v);
     }
 
+    /// Each operation's count, bytes and latency histogram, under `base` labels and `op`
+    /// (a frontend's export, or target and LUN).
+    pub(crate) fn operations(&mut self, ops: &[OpLatency], base: &[(&str, &str)]) {
+        for o in ops {
+            let mut l = base.to_vec();
+            l.push(("op", o.op));
+            self.counter(
+                "raidd_export_operations",
+                "Reads, writes and flushes completed, by export (or iSCSI target/LUN), protocol \
+                 and operation.",
+                &l,
+                o.count,
+            );
+            self.counter(
+                "raidd_export_operation_bytes",
+                "Bytes read and written, by export (or iSCSI target/LUN), protocol and operation.",
+                &l,
+                o.bytes,
+            );
+            self.latency.series.push((labels(&l), o.clone()));
+        }
+    }
+
+    /// No family of this name yet (a debug check: the registry itself takes duplicates).
+    fn unused(&self, name: &str) -> bool {
+        !self.gauges.contains_key(name) && !self.counters.contains_key(name)
+    }
+
     fn flag(&mut self, name: &'static str, help: &'static str, l: &[(&str, &str)], on: bool) {
         self.gauge(name, help, l, if on { 1.0 } else { 0.0 });
     }
@@ -124,18 +188,19 @@ impl Sink {
 
 /// The report as metrics text (OpenMetrics; [`classic`] makes Prometheus' older text format
 /// of it).
-pub fn encode(report: &StatusReport, node_md_compat: bool) -> String {
+pub fn encode(
+    report: &StatusReport,
+    node_md_compat: bool,
+    frontends: fn(&StatusReport, &mut Sink),
+) -> String {
     let mut s = Sink::default();
     server(&mut s, report);
     for a in &report.arrays {
         for st in std::iter::once(&a.status).chain(&a.inner) {
             array(&mut s, st);
         }
-        exports(&mut s, a);
     }
-    if let Some(i) = &report.iscsi {
-        luns(&mut s, i);
-    }
+    frontends(report, &mut s);
     if node_md_compat {
         for a in &report.arrays {
             for st in std::iter::once(&a.status).chain(&a.inner) {
@@ -637,79 +702,6 @@ fn counters(s: &mut Sink, st: &ArrayStatus) {
             &l,
             sc.hits,
         );
-    }
-}
-
-fn exports(s: &mut Sink, a: &ServedArray) {
-    for e in &a.exports {
-        let l = [
-            ("export", e.name.as_str()),
-            ("array", a.name.as_str()),
-            ("protocol", "nbd"),
-        ];
-        s.gauge(
-            "raidd_export_connections",
-            "Client connections to the export.",
-            &l,
-            e.connections as f64,
-        );
-        s.counter(
-            "raidd_export_requests",
-            "Requests the export's clients made.",
-            &l,
-            e.requests,
-        );
-        let export = e.name.as_str();
-        operations(
-            s,
-            &e.latency,
-            &[("export", export), ("array", &a.name), ("protocol", "nbd")],
-        );
-    }
-}
-
-/// Each operation's count, bytes and latency histogram, under `base` labels and `op`.
-fn operations(s: &mut Sink, ops: &[OpLatency], base: &[(&str, &str)]) {
-    for o in ops {
-        let mut l = base.to_vec();
-        l.push(("op", o.op));
-        s.counter(
-            "raidd_export_operations",
-            "Reads, writes and flushes completed, by export (or iSCSI target/LUN), protocol \
-             and operation.",
-            &l,
-            o.count,
-        );
-        s.counter(
-            "raidd_export_operation_bytes",
-            "Bytes read and written, by export (or iSCSI target/LUN), protocol and operation.",
-            &l,
-            o.bytes,
-        );
-        s.latency.series.push((labels(&l), o.clone()));
-    }
-}
-
-fn luns(s: &mut Sink, i: &IscsiStatus) {
-    for t in &i.targets {
-        s.gauge(
-            "raidd_iscsi_target_sessions",
-            "iSCSI sessions logged in to the target.",
-            &[("target", t.name.as_str())],
-            t.sessions as f64,
-        );
-        for l in &t.luns {
-            let export = format!("{}/{}", t.name, l.lun);
-            operations(
-                s,
-                &l.latency,
-                &[
-                    ("export", &export),
-                    ("array", &l.array),
-                    ("protocol", "iscsi"),
-                ],
-            );
-        }
     }
 }
 

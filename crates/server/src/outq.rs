@@ -108,6 +108,10 @@ impl OutQueue {
         self.pushes
             .borrow_mut()
             .push_back((self.pushed.get(), credit, loose));
+        debug_assert!(
+            self.sent.get() <= self.pushed.get(),
+            "never more sent than pushed"
+        );
         self.wake();
     }
 
@@ -143,6 +147,7 @@ impl OutQueue {
         // A failed send is left to the writer: it meets the same error and ends the
         // connection the usual way.
         let sent = link.try_send(&parts).unwrap_or(0);
+        debug_assert!(sent <= total, "a send sends at most what it was given");
         if sent < total {
             self.head_sent.set(sent);
             self.push(parts, credit);
@@ -191,6 +196,11 @@ impl OutQueue {
             bytes += p.bytes().len();
             batch.extend(q.pop_front());
         }
+        debug_assert!(!batch.is_empty(), "a batch sends something");
+        debug_assert!(
+            started <= bytes,
+            "what a direct send sent is part of the batch"
+        );
         Poll::Ready(Some(batch))
     }
 
@@ -208,9 +218,14 @@ impl OutQueue {
         }
         drop(pushes);
         if freed > 0 {
+            debug_assert!(
+                self.loose.get() >= freed,
+                "loose bytes are counted as pushed"
+            );
             self.loose.set(self.loose.get() - freed);
             self.wake_room();
         }
+        debug_assert!(sent <= self.pushed.get(), "never more sent than pushed");
     }
 
     fn wake_room(&self) {

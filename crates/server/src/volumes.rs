@@ -1,6 +1,6 @@
-//! Volumes in the daemon: what each export and LUN serves (resolved once, at the start,
-//! from the arrays' partition tables), the tables as the reports show them, and changes to
-//! them through the control socket.
+//! Volumes in the daemon: what each frontend's entries (exports, LUNs, devices) serve
+//! (resolved once, at the start, from the arrays' partition tables), the tables as the
+//! reports show them, and changes to them through the control socket.
 //!
 //! A served volume keeps its place and size while the daemon runs: its clients were told
 //! its size, and a volume deleted under them would let their writes land in whatever is
@@ -18,13 +18,8 @@ use raidd_engine::Extent;
 
 use crate::arrays::Served;
 use crate::config::Config;
-
-/// What an export or a LUN serves: an array, or a volume of it.
-#[derive(Clone, Debug)]
-pub struct Serving {
-    pub extent: Extent,
-    pub volume: Option<Volume>,
-}
+use crate::frontend::Serving;
+use crate::frontends::AllServing;
 
 /// A table as read: `None` without one; an error when it cannot be read or used.
 type Read = Result<Option<Vec<Volume>>, String>;
@@ -55,27 +50,27 @@ fn serving(
     let vols = tables[i].as_ref().map_err(Clone::clone)?;
     let vol = volume::find(vols.as_deref(), r, array.name())?;
     let extent = volume_io::extent_of(array, &vol).map_err(|e| e.message)?;
+    debug_assert!(
+        extent.offset() + extent.size_bytes() <= array.size_bytes(),
+        "a volume lies within its array"
+    );
     Ok(Serving {
         extent,
         volume: Some(vol),
     })
 }
 
-/// What the exports and the LUNs serve.
+/// What the frontends' entries serve.
 pub struct Resolved {
-    /// The configuration without the exports and LUNs whose volume is not there (and the
-    /// targets left without a LUN).
+    /// The configuration without the entries whose volume is not there (and what a
+    /// frontend drops with them, such as targets left without a LUN).
     pub config: Config,
-    /// One per export of `config`.
-    pub exports: Vec<Serving>,
-    /// One per LUN of each target of `config`.
-    pub luns: Vec<Vec<Serving>>,
-    /// One per `[[ublk]]` entry of `config`.
-    pub ublk: Vec<Serving>,
+    /// One per entry of each frontend of `config`.
+    pub serving: AllServing,
     pub volumes: Volumes,
 }
 
-/// Reads every served array's table and resolves each export's and LUN's volume. One whose
+/// Reads every served array's table and resolves each frontend entry's volume. One whose
 /// volume is missing (or whose table cannot be used) is left out with a log line, as an
 /// export of an array that did not start is, so the others still serve.
 pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
@@ -105,43 +100,15 @@ pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
             None
         }
     };
-    let mut exports = Vec::new();
-    config.exports.retain(|e| {
-        let what = format!("export {}", e.name);
-        resolve_one(e.array, e.volume.as_ref(), what)
-            .map(|s| exports.push(s))
-            .is_some()
-    });
-    let mut ublk = Vec::new();
-    config.ublk.retain(|u| {
-        let what = format!("/dev/ublkb{}", u.id);
-        resolve_one(u.array, u.volume.as_ref(), what)
-            .map(|s| ublk.push(s))
-            .is_some()
-    });
-    let mut luns = Vec::new();
-    if let Some(ic) = config.iscsi.as_mut() {
-        ic.targets.retain_mut(|t| {
-            let mut these = Vec::new();
-            t.luns.retain(|l| {
-                let what = format!("LUN {} of {}", l.lun, t.name);
-                resolve_one(l.array, l.volume.as_ref(), what)
-                    .map(|s| these.push(s))
-                    .is_some()
-            });
-            if t.luns.is_empty() {
-                tracing::warn!("iSCSI target {} is not offered: it has no LUN left", t.name);
-                return false;
-            }
-            luns.push(these);
-            true
-        });
-    }
+    let serving = config.frontends.resolve(&mut resolve_one);
+    debug_assert_eq!(tables.len(), served.len(), "one table per served array");
+    debug_assert!(
+        users.iter().all(|(a, _, _)| *a < served.len()),
+        "users of served arrays"
+    );
     Resolved {
         config,
-        exports,
-        luns,
-        ublk,
+        serving,
         volumes: Volumes {
             tables: RefCell::new(tables),
             users,
@@ -194,6 +161,7 @@ impl Volumes {
     }
 
     fn set(&self, i: usize, t: Read) {
+        debug_assert!(i < self.tables.borrow().len(), "array {i} is served");
         if let Some(slot) = self.tables.borrow_mut().get_mut(i) {
             *slot = t;
         }

@@ -46,6 +46,8 @@ pub enum Wait {
 #[derive(Debug)]
 pub struct Watch {
     sock: Stream,
+    /// Its frontend's limits.
+    limits: Limits,
     wait: Cell<Wait>,
     /// When `wait` began, or when the last bytes of the awaited request arrived.
     since: Cell<Instant>,
@@ -56,9 +58,10 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(sock: Stream) -> Rc<Watch> {
+    pub fn new(sock: Stream, limits: Limits) -> Rc<Watch> {
         Rc::new(Watch {
             sock,
+            limits,
             wait: Cell::new(Wait::Nothing),
             since: Cell::new(Instant::now()),
             sending_since: Cell::new(None),
@@ -77,6 +80,7 @@ impl Watch {
 
     /// The send queue started (`true`) or finished (`false`) sending a batch.
     pub fn sending(&self, on: bool) {
+        debug_assert_ne!(self.sending_since.get().is_some(), on, "sends do not nest");
         self.sending_since.set(on.then(Instant::now));
     }
 
@@ -114,6 +118,10 @@ impl Watch {
             self.closed_for.set(Some(why));
             let _ = self.sock.shutdown(std::net::Shutdown::Both);
         }
+        debug_assert!(
+            self.closed_for.get().is_some(),
+            "a closed connection says why"
+        );
     }
 }
 
@@ -129,15 +137,19 @@ impl Registry {
         let mut c = self.conns.borrow_mut();
         c.retain(|(_, t)| !t.is_finished());
         c.push((Rc::downgrade(watch), task));
+        debug_assert!(
+            watch.closed_for().is_none(),
+            "a connection is watched from its start"
+        );
     }
 
     /// Closes the connections that went past a limit.
-    pub fn check(&self, limits: &Limits) {
+    pub fn check(&self) {
         let now = Instant::now();
         let mut c = self.conns.borrow_mut();
         c.retain(|(_, t)| !t.is_finished());
         for w in c.iter().filter_map(|(w, _)| w.upgrade()) {
-            if let Some(why) = w.overdue(now, limits) {
+            if let Some(why) = w.overdue(now, &w.limits) {
                 tracing::info!(peer = ?w.sock.peer_addr().ok(), "closing a connection: {why}");
                 w.close(why);
             }
@@ -161,6 +173,10 @@ impl Registry {
         for t in tasks {
             t.await;
         }
+        debug_assert!(
+            self.conns.borrow().is_empty(),
+            "no connection starts while draining"
+        );
     }
 }
 
@@ -179,7 +195,7 @@ mod tests {
     #[test]
     fn each_wait_has_its_limit() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
-        let w = Watch::new(Stream::from(a));
+        let w = Watch::new(Stream::from(a), limits(None));
         let t0 = w.since.get();
         let at = |s: u64| t0 + Duration::from_secs(s);
         assert_eq!(w.overdue(at(1000), &limits(None)), None, "nothing awaited");

@@ -1,7 +1,8 @@
 //! A worker thread: serves the connections the acceptors hand it (each on a task of its
-//! own, for its whole life) and its queue of each ublk device, watches the connections'
-//! time limits, and at the stop stops them reading and waits for their requests to finish
-//! (and for its ublk queues to end, which they do once their devices are stopped).
+//! own, for its whole life, by the frontend that took it) and what the frontends run on
+//! every worker (ublk's queues), watches the connections' time limits, and at the stop
+//! stops them reading and waits for their requests to finish (and for the frontends' tasks
+//! to end, which they do once the frontends have stopped).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -11,31 +12,33 @@ use futures::channel::mpsc;
 use futures::future::{self, Either};
 use futures::StreamExt;
 
-use crate::accept::{Accepted, Proto};
+use crate::accept::Accepted;
+use crate::frontend::Running;
 use crate::link::Link;
 use crate::shared::{SharedState, Stop};
 use crate::watch::{self, Registry, Watch};
-use crate::{iscsi, nbd};
 
-/// Runs until the daemon stops and this thread's connections have drained.
+/// Runs worker `index` until the daemon stops and its connections have drained.
 pub async fn run(
+    index: usize,
     mut rx: mpsc::UnboundedReceiver<Accepted>,
     shared: SharedState,
     stop: Stop,
-    ublk: Vec<Arc<crate::ublk::queue::Queue>>,
+    frontends: Vec<Arc<dyn Running>>,
 ) {
-    let queues: Vec<_> = ublk
-        .into_iter()
-        .map(|q| raidd_rt::spawn_local(crate::ublk::queue::run(q)))
+    let tasks: Vec<_> = frontends
+        .iter()
+        .flat_map(|f| f.worker_tasks(index))
+        .map(raidd_rt::spawn_local)
         .collect();
     let registry = Rc::new(Registry::default());
     let done = Rc::new(Cell::new(false));
     let watchdog = {
-        let (registry, done, limits) = (registry.clone(), done.clone(), shared.limits);
+        let (registry, done) = (registry.clone(), done.clone());
         raidd_rt::spawn_local(async move {
             while !done.get() {
                 raidd_rt::time::sleep(watch::TICK).await;
-                registry.check(&limits);
+                registry.check();
             }
         })
     };
@@ -52,30 +55,27 @@ pub async fn run(
     // still limits how long a client may keep their replies waiting).
     registry.stop_reading();
     registry.drained().await;
-    for q in queues {
-        q.await;
+    for t in tasks {
+        t.await;
     }
     done.set(true);
     drop(watchdog);
 }
 
-/// Starts serving one accepted connection.
+/// Starts serving one accepted connection, by the frontend that took it.
 fn serve(a: Accepted, registry: &Registry, shared: &SharedState, stop: &Stop) {
     let Accepted {
-        proto,
+        frontend,
         stream,
         place,
     } = a;
-    let watch = Watch::new(stream.clone());
+    let watch = Watch::new(stream.clone(), frontend.watch_limits(shared.limits));
     let link = Link::plain(stream);
-    let (w, shared, stop) = (watch.clone(), shared.clone(), stop.clone());
+    let serving = frontend.serve(link, watch.clone(), stop.clone());
     let task = raidd_rt::spawn_local(async move {
         // The connection's place among `max_connections` is held until it ends.
         let _place = place;
-        match (proto, shared.iscsi.clone()) {
-            (Proto::Iscsi, Some(st)) => iscsi::serve_connection(link, w, st, &shared, stop).await,
-            _ => nbd::serve_connection(link, w, shared.clone(), stop).await,
-        }
+        serving.await
     });
     registry.add(&watch, task);
 }

@@ -51,7 +51,8 @@ pub(crate) struct Intent<'a> {
 impl Drop for Intent<'_> {
     fn drop(&mut self) {
         for c in self.chunks.clone() {
-            self.wi.pending[c].fetch_sub(1, Ordering::SeqCst);
+            let was = self.wi.pending[c].fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(was > 0, "a hold leaves only chunks it counted itself in");
         }
     }
 }
@@ -69,6 +70,10 @@ impl WriteIntent {
         };
         let chunk_sectors = (u64::from(chunk_bytes) / SECTOR_SIZE).max(1);
         let n = sync_sectors.div_ceil(chunk_sectors) as usize;
+        debug_assert!(
+            n as u64 * chunk_sectors >= sync_sectors,
+            "the bits cover the space"
+        );
         let state: Box<[AtomicU8]> = (0..n)
             .map(|c| {
                 let set = bits.get(c / 8).is_some_and(|b| b & (1 << (c % 8)) != 0);
@@ -100,6 +105,7 @@ impl WriteIntent {
     pub(crate) fn sync_range(&self, sector: u64, count: u64) -> std::ops::Range<u64> {
         match self.stripe_space {
             Some((chunk, per_stripe)) => {
+                debug_assert!(chunk > 0 && per_stripe > 0);
                 let first = sector / per_stripe;
                 let last = (sector + count.max(1) - 1) / per_stripe;
                 first * chunk..(last + 1) * chunk
@@ -110,13 +116,16 @@ impl WriteIntent {
 
     pub(crate) fn chunk_range(&self, r: &std::ops::Range<u64>) -> std::ops::Range<usize> {
         let end = r.end.min(self.sync_sectors).max(r.start + 1);
-        (r.start / self.chunk_sectors) as usize
-            ..((end - 1) / self.chunk_sectors + 1).min(self.state.len() as u64) as usize
+        let chunks = (r.start / self.chunk_sectors) as usize
+            ..((end - 1) / self.chunk_sectors + 1).min(self.state.len() as u64) as usize;
+        debug_assert!(chunks.end <= self.state.len(), "chunks of the bitmap");
+        chunks
     }
 
     /// The bit image as it should be on disk now (clearing chunks count as clear).
     pub(crate) fn image(&self) -> Vec<u8> {
         let mut bits = vec![0u8; self.state.len().div_ceil(8)];
+        debug_assert!(bits.len() * 8 >= self.state.len(), "a bit per chunk");
         for (c, s) in self.state.iter().enumerate() {
             if s.load(Ordering::SeqCst) == ONDISK {
                 bits[c / 8] |= 1 << (c % 8);
@@ -138,6 +147,10 @@ impl WriteIntent {
     /// some chunk's bit must first be written (then call [`WriteIntent::set_bits`]).
     pub(crate) fn start(&self, r: std::ops::Range<u64>) -> (Intent<'_>, bool) {
         let chunks = self.chunk_range(&r);
+        debug_assert!(
+            !chunks.is_empty() || self.state.is_empty(),
+            "a write touches a chunk"
+        );
         let period = self.period.load(Ordering::Relaxed);
         let mut missing = false;
         for c in chunks.clone() {
@@ -165,7 +178,9 @@ impl WriteIntent {
         let mut changed = false;
         for c in hold.chunks.clone() {
             // CLEARING is never seen here: the cleaner finishes under this lock.
-            if self.state[c].swap(ONDISK, Ordering::SeqCst) != ONDISK {
+            let was = self.state[c].swap(ONDISK, Ordering::SeqCst);
+            debug_assert_ne!(was, CLEARING, "the cleaner finishes under the lock");
+            if was != ONDISK {
                 changed = true;
             }
         }
@@ -198,6 +213,13 @@ impl WriteIntent {
             }
             any = true;
         }
+        debug_assert!(
+            !any || self
+                .state
+                .iter()
+                .any(|s| s.load(Ordering::SeqCst) == CLEARING),
+            "what is to be cleared is marked clearing"
+        );
         let image = any.then(|| self.image());
         (guard, image)
     }

@@ -80,6 +80,10 @@ fn buckets_of(ranges: impl IntoIterator<Item = (u64, u64)>) -> BucketSet {
     }
     set.sort_unstable();
     set.dedup();
+    debug_assert!(
+        set.iter().all(|&b| usize::from(b) < BUCKETS),
+        "buckets of the table"
+    );
     set
 }
 
@@ -94,8 +98,9 @@ impl Drop for WritePass<'_> {
         for &b in &self.set {
             let b = &self.gate.buckets[usize::from(b)];
             // A sync waiting for this bucket to drain needs to hear about the last write.
-            if b.pending.fetch_sub(1, Ordering::SeqCst) == 1 && b.barrier.load(Ordering::SeqCst) > 0
-            {
+            let was = b.pending.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(was > 0, "a write pass leaves a bucket it entered");
+            if was == 1 && b.barrier.load(Ordering::SeqCst) > 0 {
                 b.wake_all();
             }
         }
@@ -112,7 +117,8 @@ impl Drop for Barrier<'_> {
     fn drop(&mut self) {
         for &b in &self.set {
             let b = &self.gate.buckets[usize::from(b)];
-            b.barrier.fetch_sub(1, Ordering::SeqCst);
+            let was = b.barrier.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(was > 0, "a barrier is dropped from a bucket it raised");
             b.wake_all();
         }
     }
@@ -160,6 +166,11 @@ impl Gate {
                 .iter()
                 .any(|&b| self.buckets[usize::from(b)].barrier.load(Ordering::SeqCst) > 0);
             if !blocked {
+                debug_assert!(
+                    set.iter()
+                        .all(|&b| self.buckets[usize::from(b)].pending.load(Ordering::SeqCst) > 0),
+                    "a pass is counted in each of its buckets"
+                );
                 return WritePass { gate: self, set };
             }
             // Step back so the sync can drain, then wait for its barrier to drop.
@@ -200,6 +211,11 @@ impl Gate {
             },
         }
         .await;
+        debug_assert!(
+            set.iter()
+                .all(|&b| self.buckets[usize::from(b)].barrier.load(Ordering::SeqCst) > 0),
+            "a barrier held is raised in each of its buckets"
+        );
         Barrier { gate: self, set }
     }
 

@@ -28,6 +28,7 @@ pub(super) struct MemberCounts {
 impl MemberCounts {
     /// One I/O of `bytes` issued to the member.
     pub(super) fn issued(&self, write: bool, bytes: u64) {
+        debug_assert!(bytes.is_multiple_of(512), "member I/O is whole sectors");
         let (s, owned) = self.shards.mine();
         if write {
             bump(&s.writes, 1, owned);

@@ -169,6 +169,7 @@ enum MetaWrite {
 /// md-style UUID text: 8:8:8:8 hex.
 pub fn uuid_string(u: &[u8; 16]) -> String {
     let hex: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    debug_assert_eq!(hex.len(), 32, "two hex digits a byte");
     format!(
         "{}:{}:{}:{}",
         &hex[0..8],
@@ -222,9 +223,13 @@ impl Array {
         let bitmap_loaded = meta.as_ref().is_some_and(|m| m.bitmap_at_start.is_some());
         let period = meta.as_ref().and_then(|m| m.bitmap_period);
         let levels = match parts.geometry.as_parity() {
-            Some(pg) => Levels::Parity(ParityIo::new(pg.clone())),
+            Some(_) => Levels::Parity(ParityIo::new()),
             None => Levels::Mapped(MappedIo),
         };
+        debug_assert!(
+            size_bytes.is_multiple_of(u64::from(block_size)),
+            "an array's size is whole blocks"
+        );
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),
@@ -352,6 +357,7 @@ impl Array {
                 format!("{} is read-only", self.name),
             ));
         }
+        debug_assert!(offset + len <= self.info.size_bytes && offset.is_multiple_of(bs));
         self.check_alive()
     }
 
@@ -424,6 +430,10 @@ impl Array {
     }
 
     fn note_survival(&self) {
+        debug_assert!(
+            !self.is_failed() || !self.geometry().survives(&self.slots.missing_mask()),
+            "a failed array has lost too many members"
+        );
         if !self.geometry().survives(&self.slots.missing_mask())
             && !self.failed.swap(true, Ordering::AcqRel)
         {
@@ -449,6 +459,10 @@ impl Array {
     /// Admits a write past the sync barriers. Levels without redundancy never sync, so
     /// their writes skip the gate.
     async fn enter_gate(&self, offset: u64, len: u64) -> Option<gate::WritePass<'_>> {
+        debug_assert!(
+            len > 0 && offset.is_multiple_of(SECTOR_SIZE),
+            "a write of sectors"
+        );
         if self.geometry().redundancy() == 0 {
             return None;
         }
@@ -488,6 +502,7 @@ impl Array {
             Some(meta) if !meta.is_dirty() && self.geometry().redundancy() > 0 => {
                 self.superblocks_failed(meta.mark_dirty().await, MetaWrite::Superblock)
                     .await;
+                debug_assert!(meta.is_dirty(), "marked dirty before any data goes out");
                 self.check_alive()
             }
             _ => Ok(()),
@@ -570,6 +585,7 @@ impl Array {
             None => false,
         };
         drop(barrier);
+        debug_assert!(!marked || !meta.is_dirty(), "what safe mode marks is clean");
         if marked {
             tracing::debug!(array = %self.name, "idle: marked clean");
         }
@@ -730,6 +746,7 @@ impl Array {
             .shape(offset, len)
             .geometry()
             .members_written(offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        debug_assert_eq!(written.len(), self.slots.len(), "a flag per slot");
         self.flush_members(|r| written[r]).await
     }
 
@@ -811,6 +828,10 @@ impl Array {
                 self.superblocks_failed(meta.mark_clean().await, MetaWrite::Superblock)
                     .await;
             }
+            debug_assert!(
+                !meta.is_dirty(),
+                "a clean close leaves the superblocks clean"
+            );
         }
         drop(barrier);
         Ok(Closed::Clean)

@@ -44,6 +44,10 @@ impl Host for Array {
     }
 
     fn parity_trusted(&self, end: u64) -> bool {
+        debug_assert!(
+            self.geometry().level().has_parity(),
+            "parity on a parity array"
+        );
         self.passes().parity_trusted(end)
     }
 
@@ -78,8 +82,13 @@ impl Host for Array {
         }
         let rot = rotation();
         let copies = || (0..n).map(|k| p.copies[(rot + k) % n]);
-        copies()
+        let chosen = copies()
             .find(|l| !slots.write_mostly(l.member) && readable(l))
-            .or_else(|| copies().find(readable))
+            .or_else(|| copies().find(readable));
+        debug_assert!(
+            chosen.is_none_or(|c| p.copies.contains(&c)),
+            "one of the piece's copies"
+        );
+        chosen
     }
 }

@@ -470,7 +470,7 @@ async fn recover_stripe(array: &Array, role: usize, stripe: u64) -> Result<()> {
     let pg = Host::parity_shape(array);
     let chunk = u64::from(pg.chunk_sectors);
     let map = pg.stripe_map(stripe);
-    let end = pio.stripe_end(stripe);
+    let end = super::parity::stripe_end(pg, stripe);
     let len = (chunk * SECTOR_SIZE) as usize;
     for _attempt in 0..=p.slots.len() {
         array.check_alive()?;

@@ -61,7 +61,9 @@ pub fn block_for(max_transfers: impl IntoIterator<Item = Option<u64>>, fallback:
         None => fallback,
         Some(m) => {
             let m = m.clamp(MIN_BLOCK, MAX_BLOCK);
-            1 << (63 - m.leading_zeros())
+            let block = 1 << (63 - m.leading_zeros());
+            debug_assert!(block <= m && block.is_power_of_two(), "no fetch is split");
+            block
         }
     }
 }
@@ -206,6 +208,10 @@ impl DabPool {
             "DAB block {block} is not a power of two of at least 4096"
         );
         let n = (budget / block).max(1) as usize;
+        debug_assert!(
+            n >= 1 && n as u64 * block <= budget.max(block),
+            "within the budget"
+        );
         Arc::new(DabPool {
             block,
             mode,
@@ -300,7 +306,9 @@ impl Inner {
             s.key = Some(key);
             s.state = State::Fetching;
             s.gen += 1;
-            self.map.insert(key, i);
+            let before = self.map.insert(key, i);
+            debug_assert!(before.is_none(), "a block is held in one slot");
+            debug_assert!(self.map.len() <= n, "the map names slots only");
             return Some(i);
         }
         None
@@ -315,11 +323,17 @@ impl Inner {
         }
         s.state = State::Empty;
         s.wake();
+        debug_assert!(self.slots[i].key.is_none() && !self.slots[i].valid());
     }
 
     /// The slot holding `key`'s block, valid or not.
     fn slot_of(&self, key: Key) -> Option<usize> {
-        self.map.get(&key).copied()
+        let i = self.map.get(&key).copied();
+        debug_assert!(
+            i.is_none_or(|i| self.slots[i].key == Some(key)),
+            "the map is true"
+        );
+        i
     }
 }
 
@@ -331,9 +345,14 @@ fn pieces(b: u64, pos: u64, len: usize, mut f: impl FnMut(u64, usize, usize, usi
         let at = pos + done as u64;
         let within = (at % b) as usize;
         let n = (len - done).min(b as usize - within);
+        debug_assert!(
+            n > 0 && within + n <= b as usize,
+            "a piece lies in its block"
+        );
         f(at / b, within, done, n);
         done += n;
     }
+    debug_assert_eq!(done, len);
 }
 
 /// A member with a DMA-aligned buffer in front of it.
@@ -378,6 +397,10 @@ struct Held {
 
 impl Held {
     fn slot(&self, blk: u64) -> usize {
+        debug_assert!(
+            blk >= self.first && blk - self.first < 2,
+            "a block of the request"
+        );
         self.slots[(blk - self.first) as usize]
     }
 }
@@ -430,6 +453,10 @@ impl DabMember {
 
     /// The aligned blocks `[offset, offset + len)` touches.
     fn blocks(&self, offset: u64, len: u64) -> std::ops::RangeInclusive<u64> {
+        debug_assert!(
+            len > 0 && offset + len <= self.info.size_bytes,
+            "a range of the member"
+        );
         let b = self.pool.block;
         offset / b..=(offset + len - 1) / b
     }
@@ -472,6 +499,10 @@ impl DabMember {
             );
         }
         if let (Some(h), Some(t)) = (head, tail) {
+            debug_assert!(
+                last - first <= 1,
+                "a small request spans at most two blocks"
+            );
             held(
                 &mut inner,
                 Held {
@@ -514,6 +545,10 @@ impl DabMember {
                 let s = &mut inner.slots[held.slot(blk)];
                 s.referenced = true;
                 let data = s.data.as_ref().expect("a valid block has its bytes");
+                debug_assert!(
+                    s.valid() && within + n <= s.len,
+                    "held bytes are valid ones"
+                );
                 out[at..at + n].copy_from_slice(&data[within..within + n]);
             });
             pos += out.len() as u64;
@@ -553,6 +588,7 @@ impl DabMember {
         };
         let b = self.pool.block;
         let start = blk * b;
+        debug_assert!(start < self.info.size_bytes, "a block of the member");
         let len = b.min(self.info.size_bytes - start) as usize;
         let buf = self.pool.lock().slots[i].data.take();
         let buf = SharedBuf::new(match buf {
@@ -579,6 +615,7 @@ impl DabMember {
         let ok = read_ok && s.gen == gen && s.key == Some((self.id, blk));
         s.data = data;
         if ok {
+            debug_assert_eq!(s.state, State::Fetching, "only a fetch makes a block valid");
             s.state = State::Valid;
             s.len = len;
             s.referenced = true;

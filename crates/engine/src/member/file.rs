@@ -145,11 +145,13 @@ fn rotational(meta: &fs::Metadata) -> bool {
 
 /// The largest request the kernel sends the device (`max_sectors_kb`), in bytes.
 fn max_transfer(meta: &fs::Metadata) -> Option<u64> {
-    queue_attr(meta, "max_sectors_kb")?
+    let bytes = queue_attr(meta, "max_sectors_kb")?
         .parse::<u64>()
         .ok()
-        .filter(|&kb| kb > 0)
-        .map(|kb| kb * 1024)
+        .filter(|&kb| kb > 0 && kb < 1 << 40)
+        .map(|kb| kb * 1024);
+    debug_assert!(bytes.is_none_or(|b| b >= 1024), "at least a KiB when known");
+    bytes
 }
 
 /// Checks that O_DIRECT I/O really works (some filesystems accept the flag at open and
@@ -259,6 +261,10 @@ impl FileMember {
             rotational: bdev && rotational(&meta),
             max_transfer: if bdev { max_transfer(&meta) } else { None },
         };
+        debug_assert!(
+            info.block_size >= 512 && info.size_bytes.is_multiple_of(u64::from(info.block_size)),
+            "a member is whole blocks of at least a sector"
+        );
         let dispatch = match bdev {
             true => Dispatch::Ring,
             false => fs_type(&f).map_or(Dispatch::Ring, dispatch_for),
@@ -286,7 +292,9 @@ impl FileMember {
             .open(path)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         f.set_len(size_bytes)
-            .map_err(|e| Error::io(format!("sizing {}", path.display()), e))
+            .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
+        debug_assert_eq!(f.metadata().map(|m| m.len()).ok(), Some(size_bytes));
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {

@@ -71,7 +71,8 @@ impl MemMember {
                 let len = (size_bytes - i * SHARD_BYTES).min(SHARD_BYTES);
                 Mutex::new(Shard::zeroed(len as usize))
             })
-            .collect();
+            .collect::<Vec<_>>();
+        debug_assert_eq!(shards.len() as u64, size_bytes.div_ceil(SHARD_BYTES));
         MemMember {
             info: MemberInfo {
                 name: name.into(),
@@ -92,14 +93,21 @@ impl MemMember {
     fn for_each_piece(&self, offset: u64, len: u64, mut f: impl FnMut(u64, &mut [u8])) {
         let mut pos = offset;
         let end = offset + len;
+        assert!(
+            end <= self.info.size_bytes,
+            "{}: {len} bytes at {offset} past the end",
+            self.info.name
+        );
         while pos < end {
             let i = (pos / SHARD_BYTES) as usize;
             let within = (pos % SHARD_BYTES) as usize;
             let n = ((SHARD_BYTES - pos % SHARD_BYTES).min(end - pos)) as usize;
+            debug_assert!(n > 0, "every piece moves the position on");
             let mut shard = self.shard(i);
             f(pos - offset, &mut shard.as_mut_slice()[within..within + n]);
             pos += n as u64;
         }
+        debug_assert_eq!(pos, end);
     }
 
     /// Copies bytes out synchronously (tests inspect members directly).

@@ -145,6 +145,10 @@ impl Driver {
     /// Queues a positioned read or write in the plug, or pushes any other operation;
     /// `worker`: straight to a kernel worker (see [`Dispatch::Worker`]).
     fn start(&self, key: Key, kind: OpKind, worker: bool) {
+        debug_assert!(
+            self.ops.borrow().get(key).is_some(),
+            "an operation has its slot before it starts"
+        );
         if let Some(e) = kind.extent() {
             self.count(|s| s.file_ops += 1);
             if self.gather.get() {
@@ -159,6 +163,12 @@ impl Driver {
     /// came back, otherwise by issuing them again one by one, so that an error or a short
     /// transfer reaches exactly the parts it concerns.
     fn complete_gathered(&self, mut g: Box<Gathered>, res: i32) {
+        debug_assert!(g.parts.len() >= 2, "a gathered operation carries several");
+        debug_assert_eq!(
+            g.parts.iter().map(|p| p.2).sum::<u64>(),
+            g.len,
+            "a gathered operation is its parts"
+        );
         if u64::try_from(res).is_ok_and(|n| n == g.len) {
             for &(key, _, len, _) in &g.parts {
                 self.complete(key.to_u64(), i32::try_from(len).unwrap_or(i32::MAX));
@@ -175,6 +185,10 @@ impl Driver {
         if free.len() < GATHERED_KEPT {
             free.push(g);
         }
+        debug_assert!(
+            free.len() <= GATHERED_KEPT,
+            "kept gathered storage is bounded"
+        );
     }
 
     pub(crate) fn backend(&self) -> Backend {
@@ -224,6 +238,7 @@ impl Driver {
             return;
         }
         let key = Key::from_u64(user_data);
+        debug_assert_eq!(key.to_u64(), user_data, "user_data is an op's key");
         let mut ops = self.ops.borrow_mut();
         let Some(slot) = ops.get_mut(key) else {
             panic!("completion for unknown op {key:?}");
@@ -337,6 +352,11 @@ impl<T: 'static> Op<T> {
         } else {
             OpState::Ready(kind.run_sync())
         };
+        debug_assert!(
+            matches!(state, OpState::Ready(_))
+                || matches!(state, OpState::InFlight(k) if driver.ops.borrow().get(k).is_some()),
+            "an op in flight has its slot"
+        );
         Op {
             driver: driver.clone(),
             state,
@@ -416,6 +436,10 @@ impl<T: 'static> Drop for Op<T> {
 
 /// Converts a CQE result into an `io::Result` of the byte count.
 pub(crate) fn cqe_result(res: i32) -> io::Result<usize> {
+    debug_assert!(
+        res != i32::MIN,
+        "a completion's result is a count or an errno"
+    );
     if res < 0 {
         Err(io::Error::from_raw_os_error(-res))
     } else {

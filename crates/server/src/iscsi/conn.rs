@@ -107,6 +107,11 @@ async fn immediate(
         }));
     };
     let b = input.payload(&conn.link, framing.data).await?;
+    debug_assert_eq!(
+        b.len() as u64,
+        credit.bytes(),
+        "immediate data is what was reserved"
+    );
     if !read_data_tail(&conn.link, input, framing, &b).await? {
         conn.reject(reject::DATA_DIGEST, bhs);
         return Ok(None);
@@ -130,6 +135,7 @@ fn hold(conn: &Conn, cmdsn: u32, mut h: Held) -> Result<(), End> {
         };
         h.imm.credit = Some(c);
     }
+    // A second request with the same CmdSN (an initiator's bug) replaces the first.
     conn.held.borrow_mut().insert(cmdsn, h);
     Ok(())
 }
@@ -322,7 +328,8 @@ fn command(conn: &Rc<Conn>, bhs: &Bhs, c: ScsiCommand, imm: Immediate, placed: b
     }
     let first_burst = conn.params().first_burst_length as usize;
     let ctl = task::prepare(conn, &c, imm, first_burst);
-    conn.tasks.borrow_mut().insert(c.itt, ctl.clone());
+    let before = conn.tasks.borrow_mut().insert(c.itt, ctl.clone());
+    debug_assert!(before.is_none(), "a task tag is live once");
     let conn2 = conn.clone();
     raidd_rt::spawn_detached(async move {
         task::run(&conn2, &ctl, c).await;
@@ -402,6 +409,7 @@ async fn data_out(
     let Some(col) = col_ref.as_mut() else {
         return digest_ok.map(|_| ());
     };
+    debug_assert!(offset + len <= col.size, "Data-Out lands inside the buffer");
     col.buf = Some(buf);
     if !digest_ok? {
         drop(col_ref);
@@ -409,6 +417,10 @@ async fn data_out(
         return Ok(());
     }
     col.received += len;
+    debug_assert!(
+        col.received <= col.size,
+        "never more received than the buffer holds"
+    );
     col.next_datasn = col.next_datasn.wrapping_add(1);
     if final_bit {
         col.burst = None;

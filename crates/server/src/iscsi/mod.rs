@@ -1,6 +1,9 @@
-//! The iSCSI target (RFC 7143): targets and LUNs over the daemon's arrays.
+//! The iSCSI frontend (RFC 7143): targets and LUNs over the daemon's arrays. Its sections
+//! are `config.rs`'s; what its connections share (targets, LUNs, reservations, nexuses) is
+//! `target.rs`'s.
 //!
-//! A connection logs in through `raidd_iscsi`'s login state machine and then runs the full
+//! A connection logs in through `raidd_iscsi`'s login state machine (`login.rs`) and then
+//! runs the full
 //! feature phase ([`conn`]): one reader takes PDUs off the socket (Data-Out payloads land
 //! straight in the command's aligned buffer), a task per SCSI command runs it against the
 //! array ([`task`]) and queues its PDUs, and one writer sends whatever is queued with a
@@ -11,176 +14,246 @@
 //! Sessions have one connection (MaxConnections=1) and error recovery level 0: a broken
 //! connection ends its session, and the initiator logs in again.
 
+pub(crate) mod config;
 mod conn;
 mod ctl;
+mod login;
 mod pdu_io;
 mod pr_store;
 mod session;
-pub(crate) mod target;
+mod target;
 mod task;
-
-pub use target::state;
-
-use conn::full_feature;
-use pdu_io::{encode, read_pdu, End};
-use session::Setup;
-use target::{hex, lock, IscsiState, CMD_WINDOW};
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::future::{self, Either};
-use raidd_iscsi::login::{self, Login, Step};
-use raidd_iscsi::pdu::{self, Digests, LoginHeader, Seq};
-use raidd_rt::net::Part;
+use futures::future::LocalBoxFuture;
+use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::status::{IscsiStatus, LunStatus, StatusReport, TargetStatus};
+use raidd_engine::Array;
+use raidd_rt::net::TcpListener;
 
-use crate::budget::Account;
-use crate::link::{Input, Link};
-use crate::logtext::Escaped;
+use config::{IscsiConfig, DEFAULT_CONNECTION_MEMORY};
+use target::IscsiState;
+
+use crate::config::arrays::ArrayConfig;
+use crate::frontend::{
+    keep_served, Frontend, ParseCtx, Resolver, Running, Sections, Serving, StartCtx, Started,
+};
+use crate::link::Link;
+use crate::metrics::Sink;
 use crate::shared::{SharedState, Stop};
 use crate::watch::Watch;
 
-/// A client must log in within this time.
-const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// The data segment a login PDU may carry (text keys; CHAP values are the longest).
-const LOGIN_DATA_MAX: usize = 64 * 1024;
-/// Serves one initiator connection until it logs out, fails, or the daemon stops.
-pub async fn serve_connection(
-    link: Link,
-    watch: Rc<Watch>,
-    state: Arc<IscsiState>,
-    shared: &SharedState,
-    stop: Stop,
-) {
-    let peer = link
-        .sock
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
-    let mut input = Input::new(watch.clone());
-    let outcome = {
-        let l = login_phase(&link, &mut input, &state);
-        let timeout = raidd_rt::time::sleep(LOGIN_TIMEOUT);
-        let stopping = stop.clone();
-        futures::pin_mut!(l, timeout);
-        match future::select(l, future::select(timeout, stopping)).await {
-            Either::Left((r, _)) => Some(r),
-            Either::Right(_) => None,
-        }
-    };
-    let (negotiated, seq) = match outcome {
-        Some(Ok(Some(n))) => n,
-        Some(Ok(None)) => {
-            tracing::info!(%peer, "iSCSI login refused");
-            return;
-        }
-        Some(Err(why)) => {
-            tracing::debug!(%peer, "iSCSI login ended: {}", Escaped(&why.to_string()));
-            return;
-        }
-        None => {
-            tracing::debug!(%peer, "iSCSI login timed out or the daemon is stopping");
-            return;
-        }
-    };
-    // The initiator's name came from the network: logged escaped.
-    let initiator = Escaped(&negotiated.params.initiator_name).to_string();
-    let target = negotiated.target;
-    let isid = hex(&negotiated.isid);
-    let nexus = format!("{},i,0x{isid}", negotiated.params.initiator_name);
-    match target {
-        Some(t) => {
-            tracing::info!(%peer, %initiator, target = %state.targets[t].name, "iSCSI session started")
-        }
-        None => tracing::info!(%peer, %initiator, "iSCSI discovery session started"),
+/// The iSCSI frontend.
+#[derive(Debug)]
+pub struct Iscsi;
+
+impl Frontend for Iscsi {
+    const SECTIONS: &'static [&'static str] = &["iscsi", "target"];
+    /// `None`: iSCSI is off (the file has no `[iscsi]` and no `[[target]]`).
+    type Config = Option<IscsiConfig>;
+
+    fn parse(sections: Sections, ctx: &ParseCtx) -> Result<Option<IscsiConfig>, String> {
+        config::parse(sections, ctx)
     }
-    if let Some(t) = target {
-        lock(&state.nexuses).push((t, nexus.clone()));
+
+    fn connection_memory(config: &Option<IscsiConfig>) -> u64 {
+        config
+            .as_ref()
+            .map_or(DEFAULT_CONNECTION_MEMORY, |c| c.connection_memory)
     }
-    let account = Account::new(shared.budget.clone(), shared.iscsi_connection_memory);
-    let why = full_feature(Setup {
-        link,
-        input,
-        watch: watch.clone(),
-        state: state.clone(),
-        account,
-        negotiated,
-        seq,
-        nexus: nexus.clone(),
-        stop,
-    })
-    .await;
-    let why = watch.closed_for().map_or(why, str::to_string);
-    if let Some(t) = target {
-        let mut n = lock(&state.nexuses);
-        if let Some(i) = n.iter().position(|(x, s)| *x == t && *s == nexus) {
-            n.swap_remove(i);
+
+    fn without_arrays(
+        config: &Option<IscsiConfig>,
+        kept: &[Option<usize>],
+        arrays: &[ArrayConfig],
+        notes: &mut Vec<String>,
+    ) -> Option<IscsiConfig> {
+        let mut ic = config.clone()?;
+        let mut targets = Vec::new();
+        for t in &ic.targets {
+            let mut t = t.clone();
+            t.luns.retain_mut(|l| match kept[l.array] {
+                Some(array) => {
+                    l.array = array;
+                    true
+                }
+                None => {
+                    notes.push(format!(
+                        "iSCSI target {} LUN {} is not offered: its array {:?} did not start",
+                        t.name, l.lun, arrays[l.array].name
+                    ));
+                    false
+                }
+            });
+            if t.luns.is_empty() {
+                notes.push(format!(
+                    "iSCSI target {} is not offered: it has no LUN left",
+                    t.name
+                ));
+            } else {
+                targets.push(t);
+            }
+        }
+        ic.targets = targets;
+        Some(ic)
+    }
+
+    fn resolve(config: &mut Option<IscsiConfig>, serve: &mut Resolver<'_>) -> Vec<Serving> {
+        let mut out = Vec::new();
+        let Some(ic) = config.as_mut() else {
+            return out;
+        };
+        ic.targets.retain_mut(|t| {
+            let name = t.name.clone();
+            keep_served(&mut t.luns, &mut out, serve, |l| {
+                (
+                    l.array,
+                    l.volume.as_ref(),
+                    format!("LUN {} of {name}", l.lun),
+                )
+            });
+            if t.luns.is_empty() {
+                tracing::warn!("iSCSI target {} is not offered: it has no LUN left", t.name);
+                return false;
+            }
+            true
+        });
+        out
+    }
+
+    fn start(
+        config: &Option<IscsiConfig>,
+        serving: Vec<Serving>,
+        ctx: &StartCtx,
+    ) -> AdminResult<Option<Started>> {
+        let Some(ic) = config else {
+            return Ok(None);
+        };
+        let listener = TcpListener::bind(ic.listen)
+            .map_err(|e| AdminError::io(format!("cannot listen for iSCSI on {}", ic.listen), &e))?;
+        // What each target's LUNs serve, in the targets' order.
+        let mut serving = serving.into_iter();
+        let luns: Vec<Vec<Serving>> = ic
+            .targets
+            .iter()
+            .map(|t| serving.by_ref().take(t.luns.len()).collect())
+            .collect();
+        assert!(serving.next().is_none(), "a serving per LUN, no more");
+        let state = target::state(ic, &luns, listener.local_addr())
+            .map_err(|e| AdminError::io("cannot start the iSCSI target", &e))?;
+        Ok(Some(Started {
+            running: Arc::new(IscsiServer {
+                state: Arc::new(state),
+                shared: ctx.shared.clone(),
+                connection_memory: ic.connection_memory,
+                listen: listener.local_addr(),
+            }),
+            listener: Some(listener),
+        }))
+    }
+
+    fn metrics(report: &StatusReport, s: &mut Sink) {
+        let Some(i) = &report.iscsi else { return };
+        for t in &i.targets {
+            s.gauge(
+                "raidd_iscsi_target_sessions",
+                "iSCSI sessions logged in to the target.",
+                &[("target", t.name.as_str())],
+                t.sessions as f64,
+            );
+            for l in &t.luns {
+                let export = format!("{}/{}", t.name, l.lun);
+                s.operations(
+                    &l.latency,
+                    &[
+                        ("export", &export),
+                        ("array", &l.array),
+                        ("protocol", "iscsi"),
+                    ],
+                );
+            }
         }
     }
-    tracing::info!(%peer, %initiator, "iSCSI session ended: {}", Escaped(&why));
 }
 
-/// Runs the login; `Ok(None)` when the target refused it (the refusal has been sent).
-async fn login_phase(
-    link: &Link,
-    input: &mut Input,
-    state: &IscsiState,
-) -> Result<Option<(login::Negotiated, Seq)>, End> {
-    let mut challenge = [0u8; 16];
-    let mut id = [0u8; 1];
-    getrandom::fill(&mut challenge)
-        .and_then(|()| getrandom::fill(&mut id))
-        .map_err(|e| End::Protocol(format!("no randomness for CHAP: {e}")))?;
-    let mut machine = Login::new(&state.portal, challenge, id[0], state.tsih());
-    let mut seq: Option<Seq> = None;
-    loop {
-        let Some(p) = read_pdu(link, input, Digests::default(), LOGIN_DATA_MAX).await? else {
-            return Err(End::Protocol("login PDU with a bad digest".into()));
-        };
-        let Some(req) = login::LoginRequest::from_pdu(&p.request, p.data) else {
-            return Err(End::Protocol(format!(
-                "opcode {:#04x} before login completed",
-                p.bhs.opcode()
-            )));
-        };
-        let (itt, isid, cmdsn) = (req.itt, req.isid, req.cmdsn);
-        // Login PDUs are immediate: CmdSN does not advance. The first response's StatSN
-        // is ours to choose; the initiator's ExpStatSN guess is as good as any.
-        let s = seq.get_or_insert(Seq {
-            statsn: req.expstatsn,
-            expcmdsn: cmdsn,
-            maxcmdsn: cmdsn.wrapping_add(CMD_WINDOW - 1),
+/// The iSCSI frontend as its connections share it.
+#[derive(Debug)]
+struct IscsiServer {
+    state: Arc<IscsiState>,
+    /// The budget, limits and connection count of every frontend.
+    shared: SharedState,
+    connection_memory: u64,
+    listen: std::net::SocketAddr,
+}
+
+impl Running for IscsiServer {
+    fn name(&self) -> &'static str {
+        "iscsi"
+    }
+
+    fn listen(&self) -> Option<std::net::SocketAddr> {
+        Some(self.listen)
+    }
+
+    fn serve(
+        self: Arc<Self>,
+        link: Link,
+        watch: Rc<Watch>,
+        stop: Stop,
+    ) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move {
+            let state = self.state.clone();
+            login::serve_connection(
+                link,
+                watch,
+                state,
+                &self.shared,
+                self.connection_memory,
+                stop,
+            )
+            .await
+        })
+    }
+
+    fn report(&self, report: &mut StatusReport, _arrays: &[Arc<Array>]) {
+        let st = &self.state;
+        let targets = st
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TargetStatus {
+                name: t.name.clone(),
+                sessions: st.nexuses_of(i).len(),
+                luns: t
+                    .luns
+                    .iter()
+                    .map(|l| LunStatus {
+                        lun: l.number,
+                        array: l.extent.array().name().to_string(),
+                        volume: l.volume.clone(),
+                        read_only: l.info.read_only,
+                        latency: l.latency.snapshot(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        report.iscsi = Some(IscsiStatus {
+            listen: st.portal.address.clone(),
+            targets,
         });
-        s.expcmdsn = cmdsn;
-        s.maxcmdsn = cmdsn.wrapping_add(CMD_WINDOW - 1);
-        let (resp, step) = machine.step(&state.portal, &req);
-        let header = pdu::login_response(
-            &LoginHeader {
-                transit: resp.transit,
-                cont: resp.cont,
-                csg: resp.csg,
-                nsg: resp.nsg,
-                isid,
-                tsih: resp.tsih,
-                itt,
-                status_class: resp.status_class,
-                status_detail: resp.status_detail,
-            },
-            *s,
-            resp.data.len(),
+    }
+
+    fn announce(&self) {
+        tracing::info!(
+            "serving iSCSI on {} ({} targets)",
+            self.listen,
+            self.state.targets.len()
         );
-        s.statsn = s.statsn.wrapping_add(1);
-        link.send(vec![Part::Bytes(encode(
-            header,
-            &resp.data,
-            Digests::default(),
-        ))])
-        .await?;
-        match step {
-            Step::Continue => {}
-            Step::Close => return Ok(None),
-            Step::FullFeature(n) => return Ok(Some((n, *s))),
-        }
+    }
+
+    fn ready_line(&self) -> Option<String> {
+        Some(format!("iSCSI on {}", self.listen))
     }
 }

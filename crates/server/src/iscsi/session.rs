@@ -136,6 +136,7 @@ impl Conn {
         let t = self.next_ttt.get();
         self.next_ttt
             .set(if t == RESERVED_TAG - 1 { 1 } else { t + 1 });
+        debug_assert_ne!(t, RESERVED_TAG, "a transfer tag is never the reserved one");
         t
     }
 
@@ -166,6 +167,7 @@ impl Conn {
         credit: Option<Credit>,
     ) {
         let h = header(self.take_seq(status));
+        debug_assert_eq!(h.len(), pdu::BHS_LEN);
         // A PDU's header (and a data segment's padding and digest) go out as inline parts:
         // queueing a Data-In or a response allocates nothing.
         match data {
@@ -206,6 +208,10 @@ impl Conn {
         let mut s = self.seq.get();
         s.maxcmdsn = s.maxcmdsn.wrapping_add(1);
         self.seq.set(s);
+        debug_assert!(
+            s.maxcmdsn.wrapping_sub(s.expcmdsn).wrapping_add(1) <= CMD_WINDOW,
+            "a place is freed only after one was taken"
+        );
     }
 
     /// A task has ended: its tag is free, and its place in the window if it took one.
@@ -213,7 +219,8 @@ impl Conn {
         if placed {
             self.free_place();
         }
-        self.tasks.borrow_mut().remove(&itt);
+        let gone = self.tasks.borrow_mut().remove(&itt);
+        debug_assert!(gone.is_some(), "a task ends once");
         for w in self.idle.borrow_mut().drain(..) {
             w.wake();
         }

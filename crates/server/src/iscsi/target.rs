@@ -15,8 +15,8 @@ use raidd_iscsi::login::{Portal, TargetEntry};
 use raidd_iscsi::{Secret, TargetLimits};
 use raidd_scsi::{LunInfo, ModeState, Reservations, Sense};
 
+use super::config::{ChapConfig, IscsiConfig};
 use super::pr_store;
-use crate::config::{ChapConfig, IscsiConfig};
 
 /// What raidd accepts in one data segment (declared as MaxRecvDataSegmentLength).
 pub const MAX_RECV_SEGMENT: u32 = 256 * 1024;
@@ -62,6 +62,12 @@ impl Lun {
                 map.entry(n.clone()).or_default().push_back(sense.clone());
             }
         }
+        debug_assert!(
+            nexuses
+                .iter()
+                .all(|n| Some(n.as_str()) == except || map.get(n).is_some_and(|q| !q.is_empty())),
+            "every other nexus has the attention queued"
+        );
         self.attentions_pending
             .store(map.values().any(|q| !q.is_empty()), Ordering::Release);
     }
@@ -73,8 +79,8 @@ impl Lun {
         }
         let mut map = lock(&self.attentions);
         let s = map.get_mut(nexus).and_then(|q| q.pop_front());
-        self.attentions_pending
-            .store(map.values().any(|q| !q.is_empty()), Ordering::Release);
+        let pending = map.values().any(|q| !q.is_empty());
+        self.attentions_pending.store(pending, Ordering::Release);
         s
     }
 }
@@ -113,6 +119,7 @@ impl IscsiState {
     /// The I_T nexus `nexus` of target `t` is gone (logout or lost connection): its SPC-2
     /// reservations end (persistent ones stay, as SPC says).
     pub fn nexus_gone(&self, t: usize, nexus: &str) {
+        debug_assert!(t < self.targets.len(), "target {t} is configured");
         for l in &self.targets[t].luns {
             if l.reservations_used.load(Ordering::Acquire) {
                 lock(&l.reservations).nexus_lost(&raidd_scsi::Nexus {
@@ -164,6 +171,10 @@ pub fn lun_info(extent: &Extent, read_only: bool) -> LunInfo {
     let data_members = g.members().saturating_sub(g.redundancy()).max(1) as u32;
     let uuid = extent.id();
     let max_transfer_blocks = MAX_TRANSFER / block_size;
+    debug_assert!(
+        max_transfer_blocks > 0 && blocks > 0,
+        "a LUN moves at least a block"
+    );
     LunInfo {
         block_size,
         blocks,
@@ -232,9 +243,22 @@ fn load_reservations(path: &Path) -> Reservations {
 /// target t's LUN k's).
 pub fn state(
     config: &IscsiConfig,
-    serving: &[Vec<crate::volumes::Serving>],
+    serving: &[Vec<crate::frontend::Serving>],
     listen: std::net::SocketAddr,
 ) -> std::io::Result<IscsiState> {
+    debug_assert_eq!(
+        config.targets.len(),
+        serving.len(),
+        "a serving list per target"
+    );
+    debug_assert!(
+        config
+            .targets
+            .iter()
+            .zip(serving)
+            .all(|(t, s)| t.luns.len() == s.len()),
+        "a serving per LUN"
+    );
     let targets: Vec<Target> = config
         .targets
         .iter()
@@ -331,8 +355,10 @@ impl Drop for GateGuard<'_> {
     fn drop(&mut self) {
         let mut s = lock(&self.gate.inner);
         if self.exclusive {
+            debug_assert!(s.exclusive && s.shared == 0, "an exclusive holder is alone");
             s.exclusive = false;
         } else {
+            debug_assert!(s.shared > 0 && !s.exclusive, "shared holders are counted");
             s.shared -= 1;
         }
         for w in s.waiters.drain(..) {
@@ -365,6 +391,7 @@ impl WriteGate {
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
                 let mut s = lock(&self.0.inner);
+                debug_assert!(s.exclusive_waiting > 0, "a waiter was counted");
                 s.exclusive_waiting -= 1;
                 for w in s.waiters.drain(..) {
                     w.wake();
@@ -376,6 +403,7 @@ impl WriteGate {
         poll_fn(|cx| {
             let mut s = lock(&self.inner);
             if !s.exclusive && s.shared == 0 {
+                debug_assert!(s.exclusive_waiting > 0, "this waiter is counted");
                 s.exclusive = true;
                 return Poll::Ready(GateGuard {
                     gate: self,

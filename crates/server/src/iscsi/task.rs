@@ -79,6 +79,12 @@ pub fn prepare(conn: &Conn, c: &ScsiCommand, imm: Immediate, first_burst: usize)
             size = imm_len;
         }
     }
+    debug_assert!(len <= size, "a command's Data-Out fits its buffer");
+    debug_assert!(
+        matches!(plan, Plan::Fail(..))
+            || credit.as_ref().map_or(0, Credit::bytes) >= size as u64 + extra,
+        "a command runs only with its buffers reserved"
+    );
     *ctl.credit.borrow_mut() = credit;
     if size > 0 {
         let buf = match imm.buf {
@@ -183,6 +189,10 @@ fn fit_to_expected(
         return Err(over);
     }
     let blocks = (edtl / bs) as u32;
+    debug_assert!(
+        u64::from(blocks) * bs <= edtl && edtl < want,
+        "an overflow runs fewer blocks"
+    );
     match op {
         Op::Write { lba, fua, .. } => Ok((Op::Write { lba, blocks, fua }, Some(over))),
         Op::WriteAndVerify { lba, bytchk, .. } => Ok((
@@ -263,6 +273,10 @@ async fn collect(conn: &Conn, ctl: &TaskCtl) -> bool {
         if c.burst.is_none() && c.received < c.len {
             let ttt = conn.ttt();
             let end = c.len.min(c.received + max_burst);
+            debug_assert!(
+                end > c.received && end - c.received <= max_burst,
+                "an R2T asks for a burst"
+            );
             c.burst = Some((ttt, end));
             c.next_datasn = 0;
             let r2tsn = c.next_r2tsn;
@@ -384,6 +398,10 @@ fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {
             while offset < send {
                 let burst_end = (offset / burst + 1) * burst;
                 let n = mrdsl.min(send - offset).min(burst_end - offset);
+                debug_assert!(
+                    n > 0 && n <= mrdsl,
+                    "a Data-In PDU within MaxRecvDataSegmentLength"
+                );
                 let last = offset + n == send;
                 let final_bit = last || offset + n == burst_end;
                 let st = last.then_some((status, residual));
@@ -400,6 +418,7 @@ fn respond(conn: &Conn, ctl: &TaskCtl, c: &ScsiCommand, o: Outcome) {
                 offset += n;
                 datasn = datasn.wrapping_add(1);
             }
+            debug_assert_eq!(offset, send, "every byte of the Data-In is sent");
             return;
         }
     }
@@ -506,6 +525,10 @@ async fn execute(conn: &Conn, l: &Lun, op: Op, data_out: AlignedBuf) -> Outcome 
         }
         Op::Write { lba, blocks, fua } => {
             let len = (u64::from(blocks) * bs) as usize;
+            debug_assert!(
+                data_out.len() >= len,
+                "a WRITE's Data-Out was collected whole"
+            );
             let buf = SharedBuf::new(data_out);
             let _w = l.atomic.shared().await;
             write_status(array, lba, bs, &buf, 0..len, fua).await
@@ -586,6 +609,10 @@ async fn verify(
     let len = (u64::from(blocks) * bs) as usize;
     let array = &l.extent;
     let writes = written.is_some();
+    debug_assert!(
+        !(bytchk || writes) || data_out.len() >= len,
+        "what is compared was sent"
+    );
     if let Some(w) = written {
         let buf = SharedBuf::new(w);
         let _w = l.atomic.shared().await;
@@ -632,6 +659,7 @@ async fn write_same(
         }
     }
     let piece_blocks = (PIECE as u64 / bs).min(u64::from(blocks)).max(1);
+    debug_assert_eq!(block.len() as u64, bs, "WRITE SAME repeats one block");
     let mut pattern = AlignedBuf::for_overwrite((piece_blocks * bs) as usize);
     for chunk in pattern.chunks_mut(bs as usize) {
         chunk.copy_from_slice(block);
@@ -649,6 +677,7 @@ async fn write_same(
         }
         done += n as u64;
     }
+    debug_assert_eq!(done, len, "every block written");
     Outcome::good()
 }
 
@@ -679,6 +708,10 @@ async fn compare_and_write(
 ) -> Outcome {
     let bs = u64::from(l.info.block_size);
     let len = usize::from(blocks) * bs as usize;
+    debug_assert!(
+        data_out.len() >= 2 * len,
+        "COMPARE AND WRITE carries both halves"
+    );
     let _x = l.atomic.exclusive().await;
     let got = match l.extent.read_new(lba * bs, len).await {
         Ok(g) => g,
@@ -698,6 +731,10 @@ async fn or_write(l: &Lun, lba: u64, blocks: u32, fua: bool, data_out: &[u8]) ->
     if len == 0 {
         return Outcome::good();
     }
+    debug_assert!(
+        data_out.len() >= len,
+        "ORWRITE's Data-Out was collected whole"
+    );
     let _x = l.atomic.exclusive().await;
     let got = match l.extent.read_new(lba * bs, len).await {
         Ok(g) => g,

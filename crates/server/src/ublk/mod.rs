@@ -1,5 +1,5 @@
-//! `[[ublk]]`: arrays and volumes as local block devices (/dev/ublkbN) while the daemon
-//! runs, through Linux's ublk driver. The ABI and the decisions on it are `raidd-ublk`'s;
+//! The ublk frontend, `[[ublk]]` (`config.rs`): arrays and volumes as local block devices
+//! (/dev/ublkbN) while the daemon runs, through Linux's ublk driver. The ABI and the decisions on it are `raidd-ublk`'s;
 //! this is the shell: the control device (`raidd_admin::ublk`, shared with `raidd ublk`),
 //! and the queues (`queue`), one per worker
 //! thread, whose tags fetch and complete requests on the worker's own ring beside its
@@ -13,19 +13,25 @@
 //! made with user recovery: if raidd dies, the kernel keeps /dev/ublkbN and holds its
 //! requests, and the next `raidd serve` with the same entry takes it over and reissues them.
 
+mod config;
 pub mod queue;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use raidd_admin::status::{StatusReport, UblkStatus};
 use raidd_engine::{Extent, Member};
 use raidd_ublk::abi::{self, flags, DevInfo, DevState};
 use raidd_ublk::params::{self, Device as Params};
 use raidd_ublk::request::Limits;
 
-use crate::config::UblkConfig;
-use crate::volumes::Serving;
+pub use config::UblkConfig;
+
+use crate::config::arrays::ArrayConfig;
+use crate::frontend::{
+    keep_served, Frontend, ParseCtx, Resolver, Running, Sections, Serving, StartCtx, Started,
+};
 use queue::{Descs, Queue};
 use raidd_admin::ublk::{pid_alive, Control};
 
@@ -69,7 +75,15 @@ fn mark(extent: &Extent) -> u64 {
     {
         h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
     }
-    0x7261_6964_0000_0000 | (h & 0xffff_ffff)
+    let mark = 0x7261_6964_0000_0000 | (h & 0xffff_ffff);
+    debug_assert!(
+        raidd_admin::ublk::made_by_raidd(&DevInfo {
+            ublksrv_flags: mark,
+            ..DevInfo::default()
+        }),
+        "the mark says raidd"
+    );
+    mark
 }
 
 /// The device's parameters from what it serves.
@@ -78,6 +92,9 @@ fn params_of(u: &UblkConfig, extent: &Extent) -> Params {
     let g = array.geometry();
     let chunk = u64::from(g.chunk_sectors()) * 512;
     let data = g.members().saturating_sub(g.redundancy()).max(1) as u64;
+    debug_assert!(extent
+        .size_bytes()
+        .is_multiple_of(u64::from(extent.block_size().max(512))));
     Params {
         size_bytes: extent.size_bytes(),
         logical_block: extent.block_size().max(512),
@@ -208,6 +225,7 @@ fn prepare_one(
                 limits,
             }));
         }
+        debug_assert_eq!(queues.len(), threads, "a queue per worker");
         Ok(queues)
     })();
     match made {
@@ -229,7 +247,7 @@ fn prepare_one(
 
 /// Prepares every configured device (`serving[i]` is what entry i serves). One that cannot
 /// be made is logged and left out (the arrays are still served over the network).
-pub fn prepare(
+fn prepare(
     entries: &[UblkConfig],
     serving: &[Serving],
     threads: usize,
@@ -278,11 +296,16 @@ pub fn prepare(
             n.error
         );
     }
+    debug_assert_eq!(
+        made.len() + not.len(),
+        entries.len(),
+        "every entry made or reported"
+    );
     (made, not)
 }
 
 /// The queues worker `w` runs.
-pub fn queues_of(devices: &[Device], w: usize) -> Vec<Arc<Queue>> {
+fn queues_of(devices: &[Device], w: usize) -> Vec<Arc<Queue>> {
     devices
         .iter()
         .filter_map(|d| d.queues.get(w).cloned())
@@ -313,12 +336,13 @@ async fn on_helper<T: Send + 'static>(
     }
 }
 
-/// Starts the devices whose queues run (or ends their recovery); those that do not start
-/// are reported (they are stopped and deleted with the others at the end).
-pub async fn start(devices: &[Device]) -> Vec<NotMade> {
+/// Starts the devices whose queues run (or ends their recovery): `(id, taken over, what it
+/// serves, size)` each. Those that do not start are reported (they are stopped and deleted
+/// with the others at the end).
+async fn start(devices: &[(u32, bool, String, u64)]) -> Vec<NotMade> {
     let mut failed = Vec::new();
-    for d in devices {
-        let (id, recovered) = (d.id, d.recovered);
+    for (id, recovered, name, size) in devices {
+        let (id, recovered) = (*id, *recovered);
         let what = abi::block_path(id);
         let r = on_helper(what.clone(), move || {
             let mut ctl = Control::open()?;
@@ -337,13 +361,13 @@ pub async fn start(devices: &[Device]) -> Vec<NotMade> {
                 } else {
                     "started"
                 };
-                tracing::info!(device = %abi::block_path(id), serves = %d.name, size = d.size_bytes, "ublk device {how}");
+                tracing::info!(device = %abi::block_path(id), serves = %name, size, "ublk device {how}");
             }
             Err(error) => {
                 tracing::error!("{error}");
                 failed.push(NotMade {
                     id,
-                    name: d.name.clone(),
+                    name: name.clone(),
                     error,
                 });
             }
@@ -354,9 +378,8 @@ pub async fn start(devices: &[Device]) -> Vec<NotMade> {
 
 /// Stops every device: its requests in flight finish (the workers still serve them), its
 /// block device goes, and its queues' fetches end.
-pub async fn stop(devices: &[Device]) {
-    for d in devices {
-        let id = d.id;
+async fn stop(ids: &[u32]) {
+    for &id in ids {
         let what = abi::block_path(id);
         let r = on_helper(what.clone(), move || {
             Control::open()?
@@ -371,7 +394,7 @@ pub async fn stop(devices: &[Device]) {
 }
 
 /// Deletes the devices `ids`, once nothing of this process holds their /dev/ublkcN.
-pub async fn delete(ids: Vec<u32>) {
+async fn delete(ids: Vec<u32>) {
     for id in ids {
         let what = abi::block_path(id);
         let r = on_helper(what.clone(), move || {
@@ -384,5 +407,160 @@ pub async fn delete(ids: Vec<u32>) {
             Ok(()) => tracing::info!(device = %abi::block_path(id), "ublk device removed"),
             Err(e) => tracing::error!("{e}"),
         }
+    }
+}
+
+/// The ublk frontend.
+#[derive(Debug)]
+pub struct Ublk;
+
+impl Frontend for Ublk {
+    const SECTIONS: &'static [&'static str] = &["ublk"];
+    type Config = Vec<UblkConfig>;
+
+    fn parse(sections: Sections, ctx: &ParseCtx) -> Result<Vec<UblkConfig>, String> {
+        config::parse(sections, ctx)
+    }
+
+    fn held_memory(config: &Vec<UblkConfig>, threads: usize) -> u64 {
+        config::buffer_bytes(config, threads)
+    }
+
+    fn refuse_held_memory(
+        config: &Vec<UblkConfig>,
+        threads: usize,
+        one: u64,
+        buffer_memory: u64,
+    ) -> Result<(), String> {
+        config::refuse_held(config, threads, one, buffer_memory)
+    }
+
+    fn without_arrays(
+        config: &Vec<UblkConfig>,
+        kept: &[Option<usize>],
+        arrays: &[ArrayConfig],
+        notes: &mut Vec<String>,
+    ) -> Vec<UblkConfig> {
+        let mut out = Vec::new();
+        for u in config {
+            match kept[u.array] {
+                Some(array) => out.push(UblkConfig { array, ..u.clone() }),
+                None => notes.push(format!(
+                    "/dev/ublkb{} is not made: its array {:?} did not start",
+                    u.id, arrays[u.array].name
+                )),
+            }
+        }
+        out
+    }
+
+    fn resolve(config: &mut Vec<UblkConfig>, serve: &mut Resolver<'_>) -> Vec<Serving> {
+        let mut out = Vec::new();
+        keep_served(config, &mut out, serve, |u| {
+            (u.array, u.volume.as_ref(), format!("/dev/ublkb{}", u.id))
+        });
+        out
+    }
+
+    /// Prepares the devices on the main thread, before the workers start: their queues
+    /// go to the workers. One that cannot be made is reported and left out.
+    fn start(
+        config: &Vec<UblkConfig>,
+        serving: Vec<Serving>,
+        ctx: &StartCtx,
+    ) -> raidd_admin::exit::AdminResult<Option<Started>> {
+        if config.is_empty() {
+            return Ok(None);
+        }
+        assert_eq!(config.len(), serving.len(), "a serving per device");
+        let (devices, not_made) = prepare(config, &serving, ctx.threads);
+        let ids = devices.iter().map(|d| d.id).collect();
+        Ok(Some(Started {
+            running: Arc::new(UblkServer {
+                devices: std::sync::Mutex::new(devices),
+                ids,
+                not_made: std::sync::Mutex::new(not_made),
+            }),
+            listener: None,
+        }))
+    }
+}
+
+/// The ublk devices while the daemon runs.
+#[derive(Debug)]
+struct UblkServer {
+    /// Dropped after the workers ended, before the devices are deleted (the kernel waits
+    /// for /dev/ublkcN to be closed).
+    devices: std::sync::Mutex<Vec<Device>>,
+    ids: Vec<u32>,
+    not_made: std::sync::Mutex<Vec<NotMade>>,
+}
+
+impl UblkServer {
+    fn devices(&self) -> std::sync::MutexGuard<'_, Vec<Device>> {
+        self.devices.lock().expect(crate::POISONED)
+    }
+}
+
+impl Running for UblkServer {
+    fn name(&self) -> &'static str {
+        "ublk"
+    }
+
+    fn worker_tasks(&self, worker: usize) -> Vec<futures::future::LocalBoxFuture<'static, ()>> {
+        queues_of(&self.devices(), worker)
+            .into_iter()
+            .map(|q| Box::pin(queue::run(q)) as futures::future::LocalBoxFuture<'static, ()>)
+            .collect()
+    }
+
+    fn started(&self) -> futures::future::LocalBoxFuture<'_, ()> {
+        Box::pin(async move {
+            let made: Vec<(u32, bool, String, u64)> = self
+                .devices()
+                .iter()
+                .map(|d| (d.id, d.recovered, d.name.clone(), d.size_bytes))
+                .collect();
+            let failed = start(&made).await;
+            self.not_made.lock().expect(crate::POISONED).extend(failed);
+        })
+    }
+
+    fn stopping(&self) -> futures::future::LocalBoxFuture<'_, ()> {
+        Box::pin(async move {
+            let ids: Vec<u32> = self.devices().iter().map(|d| d.id).collect();
+            stop(&ids).await;
+        })
+    }
+
+    fn stopped(&self) -> futures::future::LocalBoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.devices().clear();
+            delete(self.ids.clone()).await;
+        })
+    }
+
+    fn report(&self, report: &mut StatusReport, _arrays: &[Arc<raidd_engine::Array>]) {
+        let not_made = self.not_made.lock().expect(crate::POISONED);
+        let mut out: Vec<UblkStatus> = self
+            .devices()
+            .iter()
+            .filter(|d| !not_made.iter().any(|n| n.id == d.id))
+            .map(|d| UblkStatus {
+                device: abi::block_path(d.id),
+                serves: d.name.clone(),
+                size_bytes: d.size_bytes,
+                taken_over: d.recovered,
+                error: None,
+            })
+            .collect();
+        out.extend(not_made.iter().map(|n| UblkStatus {
+            device: abi::block_path(n.id),
+            serves: n.name.clone(),
+            size_bytes: 0,
+            taken_over: false,
+            error: Some(n.error.clone()),
+        }));
+        report.ublk = out;
     }
 }

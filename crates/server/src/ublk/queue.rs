@@ -147,10 +147,12 @@ async fn tag_loop(queue: Arc<Queue>, tag: u16) {
 
 /// The engine's error as the block layer sees it.
 fn errno(e: &raidd_engine::Error) -> i32 {
-    match e.kind() {
+    let errno = match e.kind() {
         raidd_engine::ErrorKind::ReadOnly => -libc::EROFS,
         _ => -libc::EIO,
-    }
+    };
+    debug_assert!(errno < 0, "a failure is a negative errno");
+    errno
 }
 
 /// The buffer back from a request's windows (a copy in a fresh one if someone still holds
@@ -164,6 +166,7 @@ fn reclaim(shared: SharedBuf, len: usize) -> AlignedBuf {
                 let n = w.len().min(len);
                 fresh[..n].copy_from_slice(&w.as_slice()[..n]);
             }
+            debug_assert_eq!(fresh.len(), len, "a tag's buffer keeps its size");
             fresh
         }
     }
@@ -176,6 +179,10 @@ async fn serve(queue: &Queue, action: Action, buf: AlignedBuf) -> (i32, AlignedB
     let max = queue.max_io as usize;
     match action {
         Action::Read { offset, len } => {
+            debug_assert!(
+                len as usize <= max && len as usize <= buf.len(),
+                "within the tag's buffer"
+            );
             let shared = SharedBuf::new(buf);
             let mut iov = IoVecMut::new();
             match shared.slice_mut(0..len as usize) {
@@ -194,6 +201,10 @@ async fn serve(queue: &Queue, action: Action, buf: AlignedBuf) -> (i32, AlignedB
             }
         }
         Action::Write { offset, len, fua } => {
+            debug_assert!(
+                len as usize <= max && len as usize <= buf.len(),
+                "within the tag's buffer"
+            );
             let shared = SharedBuf::new(buf);
             let mut iov = IoVec::new();
             match shared.slice(0..len as usize) {
@@ -257,6 +268,7 @@ async fn write_zeroes(
         extent.write(offset + done, iov).await?;
         done += n as u64;
     }
+    debug_assert_eq!(done, len, "every byte zeroed");
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use super::cache::{cached_list, Blocks, Cached, CACHE_MAX_RANGES, CACHE_MAX_ROWS
 use super::rebuild::{q_index, rebuild_blocks};
 use super::shares::{Part, Segs};
 use super::strategy::{choose_strategy, Cover, Strategy};
-use super::{Host, ParityIo};
+use super::{stripe_end, Host, ParityIo};
 use crate::error::Result;
 use crate::iov::{Batch, Bytes};
 
@@ -33,11 +33,11 @@ impl ParityIo {
     /// rows that hold the batch, or its own). `None` for a batch with nothing to write.
     pub(super) fn open_batch(
         &self,
+        pg: &ParityGeometry,
         stripe: u64,
         parts: &[Part],
         kept: &mut Vec<Cached>,
     ) -> Option<OpenBatch> {
-        let pg = self.pg();
         let k = pg.data_members();
         let chunk = u64::from(pg.chunk_sectors);
         let mut segs: SmallVec<[Segs; 8]> = (0..k).map(|_| Segs::default()).collect();
@@ -61,7 +61,7 @@ impl ParityIo {
             }
             None => (
                 hull.clone(),
-                (0..self.pg.members).map(|_| None).collect::<Blocks>(),
+                (0..pg.members).map(|_| None).collect::<Blocks>(),
             ),
         };
         // Small rows of a partial stripe are kept for the next write, while keeping pays;
@@ -125,7 +125,7 @@ impl ParityIo {
         let strategy = self.plan(host, o).await?;
         self.count_strategy(host, strategy);
         let new = NewRows {
-            pg: self.pg(),
+            pg: host.parity_shape(),
             stripe: o.stripe,
             rows: o.rows.clone(),
             parts,
@@ -153,7 +153,7 @@ impl ParityIo {
                 parity
             }
         };
-        let end = self.stripe_end(o.stripe);
+        let end = stripe_end(host.parity_shape(), o.stripe);
         self.queue_data(host, o, &new, &mut chunks, end, writes);
         self.queue_parity(host, o, parity, end, writes);
         Ok(())
@@ -162,7 +162,8 @@ impl ParityIo {
     /// Chooses the batch's strategy and reads what it needs into `o.old`; a member that
     /// fails a read is planned without, until the stripe has lost more than parity covers.
     async fn plan(&self, host: &impl Host, o: &mut OpenBatch) -> Result<Strategy> {
-        let chunk = u64::from(self.pg().chunk_sectors);
+        let pg = host.parity_shape();
+        let chunk = u64::from(pg.chunk_sectors);
         let cover: SmallVec<[Cover; 16]> = o
             .segs
             .iter()
@@ -176,9 +177,9 @@ impl ParityIo {
                 }
             })
             .collect();
-        let end = self.stripe_end(o.stripe);
+        let end = stripe_end(pg, o.stripe);
         let trusted = host.parity_trusted(end);
-        for _attempt in 0..=self.pg.members {
+        for _attempt in 0..=pg.members {
             host.check_alive()?;
             let (strategy, reads) = choose_strategy(
                 &o.map,
@@ -217,7 +218,7 @@ impl ParityIo {
         end: u64,
         writes: &mut Batch<BufSlice>,
     ) {
-        let pg = self.pg();
+        let pg = host.parity_shape();
         let (stripe, map, rows) = (o.stripe, &o.map, &o.rows);
         for (dd, s) in o.segs.iter().enumerate() {
             let m = map.data[dd];
@@ -250,7 +251,7 @@ impl ParityIo {
         end: u64,
         writes: &mut Batch<BufSlice>,
     ) {
-        let sector = self.pg().member_sector(o.stripe, o.hull.start);
+        let sector = host.parity_shape().member_sector(o.stripe, o.hull.start);
         let span = byte_range(&o.rows, &o.hull);
         let members = [Some(o.map.p), o.map.q];
         for ((member, buf), ok) in members.into_iter().zip(parity.bufs).zip(parity.valid) {

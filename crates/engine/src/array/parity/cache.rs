@@ -172,6 +172,11 @@ impl StripeCache {
         let (g, n) = gather.encode();
         self.limit.store(n, Ordering::Relaxed);
         self.gather.store(g, Ordering::Relaxed);
+        debug_assert_eq!(
+            std::mem::discriminant(&self.gather()),
+            std::mem::discriminant(&gather),
+            "the policy reads back as set"
+        );
     }
 
     pub(crate) fn gather(&self) -> Gather {
@@ -261,6 +266,7 @@ impl StripeCache {
             cover,
             signal: signal.clone(),
         });
+        debug_assert!(head.leader, "a stripe with parts pending has a leader");
         signal
     }
 
@@ -308,7 +314,12 @@ impl StripeCache {
             "parts wait on stripe {stripe} with no leader"
         );
         let cached = std::mem::take(&mut head.cached);
-        sh.cached_bytes -= cached.iter().map(Cached::bytes).sum::<usize>();
+        let bytes = cached.iter().map(Cached::bytes).sum::<usize>();
+        debug_assert!(
+            sh.cached_bytes >= bytes,
+            "a shard counts what its heads keep"
+        );
+        sh.cached_bytes -= bytes;
         sh.heads.remove(&stripe);
         Some(cached)
     }
@@ -324,7 +335,12 @@ impl StripeCache {
         debug_assert!(head.leader, "take without leading stripe {stripe}");
         let parts = std::mem::take(&mut head.pending);
         let cached = std::mem::take(&mut head.cached);
-        sh.cached_bytes -= cached.iter().map(Cached::bytes).sum::<usize>();
+        let bytes = cached.iter().map(Cached::bytes).sum::<usize>();
+        debug_assert!(
+            sh.cached_bytes >= bytes,
+            "a shard counts what its heads keep"
+        );
+        sh.cached_bytes -= bytes;
         drop(sh);
         self.count_batch(parts.len());
         Taken { parts, cached }
@@ -346,6 +362,8 @@ impl StripeCache {
             sh.clock += 1;
             let clock = sh.clock;
             let head = sh.heads.get_mut(&stripe).expect("a led stripe has a head");
+            debug_assert!(head.leader, "only a leader finishes a batch");
+            debug_assert!(head.cached.is_empty(), "the leader took the kept rows");
             head.used = clock;
             let mut add = 0;
             cached.retain(|c| c.bytes() > 0);
@@ -360,6 +378,11 @@ impl StripeCache {
             sh.cached_bytes += add;
             let evicted = Self::evict(&mut sh, budget);
             Self::drop_if_idle(&mut sh, stripe);
+            debug_assert!(
+                sh.cached_bytes <= budget
+                    || sh.heads.values().all(|h| h.cached.is_empty() || h.leader),
+                "a shard keeps within its budget what it can evict"
+            );
             evicted
         };
         // Buffers go back to the pool outside the lock; the lists, to this thread's.
@@ -389,6 +412,10 @@ impl StripeCache {
                 head.leader = false;
             }
         }
+        debug_assert!(
+            head.leader || head.pending.is_empty(),
+            "parts wait only on a led stripe"
+        );
     }
 
     fn drop_if_idle(sh: &mut Shard, stripe: u64) {
@@ -441,8 +468,14 @@ impl StripeCache {
                 .map(|(s, _)| *s);
             let Some(s) = victim else { break };
             let head = sh.heads.get_mut(&s).expect("found above");
+            debug_assert!(!head.leader, "a led stripe's rows are not evicted");
             let c = std::mem::take(&mut head.cached);
-            sh.cached_bytes -= c.iter().map(Cached::bytes).sum::<usize>();
+            let bytes = c.iter().map(Cached::bytes).sum::<usize>();
+            debug_assert!(
+                bytes > 0 && sh.cached_bytes >= bytes,
+                "a victim keeps something"
+            );
+            sh.cached_bytes -= bytes;
             if head.pending.is_empty() {
                 sh.heads.remove(&s);
             }

@@ -61,6 +61,7 @@ impl Governor {
     pub(super) fn alone(&self) -> bool {
         let (st, owned) = self.stats.mine();
         let left = st.alone_left.load(Ordering::Relaxed);
+        debug_assert!(left <= ALONE_RUN, "a window grants at most a run");
         if left == 0 {
             return false;
         }
@@ -129,6 +130,7 @@ impl Governor {
         let (st, owned) = self.stats.mine();
         bump(&st.kept, 1, owned);
         let n = st.kept.load(Ordering::Relaxed);
+        debug_assert!(n <= KEEP_WINDOW || !owned, "a window is judged as it fills");
         if n >= KEEP_WINDOW {
             st.kept.store(0, Ordering::Relaxed);
             let hits = st.hits.load(Ordering::Relaxed);

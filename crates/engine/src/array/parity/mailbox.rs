@@ -48,6 +48,11 @@ impl Signal {
     pub(super) fn post(&self, o: Outcome) {
         let waker = {
             let mut st = self.0.lock().expect(crate::POISONED);
+            // A part learns its batch's outcome once, and no lead follows it.
+            debug_assert!(
+                !matches!(st.outcome, Some(Outcome::Done(_))),
+                "a part's outcome is posted once"
+            );
             st.outcome = Some(o);
             st.waker.take()
         };
@@ -58,7 +63,9 @@ impl Signal {
 
     /// Posts the lead to a mailbox nobody else holds yet.
     pub(super) fn lead_now(&mut self) {
-        self.0.get_mut().expect(crate::POISONED).outcome = Some(Outcome::Lead);
+        let st = self.0.get_mut().expect(crate::POISONED);
+        debug_assert!(st.outcome.is_none() && !st.abandoned, "a fresh mailbox");
+        st.outcome = Some(Outcome::Lead);
     }
 
     /// The waiting future was dropped: marks the mailbox so that it is never handed the

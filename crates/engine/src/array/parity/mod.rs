@@ -47,9 +47,16 @@ use lock::StripeLocks;
 pub use policy::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub(crate) use rebuild::{q_index, rebuild_blocks};
 
-/// The RAID4/5/6 read and write paths of one array, and the state they keep.
+/// The member sector just past `stripe` of `pg`: a recovering member serves the stripe
+/// once its recovery point has passed this.
+pub(crate) fn stripe_end(pg: &ParityGeometry, stripe: u64) -> u64 {
+    pg.member_sector(stripe, 0) + u64::from(pg.chunk_sectors)
+}
+
+/// The RAID4/5/6 read and write paths of one array, and the state they keep. It holds no
+/// geometry: every path asks its host for the shape of the stripes in hand
+/// ([`Host::parity_shape`]).
 pub(crate) struct ParityIo {
-    pg: ParityGeometry,
     /// Per-stripe exclusion: a batch's read-compute-write, a write alone, a degraded read's
     /// reconstruction.
     locks: StripeLocks,
@@ -63,9 +70,8 @@ pub(crate) struct ParityIo {
 }
 
 impl ParityIo {
-    pub(crate) fn new(pg: ParityGeometry) -> ParityIo {
+    pub(crate) fn new() -> ParityIo {
         ParityIo {
-            pg,
             locks: StripeLocks::default(),
             cache: StripeCache::default(),
             bypass: std::sync::atomic::AtomicBool::new(true),
@@ -78,16 +84,6 @@ impl ParityIo {
 
     pub(crate) fn read_bypass(&self) -> bool {
         self.bypass.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub(crate) fn pg(&self) -> &ParityGeometry {
-        &self.pg
-    }
-
-    /// The member sector just past `stripe`: a recovering member serves the stripe once its
-    /// recovery point has passed this.
-    pub(crate) fn stripe_end(&self, stripe: u64) -> u64 {
-        self.pg.member_sector(stripe, 0) + u64::from(self.pg.chunk_sectors)
     }
 
     pub(crate) fn set_stripe_cache(&self, bytes: usize, gather: Gather) {

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use super::cache::Blocks;
 use super::rebuild::rebuild_blocks;
-use super::{Host, ParityIo};
+use super::{stripe_end, Host, ParityIo};
 use crate::error::Result;
 use crate::iov::{Batch, ReqMut};
 use crate::member::windows_lost;
@@ -69,7 +69,7 @@ impl ParityIo {
             if !host.in_sync_at(loc.member, loc.sector + p.sectors) {
                 host.counters().add(|s| &s.degraded_reads, 1);
             }
-            let (stripe, dd, off) = self.pg().locate(p.array_sector);
+            let (stripe, dd, off) = host.parity_shape().locate(p.array_sector);
             self.reconstruct_chunk(host, stripe, dd, off..off + p.sectors)
         }))
         .await;
@@ -95,10 +95,11 @@ impl ParityIo {
         rows: Range<u64>,
     ) -> Result<AlignedBuf> {
         let _guard = self.locks.lock(stripe, stripe).await;
-        let map = self.pg().stripe_map(stripe);
+        let pg = host.parity_shape();
+        let map = pg.stripe_map(stripe);
         let target = map.data[dd];
-        let end = self.stripe_end(stripe);
-        for _attempt in 0..=self.pg.members {
+        let end = stripe_end(pg, stripe);
+        for _attempt in 0..=pg.members {
             host.check_alive()?;
             if host.in_sync_at(target, end) {
                 // In sync (the bypass is off, or it recovered meanwhile): read it directly.
@@ -108,7 +109,7 @@ impl ParityIo {
                 }
                 continue;
             }
-            let present: SmallVec<[usize; 16]> = (0..self.pg.members)
+            let present: SmallVec<[usize; 16]> = (0..pg.members)
                 .filter(|&m| host.in_sync_at(m, end))
                 .collect();
             let mut blocks = self.read_rows(host, stripe, &rows, &present).await?;
@@ -132,7 +133,7 @@ impl ParityIo {
         members: &[usize],
     ) -> Result<Blocks> {
         let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
-        let sector = self.pg().member_sector(stripe, rows.start);
+        let sector = host.parity_shape().member_sector(stripe, rows.start);
         let bufs: SmallVec<[(usize, SharedBuf); 6]> = members
             .iter()
             // Each read fills its whole buffer (or fails and the buffer is dropped).
@@ -146,7 +147,7 @@ impl ParityIo {
                 b.slice_mut(0..len).expect("fresh"),
             );
         }
-        let mut out: Blocks = (0..self.pg.members).map(|_| None).collect();
+        let mut out: Blocks = (0..host.parity_shape().members).map(|_| None).collect();
         let results = host.issue_scratch_reads(batch.into_ios()).await;
         for (m, b) in bufs {
             if !results.iter().any(|(f, r)| *f == m && r.is_err()) {

@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use raidd_layout::SECTOR_SIZE;
+use raidd_layout::{ParityGeometry, SECTOR_SIZE};
 use raidd_rt::recycle::Table;
 use raidd_rt::{IoVec, PooledFuture, SharedBuf};
 use smallvec::SmallVec;
@@ -17,7 +17,7 @@ use super::policy::Gather;
 use super::rebuild::q_index;
 use super::shares::{stripe_shares, ChunkCover, Part, Parts, StripeShares};
 use super::strategy::Strategy;
-use super::{Host, ParityIo};
+use super::{stripe_end, Host, ParityIo};
 use crate::error::Result;
 use crate::iov::{Batch, Bytes, Req};
 
@@ -27,17 +27,27 @@ type RunParts = Table<[Parts; 1]>;
 /// The kept contents of each stripe of a run, in stripe order.
 type RunKept = Table<[Vec<Cached>; 1]>;
 
+/// Whether a write within one chunk reads no more members by read-modify-write (the chunk
+/// and each parity) than by reconstruct-write (the other data chunks). Where it reads more
+/// (RAID5 over 3, RAID6 over 4 or 5) small writes never go alone: the cache's planner writes
+/// them better. Decided before the governor spends a write.
+fn rmw_reads_least(pg: &ParityGeometry) -> bool {
+    let parity = pg.members - pg.data_members();
+    pg.data_members() > 1 + parity
+}
+
 impl ParityIo {
     pub(crate) async fn write(&self, host: &impl Host, offset: u64, iov: IoVec) -> Result<()> {
         let req = Req::shared(iov);
         let len = req.len() as u64;
-        let mut shares = stripe_shares(self.pg(), offset / SECTOR_SIZE, len / SECTOR_SIZE);
+        let pg = host.parity_shape();
+        let mut shares = stripe_shares(pg, offset / SECTOR_SIZE, len / SECTOR_SIZE);
         if shares.stripes() == 1 {
             // The common small write: one share, no futures to join.
             let (stripe, cover) = shares.next().expect("one stripe");
             let alone = cover
                 .single()
-                .filter(|_| self.rmw_reads_least() && self.cache.alone());
+                .filter(|_| rmw_reads_least(pg) && self.cache.alone());
             if let Some((dd, rows)) = alone {
                 let alone = PooledFuture::new(self.write_alone(host, stripe, dd, rows, &req));
                 if let Some(r) = alone.await {
@@ -52,16 +62,6 @@ impl ParityIo {
         // In a block of its own (pooled): its tables would otherwise be part of every small
         // write's state.
         PooledFuture::new(self.write_stripes(host, req, offset, shares)).await
-    }
-
-    /// Whether a write within one chunk reads no more members by read-modify-write (the
-    /// chunk and each parity) than by reconstruct-write (the other data chunks). Where it
-    /// reads more (RAID5 over 3, RAID6 over 4 or 5) small writes never go alone: the
-    /// cache's planner writes them better. Decided before the governor spends a write.
-    fn rmw_reads_least(&self) -> bool {
-        let pg = self.pg();
-        let parity = pg.members - pg.data_members();
-        pg.data_members() > 1 + parity
     }
 
     /// A write within one data chunk, alone on its stripe, by read-modify-write straight to
@@ -79,9 +79,9 @@ impl ParityIo {
         rows: Range<u64>,
         req: &Req,
     ) -> Option<Result<()>> {
-        let pg = self.pg();
+        let pg = host.parity_shape();
         let map = pg.stripe_map(stripe);
-        let end = self.stripe_end(stripe);
+        let end = stripe_end(pg, stripe);
         let data = map.data[dd];
         let mut members: SmallVec<[usize; 3]> = smallvec::smallvec![data, map.p];
         members.extend(map.q);
@@ -152,7 +152,7 @@ impl ParityIo {
         offset: u64,
         stripes: StripeShares,
     ) -> Result<()> {
-        let data = self.pg().data_members();
+        let data = host.parity_shape().data_members();
         // Every share is attached (and guarded) before anything waits.
         let mut shares: Table<[(Share<'_>, bool); 4]> = stripes
             .map(|(stripe, cover)| {
@@ -243,7 +243,7 @@ impl ParityIo {
             parts,
             done: false,
         };
-        let pg = self.pg();
+        let pg = host.parity_shape();
         let (data, chunk) = (pg.data_members(), u64::from(pg.chunk_sectors));
         if self.cache.gather() == Gather::Plug
             && !held
@@ -289,7 +289,7 @@ impl ParityIo {
         parts: &[Part],
         kept: &mut Vec<Cached>,
     ) -> Result<()> {
-        let Some(mut open) = self.open_batch(stripe, parts, kept) else {
+        let Some(mut open) = self.open_batch(host.parity_shape(), stripe, parts, kept) else {
             return Ok(());
         };
         let mut writes = Batch::default();
@@ -314,7 +314,8 @@ impl ParityIo {
     ) -> Result<()> {
         let mut open: Table<[(usize, OpenBatch); 4]> = Table::with_room(held.len());
         for (i, (stripe, _)) in held.iter().enumerate() {
-            if let Some(o) = self.open_batch(*stripe, &parts[i], &mut kept[i]) {
+            if let Some(o) = self.open_batch(host.parity_shape(), *stripe, &parts[i], &mut kept[i])
+            {
                 open.push((i, o));
             }
         }

@@ -15,6 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -26,16 +27,15 @@ use raidd_nbd::{reply, Handshake, Negotiated, Step};
 use raidd_rt::net::Part;
 use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 
+use super::server::{NbdServer, MAX_PAYLOAD};
 use crate::budget::{Account, Credit};
 use crate::latency::Op;
 use crate::link::{Input, Link};
 use crate::logtext::Escaped;
 use crate::outq::OutQueue;
-use crate::shared::{SharedState, Stop};
+use crate::shared::Stop;
 use crate::watch::{Wait, Watch};
 
-/// Largest READ or WRITE payload (advertised as the maximum block size).
-pub const MAX_PAYLOAD: u32 = 32 << 20;
 /// A client must finish the handshake within this time.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// WRITE_ZEROES and TRIM go to the array in pieces of this size: what one holds at a time
@@ -46,29 +46,8 @@ const ZERO_PIECE: usize = 1 << 20;
 /// (`OutQueue::push_direct`); smaller ones gather into the writer's batches.
 const DIRECT_SEND_MIN: usize = 128 << 10;
 
-/// Transmission flags for an export.
-pub fn export_flags(read_only: bool, rotational: bool) -> u16 {
-    let mut f = FLAG_HAS_FLAGS
-        | FLAG_SEND_FLUSH
-        | FLAG_SEND_FUA
-        | FLAG_SEND_CACHE
-        | FLAG_SEND_DF
-        // Every connection writes through to the members before it replies, and a FLUSH
-        // syncs every member: a flush on one connection covers writes acknowledged on all.
-        | FLAG_CAN_MULTI_CONN;
-    if rotational {
-        f |= FLAG_ROTATIONAL;
-    }
-    if read_only {
-        f |= FLAG_READ_ONLY;
-    } else {
-        f |= FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES | FLAG_SEND_FAST_ZERO;
-    }
-    f
-}
-
 /// Serves one client until it disconnects, misbehaves, or the daemon stops.
-pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: SharedState, stop: Stop) {
+pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: Arc<NbdServer>, stop: Stop) {
     let peer = link
         .sock
         .peer_addr()
@@ -121,7 +100,7 @@ pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: SharedState,
 async fn handshake(
     link: &mut Link,
     input: &mut Input,
-    shared: &SharedState,
+    shared: &NbdServer,
 ) -> Result<Negotiated, String> {
     let err = |e: std::io::Error| e.to_string();
     link.send(vec![Part::Bytes(Handshake::greeting())])
@@ -154,7 +133,7 @@ async fn handshake(
 /// State shared by a connection's reader, writer and request tasks (one thread).
 struct Conn {
     link: Link,
-    shared: SharedState,
+    shared: Arc<NbdServer>,
     export: usize,
     structured: bool,
     limits: Limits,
@@ -169,7 +148,17 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(link: Link, shared: SharedState, n: &Negotiated, watch: Rc<Watch>, stop: Stop) -> Conn {
+    fn new(
+        link: Link,
+        shared: Arc<NbdServer>,
+        n: &Negotiated,
+        watch: Rc<Watch>,
+        stop: Stop,
+    ) -> Conn {
+        debug_assert!(
+            n.export < shared.exports.len(),
+            "the handshake chose an export"
+        );
         let e = &shared.exports[n.export];
         let limits = Limits {
             size: e.extent.size_bytes(),
@@ -179,7 +168,7 @@ impl Conn {
             structured_replies: n.structured_replies,
             meta_context: n.meta_context.is_some(),
         };
-        let account = Account::new(shared.budget.clone(), shared.nbd_connection_memory);
+        let account = Account::new(shared.shared.budget.clone(), shared.connection_memory);
         Conn {
             link,
             export: n.export,
@@ -231,6 +220,7 @@ impl Conn {
     }
 
     fn finished(&self) {
+        debug_assert!(self.in_flight.get() > 0, "a request finishes once");
         self.in_flight.set(self.in_flight.get() - 1);
         self.wake_reader();
     }
@@ -254,6 +244,10 @@ impl Conn {
     /// Waits until `bytes` fit the connection's and the server's budgets; `None` when the
     /// replies can no longer be sent.
     async fn reserve(&self, bytes: u64) -> Option<Credit> {
+        debug_assert!(
+            bytes <= self.shared.connection_memory,
+            "a request fits its connection"
+        );
         poll_fn(|cx| {
             if self.out.is_broken() {
                 return Poll::Ready(None);
@@ -297,6 +291,7 @@ async fn transmission(conn: &Rc<Conn>, input: Input) -> String {
         Poll::Pending
     })
     .await;
+    debug_assert_eq!(conn.in_flight.get(), 0, "drained before the close");
     conn.out.close();
     writer_task.await;
     let _ = conn.link.sock.shutdown(std::net::Shutdown::Both);
@@ -306,11 +301,16 @@ async fn transmission(conn: &Rc<Conn>, input: Input) -> String {
 /// Bytes a request holds while it runs: its payload or its reply's data, or the piece of
 /// WRITE_ZEROES and TRIM that goes to the array at a time.
 fn cost(req: &Request) -> u64 {
-    match req.command {
+    let c = match req.command {
         Command::Read | Command::Write => u64::from(req.length),
         Command::WriteZeroes | Command::Trim => u64::from(req.length).min(ZERO_PIECE as u64),
         _ => 0,
-    }
+    };
+    debug_assert!(
+        !matches!(req.command, Command::Read | Command::Write) || c <= u64::from(MAX_PAYLOAD),
+        "validated requests carry at most the largest payload"
+    );
+    c
 }
 
 /// Takes requests until the client leaves or misbehaves. A stopping daemon shuts the read
@@ -370,6 +370,7 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
             let copied = input.copied;
             match input.payload(&conn.link, req.length as usize).await {
                 Ok(buf) => {
+                    debug_assert_eq!(buf.len(), req.length as usize, "a payload whole");
                     conn.shared.exports[conn.export]
                         .copied_bytes
                         .fetch_add(input.copied - copied, Ordering::Relaxed);
@@ -381,6 +382,10 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
             None
         };
         conn.in_flight.set(conn.in_flight.get() + 1);
+        debug_assert!(
+            conn.in_flight.get() <= conn.shared.max_in_flight,
+            "requests in flight within max_in_flight"
+        );
         let c = conn.clone();
         // A task per request, from the thread's pool. Reads get a task of their own: a
         // task's block is as large as its largest state, and a read's is a sixth of a

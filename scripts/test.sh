@@ -11,7 +11,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "== walls: no import circles in any crate, no function over 100 lines"
+echo "== walls: no import circles, no function over 100 lines, Array a facade, invariants asserted"
 python3 scripts/walls.py
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1

@@ -50,6 +50,9 @@ pub struct ArrayJson {
     pub spares: Vec<String>,
     /// Failed members out of their slot, waiting for `raidd remove`.
     pub faulty: Vec<String>,
+    /// The write journal (md's role 0xfffd), where the array has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<raidd_engine::JournalStatus>,
     /// The recovery, resync or scrub running now.
     pub sync: Option<raidd_engine::SyncStatus>,
     /// How the last one ended (with its mismatch count).
@@ -254,6 +257,7 @@ impl Gathered<'_> {
             slots,
             spares: st.spares.clone(),
             faulty: st.faulty.clone(),
+            journal: st.journal.clone(),
             sync: st.sync.clone(),
             last_sync: st.last_sync.clone(),
             not_used: a.report.iter().filter_map(not_used).collect(),
@@ -383,6 +387,9 @@ impl Gathered<'_> {
                 text.push_str(&format!("      {s}\n"));
             }
         }
+        if let Some(j) = &st.journal {
+            text.push_str(&format!("\n    {}\n", crate::progress::journal_line(j)));
+        }
         if let Some(sync) = &st.sync {
             text.push_str(&format!("\n    {}\n", crate::progress::sync_line(sync)));
         }
@@ -493,5 +500,24 @@ mod tests {
         );
         assert_eq!(slot_state_text(SlotState::InSync), "in sync");
         assert_eq!(state_text(ArrayState::Degraded), "degraded");
+    }
+
+    #[test]
+    fn a_journal_that_is_not_working_says_the_array_is_read_only() {
+        use raidd_engine::{JournalState, JournalStatus};
+        let line = |member: Option<&str>, state| {
+            crate::progress::journal_line(&JournalStatus {
+                member: member.map(str::to_string),
+                state,
+            })
+        };
+        assert_eq!(
+            line(Some("/d/j.img"), JournalState::Active),
+            "Write journal: /d/j.img (active)"
+        );
+        assert!(
+            line(Some("/d/j.img"), JournalState::Faulty).contains("faulty: the array is read-only")
+        );
+        assert!(line(None, JournalState::Missing).contains("missing (the array is read-only"));
     }
 }

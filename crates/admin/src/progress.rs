@@ -1,5 +1,5 @@
-//! Progress as one line of text: a pass's percentage, bar, rate and ETA (`raidd status`,
-//! `detail`, and the CLI's progress on stderr).
+//! Progress and state as one line of text: a pass's percentage, bar, rate and ETA (`raidd
+//! status`, `detail`, and the CLI's progress on stderr), and the write journal's state.
 
 use std::time::Duration;
 
@@ -84,6 +84,22 @@ pub fn clock(secs: u64) -> String {
         format!("{h}:{m:02}:{s:02}")
     } else {
         format!("{m}:{s:02}")
+    }
+}
+
+/// The write journal on one line: its member and state, and what a journal that is not
+/// working means for the array.
+pub fn journal_line(j: &raidd_engine::JournalStatus) -> String {
+    use raidd_engine::JournalState;
+    let member = j.member.as_deref().unwrap_or("(none)");
+    match j.state {
+        JournalState::Active => format!("Write journal: {member} (active)"),
+        JournalState::Faulty => {
+            format!("Write journal: {member} (faulty: the array is read-only until a new journal is attached)")
+        }
+        JournalState::Missing => {
+            "Write journal: missing (the array is read-only until a journal is attached)".into()
+        }
     }
 }
 

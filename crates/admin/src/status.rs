@@ -400,7 +400,8 @@ impl ServedArray {
     }
 }
 
-/// A running pass, failed members not yet removed and spares, each on a line of its own.
+/// A running pass, failed members not yet removed, spares and the write journal, each on a
+/// line of its own.
 fn write_passes(text: &mut String, st: &ArrayStatus, who: &str) {
     if let Some(sync) = &st.sync {
         let _ = writeln!(text, "      {who}{}", sync_line(sync));
@@ -414,5 +415,8 @@ fn write_passes(text: &mut String, st: &ArrayStatus, who: &str) {
     }
     if !st.spares.is_empty() {
         let _ = writeln!(text, "      {who}spares: {}", st.spares.join(" "));
+    }
+    if let Some(j) = &st.journal {
+        let _ = writeln!(text, "      {who}{}", crate::progress::journal_line(j));
     }
 }

@@ -296,6 +296,9 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
             .iter()
             .map(|&i| found[i].member.clone())
             .collect(),
+        // An array with a write journal is refused above, with the other features raidd
+        // does not write yet.
+        journal: None,
         read_only: opts.read_only,
     };
     let meta = placed.metadata(&found, bitmap);

@@ -20,8 +20,8 @@ pub mod pattern;
 
 pub use array::{
     Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, Closed, CounterStatus, Gather,
-    LastSync, SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress,
-    SyncStatus, DEFAULT_CACHE_BYTES,
+    JournalParts, JournalState, JournalStatus, LastSync, SlotParts, SlotState, StripeCacheStatus,
+    SyncKind, SyncLimits, SyncProgress, SyncStatus, DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use extent::Extent;

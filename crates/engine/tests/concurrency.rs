@@ -416,6 +416,7 @@ fn without(array: &Array, gone: usize) -> Array {
         geometry: array.geometry().clone(),
         slots,
         spares: Vec::new(),
+        journal: None,
         read_only: true,
     })
     .unwrap()

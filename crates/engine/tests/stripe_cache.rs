@@ -71,6 +71,7 @@ impl Rig {
                 geometry,
                 slots,
                 spares: Vec::new(),
+                journal: None,
                 read_only: false,
             })
             .unwrap(),
@@ -504,6 +505,7 @@ impl Rig {
             geometry: a.geometry().clone(),
             slots,
             spares: Vec::new(),
+            journal: None,
             read_only: true,
         })
         .unwrap()

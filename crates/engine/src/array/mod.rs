@@ -19,6 +19,7 @@ mod counters;
 mod gate;
 mod host;
 mod join;
+mod journal_slot;
 mod mapped;
 mod member_counts;
 mod member_io;
@@ -50,6 +51,7 @@ use bitmap::IntentLog;
 use counters::Counters;
 use gate::Gate;
 use host::Host;
+pub use journal_slot::{JournalParts, JournalState};
 use mapped::MappedIo;
 use member_io::Owner;
 use parity::ParityIo;
@@ -57,11 +59,11 @@ pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 pub use passes::Passes;
 pub use report::{
-    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, MemberDab, MemberIoStatus, SlotState,
-    SlotStatus, StripeCacheStatus,
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, JournalStatus, MemberDab, MemberIoStatus,
+    SlotState, SlotStatus, StripeCacheStatus,
 };
 pub use shape::{Shape, Shapes};
-pub use slots::{SlotParts, Slots};
+pub use slots::{Changing, Failed, SlotParts, Slots};
 
 /// Everything needed to start an array (from assembly, creation or a test).
 #[derive(Clone, Debug)]
@@ -72,6 +74,8 @@ pub struct ArrayParts {
     /// One entry per role; `None` = missing.
     pub slots: Vec<Option<SlotParts>>,
     pub spares: Vec<Arc<dyn Member>>,
+    /// The write journal, where the array has md's JOURNAL feature.
+    pub journal: Option<JournalParts>,
     pub read_only: bool,
 }
 
@@ -242,7 +246,12 @@ impl Array {
             uuid: parts.uuid,
             levels,
             shapes: Shapes::one(Shape::new(parts.geometry)),
-            slots: Slots::new(parts.slots, parts.spares, bitmap_loaded && !unclean),
+            slots: Slots::new(
+                parts.slots,
+                parts.spares,
+                parts.journal,
+                bitmap_loaded && !unclean,
+            ),
             read_only: parts.read_only,
             meta,
             gate: Gate::default(),
@@ -281,8 +290,10 @@ impl Array {
         self.info.block_size
     }
 
+    /// Whether the array refuses writes: started read-only, or its write journal is not
+    /// working (md forces such an array read-only; `detail` says which).
     pub fn is_read_only(&self) -> bool {
-        self.read_only
+        self.read_only || self.slots.journal_blocks_writes()
     }
 
     /// The members in their slots, the spares, and failed members not yet removed.
@@ -351,11 +362,8 @@ impl Array {
                 ),
             ));
         }
-        if write && self.read_only {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                format!("{} is read-only", self.name),
-            ));
+        if write && self.is_read_only() {
+            return Err(self.read_only_error());
         }
         debug_assert!(offset + len <= self.info.size_bytes && offset.is_multiple_of(bs));
         self.check_alive()
@@ -369,13 +377,23 @@ impl Array {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.read_only {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                format!("{} is read-only", self.name),
-            ));
+        if self.is_read_only() {
+            return Err(self.read_only_error());
         }
         Ok(())
+    }
+
+    fn read_only_error(&self) -> Error {
+        let why = match self.slots.journal_state() {
+            Some(s) if !self.read_only && !s.allows_writes() => {
+                format!(" (its write journal is {s:?})").to_lowercase()
+            }
+            _ => String::new(),
+        };
+        Error::new(
+            ErrorKind::ReadOnly,
+            format!("{} is read-only{why}", self.name),
+        )
     }
 
     /// Marks a slot faulty after an I/O error, records it in the superblocks of the others

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::journal_slot::JournalState;
 use super::pass::{LastSync, SyncStatus};
 
 /// Health of one slot (md role).
@@ -99,12 +100,22 @@ pub struct ArrayStatus {
     pub spares: Vec<String>,
     /// Failed members no longer in a slot, waiting to be removed.
     pub faulty: Vec<String>,
+    /// The write journal (md's role 0xfffd), where the array has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalStatus>,
     pub sync: Option<SyncStatus>,
     /// The write-intent bitmap: chunks whose bit is set, and all chunks.
     pub bitmap: Option<BitmapStatus>,
     /// How the last pass ended (md keeps mismatch_cnt readable after a check).
     pub last_sync: Option<LastSync>,
     pub counters: CounterStatus,
+}
+
+/// The write journal's member and state.
+#[derive(Clone, Debug, Serialize)]
+pub struct JournalStatus {
+    pub member: Option<String>,
+    pub state: JournalState,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]

@@ -15,12 +15,16 @@
 //! (`slot_member.rs`). Changes of membership (admit, remove, replace) take the slots'
 //! change lock ([`Slots::lock_changes`]) and prove it with the guard they are given, so two
 //! of them never pick the same slot; failing a slot needs no lock (any I/O may do it).
+//!
+//! An array with md's write journal also holds its journal member here (role 0xfffd,
+//! `journal_slot.rs`): while the journal is not working the array takes no writes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use raidd_layout::SECTOR_SIZE;
 
+use super::journal_slot::{JournalParts, JournalSlot, JournalState};
 use super::member_counts::MemberCounts;
 use super::report::{SlotState, SlotStatus};
 use super::slot_member::{MemberRef, SlotMember};
@@ -100,11 +104,11 @@ impl Transition {
 
 /// Proof that the caller holds the slots' change lock (see [`Slots::lock_changes`]).
 #[derive(Debug)]
-pub(crate) struct Changing<'a>(#[allow(dead_code)] futures::lock::MutexGuard<'a, ()>);
+pub struct Changing<'a>(#[allow(dead_code)] futures::lock::MutexGuard<'a, ()>);
 
 /// How [`Slots::fail`] went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Failed {
+pub enum Failed {
     /// The slot was working and is faulty now: the caller records it on disk.
     Marked,
     /// It was not working (someone else failed it, or it never was).
@@ -211,6 +215,8 @@ pub struct Slots {
     slots: Vec<Slot>,
     spares: Mutex<Vec<Arc<dyn Member>>>,
     detached: Mutex<Vec<Arc<dyn Member>>>,
+    /// The write journal, where the array has md's JOURNAL feature.
+    journal: Option<JournalSlot>,
     /// Serialises changes of membership (admit, remove, the start and end of a replace):
     /// each looks at the slots, writes superblocks, then changes the slots.
     changes: futures::lock::Mutex<()>,
@@ -223,6 +229,7 @@ impl Slots {
     pub(super) fn new(
         parts: Vec<Option<SlotParts>>,
         spares: Vec<Arc<dyn Member>>,
+        journal: Option<JournalParts>,
         by_bitmap_ok: bool,
     ) -> Slots {
         Slots {
@@ -232,6 +239,7 @@ impl Slots {
                 .collect(),
             spares: Mutex::new(spares),
             detached: Mutex::new(Vec::new()),
+            journal: journal.map(JournalSlot::new),
             changes: futures::lock::Mutex::new(()),
         }
     }
@@ -291,7 +299,64 @@ impl Slots {
             .collect();
         v.extend(names(&self.spares));
         v.extend(names(&self.detached));
+        v.extend(self.journal_member().map(|m| m.info().name.clone()));
         v
+    }
+
+    /// The journal's state, where the array has one (md's JOURNAL feature).
+    pub fn journal_state(&self) -> Option<JournalState> {
+        self.journal.as_ref().map(JournalSlot::state)
+    }
+
+    /// The journal member (active or failed), where there is one.
+    pub fn journal_member(&self) -> Option<Arc<dyn Member>> {
+        self.journal.as_ref().and_then(JournalSlot::member)
+    }
+
+    /// Whether the journal keeps the array from taking writes: it has one and it is not
+    /// working (md forces such an array read-only).
+    pub fn journal_blocks_writes(&self) -> bool {
+        self.journal_state().is_some_and(|s| !s.allows_writes())
+    }
+
+    /// [`JournalTransition::Fail`](super::journal_slot::JournalTransition): an active
+    /// journal becomes faulty, if it is still `member`. On disk: the caller records role
+    /// 0xfffe for it in the superblocks (events + 1), and the array takes no more writes.
+    pub fn fail_journal(&self, member: &Arc<dyn Member>) -> Failed {
+        let Some(j) = &self.journal else {
+            return Failed::Stale;
+        };
+        if !j.member().is_some_and(|m| same_member(&m, member)) {
+            return Failed::Stale;
+        }
+        if j.try_fail() {
+            Failed::Marked
+        } else {
+            Failed::NotWorking
+        }
+    }
+
+    /// [`JournalTransition::Attach`](super::journal_slot::JournalTransition): `member`
+    /// becomes the journal of an array whose journal is missing or faulty; the failed one
+    /// is listed as detached until removed. On disk, written before: the member's
+    /// superblock with role 0xfffd and an empty log, and the role in every superblock.
+    pub fn attach_journal(&self, _: &Changing<'_>, member: Arc<dyn Member>) {
+        let j = self
+            .journal
+            .as_ref()
+            .expect("a journal is attached only to an array with the JOURNAL feature");
+        if let Some(old) = j.attach(member) {
+            lock(&self.detached).push(old);
+        }
+    }
+
+    /// [`JournalTransition::Remove`](super::journal_slot::JournalTransition): the failed
+    /// journal leaves the array. On disk: the caller drops it from the superblocks' roles.
+    pub fn remove_journal(&self, _: &Changing<'_>) -> Arc<dyn Member> {
+        self.journal
+            .as_ref()
+            .expect("only an array with a journal removes one")
+            .remove()
     }
 
     /// The slot of the member called `name` (as [`Member::info`] names it).
@@ -448,7 +513,7 @@ impl Slots {
     }
 
     /// Takes the change lock: one change of membership at a time.
-    pub(crate) async fn lock_changes(&self) -> Changing<'_> {
+    pub async fn lock_changes(&self) -> Changing<'_> {
         Changing(self.changes.lock().await)
     }
 
@@ -722,7 +787,12 @@ mod tests {
 
     #[test]
     fn a_failed_member_is_detached_when_a_spare_takes_its_slot_and_removed_after() {
-        let slots = Slots::new(vec![parts("a"), parts("b"), None], vec![mem("s")], false);
+        let slots = Slots::new(
+            vec![parts("a"), parts("b"), None],
+            vec![mem("s")],
+            None,
+            false,
+        );
         assert_eq!(slots.not_in_sync(), vec![2]);
         assert!(slots.write_mostly(0));
         let b = slots.member(1).expect("b");
@@ -754,7 +824,7 @@ mod tests {
 
     #[test]
     fn a_replacement_takes_the_slot_and_lists_the_old_member() {
-        let slots = Slots::new(vec![parts("a"), parts("b")], vec![], false);
+        let slots = Slots::new(vec![parts("a"), parts("b")], vec![], None, false);
         raidd_rt::block_on(async move {
             let changing = slots.lock_changes().await;
             slots.begin_replace(&changing, 0, mem("new"), 4096);
@@ -787,7 +857,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "Remove is not allowed from InSync")]
     fn removing_a_working_member_stops_loudly() {
-        let slots = Slots::new(vec![parts("a"), parts("b")], vec![], false);
+        let slots = Slots::new(vec![parts("a"), parts("b")], vec![], None, false);
         raidd_rt::block_on(async move {
             let changing = slots.lock_changes().await;
             slots.remove(&changing, 0);
@@ -801,10 +871,68 @@ mod tests {
         if let Some(p) = p.as_mut() {
             p.recovered = Some(0);
         }
-        let slots = Slots::new(vec![p, parts("b")], vec![], false);
+        let slots = Slots::new(vec![p, parts("b")], vec![], None, false);
         raidd_rt::block_on(async move {
             let changing = slots.lock_changes().await;
             slots.begin_replace(&changing, 0, mem("new"), 4096);
+        });
+    }
+
+    #[test]
+    fn a_failed_journal_stops_writes_until_a_new_one_is_attached() {
+        let none = Slots::new(vec![parts("a"), parts("b")], vec![], None, false);
+        assert_eq!(none.journal_state(), None);
+        assert!(!none.journal_blocks_writes());
+        let j = mem("j");
+        let slots = Slots::new(
+            vec![parts("a"), parts("b")],
+            vec![],
+            Some(JournalParts {
+                member: Some(j.clone()),
+            }),
+            false,
+        );
+        assert_eq!(slots.journal_state(), Some(JournalState::Active));
+        assert!(!slots.journal_blocks_writes());
+        assert!(slots.names().contains(&"j".to_string()));
+        assert_eq!(slots.fail_journal(&mem("other")), Failed::Stale);
+        assert_eq!(slots.fail_journal(&j), Failed::Marked);
+        assert_eq!(slots.fail_journal(&j), Failed::NotWorking);
+        assert!(slots.journal_blocks_writes());
+        raidd_rt::block_on(async move {
+            let changing = slots.lock_changes().await;
+            slots.attach_journal(&changing, mem("j2"));
+            assert_eq!(slots.journal_state(), Some(JournalState::Active));
+            assert!(!slots.journal_blocks_writes());
+            assert_eq!(slots.detached_names(), vec!["j".to_string()]);
+            assert_eq!(
+                slots.fail_journal(&mem("j2")),
+                Failed::Stale,
+                "another member"
+            );
+            let j2 = slots.journal_member().expect("attached");
+            assert_eq!(slots.fail_journal(&j2), Failed::Marked);
+            let gone = slots.remove_journal(&changing);
+            assert_eq!(gone.info().name, "j2");
+            assert_eq!(slots.journal_state(), Some(JournalState::Missing));
+            assert!(slots.journal_blocks_writes());
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "Remove is not allowed from Active")]
+    fn removing_a_working_journal_stops_loudly() {
+        let slots = Slots::new(
+            vec![parts("a"), parts("b")],
+            vec![],
+            Some(JournalParts {
+                member: Some(mem("j")),
+            }),
+            false,
+        );
+        raidd_rt::block_on(async move {
+            let changing = slots.lock_changes().await;
+            slots.remove_journal(&changing);
         });
     }
 }

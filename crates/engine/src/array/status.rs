@@ -3,7 +3,9 @@
 use raidd_layout::SECTOR_SIZE;
 
 use super::parity::ParityIo;
-use super::report::{ArrayState, ArrayStatus, BitmapStatus, CounterStatus, MemberDab};
+use super::report::{
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, JournalStatus, MemberDab,
+};
 use super::{layout_name, uuid_string, Array};
 use crate::meta::Metadata;
 
@@ -42,6 +44,10 @@ impl Array {
             slots: (0..slots.len()).map(|r| slots.status(r)).collect(),
             spares: slots.spare_names(),
             faulty: slots.detached_names(),
+            journal: slots.journal_state().map(|state| JournalStatus {
+                member: slots.journal_member().map(|m| m.info().name.clone()),
+                state,
+            }),
             sync: p
                 .passes
                 .status(|r| slots.member(r).map(|m| m.info().name.clone())),

@@ -129,6 +129,7 @@ pub fn array_over(spec: &Spec, members: &[Arc<dyn Member>], missing: &[usize]) -
         geometry: spec.geometry.clone(),
         slots,
         spares: Vec::new(),
+        journal: None,
         read_only: false,
     })
     .unwrap_or_else(|e| panic!("{}: {e}", spec.name))

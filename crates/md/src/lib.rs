@@ -5,6 +5,7 @@ pub mod badblocks;
 pub mod bitmap;
 pub mod create;
 mod le;
+pub mod ppl;
 pub mod superblock;
 
 pub use bitmap::{BitmapError, BitmapSuper};

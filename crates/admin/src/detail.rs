@@ -53,6 +53,12 @@ pub struct ArrayJson {
     /// The write journal (md's role 0xfffd), where the array has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<raidd_engine::JournalStatus>,
+    /// md's consistency policy: `none`, `resync`, `bitmap` or `ppl`.
+    pub consistency_policy: raidd_engine::ConsistencyPolicy,
+    /// What the partial parity log recovered at the start (absent when it recovered
+    /// nothing: a clean start, or no log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppl_recovered: Option<raidd_engine::PplRecovered>,
     /// The recovery, resync or scrub running now.
     pub sync: Option<raidd_engine::SyncStatus>,
     /// How the last one ended (with its mismatch count).
@@ -258,6 +264,8 @@ impl Gathered<'_> {
             spares: st.spares.clone(),
             faulty: st.faulty.clone(),
             journal: st.journal.clone(),
+            consistency_policy: st.consistency_policy,
+            ppl_recovered: st.ppl_recovered,
             sync: st.sync.clone(),
             last_sync: st.last_sync.clone(),
             not_used: a.report.iter().filter_map(not_used).collect(),
@@ -319,21 +327,9 @@ impl Gathered<'_> {
         if let Some(e) = st.events {
             b.add("Events", e.to_string());
         }
+        consistency_lines(&mut b, st);
         if let Some(sc) = &st.counters.stripe_cache {
-            b.add(
-                "Stripe Cache",
-                format!(
-                    "{} kept of {}, gather {}, small writes alone {}; {} batches, {} joined, \
-                     {} with rows known",
-                    size::human(sc.cached_bytes as u64),
-                    size::human(sc.limit_bytes as u64),
-                    sc.gather,
-                    sc.write_alone,
-                    sc.batches,
-                    sc.gathered,
-                    sc.hits
-                ),
-            );
+            b.add("Stripe Cache", stripe_cache_text(sc));
         }
         dab_lines(&mut b, &st.counters.dab);
         let mut text = format!("array {}:\n{}\n", st.name, b.render(15));
@@ -463,6 +459,36 @@ impl Gathered<'_> {
         }
         text
     }
+}
+
+/// The consistency policy (mdadm's "Consistency Policy") and what a partial parity log
+/// recovered at the start.
+fn consistency_lines(b: &mut KvBlock, st: &ArrayStatus) {
+    b.add("Consistency Policy", st.consistency_policy.to_string());
+    if let Some(r) = &st.ppl_recovered {
+        b.add(
+            "PPL Recovery",
+            format!(
+                "{} entries applied ({} blocks of parity rewritten), {} not applied",
+                r.entries, r.blocks, r.not_applied
+            ),
+        );
+    }
+}
+
+/// The stripe cache on one line.
+fn stripe_cache_text(sc: &raidd_engine::StripeCacheStatus) -> String {
+    format!(
+        "{} kept of {}, gather {}, small writes alone {}; {} batches, {} joined, {} with rows \
+         known",
+        size::human(sc.cached_bytes as u64),
+        size::human(sc.limit_bytes as u64),
+        sc.gather,
+        sc.write_alone,
+        sc.batches,
+        sc.gathered,
+        sc.hits
+    )
 }
 
 #[cfg(test)]

@@ -80,6 +80,11 @@ pub struct IoArgs {
     /// gathering does not pay, under plug), always or never.
     #[arg(long, default_value = "auto", value_parser = parse_alone)]
     pub alone: Alone,
+    /// What keeps the array consistent across an unclean stop: resync (nothing on the
+    /// write path), bitmap (an internal write-intent bitmap, 64 MiB chunks) or ppl
+    /// (RAID5's partial parity log).
+    #[arg(long, value_enum, default_value_t = super::target::Policy::Resync)]
+    pub consistency_policy: super::target::Policy,
     /// Buffer memory registered with every thread's io_uring, as `raidd serve` does by
     /// default (0: none): file members' reads and writes into it go out as fixed-buffer
     /// operations.
@@ -521,6 +526,7 @@ fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
                 gather: args.gather,
                 alone: args.alone,
                 read_bypass: true,
+                policy: args.consistency_policy,
             };
             Device::Array(make_array(members, setup, None)?)
         }

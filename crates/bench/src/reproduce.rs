@@ -19,7 +19,7 @@ use super::plot::{self, Line, XAxis};
 use super::report::{self, Row, Series};
 use super::scan::{scan, ScanPlan};
 use super::spec::{Access, Mix};
-use super::target::{close_array, make_array, ArraySetup, Device};
+use super::target::{close_array, make_array, ArraySetup, Device, Policy};
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::output;
 
@@ -200,6 +200,7 @@ fn sim_array(
         gather,
         alone: Alone::Auto,
         read_bypass: true,
+        policy: Policy::Resync,
     };
     let a = make_array(members, setup, Some(&w))?;
     Ok((w, a))
@@ -421,6 +422,7 @@ fn seed000() -> AdminResult<(String, String, Vec<Check>)> {
                 gather: Gather::Plug,
                 alone: Alone::Auto,
                 read_bypass: true,
+                policy: Policy::Resync,
             };
             let a = make_array(members, setup, Some(&w))?;
             let o = run_point(

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::load::Target;
 use crate::plot::{self, Line, XAxis};
 use crate::scan::{scan, ScanPlan, ScanPoint};
-use crate::target::{make_array, ArraySetup, Device};
+use crate::target::{make_array, ArraySetup, Device, Policy};
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::md_names::parse_level;
 use raidd_admin::members::Access;
@@ -111,6 +111,7 @@ fn simulated(model: &str, args: &ScanArgs) -> AdminResult<(Arc<SimWorld>, Target
                 gather: raidd_engine::Gather::Plug,
                 alone: raidd_engine::Alone::Auto,
                 read_bypass: true,
+                policy: Policy::Resync,
             };
             let a = make_array(members, setup, Some(&world))?;
             (Device::Array(a), format!("{level} over {n} sim:{model}"))

@@ -680,6 +680,7 @@ fn local_series(
                 gather: args.gather,
                 alone: args.alone,
                 read_bypass: args.read_bypass == OnOff::On,
+                policy: super::target::Policy::Resync,
             };
             Some(make_array(members.clone(), setup, sim.as_ref())?)
         }

@@ -113,6 +113,20 @@ pub struct ArraySetup {
     pub alone: Alone,
     /// RAID4/5/6 reads straight into the client's buffers (see `Array::set_read_bypass`).
     pub read_bypass: bool,
+    /// What keeps the array consistent across an unclean stop (md's consistency policy).
+    pub policy: Policy,
+}
+
+/// md's consistency policies a benchmark array may have.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    /// Nothing on the write path: the whole array is resynced after an unclean stop.
+    #[default]
+    Resync,
+    /// An internal write-intent bitmap (64 MiB chunks, mdadm's default).
+    Bitmap,
+    /// RAID5's partial parity log.
+    Ppl,
 }
 
 /// Makes an array over `members` (clean: no initial sync), on this thread; with simulated
@@ -132,7 +146,8 @@ pub fn make_array(
         size_sectors: None,
         assume_clean: true,
         force: true,
-        bitmap_chunk: None,
+        bitmap_chunk: (setup.policy == Policy::Bitmap).then_some(64 << 20),
+        ppl: setup.policy == Policy::Ppl,
     };
     let made = match sim {
         Some(w) => {

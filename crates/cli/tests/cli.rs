@@ -967,6 +967,7 @@ fn nested_arrays_show_as_a_tree() {
             assume_clean: true,
             force: false,
             bitmap_chunk: None,
+            ppl: false,
         };
         let open = |p: &PathBuf| -> Arc<dyn Member> {
             Arc::new(FileMember::open(p, OpenOptions::default()).unwrap())

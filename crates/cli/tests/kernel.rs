@@ -33,6 +33,8 @@ struct Geo {
     /// A slot left missing (degraded array).
     missing: Option<usize>,
     bitmap: bool,
+    /// md's partial parity log (`--consistency-policy=ppl`, RAID5).
+    ppl: bool,
 }
 
 impl Geo {
@@ -49,6 +51,9 @@ impl Geo {
         }
         if self.bitmap {
             s.push_str("-bitmap");
+        }
+        if self.ppl {
+            s.push_str("-ppl");
         }
         s
     }
@@ -67,6 +72,7 @@ fn geometries() -> Vec<Geo> {
         members,
         missing: None,
         bitmap: false,
+        ppl: false,
     };
     vec![
         g("linear", None, None, 3),
@@ -92,6 +98,15 @@ fn geometries() -> Vec<Geo> {
         Geo {
             bitmap: true,
             ..g("raid1", None, None, 2)
+        },
+        Geo {
+            ppl: true,
+            ..g("raid5", Some("left-symmetric"), Some(64), 4)
+        },
+        Geo {
+            ppl: true,
+            missing: Some(2),
+            ..g("raid5", Some("left-symmetric"), Some(128), 4)
         },
     ]
 }
@@ -176,6 +191,9 @@ fn kernel_md_arrays_read_back_in_raidd() {
         if g.bitmap {
             create.push_str(" --bitmap=internal --bitmap-chunk=1M");
         }
+        if g.ppl {
+            create.push_str(" --consistency-policy=ppl");
+        }
         if g.level != "linear" && g.level != "raid0" {
             create.push_str(" --assume-clean");
         }
@@ -227,6 +245,9 @@ fn kernel_md_arrays_read_back_in_raidd() {
             "clean"
         };
         assert_eq!(a["state"], want, "{label}: {a}");
+        if g.ppl {
+            assert_eq!(a["consistency_policy"], "ppl", "{label}: {a}");
+        }
     }
 }
 
@@ -261,6 +282,9 @@ fn raidd_arrays_assemble_in_kernel_md() {
                 "1M".into(),
             ]);
         }
+        if g.ppl {
+            args.extend(["--consistency-policy".into(), "ppl".into()]);
+        }
         args.push("--assume-clean".into());
         for m in &imgs {
             args.push(match m {
@@ -286,9 +310,18 @@ fn run_kernel_checks(dir: &Path, geos: &[Geo], members: &[Vec<Option<PathBuf>>])
             .map(String::as_str)
             .filter(|d| *d != "missing")
             .collect();
+        let policy = if g.ppl {
+            format!(
+                "grep -qx ppl /sys/block/md{i}/md/consistency_policy || {{ echo 'NO PPL {}'; fail=1; }}\n",
+                g.label()
+            )
+        } else {
+            String::new()
+        };
         format!(
             "mdadm --assemble /dev/md{i} --run {devs} || fail=1\n\
              cat /proc/mdstat\n\
+             {policy}\
              ./raidd pattern verify --raw /dev/md{i} --seed {seed} || {{ echo 'BAD {label}'; fail=1; }}\n",
             devs = present.join(" "),
             seed = seed_of(i),
@@ -574,6 +607,7 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
             members: 4,
             missing: None,
             bitmap: false,
+            ppl: false,
         },
         Geo {
             level: "raid1",
@@ -582,6 +616,7 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
             members: 2,
             missing: None,
             bitmap: true,
+            ppl: false,
         },
         Geo {
             level: "raid6",
@@ -590,6 +625,7 @@ fn raidd_rebuilt_and_resynced_arrays_pass_the_kernel_check() {
             members: 4,
             missing: None,
             bitmap: false,
+            ppl: false,
         },
     ];
     let r5 = create_array(dir.path(), "raid5", 4, &[]);

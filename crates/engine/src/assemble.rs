@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::badblocks::BadRange;
+use raidd_md::ppl::Area;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock};
 use serde::Serialize;
 
-use crate::array::{uuid_string, Array, ArrayParts, SlotParts};
+use crate::array::{uuid_string, Array, ArrayParts, PplParts, SlotParts};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::md_io::examine;
 use crate::md_io::read_bad_blocks;
@@ -147,7 +148,18 @@ struct Found {
 }
 
 fn check_features(name: &str, sb: &Superblock) -> Result<()> {
-    let unsupported = sb.feature_map & !feature::SUPPORTED;
+    let ppl = feature::PPL | feature::MULTIPLE_PPLS;
+    if sb.feature_map & ppl != 0 && sb.level != 5 {
+        // md: "PPL is not compatible with raid level N".
+        return Err(Error::new(
+            ErrorKind::BadMetadata,
+            format!(
+                "{name}: a partial parity log on md level {}: md keeps one only for RAID5",
+                sb.level
+            ),
+        ));
+    }
+    let unsupported = sb.feature_map & !(feature::SUPPORTED | ppl);
     if unsupported == 0 {
         return Ok(());
     }
@@ -157,7 +169,6 @@ fn check_features(name: &str, sb: &Superblock) -> Result<()> {
         (feature::NEW_OFFSET, "data offset change"),
         (feature::CLUSTERED, "clustered md"),
         (feature::JOURNAL, "write journal"),
-        (feature::PPL | feature::MULTIPLE_PPLS, "partial parity log"),
     ]
     .iter()
     .filter(|(bit, _)| unsupported & bit != 0)
@@ -170,6 +181,49 @@ fn check_features(name: &str, sb: &Superblock) -> Result<()> {
             names.join(", ")
         ),
     ))
+}
+
+/// Where each slot's member keeps its partial parity log, where the array has one: its
+/// superblock's area, checked as md checks it. A chunk must fit one unit of the log (a
+/// stripe write logs up to a chunk of partial parity at once).
+fn ppl_parts(
+    found: &[Found],
+    slots: &[Option<usize>],
+    reference: &Superblock,
+) -> Result<Option<PplParts>> {
+    if Area::of(reference).is_none() {
+        return Ok(None);
+    }
+    let areas = slots
+        .iter()
+        .map(|s| {
+            let Some(i) = *s else { return Ok(None) };
+            let (sb, name) = (&found[i].sb, &found[i].member.info().name);
+            let bad = |why: String| Error::new(ErrorKind::BadMetadata, format!("{name}: {why}"));
+            let area = Area::of(sb)
+                .ok_or_else(|| bad("no partial parity log, though the array keeps one".into()))?
+                .validate(
+                    sb.super_offset,
+                    sb.encoded_len(),
+                    sb.data_offset,
+                    sb.data_size,
+                )
+                .map_err(|e| bad(e.to_string()))?;
+            let chunk = u64::from(sb.chunksize) * 512;
+            if chunk > area.unit_space() as u64 {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "{name}: a chunk of {chunk} bytes is more than its partial parity log \
+                         holds in one unit ({} bytes)",
+                        area.unit_space()
+                    ),
+                ));
+            }
+            Ok(Some((area.sector(sb.super_offset) * 512, area)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(PplParts { areas }))
 }
 
 /// The array's geometry from the reference superblock and the members' data sizes.
@@ -299,11 +353,15 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         // An array with a write journal is refused above, with the other features raidd
         // does not write yet.
         journal: None,
+        ppl: ppl_parts(&found, &placed.slots, &reference)?,
         read_only: opts.read_only,
     };
     let meta = placed.metadata(&found, bitmap);
     let array = Array::build(parts, Some(meta)).map_err(|e| naming_unused(e, &placed.report))?;
-    if !opts.start_dirty_degraded {
+    // The partial parity log recovers an unclean stop before anything else reads the
+    // array (a read-only array recovers nothing: it writes nothing).
+    let recovered = array.start_ppl().await?;
+    if !opts.start_dirty_degraded && !recovered {
         check_dirty_degraded(&array)?;
     }
     Ok(Assembled {

@@ -6,9 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::create::{
-    bblog_bm_space_sectors, bblog_placement, component_size_sectors, default_data_offset,
-    BITMAP_OFFSET_SECTORS,
+    bblog_bm_space_sectors, bblog_placement, component_size_sectors, data_offset_with,
+    default_data_offset, BITMAP_OFFSET_SECTORS, PPL_SPACE_SECTORS,
 };
+use raidd_md::ppl::Area;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_V12_SECTORS};
 
 use crate::assemble::{assemble, examine, AssembleOptions, Assembled};
@@ -42,6 +43,9 @@ pub struct CreateSpec {
     pub force: bool,
     /// An internal write-intent bitmap with this many bytes per bit (`None`: no bitmap).
     pub bitmap_chunk: Option<u32>,
+    /// A partial parity log (md's `--consistency-policy=ppl`, RAID5 only, not with a
+    /// bitmap): 1 MiB after the superblock of every member, as mdadm places it.
+    pub ppl: bool,
 }
 
 /// mdadm's bitmap daemon period, seconds.
@@ -107,6 +111,17 @@ fn layout_number(level: Level, layout: Option<u32>, multi_zone: bool) -> Result<
 /// [`crate::Array::resync`].
 pub async fn create(spec: CreateSpec) -> Result<Assembled> {
     let level = spec.level;
+    if spec.ppl && level != Level::Raid5 {
+        return Err(invalid(format!(
+            "a partial parity log is for RAID5 only (md's PPL), not {level}"
+        )));
+    }
+    if spec.ppl && spec.bitmap_chunk.is_some() {
+        return Err(invalid(
+            "a partial parity log and a write-intent bitmap exclude each other (as md enforces)"
+                .into(),
+        ));
+    }
     let n = spec.members.len();
     let present = members_to_use(&spec).await?;
     let chunk = match level {
@@ -156,10 +171,21 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         probe.feature_map |= feature::BITMAP_OFFSET;
         probe.bitmap_offset = BITMAP_OFFSET_SECTORS as i32;
     }
-    let (bb_off, bb_size) = bblog_placement(
-        data_offset,
-        bblog_bm_space_sectors(component, bitmap.as_ref()),
-    );
+    let ppl = spec.ppl.then_some(Area::MDADM);
+    if let Some(area) = ppl {
+        area.store(&mut probe);
+        if u64::from(chunk) * 512 > area.unit_space() as u64 {
+            return Err(invalid(format!(
+                "a chunk of {} KiB is more than the partial parity log holds in one unit",
+                chunk / 2
+            )));
+        }
+    }
+    let space = match ppl {
+        Some(_) => PPL_SPACE_SECTORS,
+        None => bblog_bm_space_sectors(component, bitmap.as_ref()),
+    };
+    let (bb_off, bb_size) = bblog_placement(data_offset, space);
     for ((i, m), a) in present.iter().zip(&avail) {
         let mut sb = probe.clone();
         sb.dev_number = *i as u32;
@@ -172,6 +198,9 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         write_superblock(&***m, &sb).await?;
         if let Some(bm) = &bitmap {
             write_bitmap(&***m, bm, probe.resync_offset != MAX_SECTOR).await?;
+        }
+        if let Some(area) = ppl {
+            write_empty_ppl(&***m, &sb, area).await?;
         }
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
@@ -246,7 +275,11 @@ fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -
         .map(|(_, m)| m.info().size_bytes / 512)
         .collect();
     let smallest = *sizes.iter().min().expect("present is not empty");
-    let data_offset = default_data_offset(smallest, chunk);
+    let data_offset = if spec.ppl {
+        data_offset_with(smallest, chunk, PPL_SPACE_SECTORS)
+    } else {
+        default_data_offset(smallest, chunk)
+    };
     if smallest < data_offset + 16 {
         return Err(invalid(format!(
             "members must be larger than {} KiB (the metadata area); the smallest has {} KiB",
@@ -326,6 +359,22 @@ fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Re
         )));
     }
     Ok(bm)
+}
+
+/// Zeroes a new member's partial parity log and writes an empty header at its start, as
+/// mdadm's `write_init_ppl1` does.
+async fn write_empty_ppl(m: &dyn Member, sb: &Superblock, area: Area) -> Result<()> {
+    let mut buf = raidd_rt::AlignedBuf::zeroed(area.bytes() as usize);
+    let header = raidd_md::ppl::Header::empty(raidd_md::ppl::signature(&sb.set_uuid)).encode();
+    buf[..header.len()].copy_from_slice(&header);
+    write_bytes(m, area.sector(sb.super_offset) * 512, buf)
+        .await
+        .map_err(|e| {
+            Error::io(
+                format!("{}: writing the partial parity log", m.info().name),
+                e,
+            )
+        })
 }
 
 /// Writes a new bitmap (header and bits) after the superblock. An array that still needs

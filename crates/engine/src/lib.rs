@@ -19,9 +19,10 @@ mod meta;
 pub mod pattern;
 
 pub use array::{
-    Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, Closed, CounterStatus, Gather,
-    JournalParts, JournalState, JournalStatus, LastSync, SlotParts, SlotState, StripeCacheStatus,
-    SyncKind, SyncLimits, SyncProgress, SyncStatus, DEFAULT_CACHE_BYTES,
+    Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, Closed, ConsistencyPolicy,
+    CounterStatus, Gather, JournalParts, JournalState, JournalStatus, LastSync, PplParts,
+    PplRecovered, SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress,
+    SyncStatus, DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use extent::Extent;

@@ -50,6 +50,7 @@ async fn array(level: Level, n: usize, dir: Option<&std::path::Path>) -> Arc<Arr
         assume_clean: true,
         force: false,
         bitmap_chunk: None,
+        ppl: false,
     };
     let a = create(spec).await.unwrap().array;
     a.set_stripe_cache(0, Gather::None);

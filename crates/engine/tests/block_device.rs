@@ -97,6 +97,7 @@ fn loop_devices_as_members() {
                 assume_clean: true,
                 force: false,
                 bitmap_chunk: None,
+                ppl: false,
             };
             let a = create(spec).await.unwrap();
             assert_eq!(a.array.block_size(), sector_size);

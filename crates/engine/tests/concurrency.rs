@@ -268,6 +268,7 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
             assume_clean: true,
             force: false,
             bitmap_chunk: None,
+            ppl: false,
         };
         let array = create(spec).await.unwrap().array;
         array.set_stripe_cache(64 << 10, gather);
@@ -417,6 +418,7 @@ fn without(array: &Array, gone: usize) -> Array {
         slots,
         spares: Vec::new(),
         journal: None,
+        ppl: None,
         read_only: true,
     })
     .unwrap()

@@ -67,6 +67,7 @@ fn run(seed: u64, blocks: u64, mode: DabMode) -> usize {
             assume_clean: false,
             force: true,
             bitmap_chunk: None,
+            ppl: false,
         };
         let a = create(spec).await.unwrap().array;
         a.set_dab(pool.clone());

@@ -37,6 +37,7 @@ fn spec(name: &str, level: Level, members: Vec<Option<Arc<dyn Member>>>) -> Crea
         assume_clean: true,
         force: false,
         bitmap_chunk: None,
+        ppl: false,
     }
 }
 

@@ -55,6 +55,7 @@ fn spec(level: Level, members: &[Arc<dyn Member>]) -> CreateSpec {
         assume_clean: true,
         force: false,
         bitmap_chunk: None,
+        ppl: false,
     }
 }
 

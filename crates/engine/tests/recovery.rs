@@ -53,6 +53,7 @@ fn spec(level: Level, layout: Option<u32>, members: Vec<Arc<dyn Member>>) -> Cre
         assume_clean: true,
         force: false,
         bitmap_chunk: None,
+        ppl: false,
     }
 }
 

@@ -91,6 +91,7 @@ fn spec(level: Level, members: Vec<Option<Arc<dyn Member>>>, bitmap: bool) -> Cr
         assume_clean: true,
         force: false,
         bitmap_chunk: bitmap.then_some(64 << 10),
+        ppl: false,
     }
 }
 

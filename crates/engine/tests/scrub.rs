@@ -31,6 +31,7 @@ fn spec(level: Level, members: Vec<Arc<dyn Member>>, assume_clean: bool) -> Crea
         assume_clean,
         force: false,
         bitmap_chunk: None,
+        ppl: false,
     }
 }
 

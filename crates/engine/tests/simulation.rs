@@ -66,6 +66,7 @@ fn run(seed: u64, level: Level, n: usize, failures: usize) -> Outcome {
             assume_clean: true,
             force: false,
             bitmap_chunk: None,
+            ppl: false,
         };
         let a = create(spec).await.unwrap();
         let array = a.array.clone();

@@ -72,6 +72,7 @@ impl Rig {
                 slots,
                 spares: Vec::new(),
                 journal: None,
+                ppl: None,
                 read_only: false,
             })
             .unwrap(),
@@ -506,6 +507,7 @@ impl Rig {
             slots,
             spares: Vec::new(),
             journal: None,
+            ppl: None,
             read_only: true,
         })
         .unwrap()

@@ -453,6 +453,7 @@ mod tests {
             assume_clean: true,
             force: true,
             bitmap_chunk: None,
+            ppl: false,
         };
         let bad = raidd_rt::block_on({
             let w = w.clone();

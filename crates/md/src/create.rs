@@ -62,13 +62,27 @@ pub fn bitmap_space_sectors(dev_sectors: u64) -> u64 {
 /// none is given; 0 for linear and raid1). The result may exceed a tiny device; the caller
 /// must check that data fits, as mdadm does.
 pub fn default_data_offset(dev_sectors: u64, chunk_sectors: u32) -> u64 {
+    data_offset_with(
+        dev_sectors,
+        chunk_sectors,
+        bitmap_space_sectors(dev_sectors),
+    )
+}
+
+/// Sectors mdadm reserves after the superblock for a partial parity log (its
+/// `MULTIPLE_PPL_AREA_SIZE_SUPER1`, 1 MiB): where a bitmap would be.
+pub const PPL_SPACE_SECTORS: u64 = 2048;
+
+/// [`default_data_offset`] with `space` sectors for the bitmap or partial parity log
+/// (mdadm's `bmspace`: [`PPL_SPACE_SECTORS`] for `--consistency-policy=ppl`).
+pub fn data_offset_with(dev_sectors: u64, chunk_sectors: u32, space: u64) -> u64 {
     let two_chunks = 2 * u64::from(chunk_sectors);
     let mut headroom = MAX_HEADROOM_SECTORS;
     // Aim for about 0.1% of the device, but keep room to move at least two chunks.
     while (headroom << 10) > dev_sectors && (chunk_sectors == 0 || headroom / 2 >= two_chunks) {
         headroom >>= 1;
     }
-    let raw = BASE_METADATA_SECTORS + bitmap_space_sectors(dev_sectors) + headroom;
+    let raw = BASE_METADATA_SECTORS + space + headroom;
     let offset = raw.div_ceil(DATA_OFFSET_ALIGN_SECTORS) * DATA_OFFSET_ALIGN_SECTORS;
     debug_assert!(offset >= raw && offset.is_multiple_of(DATA_OFFSET_ALIGN_SECTORS));
     offset

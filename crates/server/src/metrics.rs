@@ -19,7 +19,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use raidd_admin::status::{OpLatency, StatusReport};
 use raidd_engine::array::{ArrayState, ArrayStatus, MemberIoStatus, SlotState};
-use raidd_engine::SyncKind;
+use raidd_engine::{ConsistencyPolicy, SyncKind};
 
 /// What `/metrics` answers with.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -339,6 +339,41 @@ fn disk_counts(st: &ArrayStatus) -> [(&'static str, usize); 5] {
     ]
 }
 
+/// md's consistency policy, and what a partial parity log recovered at the start.
+fn consistency(s: &mut Sink, st: &ArrayStatus) {
+    let a = st.name.as_str();
+    for policy in [
+        ConsistencyPolicy::None,
+        ConsistencyPolicy::Resync,
+        ConsistencyPolicy::Bitmap,
+        ConsistencyPolicy::Ppl,
+    ] {
+        s.flag(
+            "raidd_array_consistency_policy",
+            "1 for what keeps the array consistent across an unclean stop (md's \
+             consistency_policy: none, resync, bitmap, ppl), 0 for the others.",
+            &[("array", a), ("policy", &policy.to_string())],
+            st.consistency_policy == policy,
+        );
+    }
+    if let Some(r) = &st.ppl_recovered {
+        let l = [("array", a)];
+        s.gauge(
+            "raidd_array_ppl_recovered_entries",
+            "Partial parity log entries applied when the array started after an unclean stop.",
+            &l,
+            r.entries as f64,
+        );
+        s.gauge(
+            "raidd_array_ppl_not_applied_entries",
+            "Partial parity log entries not applied at that start (bad checksum, or not one \
+             md writes); the array then resyncs.",
+            &l,
+            r.not_applied as f64,
+        );
+    }
+}
+
 fn array(s: &mut Sink, st: &ArrayStatus) {
     let a = st.name.as_str();
     let l = [("array", a)];
@@ -400,6 +435,7 @@ fn array(s: &mut Sink, st: &ArrayStatus) {
         );
     }
     sync(s, st);
+    consistency(s, st);
     if let Some(b) = &st.bitmap {
         s.gauge(
             "raidd_array_bitmap_dirty_chunks",

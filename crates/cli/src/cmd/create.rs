@@ -54,6 +54,13 @@ pub struct CreateArgs {
     /// Bytes of the resync space per bitmap bit (power of two, default 64M).
     #[arg(long, value_parser = size::parse_size, value_name = "SIZE")]
     pub bitmap_chunk: Option<u64>,
+    /// What keeps parity right across an unclean stop, as mdadm's option: `resync` (the
+    /// whole array after it), `bitmap` (what the bitmap marks; as --bitmap internal) or
+    /// `ppl` (RAID5: a partial parity log in each member's metadata area closes the write
+    /// hole, so a dirty degraded array starts with nothing lost). Default: `bitmap` with
+    /// --bitmap internal, else `resync`.
+    #[arg(long, value_parser = ["resync", "bitmap", "ppl"], value_name = "POLICY")]
+    pub consistency_policy: Option<String>,
     /// An inner array to make first, as a member of this one (repeat it: one per slot, in
     /// order): `[NAME=]LEVEL:MEMBER,MEMBER,...`, e.g. `raid5:a0.img,a1.img,a2.img,a3.img`.
     /// Its members are files or devices as above (`missing` too); NAME defaults to this
@@ -256,9 +263,30 @@ fn chunk_sectors(level: Level, chunk: Option<u64>) -> AdminResult<Option<u32>> {
     }
 }
 
+/// `--consistency-policy` against `--bitmap`: whether the array keeps a partial parity log.
+fn ppl(args: &CreateArgs) -> AdminResult<bool> {
+    match (args.consistency_policy.as_deref(), args.bitmap.as_str()) {
+        (Some("ppl"), "internal") => Err(AdminError::usage(
+            "--consistency-policy ppl and --bitmap internal exclude each other (as md's do)",
+        )),
+        (Some("resync"), "internal") => Err(AdminError::usage(
+            "--consistency-policy resync keeps no bitmap: drop --bitmap internal",
+        )),
+        (Some("ppl"), _) if args.level != Level::Raid5 => Err(AdminError::usage(format!(
+            "--consistency-policy ppl is for raid5 (md's partial parity log), not {}",
+            args.level
+        ))),
+        (p, _) => Ok(p == Some("ppl")),
+    }
+}
+
 /// `--bitmap` and `--bitmap-chunk`: the bitmap chunk in bytes, or none.
 fn bitmap_chunk(args: &CreateArgs) -> AdminResult<Option<u32>> {
-    match (args.bitmap.as_str(), args.bitmap_chunk) {
+    let bitmap = match args.consistency_policy.as_deref() {
+        Some("bitmap") => "internal",
+        _ => args.bitmap.as_str(),
+    };
+    match (bitmap, args.bitmap_chunk) {
         ("none", Some(_)) => Err(AdminError::usage("--bitmap-chunk needs --bitmap internal")),
         ("none", None) => Ok(None),
         (_, chunk) => {
@@ -340,6 +368,7 @@ pub fn run(args: CreateArgs, json: bool) -> AdminResult {
         .map_err(AdminError::usage)?;
     let chunk = chunk_sectors(args.level, args.chunk)?;
     let bitmap = bitmap_chunk(&args)?;
+    let ppl = ppl(&args)?;
     let groups: Vec<Group> = args
         .groups
         .iter()
@@ -351,6 +380,7 @@ pub fn run(args: CreateArgs, json: bool) -> AdminResult {
         layout,
         chunk,
         bitmap,
+        ppl,
     };
     let result = if groups.is_empty() {
         create_flat(&args, shape, json, &mut created)
@@ -367,12 +397,14 @@ pub fn run(args: CreateArgs, json: bool) -> AdminResult {
     result
 }
 
-/// The outer array's layout, chunk sectors and bitmap chunk, from the arguments.
+/// The outer array's layout, chunk sectors, bitmap chunk and partial parity log, from the
+/// arguments (the log is the outer array's only: inner arrays resync).
 #[derive(Clone, Copy)]
 struct Shape {
     layout: Option<u32>,
     chunk: Option<u32>,
     bitmap: Option<u32>,
+    ppl: bool,
 }
 
 /// The spec of the array the command names (the outermost one): its level, layout, chunk
@@ -396,6 +428,7 @@ fn top_spec(
         assume_clean: args.assume_clean || fresh,
         force: args.force,
         bitmap_chunk: shape.bitmap,
+        ppl: shape.ppl,
     }
 }
 
@@ -459,6 +492,7 @@ fn create_nested(
             assume_clean: args.assume_clean || all_new,
             force: args.force,
             bitmap_chunk: shape.bitmap.filter(|_| redundant(g.level)),
+            ppl: false,
         });
     }
     let outer = CreateSpec {

@@ -12,6 +12,7 @@ use raidd_rt::{BufSlice, BufSliceMut};
 use super::counters::Counters;
 use super::join::Results;
 use super::member_io::{self, Owner};
+use super::ppl::Ppl;
 use crate::error::{Error, Result};
 use crate::iov::{MemberIos, ReadBack, Tagged};
 
@@ -33,6 +34,9 @@ pub(crate) trait Host: Owner {
     fn counters(&self) -> &Counters;
     /// A copy of a mirrored piece that can be read now (the array's read policy).
     fn readable_copy(&self, p: &Piece) -> Option<Loc>;
+    /// The partial parity log every RAID5 stripe write goes through first, where the
+    /// array keeps one (md's PPL).
+    fn ppl(&self) -> Option<&Ppl>;
 
     /// Whether slot `role` holds current data below member sector `end` (and takes writes).
     fn in_sync_at(&self, role: usize, end: u64) -> bool {

@@ -130,6 +130,12 @@ impl Array {
             }
             _ => None,
         };
+        if let Some(ppl) = p.ppl {
+            // Its partial parity log starts empty before any write reaches it.
+            ppl.attach(&*member, role)
+                .await
+                .map_err(|e| Error::io(format!("{name}: writing its partial parity log"), e))?;
+        }
         let added = meta
             .add_member(Some(role), member.clone(), by_bitmap_at)
             .await?;

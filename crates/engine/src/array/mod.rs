@@ -20,6 +20,7 @@ mod gate;
 mod host;
 mod join;
 mod journal_slot;
+mod latch;
 mod mapped;
 mod member_counts;
 mod member_io;
@@ -28,6 +29,8 @@ mod parity;
 mod pass;
 mod passes;
 mod ports;
+mod ppl;
+mod ppl_recover;
 mod recovery;
 mod report;
 mod scrub;
@@ -52,6 +55,7 @@ use counters::Counters;
 use gate::Gate;
 use host::Host;
 pub use journal_slot::{JournalParts, JournalState};
+
 use mapped::MappedIo;
 use member_io::Owner;
 use parity::ParityIo;
@@ -59,8 +63,8 @@ pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 pub use passes::Passes;
 pub use report::{
-    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, JournalStatus, MemberDab, MemberIoStatus,
-    SlotState, SlotStatus, StripeCacheStatus,
+    ArrayState, ArrayStatus, BitmapStatus, ConsistencyPolicy, CounterStatus, JournalStatus,
+    MemberDab, MemberIoStatus, PplRecovered, SlotState, SlotStatus, StripeCacheStatus,
 };
 pub use shape::{Shape, Shapes};
 pub use slots::{Changing, Failed, SlotParts, Slots};
@@ -76,7 +80,16 @@ pub struct ArrayParts {
     pub spares: Vec<Arc<dyn Member>>,
     /// The write journal, where the array has md's JOURNAL feature.
     pub journal: Option<JournalParts>,
+    /// The partial parity log, where the array has md's PPL (RAID5).
+    pub ppl: Option<PplParts>,
     pub read_only: bool,
+}
+
+/// Where each member's partial parity log lives: per role, the byte offset of its area on
+/// the member and the area (`None`: no member, or none with an area).
+#[derive(Clone, Debug)]
+pub struct PplParts {
+    pub areas: Vec<Option<(u64, raidd_md::ppl::Area)>>,
 }
 
 /// The I/O paths of the array's level family, and what they keep.
@@ -118,6 +131,9 @@ pub struct Array {
     gate: Gate,
     /// md's internal write-intent bitmap, when the array has one (and is writable).
     intent: IntentLog,
+    /// md's partial parity log, when the array has one: every RAID5 stripe write goes
+    /// through it first (`ppl.rs`, `parity/logged.rs`).
+    ppl: Option<ppl::Ppl>,
     passes: Passes,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
@@ -139,6 +155,7 @@ struct Parts<'a> {
     intent: &'a IntentLog,
     passes: &'a Passes,
     parity: Option<&'a ParityIo>,
+    ppl: Option<&'a ppl::Ppl>,
     counters: &'a Counters,
 }
 
@@ -256,6 +273,15 @@ impl Array {
             meta,
             gate: Gate::default(),
             intent: IntentLog::new(intent, period),
+            ppl: parts.ppl.and_then(|p| {
+                ppl::Ppl::new(
+                    raidd_md::ppl::signature(&parts.uuid),
+                    p.areas
+                        .into_iter()
+                        .map(|a| a.map(|(at, area)| ppl::LogArea { at, area }))
+                        .collect(),
+                )
+            }),
             passes: Passes::new(unclean),
             failed: AtomicBool::new(false),
             idle_since: Mutex::new((0, std::time::Instant::now())),
@@ -316,6 +342,7 @@ impl Array {
             intent: &self.intent,
             passes: &self.passes,
             parity: self.levels.parity(),
+            ppl: self.ppl.as_ref(),
             counters: &self.counters,
         }
     }
@@ -489,6 +516,43 @@ impl Array {
                 .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
                 .await,
         )
+    }
+
+    /// Starts the partial parity log before the array serves, as md's `ppl_load` does:
+    /// after an unclean stop, recovers each member's newest log unit (see
+    /// `ppl_recover.rs`), and when that applied entries and refused none the array is
+    /// consistent again and is marked clean; then every log starts empty. True when the
+    /// array has a log and was started this way (a dirty start is then safe degraded too,
+    /// as md starts a dirty degraded array with PPL). A read-only array is left alone.
+    pub(crate) async fn start_ppl(&self) -> Result<bool> {
+        let (Some(ppl), false) = (&self.ppl, self.read_only) else {
+            return Ok(false);
+        };
+        if let Some(meta) = self.meta.as_ref().filter(|m| m.is_dirty()) {
+            let r = ppl_recover::recover(self, ppl, &self.name).await;
+            tracing::warn!(array = %self.name, entries = r.entries, blocks = r.blocks,
+                not_applied = r.not_applied, degraded = self.is_degraded(),
+                "not shut down cleanly: recovered from the partial parity log");
+            ppl.recovered(r);
+            if r.entries > 0 && r.not_applied == 0 {
+                self.superblocks_failed(meta.mark_clean().await, MetaWrite::Superblock)
+                    .await;
+                self.passes.resync_done();
+            }
+        }
+        for role in 0..self.slots.len() {
+            let Some(member) = self.slots.member(role) else {
+                continue;
+            };
+            if !self.slots.takes_writes(role) {
+                continue;
+            }
+            if let Err(e) = ppl.reset_member(&*member, role).await {
+                self.fail_slot_with(role, Some(&member), &e).await;
+            }
+        }
+        self.check_alive()?;
+        Ok(true)
     }
 
     /// Records a write of `len` bytes at `offset` in the write-intent bitmap: the bits of its

@@ -11,6 +11,7 @@ use raidd_layout::{Loc, ParityGeometry, Piece};
 use super::counters::Counters;
 use super::host::Host;
 use super::member_io::Owner;
+use super::ppl::Ppl;
 use super::slots::Slots;
 use super::{lost, lost_windows, rotation, Array};
 use crate::error::{Error, Result};
@@ -90,5 +91,9 @@ impl Host for Array {
             "one of the piece's copies"
         );
         chosen
+    }
+
+    fn ppl(&self) -> Option<&Ppl> {
+        self.ppl.as_ref()
     }
 }

@@ -202,7 +202,18 @@ impl Array {
             p.slots.add_spare(new);
             return Err(e);
         }
-        // Swap: every write since the copy finished went to both.
+        // Swap: every write since the copy finished went to both. Its partial parity log
+        // starts empty, and the next unit goes to its start.
+        if let Some(ppl) = p.ppl {
+            if let Err(e) = ppl.attach(&*new, role).await {
+                p.slots.abandon_replace(role);
+                p.slots.add_spare(new);
+                return Err(Error::io(
+                    format!("{new_name}: writing its partial parity log"),
+                    e,
+                ));
+            }
+        }
         let failed = meta.complete_replacement(role, &new).await?;
         p.slots.complete_replace(&changing, role);
         self.superblocks_failed(failed, MetaWrite::Superblock).await;

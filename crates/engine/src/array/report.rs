@@ -103,12 +103,57 @@ pub struct ArrayStatus {
     /// The write journal (md's role 0xfffd), where the array has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
+    /// What keeps parity right across an unclean stop (md's `consistency_policy`).
+    pub consistency_policy: ConsistencyPolicy,
+    /// What the partial parity log recovered when the array started after an unclean
+    /// stop (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppl_recovered: Option<PplRecovered>,
     pub sync: Option<SyncStatus>,
     /// The write-intent bitmap: chunks whose bit is set, and all chunks.
     pub bitmap: Option<BitmapStatus>,
     /// How the last pass ended (md keeps mismatch_cnt readable after a check).
     pub last_sync: Option<LastSync>,
     pub counters: CounterStatus,
+}
+
+/// md's consistency policies: what keeps parity (or mirrors) right across an unclean
+/// stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsistencyPolicy {
+    /// No redundancy: nothing to keep consistent.
+    None,
+    /// The whole array is resynced after an unclean stop.
+    Resync,
+    /// Only what the write-intent bitmap marks is resynced.
+    Bitmap,
+    /// RAID5's partial parity log recovers parity before the array serves.
+    Ppl,
+}
+
+impl std::fmt::Display for ConsistencyPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConsistencyPolicy::None => "none",
+            ConsistencyPolicy::Resync => "resync",
+            ConsistencyPolicy::Bitmap => "bitmap",
+            ConsistencyPolicy::Ppl => "ppl",
+        })
+    }
+}
+
+/// A start's recovery from the partial parity log (md's `recovered_entries` and
+/// `mismatch_count`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PplRecovered {
+    /// Entries applied.
+    pub entries: u64,
+    /// Blocks whose parity was rewritten.
+    pub blocks: u64,
+    /// Entries not applied (bad checksum, or not an entry md writes) and logs without a
+    /// valid header: the array was then left to resync.
+    pub not_applied: u64,
 }
 
 /// The write journal's member and state.

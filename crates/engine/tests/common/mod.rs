@@ -130,6 +130,7 @@ pub fn array_over(spec: &Spec, members: &[Arc<dyn Member>], missing: &[usize]) -
         slots,
         spares: Vec::new(),
         journal: None,
+        ppl: None,
         read_only: false,
     })
     .unwrap_or_else(|e| panic!("{}: {e}", spec.name))

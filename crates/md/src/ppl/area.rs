@@ -102,6 +102,13 @@ impl Area {
         }
     }
 
+    /// The most partial parity one unit can hold: all of the area after its header. md
+    /// never writes more than [`Area::entry_space`] in a unit, but reads any unit that
+    /// fits (its scan steps by each unit's own size).
+    pub fn unit_space(self) -> usize {
+        (u64::from(self.size) * 512).saturating_sub(HEADER_SIZE as u64) as usize
+    }
+
     /// The area's first sector on the member.
     pub fn sector(self, sb_sector: u64) -> u64 {
         sb_sector.saturating_add_signed(i64::from(self.offset))

@@ -93,26 +93,33 @@ impl Header {
     /// The 4 KiB md writes: 0xff in the reserved bytes, zero padding, the entries, then
     /// the CRC32C of the page taken with the checksum field zero.
     pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER_SIZE];
+        self.encode_into(&mut b);
+        b
+    }
+
+    /// [`Header::encode`] into the first [`HEADER_SIZE`] bytes of `b`.
+    pub fn encode_into(&self, b: &mut [u8]) {
         assert!(
             self.entries.len() <= MAX_ENTRIES,
             "a PPL header holds at most {MAX_ENTRIES} entries"
         );
-        let mut b = vec![0u8; HEADER_SIZE];
+        let b = &mut b[..HEADER_SIZE];
         b[..RESERVED].fill(0xff);
-        le::put_u32(&mut b, off::SIGNATURE, self.signature);
-        le::put_u64(&mut b, off::GENERATION, self.generation);
-        le::put_u32(&mut b, off::ENTRIES_COUNT, self.entries.len() as u32);
+        b[RESERVED..].fill(0);
+        le::put_u32(b, off::SIGNATURE, self.signature);
+        le::put_u64(b, off::GENERATION, self.generation);
+        le::put_u32(b, off::ENTRIES_COUNT, self.entries.len() as u32);
         for (i, e) in self.entries.iter().enumerate() {
             let at = off::ENTRIES + i * ENTRY_SIZE;
-            le::put_u64(&mut b, at + off::DATA_SECTOR, e.data_sector);
-            le::put_u32(&mut b, at + off::PP_SIZE, e.pp_size);
-            le::put_u32(&mut b, at + off::DATA_SIZE, e.data_size);
-            le::put_u32(&mut b, at + off::PARITY_DISK, e.parity_disk);
-            le::put_u32(&mut b, at + off::ENTRY_CHECKSUM, e.checksum);
+            le::put_u64(b, at + off::DATA_SECTOR, e.data_sector);
+            le::put_u32(b, at + off::PP_SIZE, e.pp_size);
+            le::put_u32(b, at + off::DATA_SIZE, e.data_size);
+            le::put_u32(b, at + off::PARITY_DISK, e.parity_disk);
+            le::put_u32(b, at + off::ENTRY_CHECKSUM, e.checksum);
         }
-        let sum = crc32c::crc32c(&b);
-        le::put_u32(&mut b, off::CHECKSUM, sum);
-        b
+        let sum = crc32c::crc32c(b);
+        le::put_u32(b, off::CHECKSUM, sum);
     }
 
     /// Decodes a header whose checksum holds. The signature is the caller's to compare

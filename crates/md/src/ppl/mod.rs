@@ -32,4 +32,4 @@ pub use header::{
     MAX_ENTRIES, RESERVED, SPACE_SIZE,
 };
 pub use recover::{Block, EntryPlan, ParityGeometry, Skip};
-pub use write::{segments, Cursor, Segment, UnitBuilder};
+pub use write::{has_gap, segments, Cursor, Segment, UnitBuilder};

@@ -13,7 +13,7 @@
 use std::ops::Range;
 
 use super::area::Area;
-use super::header::{pp_checksum, Entry, Header, HEADER_SECTORS, MAX_ENTRIES};
+use super::header::{pp_checksum, Entry, Header, HEADER_SECTORS, HEADER_SIZE, MAX_ENTRIES};
 
 /// Rows (sectors within the chunk) written to the same consecutive data chunks of one
 /// stripe: one entry.
@@ -22,7 +22,8 @@ pub struct Segment {
     pub rows: Range<u64>,
     /// Data chunk indexes in the stripe (0 = the stripe's first data chunk).
     pub disks: Range<u64>,
-    /// Every data chunk is written: no partial parity.
+    /// Every data chunk is in it: no partial parity (recovery recomputes the rows' parity
+    /// from all the data).
     pub full: bool,
 }
 
@@ -51,44 +52,34 @@ impl Segment {
     }
 }
 
-/// The segments of one stripe write: `written[d]` is the rows written of data chunk `d`
-/// (empty where it is not written). Runs longer than `max_pp_rows` that log partial parity
-/// are cut, so each fits a unit. The chunks written at any row must be consecutive: a
-/// write is one range of the array.
-pub fn segments(written: &[Range<u64>], max_pp_rows: u64) -> Vec<Segment> {
+/// The segments of one stripe's writes: `written[d]` is the rows written of data chunk
+/// `d`, as sorted disjoint ranges (none where it is not written). Runs longer than
+/// `max_pp_rows` that log partial parity are cut, so each fits a unit.
+///
+/// One write covers consecutive chunks at every row. Writes gathered into one batch may
+/// not (rows of chunks 0 and 2, not 1): md keeps such writes apart, and raidd logs those
+/// rows as written to every chunk, with no partial parity, so that recovery recomputes
+/// their parity from all the data; it protects them unless the member missing is one the
+/// rows did not write.
+pub fn segments<R: AsRef<[Range<u64>]>>(written: &[R], max_pp_rows: u64) -> Vec<Segment> {
     assert!(max_pp_rows > 0, "a unit holds at least one row");
-    let mut cuts: Vec<u64> = written
-        .iter()
-        .filter(|r| !r.is_empty())
-        .flat_map(|r| [r.start, r.end])
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
+    let all = written.len() as u64;
     let mut out = Vec::new();
-    for w in cuts.windows(2) {
-        let (lo, hi) = (w[0], w[1]);
-        let covering: Vec<u64> = (0..written.len() as u64)
-            .filter(|&d| {
-                let r = &written[d as usize];
-                r.start <= lo && hi <= r.end
-            })
-            .collect();
+    for (rows, covering) in row_sets(written) {
+        let (lo, hi) = (rows.start, rows.end);
         let (Some(&first), Some(&last)) = (covering.first(), covering.last()) else {
             continue;
         };
-        assert_eq!(
-            last - first + 1,
-            covering.len() as u64,
-            "a stripe write covers consecutive data chunks"
-        );
-        let full = covering.len() == written.len();
+        let gap = last - first + 1 != covering.len() as u64;
+        let disks = if gap { 0..all } else { first..last + 1 };
+        let full = disks.end - disks.start == all;
         let step = if full { hi - lo } else { max_pp_rows };
         let mut at = lo;
         while at < hi {
             let end = hi.min(at + step);
             out.push(Segment {
                 rows: at..end,
-                disks: first..last + 1,
+                disks: disks.clone(),
                 full,
             });
             at = end;
@@ -97,17 +88,58 @@ pub fn segments(written: &[Range<u64>], max_pp_rows: u64) -> Vec<Segment> {
     out
 }
 
-/// One unit being gathered: a header's entries and their partial parity.
+/// Whether some row is written to data chunks that are not consecutive (writes gathered
+/// from both sides of an unwritten chunk): such writes must be logged one after the
+/// other, as md keeps them apart, for the log to protect the chunk between them.
+pub fn has_gap<R: AsRef<[Range<u64>]>>(written: &[R]) -> bool {
+    row_sets(written)
+        .into_iter()
+        .any(|(_, c)| match (c.first(), c.last()) {
+            (Some(&first), Some(&last)) => last - first + 1 != c.len() as u64,
+            _ => false,
+        })
+}
+
+/// The stripe's rows cut where any chunk's writes start or end, each with the data chunks
+/// written over it.
+fn row_sets<R: AsRef<[Range<u64>]>>(written: &[R]) -> Vec<(Range<u64>, Vec<u64>)> {
+    let mut cuts: Vec<u64> = written
+        .iter()
+        .flat_map(|r| r.as_ref().iter().filter(|r| !r.is_empty()))
+        .flat_map(|r| [r.start, r.end])
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2)
+        .map(|w| {
+            let (lo, hi) = (w[0], w[1]);
+            let covering = (0..written.len() as u64)
+                .filter(|&d| {
+                    written[d as usize]
+                        .as_ref()
+                        .iter()
+                        .any(|r| r.start <= lo && hi <= r.end)
+                })
+                .collect();
+            (lo..hi, covering)
+        })
+        .collect()
+}
+
+/// One unit being gathered: a header's entries and their partial parity (kept as given,
+/// copied once, when the unit is written out).
 #[derive(Debug)]
 pub struct UnitBuilder {
     header: Header,
-    pp: Vec<u8>,
+    pp: Vec<Vec<u8>>,
+    pp_len: usize,
     space: usize,
 }
 
 impl UnitBuilder {
-    /// An empty unit of `generation`, holding up to `area.entry_space()` of partial parity.
-    pub fn new(signature: u32, generation: u64, area: Area) -> UnitBuilder {
+    /// An empty unit of `generation`, holding up to `space` bytes of partial parity (md
+    /// fills a unit to `area.entry_space()`; a unit may hold up to [`Area::unit_space`]).
+    pub fn new(signature: u32, generation: u64, space: usize) -> UnitBuilder {
         UnitBuilder {
             header: Header {
                 signature,
@@ -115,27 +147,36 @@ impl UnitBuilder {
                 entries: Vec::new(),
             },
             pp: Vec::new(),
-            space: area.entry_space() as usize,
+            pp_len: 0,
+            space,
         }
     }
 
     /// Whether an entry with `pp_len` bytes of partial parity still fits.
     pub fn fits(&self, pp_len: usize) -> bool {
-        self.header.entries.len() < MAX_ENTRIES && self.pp.len() + pp_len <= self.space
+        self.takes(1, pp_len)
+    }
+
+    /// Whether `count` more entries with `pp_len` bytes of partial parity in all fit.
+    pub fn takes(&self, count: usize, pp_len: usize) -> bool {
+        self.header.entries.len() + count <= MAX_ENTRIES && self.pp_len + pp_len <= self.space
     }
 
     /// Adds `entry` with its partial parity (`pp.len()` must be its `pp_size`); the
     /// entry's checksum is computed here.
-    pub fn push(&mut self, mut entry: Entry, pp: &[u8]) {
+    pub fn push(&mut self, mut entry: Entry, pp: Vec<u8>) {
         assert!(self.fits(pp.len()), "a PPL unit overfilled");
         assert_eq!(
             pp.len(),
             entry.pp_size as usize,
             "partial parity of the entry's size"
         );
-        entry.checksum = pp_checksum(pp);
+        entry.checksum = pp_checksum(&pp);
         self.header.entries.push(entry);
-        self.pp.extend_from_slice(pp);
+        self.pp_len += pp.len();
+        if !pp.is_empty() {
+            self.pp.push(pp);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -148,13 +189,30 @@ impl UnitBuilder {
 
     /// Sectors the unit takes in the area.
     pub fn sectors(&self) -> u64 {
-        HEADER_SECTORS + (self.pp.len() / 512) as u64
+        HEADER_SECTORS + (self.pp_len / 512) as u64
     }
 
-    /// The unit's bytes: the header page, then the partial parity.
+    /// Bytes of the unit: its header page and its partial parity.
+    pub fn len(&self) -> usize {
+        HEADER_SIZE + self.pp_len
+    }
+
+    /// Writes the unit's bytes (the header page, then the partial parity) into `out`,
+    /// which is [`UnitBuilder::len`] bytes long.
+    pub fn finish_into(self, out: &mut [u8]) {
+        assert_eq!(out.len(), self.len(), "a unit's buffer is the unit's size");
+        self.header.encode_into(out);
+        let mut at = HEADER_SIZE;
+        for p in &self.pp {
+            out[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+    }
+
+    /// The unit's bytes.
     pub fn finish(self) -> Vec<u8> {
-        let mut out = self.header.encode();
-        out.extend_from_slice(&self.pp);
+        let mut out = vec![0; self.len()];
+        self.finish_into(&mut out);
         out
     }
 }
@@ -203,10 +261,17 @@ mod tests {
     use super::super::scan;
     use super::*;
 
+    /// One range of rows per data chunk.
+    fn rows(r: &[(u64, u64)]) -> Vec<Vec<Range<u64>>> {
+        r.iter()
+            .map(|&(a, b)| std::iter::once(a..b).collect())
+            .collect()
+    }
+
     #[test]
     fn a_write_across_three_chunks_logs_three_runs() {
         // Rows 10.. of chunk 0, all of chunk 1, ..6 of chunk 2, in a four-chunk stripe.
-        let s = segments(&[10..16, 0..16, 0..6, 0..0], 64);
+        let s = segments(&rows(&[(10, 16), (0, 16), (0, 6), (0, 0)]), 64);
         assert_eq!(
             s,
             vec![
@@ -236,21 +301,38 @@ mod tests {
 
     #[test]
     fn whole_rows_log_no_partial_parity_and_long_runs_are_cut() {
-        let s = segments(&[4..16, 0..16, 0..16], 5);
+        let s = segments(&rows(&[(4, 16), (0, 16), (0, 16)]), 5);
         assert_eq!(s[0].rows, 0..4);
         assert_eq!(s[0].disks, 1..3);
         assert_eq!(s.iter().filter(|x| !x.full).count(), 1);
         let full = s.iter().find(|x| x.full).expect("rows 4..16 are full");
         assert_eq!((full.rows.clone(), full.pp_len()), (4..16, 0));
-        let cut = segments(&[0..16, 0..0], 5);
+        let cut = segments(&rows(&[(0, 16), (0, 0)]), 5);
         let rows: Vec<_> = cut.iter().map(|x| x.rows.clone()).collect();
         assert_eq!(rows, vec![0..5, 5..10, 10..15, 15..16]);
     }
 
     #[test]
-    #[should_panic(expected = "consecutive data chunks")]
-    fn chunks_with_a_gap_are_not_one_write() {
-        segments(&[0..8, 0..0, 0..8], 64);
+    fn gathered_chunks_with_a_gap_are_logged_as_every_chunk() {
+        assert!(has_gap(&rows(&[(0, 8), (0, 0), (4, 8)])));
+        assert!(!has_gap(&rows(&[(0, 8), (4, 8), (0, 0)])));
+        assert!(!has_gap(&rows(&[(0, 4), (0, 0), (4, 8)])), "rows apart");
+        let s = segments(&rows(&[(0, 8), (0, 0), (4, 8)]), 64);
+        assert_eq!(
+            s,
+            vec![
+                Segment {
+                    rows: 0..4,
+                    disks: 0..1,
+                    full: false
+                },
+                Segment {
+                    rows: 4..8,
+                    disks: 0..3,
+                    full: true
+                },
+            ]
+        );
     }
 
     #[test]
@@ -259,7 +341,7 @@ mod tests {
             offset: 8,
             size: 600,
         };
-        let mut u = UnitBuilder::new(5, 1, area);
+        let mut u = UnitBuilder::new(5, 1, area.entry_space() as usize);
         assert!(u.fits(128 * 1024) && !u.fits(128 * 1024 + 512));
         for i in 0..MAX_ENTRIES as u64 {
             assert!(u.fits(0));
@@ -270,7 +352,7 @@ mod tests {
                     full: true,
                 }
                 .entry(i * 48, 16, 0),
-                &[],
+                Vec::new(),
             );
         }
         assert!(!u.fits(0), "a header holds {MAX_ENTRIES} entries");
@@ -316,6 +398,9 @@ mod tests {
             done_mask in any::<u8>(),
             parity_done in any::<bool>(),
             max_rows in 1u64..40,
+            gathered in any::<bool>(),
+            start2_frac in 0.0f64..1.0,
+            len2_frac in 0.0f64..1.0,
         ) {
             let chunk = 1u64 << chunk_pow;
             let stripe_sectors = dd * chunk;
@@ -326,14 +411,32 @@ mod tests {
             let mut before = Stripe { data: (0..dd).map(|_| (0..chunk).map(|_| next()).collect()).collect(), parity: vec![0; chunk as usize] };
             for r in 0..chunk as usize { before.parity[r] = before.xor_row(r, |_| false); }
             // The write: array sectors start..start+len of stripe 0.
-            let written: Vec<Range<u64>> = (0..dd).map(|d| {
-                let (lo, hi) = (d * chunk, (d + 1) * chunk);
-                let (a, b) = (start.max(lo), (start + len).min(hi));
-                if a < b { a - lo..b - lo } else { 0..0 }
+            // One write, or two gathered into the stripe's batch.
+            let mut mask = vec![vec![false; chunk as usize]; dd as usize];
+            let writes = [(start, len), (0, 0)];
+            for (i, &(a, n)) in writes.iter().enumerate() {
+                let (a, n) = if i == 0 { (a, n) } else {
+                    if !gathered { continue; }
+                    let a = ((stripe_sectors as f64) * start2_frac) as u64 % stripe_sectors;
+                    (a, 1 + (((stripe_sectors - a - 1) as f64) * len2_frac) as u64)
+                };
+                for s in a..a + n { mask[(s / chunk) as usize][(s % chunk) as usize] = true; }
+            }
+            let written: Vec<Vec<Range<u64>>> = mask.iter().map(|m| {
+                let mut v: Vec<Range<u64>> = Vec::new();
+                for (r, &w) in m.iter().enumerate() {
+                    let r = r as u64;
+                    if !w { continue; }
+                    match v.last_mut() {
+                        Some(last) if last.end == r => last.end = r + 1,
+                        _ => v.push(r..r + 1),
+                    }
+                }
+                v
             }).collect();
             let segs = segments(&written, max_rows);
             let area = Area { offset: 8, size: 2048 };
-            let mut unit = UnitBuilder::new(77, 1, area);
+            let mut unit = UnitBuilder::new(77, 1, area.unit_space());
             for s in &segs {
                 let pp: Vec<u8> = if s.full { vec![] } else {
                     s.rows.clone().flat_map(|r| {
@@ -341,13 +444,13 @@ mod tests {
                         std::iter::repeat_n(x, 512)
                     }).collect()
                 };
-                unit.push(s.entry(0, chunk, dd as u32), &pp);
+                unit.push(s.entry(0, chunk, dd as u32), pp);
             }
             // The new data, torn.
             let mut after = before.clone();
             let mut new = before.clone();
-            for (d, r) in written.iter().enumerate() {
-                for row in r.clone() { new.data[d][row as usize] = next(); }
+            for (d, rs) in written.iter().enumerate() {
+                for row in rs.iter().flat_map(|r| r.clone()) { new.data[d][row as usize] = next(); }
             }
             for r in 0..chunk as usize { new.parity[r] = new.xor_row(r, |_| false); }
             for (d, _) in written.iter().enumerate() {
@@ -379,7 +482,7 @@ mod tests {
                 }
             }
             for (r, &t) in touched.iter().enumerate() {
-                let was_written = written.iter().any(|w| w.contains(&(r as u64)));
+                let was_written = mask.iter().any(|m| m[r]);
                 prop_assert_eq!(t, was_written, "row {} recovered iff written", r);
                 prop_assert_eq!(after.parity[r], after.xor_row(r, |_| false), "row {}", r);
             }

@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 use super::super::counters::Counters;
 use super::cache::{cached_list, Blocks, Cached, CACHE_MAX_RANGES, CACHE_MAX_ROWS};
+use super::logged::{log_stripe, pieces_within, LogItems, StripeWrite};
 use super::rebuild::{q_index, rebuild_blocks};
 use super::shares::{Part, Segs};
 use super::strategy::{choose_strategy, Cover, Strategy};
@@ -115,12 +116,14 @@ impl ParityIo {
     /// The batch's reads and parity over `o.rows` (which hold `o.hull`, the rows the parts
     /// write); its member writes go into `writes`. With `o.keep`, once settled `o.old`
     /// holds every member's new contents over the rows where they are known.
+    /// Where the array keeps a partial parity log, the stripe's entries go into `log`.
     pub(super) async fn stage_batch(
         &self,
         host: &impl Host,
         o: &mut OpenBatch,
         parts: &[Part],
         writes: &mut Batch<BufSlice>,
+        log: &mut LogItems,
     ) -> Result<()> {
         let strategy = self.plan(host, o).await?;
         self.count_strategy(host, strategy);
@@ -154,6 +157,23 @@ impl ParityIo {
             }
         };
         let end = stripe_end(host.parity_shape(), o.stripe);
+        if host.ppl().is_some() {
+            let w = StripeWrite {
+                stripe: o.stripe,
+                map: &o.map,
+                written: StripeWrite::written_of(&o.segs),
+                parity: parity.bufs[0].as_deref().filter(|_| parity.valid[0]),
+                rows: o.rows.clone(),
+            };
+            let segs = &o.segs;
+            log_stripe(
+                host,
+                &w,
+                end,
+                |dd, rows, each| pieces_within(&segs[dd], rows, |r, p| new.bytes(dd, r, p), each),
+                log,
+            );
+        }
         self.queue_data(host, o, &new, &mut chunks, end, writes);
         self.queue_parity(host, o, parity, end, writes);
         Ok(())

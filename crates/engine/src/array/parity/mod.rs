@@ -29,6 +29,7 @@ mod batch;
 mod cache;
 mod governor;
 mod lock;
+mod logged;
 mod mailbox;
 mod policy;
 mod read;

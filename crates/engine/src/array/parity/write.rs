@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 use super::super::join::{join_inline, Futures};
 use super::batch::OpenBatch;
 use super::cache::{give_cached_list, Cached, StripeCache};
+use super::logged::{log_stripe, LogItems, StripeWrite};
 use super::mailbox::{give_signal, Outcome, Signal};
 use super::policy::Gather;
 use super::rebuild::q_index;
@@ -111,6 +112,30 @@ impl ParityIo {
         let mut p = old[map.p].take().expect("read above");
         let mut q = map.q.map(|q| old[q].take().expect("read above"));
         raidd_parity::rmw_update(q_index(&map, dd), &d, &new, &mut p, q.as_deref_mut());
+        let mut log = LogItems::new();
+        if host.ppl().is_some() {
+            let mut written: SmallVec<[SmallVec<[Range<u64>; 4]>; 8]> =
+                (0..pg.data_members()).map(|_| SmallVec::new()).collect();
+            written[dd].push(rows.clone());
+            let w = StripeWrite {
+                stripe,
+                map: &map,
+                written,
+                parity: Some(&p[..len]),
+                rows: rows.clone(),
+            };
+            log_stripe(
+                host,
+                &w,
+                end,
+                |_, r, each| {
+                    let at = ((r.start - rows.start) * SECTOR_SIZE) as usize;
+                    let n = ((r.end - r.start) * SECTOR_SIZE) as usize;
+                    each(r.start, &new[at..at + n]);
+                },
+                &mut log,
+            );
+        }
         drop(new);
         self.count_strategy(host, Strategy::ReadModifyWrite);
         // A member that failed while the reads were out (another request's error) is not
@@ -129,7 +154,10 @@ impl ParityIo {
         if let Err(e) = host.check_alive() {
             return Some(Err(e));
         }
-        Some(self.written(host, &host.issue_writes(writes.into_ios()).await))
+        if log.is_empty() {
+            return Some(self.written(host, &host.issue_writes(writes.into_ios()).await));
+        }
+        Some(PooledFuture::new(self.issue_logged(host, writes, log)).await)
     }
 
     fn attach(&self, stripe: u64, req: Arc<Req>, offset: u64, cover: ChunkCover) -> Share<'_> {
@@ -269,7 +297,7 @@ impl ParityIo {
             kept.push(taken.cached);
         }
         let r = match (&leading.parts[..], &mut kept[..]) {
-            ([parts], [kept]) => self.run_batch(host, held[0].0, parts, kept).await,
+            ([parts], [kept]) => self.run_stripe(host, held[0].0, parts, kept).await,
             // In a block of its own (pooled): a run's tables would otherwise be part of every
             // small write's state.
             (parts, kept) => PooledFuture::new(self.run_batches(host, held, parts, kept)).await,
@@ -279,6 +307,30 @@ impl ParityIo {
         for (((stripe, _), parts), kept) in held.iter().zip(parts.drain(..)).zip(kept.drain(..)) {
             self.cache.finish(*stripe, kept, parts, &r);
         }
+    }
+
+    /// Writes the parts taken from one stripe: as one batch, unless the array keeps a
+    /// partial parity log and they write chunks on both sides of one they leave alone at
+    /// some row: then one part after the other, as md keeps such writes apart (the log
+    /// names consecutive chunks only; see `raidd_md::ppl::segments`).
+    async fn run_stripe(
+        &self,
+        host: &impl Host,
+        stripe: u64,
+        parts: &[Part],
+        kept: &mut Vec<Cached>,
+    ) -> Result<()> {
+        if host.ppl().is_none() || parts.len() < 2 || !gap_between(host, parts) {
+            return self.run_batch(host, stripe, parts, kept).await;
+        }
+        let mut out = Ok(());
+        for i in 0..parts.len() {
+            let r = self.run_batch(host, stripe, &parts[i..=i], kept).await;
+            if out.is_ok() {
+                out = r;
+            }
+        }
+        out
     }
 
     /// Writes one stripe's batch. On return `kept` holds its contents worth keeping.
@@ -293,10 +345,15 @@ impl ParityIo {
             return Ok(());
         };
         let mut writes = Batch::default();
-        let mut r = self.stage_batch(host, &mut open, parts, &mut writes).await;
-        if r.is_ok() {
+        let mut log = LogItems::new();
+        let mut r = self
+            .stage_batch(host, &mut open, parts, &mut writes, &mut log)
+            .await;
+        if r.is_ok() && log.is_empty() {
             // Awaited here, not in a helper future: one future less moved per small write.
             r = self.written(host, &host.issue_writes(writes.into_ios()).await);
+        } else if r.is_ok() {
+            r = PooledFuture::new(self.issue_logged(host, writes, log)).await;
         }
         self.settle_batch(open, r.is_ok(), kept);
         r
@@ -320,15 +377,19 @@ impl ParityIo {
             }
         }
         let mut writes = Batch::default();
+        let mut log = LogItems::new();
         let mut r = Ok(());
         for (i, o) in &mut open {
-            r = self.stage_batch(host, o, &parts[*i], &mut writes).await;
+            r = self
+                .stage_batch(host, o, &parts[*i], &mut writes, &mut log)
+                .await;
             if r.is_err() {
                 break;
             }
         }
         if r.is_ok() {
-            r = self.written(host, &host.issue_writes(writes.into_ios()).await);
+            // The run's entries join every log they go to at once (`Ppl::append`).
+            r = self.issue_logged(host, writes, log).await;
         }
         for (i, o) in open.drain(..) {
             self.settle_batch(o, r.is_ok(), &mut kept[i]);
@@ -339,13 +400,32 @@ impl ParityIo {
     /// A batch's outcome from its member writes' results: a member that failed was failed,
     /// and the batch still succeeds while the array lives (each stripe lost at most what its
     /// parity covers).
-    fn written(&self, host: &impl Host, results: &[(usize, std::io::Result<()>)]) -> Result<()> {
+    pub(super) fn written(
+        &self,
+        host: &impl Host,
+        results: &[(usize, std::io::Result<()>)],
+    ) -> Result<()> {
         if results.iter().any(|(_, r)| r.is_err()) {
             host.check_alive()
         } else {
             Ok(())
         }
     }
+}
+
+/// Whether parts of one stripe write, at some row, chunks on both sides of one they leave
+/// alone.
+fn gap_between(host: &impl Host, parts: &[Part]) -> bool {
+    let mut written: SmallVec<[SmallVec<[Range<u64>; 4]>; 8]> =
+        (0..host.parity_shape().data_members())
+            .map(|_| SmallVec::new())
+            .collect();
+    for p in parts {
+        for (dd, r) in p.cover.iter() {
+            written[dd].push(r);
+        }
+    }
+    raidd_md::ppl::has_gap(&written)
 }
 
 /// Consecutive whole stripes' shares led together, in stripe order (a table kept per thread

@@ -278,7 +278,8 @@ impl Ticket {
     /// write fails fails its member (through `owner`); the batch goes on, as md's does: a
     /// stripe whose parity member is gone has no parity to protect.
     pub(crate) async fn durable(&self, owner: &impl Owner) {
-        for unit in &self.units {
+        // Its units (one per log) go out together.
+        futures::future::join_all(self.units.iter().map(|unit| async move {
             unit.ready.wait().await;
             let builder = unit.st.lock().expect(crate::POISONED).builder.take();
             match builder {
@@ -288,7 +289,8 @@ impl Ticket {
                 }
                 None => unit.written.wait().await,
             }
-        }
+        }))
+        .await;
     }
 
     async fn write(&self, owner: &impl Owner, unit: &Unit, b: UnitBuilder) {
@@ -326,26 +328,37 @@ impl Ticket {
     pub(crate) async fn release(mut self, owner: &impl Owner, wrote: &[usize]) {
         self.released = true;
         let units = std::mem::take(&mut self.units);
+        // The units this batch was the last of, and the members their batches wrote: each
+        // flushed once, all at once, however many of the units wrote it.
+        let mut last: SmallVec<[Arc<Unit>; 2]> = SmallVec::new();
+        let mut members: SmallVec<[usize; 8]> = SmallVec::new();
         for unit in units {
-            let flush = {
-                let mut st = unit.st.lock().expect(crate::POISONED);
-                st.wrote.extend_from_slice(wrote);
-                assert!(st.tickets > 0, "a unit released more often than joined");
-                st.tickets -= 1;
-                (st.tickets == 0).then(|| std::mem::take(&mut st.wrote))
-            };
-            let Some(mut members) = flush else { continue };
-            debug_assert!(unit.written.is_set(), "released before it was written");
-            members.sort_unstable();
-            members.dedup();
-            for role in members {
-                if let Some(m) = owner.slots().member(role) {
-                    if let Err(e) = m.flush().await {
-                        owner.fail_member_io(role, &m, &e).await;
-                    }
+            let mut st = unit.st.lock().expect(crate::POISONED);
+            st.wrote.extend_from_slice(wrote);
+            assert!(st.tickets > 0, "a unit released more often than joined");
+            st.tickets -= 1;
+            if st.tickets == 0 {
+                debug_assert!(unit.written.is_set(), "released before it was written");
+                members.extend(std::mem::take(&mut st.wrote));
+                drop(st);
+                last.push(unit);
+            }
+        }
+        if last.is_empty() {
+            return;
+        }
+        members.sort_unstable();
+        members.dedup();
+        futures::future::join_all(members.into_iter().map(|role| async move {
+            if let Some(m) = owner.slots().member(role) {
+                if let Err(e) = m.flush().await {
+                    owner.fail_member_io(role, &m, &e).await;
                 }
             }
-            finish(&self.shared, &unit);
+        }))
+        .await;
+        for unit in &last {
+            finish(&self.shared, unit);
         }
     }
 }

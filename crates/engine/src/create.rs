@@ -12,6 +12,7 @@ use raidd_md::create::{
 use raidd_md::ppl::Area;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_V12_SECTORS};
 
+use crate::array::{write_empty_ppl, LogArea};
 use crate::assemble::{assemble, examine, AssembleOptions, Assembled};
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::write_bytes;
@@ -200,7 +201,16 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
             write_bitmap(&***m, bm, probe.resync_offset != MAX_SECTOR).await?;
         }
         if let Some(area) = ppl {
-            write_empty_ppl(&***m, &sb, area).await?;
+            let at = area.sector(sb.super_offset) * 512;
+            let signature = raidd_md::ppl::signature(&sb.set_uuid);
+            write_empty_ppl(&***m, LogArea { at, area }, signature)
+                .await
+                .map_err(|e| {
+                    Error::io(
+                        format!("{}: writing the partial parity log", m.info().name),
+                        e,
+                    )
+                })?;
         }
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
@@ -359,22 +369,6 @@ fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Re
         )));
     }
     Ok(bm)
-}
-
-/// Zeroes a new member's partial parity log and writes an empty header at its start, as
-/// mdadm's `write_init_ppl1` does.
-async fn write_empty_ppl(m: &dyn Member, sb: &Superblock, area: Area) -> Result<()> {
-    let mut buf = raidd_rt::AlignedBuf::zeroed(area.bytes() as usize);
-    let header = raidd_md::ppl::Header::empty(raidd_md::ppl::signature(&sb.set_uuid)).encode();
-    buf[..header.len()].copy_from_slice(&header);
-    write_bytes(m, area.sector(sb.super_offset) * 512, buf)
-        .await
-        .map_err(|e| {
-            Error::io(
-                format!("{}: writing the partial parity log", m.info().name),
-                e,
-            )
-        })
 }
 
 /// Writes a new bitmap (header and bits) after the superblock. An array that still needs

@@ -55,6 +55,7 @@ use counters::Counters;
 use gate::Gate;
 use host::Host;
 pub use journal_slot::{JournalParts, JournalState};
+pub(crate) use ppl::{write_empty as write_empty_ppl, LogArea};
 
 use mapped::MappedIo;
 use member_io::Owner;

@@ -247,8 +247,13 @@ impl Ppl {
     }
 }
 
-/// An empty log: the area zeroed, an empty header at its start; durable on return.
-async fn write_empty(member: &dyn Member, a: LogArea, signature: u32) -> std::io::Result<()> {
+/// An empty log: the area zeroed, an empty header at its start (md's `ppl_write_empty_header`,
+/// mdadm's `write_init_ppl1`); durable on return.
+pub(crate) async fn write_empty(
+    member: &dyn Member,
+    a: LogArea,
+    signature: u32,
+) -> std::io::Result<()> {
     let mut buf = AlignedBuf::zeroed(a.area.bytes() as usize);
     let header = raidd_md::ppl::Header::empty(signature).encode();
     buf[..header.len()].copy_from_slice(&header);

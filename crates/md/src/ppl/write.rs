@@ -183,10 +183,6 @@ impl UnitBuilder {
         self.header.entries.is_empty()
     }
 
-    pub fn generation(&self) -> u64 {
-        self.header.generation
-    }
-
     /// Sectors the unit takes in the area.
     pub fn sectors(&self) -> u64 {
         HEADER_SECTORS + (self.pp_len / 512) as u64
@@ -210,7 +206,8 @@ impl UnitBuilder {
     }
 
     /// The unit's bytes.
-    pub fn finish(self) -> Vec<u8> {
+    #[cfg(test)]
+    fn finish(self) -> Vec<u8> {
         let mut out = vec![0; self.len()];
         self.finish_into(&mut out);
         out

@@ -112,17 +112,7 @@ fn layout_number(level: Level, layout: Option<u32>, multi_zone: bool) -> Result<
 /// [`crate::Array::resync`].
 pub async fn create(spec: CreateSpec) -> Result<Assembled> {
     let level = spec.level;
-    if spec.ppl && level != Level::Raid5 {
-        return Err(invalid(format!(
-            "a partial parity log is for RAID5 only (md's PPL), not {level}"
-        )));
-    }
-    if spec.ppl && spec.bitmap_chunk.is_some() {
-        return Err(invalid(
-            "a partial parity log and a write-intent bitmap exclude each other (as md enforces)"
-                .into(),
-        ));
-    }
+    check_policy(&spec)?;
     let n = spec.members.len();
     let present = members_to_use(&spec).await?;
     let chunk = match level {
@@ -186,36 +176,66 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         Some(_) => PPL_SPACE_SECTORS,
         None => bblog_bm_space_sectors(component, bitmap.as_ref()),
     };
-    let (bb_off, bb_size) = bblog_placement(data_offset, space);
+    let (bblog_offset, bblog_size) = bblog_placement(data_offset, space);
     for ((i, m), a) in present.iter().zip(&avail) {
         let mut sb = probe.clone();
         sb.dev_number = *i as u32;
         sb.device_uuid = random16()?;
         sb.data_size = *a;
-        sb.bblog_offset = bb_off;
-        sb.bblog_size = bb_size;
+        sb.bblog_offset = bblog_offset;
+        sb.bblog_size = bblog_size;
         sb.bblog_shift = 0;
-        crate::md_io::clear_bad_blocks(&***m, &sb).await?;
-        write_superblock(&***m, &sb).await?;
-        if let Some(bm) = &bitmap {
-            write_bitmap(&***m, bm, probe.resync_offset != MAX_SECTOR).await?;
-        }
-        if let Some(area) = ppl {
-            let at = area.sector(sb.super_offset) * 512;
-            let signature = raidd_md::ppl::signature(&sb.set_uuid);
-            write_empty_ppl(&***m, LogArea { at, area }, signature)
-                .await
-                .map_err(|e| {
-                    Error::io(
-                        format!("{}: writing the partial parity log", m.info().name),
-                        e,
-                    )
-                })?;
-        }
+        write_member(&***m, &sb, bitmap.as_ref(), ppl).await?;
     }
     let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
     debug_assert!(!members.is_empty() && members.len() <= n);
     assemble(members, AssembleOptions::default()).await
+}
+
+/// The consistency policy asked for, checked against the level and the other policy: md's
+/// partial parity log is RAID5's alone and excludes a write-intent bitmap.
+fn check_policy(spec: &CreateSpec) -> Result<()> {
+    let level = spec.level;
+    if spec.ppl && level != Level::Raid5 {
+        return Err(invalid(format!(
+            "a partial parity log is for RAID5 only (md's PPL), not {level}"
+        )));
+    }
+    if spec.ppl && spec.bitmap_chunk.is_some() {
+        return Err(invalid(
+            "a partial parity log and a write-intent bitmap exclude each other (as md enforces)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes one member's metadata: its superblock over a cleared bad-block log, then the
+/// bitmap or the empty partial parity log the array has.
+async fn write_member(
+    m: &dyn Member,
+    sb: &Superblock,
+    bitmap: Option<&BitmapSuper>,
+    ppl: Option<Area>,
+) -> Result<()> {
+    crate::md_io::clear_bad_blocks(m, sb).await?;
+    write_superblock(m, sb).await?;
+    if let Some(bm) = bitmap {
+        write_bitmap(m, bm, sb.resync_offset != MAX_SECTOR).await?;
+    }
+    if let Some(area) = ppl {
+        let at = area.sector(sb.super_offset) * 512;
+        let signature = raidd_md::ppl::signature(&sb.set_uuid);
+        write_empty_ppl(m, LogArea { at, area }, signature)
+            .await
+            .map_err(|e| {
+                Error::io(
+                    format!("{}: writing the partial parity log", m.info().name),
+                    e,
+                )
+            })?;
+    }
+    Ok(())
 }
 
 /// The members given (by role; missing ones left out), checked: enough for the level,

@@ -103,6 +103,13 @@ pub enum Request {
         array: String,
         name: String,
     },
+    /// Change the array's shape or policy while it serves (mdadm's --grow): for now its
+    /// consistency policy.
+    Grow {
+        array: String,
+        #[serde(default)]
+        consistency_policy: Option<raidd_engine::ConsistencyPolicy>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]

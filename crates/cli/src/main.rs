@@ -51,6 +51,9 @@ enum Command {
     /// An array's volumes (GPT partitions): list, create, resize, delete, offline on its
     /// members or through the daemon.
     Volume(cmd::volume::VolumeArgs),
+    /// Change an array as mdadm --grow does, served (--array NAME) or offline on its
+    /// members: its consistency policy (the partial parity log on or off).
+    Grow(cmd::grow::GrowArgs),
     /// The ublk devices on this host (/dev/ublkbN): list them, delete one a dead server left.
     Ublk(cmd::ublk::UblkArgs),
     /// Benchmarks.
@@ -108,6 +111,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Write(a) => cmd::write::run(a, json),
         Command::Pattern(a) => cmd::pattern::run(a, json),
         Command::Volume(a) => cmd::volume::run(a, json),
+        Command::Grow(a) => cmd::grow::run(a, json),
         Command::Ublk(a) => cmd::ublk::run(a, json),
         Command::Scan(a) => raidd_bench::scan(a, json),
         Command::Bench(a) => raidd_bench::run(a, json),

@@ -13,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::{array_config, create_array, fio_ok, must, run_tool, spawn_fio, tool, Daemon};
-use common::{raidd, scratch, sectors, MIB};
+use common::{args_with, raidd, scratch, sectors, MIB};
 use serde_json::Value;
 
 /// New empty image files to serve as spares.
@@ -868,6 +868,95 @@ fn sigkill_while_degraded_with_the_partial_parity_log_loses_nothing_flushed() {
     assert!(recovered > 0, "the restarts recovered entries from the log");
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert!(lines > 50, "too little progress: {lines} flushed writes");
+}
+
+/// `raidd grow --array` switches a served RAID5 made without a log to md's partial parity
+/// log while a client writes over NBD; a SIGKILL under that load is then recovered from the
+/// log (no resync, every flushed write reads back); and the log is switched off again.
+#[test]
+fn the_partial_parity_log_is_switched_on_while_serving_and_holds_a_sigkill() {
+    let dir = scratch();
+    let all = create_array(dir.path(), "raid5", 4, &[]);
+    let (writer, checker) = (dir.path().join("writer.py"), dir.path().join("checker.py"));
+    std::fs::write(&writer, WRITER).unwrap();
+    std::fs::write(&checker, CHECKER).unwrap();
+    let log = dir.path().join("flushed.log");
+    let cfg = array_config("g", &all);
+    let d = Daemon::start(dir.path(), &cfg);
+    assert_eq!(array_status(&d, "g")["consistency_policy"], "resync");
+    let write = |d: &Daemon, seed: u64| {
+        tool("python3")
+            .args([
+                writer.to_str().unwrap(),
+                &d.uri("g"),
+                log.to_str().unwrap(),
+                &seed.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut w = write(&d, 1);
+    let switched = raidd(&[
+        "grow",
+        "--json",
+        "--array",
+        "g",
+        "--consistency-policy",
+        "ppl",
+        "--control",
+        &ctl(&d),
+    ])
+    .ok()
+    .json();
+    assert_eq!(switched["consistency_policy"]["to"], "ppl", "{switched}");
+    assert_eq!(array_status(&d, "g")["consistency_policy"], "ppl");
+    // Writes go on under the log until the kill.
+    let lines = || std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
+    let at_switch = lines();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines() < at_switch + 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(lines() >= at_switch + 20, "writes went on after the switch");
+    d.kill();
+    let _ = w.wait();
+    let d = Daemon::start(dir.path(), &cfg);
+    let st = array_status(&d, "g");
+    assert_eq!(st["consistency_policy"], "ppl", "{st}");
+    assert!(st["ppl_recovered"].is_object(), "{st}");
+    assert_eq!(st["ppl_recovered"]["not_applied"], 0, "{st}");
+    assert_eq!(st["needs_resync"], false, "{st}");
+    let (ok, out, err) = run_tool(tool("python3").args([
+        checker.to_str().unwrap(),
+        &d.uri("g"),
+        log.to_str().unwrap(),
+    ]));
+    assert!(ok, "{out}{err}\n{}", d.log());
+    // Off again, served, with writes running; the superblocks keep it.
+    w = write(&d, 2);
+    raidd(&[
+        "grow",
+        "--array",
+        "g",
+        "--consistency-policy",
+        "resync",
+        "--control",
+        &ctl(&d),
+    ])
+    .ok();
+    let at_switch = lines();
+    while lines() < at_switch + 10 && Instant::now() < deadline + Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(lines() >= at_switch + 10, "writes went on after the switch");
+    assert_eq!(array_status(&d, "g")["consistency_policy"], "resync");
+    d.stop();
+    let detail = raidd(&args_with(&["detail"], &all)).ok().text();
+    assert!(detail.contains("Consistency Policy : resync"), "{detail}");
 }
 
 /// `raidd create --group` makes seed 003's pool: a RAID0 over two RAID5 groups of four

@@ -350,3 +350,92 @@ fn mdadm_reads_raidd_bitmaps() {
     .expect(2);
     assert!(e.error().contains("larger --bitmap-chunk"), "{}", e.error());
 }
+
+/// `raidd grow --consistency-policy` offline on a RAID5 made without a log: mdadm reads the
+/// partial parity log raidd switched on where the superblock says (after the superblock's
+/// 4 KiB, up to the empty bad-block log it moved to just before the data), and after
+/// the switch back neither; the data reads back the same throughout, and a second switch
+/// to the policy in force is refused.
+#[test]
+fn mdadm_reads_a_partial_parity_log_switched_on_and_off_offline() {
+    let mdadm = mdadm_path();
+    let dir = scratch();
+    let imgs = images(dir.path(), "sw", 4);
+    let fixed = [
+        "create", "--level", "raid5", "--chunk", "64K", "--size", "4M", "--name", "sw",
+    ];
+    raidd(&args_with(&fixed, &imgs)).ok();
+    raidd(&args_with(
+        &["pattern", "write", "--generation", "5"],
+        &imgs,
+    ))
+    .ok();
+    let before = mdadm_examine(&mdadm, &imgs[0]);
+    assert!(!before.contains_key("PPL"), "{}", before["__text"]);
+    let on = raidd(&args_with(
+        &["grow", "--json", "--consistency-policy", "ppl"],
+        &imgs,
+    ))
+    .ok()
+    .json();
+    assert_eq!(on["consistency_policy"]["from"], "resync", "{on}");
+    assert_eq!(on["consistency_policy"]["to"], "ppl", "{on}");
+    for img in &imgs {
+        let ex = mdadm_examine(&mdadm, img);
+        let text = &ex["__text"];
+        // From the superblock's 4 KiB to the log's new place: 1 MiB at most.
+        let data_offset: u64 = ex["Data Offset"]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let ppl = (data_offset - 8 - 8 - 8).min(2048);
+        assert_eq!(
+            ex.get("PPL").map(String::as_str),
+            Some(format!("{ppl} sectors at offset 8 sectors from superblock").as_str()),
+            "{text}"
+        );
+        assert_eq!(
+            ex.get("Bad Block Log").map(String::as_str),
+            Some(
+                format!(
+                    "512 entries available at offset {} sectors",
+                    data_offset - 16
+                )
+                .as_str()
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            ex["Checksum"].split(" - ").nth(1),
+            Some("correct"),
+            "{text}"
+        );
+    }
+    let detail = raidd(&args_with(&["detail"], &imgs)).ok().text();
+    assert!(detail.contains("Consistency Policy : ppl"), "{detail}");
+    raidd(&args_with(
+        &["pattern", "verify", "--generation", "5"],
+        &imgs,
+    ))
+    .ok();
+    let again = raidd(&args_with(&["grow", "--consistency-policy", "ppl"], &imgs)).expect(4);
+    assert!(again.error().contains("already ppl"), "{}", again.error());
+    raidd(&args_with(
+        &["grow", "--consistency-policy", "resync"],
+        &imgs,
+    ))
+    .ok();
+    for img in &imgs {
+        let ex = mdadm_examine(&mdadm, img);
+        assert!(!ex.contains_key("PPL"), "{}", ex["__text"]);
+    }
+    let detail = raidd(&args_with(&["detail"], &imgs)).ok().text();
+    assert!(detail.contains("Consistency Policy : resync"), "{detail}");
+    raidd(&args_with(
+        &["pattern", "verify", "--generation", "5"],
+        &imgs,
+    ))
+    .ok();
+}

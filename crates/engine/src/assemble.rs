@@ -198,29 +198,8 @@ fn ppl_parts(
         .iter()
         .map(|s| {
             let Some(i) = *s else { return Ok(None) };
-            let (sb, name) = (&found[i].sb, &found[i].member.info().name);
-            let bad = |why: String| Error::new(ErrorKind::BadMetadata, format!("{name}: {why}"));
-            let area = Area::of(sb)
-                .ok_or_else(|| bad("no partial parity log, though the array keeps one".into()))?
-                .validate(
-                    sb.super_offset,
-                    sb.encoded_len(),
-                    sb.data_offset,
-                    sb.data_size,
-                )
-                .map_err(|e| bad(e.to_string()))?;
-            let chunk = u64::from(sb.chunksize) * 512;
-            if chunk > area.unit_space() as u64 {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "{name}: a chunk of {chunk} bytes is more than its partial parity log \
-                         holds in one unit ({} bytes)",
-                        area.unit_space()
-                    ),
-                ));
-            }
-            Ok(Some((area.sector(sb.super_offset) * 512, area)))
+            let a = crate::array::ppl_log_area(&found[i].sb, &found[i].member.info().name)?;
+            Ok(Some((a.at, a.area)))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Some(PplParts { areas }))

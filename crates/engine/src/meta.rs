@@ -283,6 +283,29 @@ impl Metadata {
         commit(&mut st).await
     }
 
+    /// Every member's superblock as it stands, with its slot (`None`: a spare).
+    pub(crate) async fn superblocks(&self) -> Vec<(Option<usize>, MemberSb)> {
+        let st = self.state.lock().await;
+        let slots = st.slots.iter().enumerate();
+        let slots = slots.filter_map(|(r, m)| m.clone().map(|m| (Some(r), m)));
+        slots
+            .chain(st.spares.iter().map(|m| (None, m.clone())))
+            .collect()
+    }
+
+    /// Changes every member's superblock with `change` (a policy they all share) and
+    /// commits. Returns the slots whose superblock write failed.
+    pub(crate) async fn change_all(&self, change: impl Fn(&mut Superblock)) -> Vec<usize> {
+        let mut st = self.state.lock().await;
+        for m in st.slots.iter_mut().flatten() {
+            change(&mut m.sb);
+        }
+        for m in st.spares.iter_mut() {
+            change(&mut m.sb);
+        }
+        commit(&mut st).await
+    }
+
     /// Forgets a failed member (it was removed from the array): its device number is free.
     pub(crate) async fn forget_failed(&self, member: &Arc<dyn Member>) {
         let mut st = self.state.lock().await;

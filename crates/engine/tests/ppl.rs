@@ -1,6 +1,7 @@
 //! md's partial parity log on RAID5 arrays raidd creates and starts: the on-disk layout
 //! mdadm gives it, a clean restart that recovers nothing, a log that bad entries do not
-//! trick into changing anything, and a member added later that gets a log of its own.
+//! trick into changing anything, a member added later that gets a log of its own, and the
+//! log switched on and off while the array serves.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -32,6 +33,10 @@ fn dyns(m: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
 
 /// A RAID5 with a partial parity log over `members` (`None`: a slot left missing).
 async fn new_array(members: Vec<Option<Arc<dyn Member>>>) -> Arc<Array> {
+    new_array_with(members, true).await
+}
+
+async fn new_array_with(members: Vec<Option<Arc<dyn Member>>>, ppl: bool) -> Arc<Array> {
     create(CreateSpec {
         name: "ppl".into(),
         homehost: "test".into(),
@@ -43,7 +48,7 @@ async fn new_array(members: Vec<Option<Arc<dyn Member>>>) -> Arc<Array> {
         assume_clean: true,
         force: false,
         bitmap_chunk: None,
-        ppl: true,
+        ppl,
     })
     .await
     .unwrap()
@@ -76,7 +81,7 @@ fn mdadm_s_layout_and_a_clean_restart() {
         let m = mem(4, "c");
         let a = new_array(dyns(&m).into_iter().map(Some).collect()).await;
         fill(&a, 1).await;
-        assert_eq!(a.consistency_policy(), ConsistencyPolicy::Ppl);
+        assert_eq!(a.consistency().policy(), ConsistencyPolicy::Ppl);
         a.close().await.unwrap();
         let (sb, at, area) = log_of(&*m[0]).await;
         // As mdadm makes it, and the kernel keeps it: 1 MiB at 8 sectors past the
@@ -228,6 +233,103 @@ fn a_member_added_later_gets_a_log_of_its_own() {
             .unwrap()
             .array;
         assert_eq!(bad_sectors(&a, 2).await, 0);
+        a.close().await.unwrap();
+    });
+}
+
+/// Writes generation `generation` over the whole array in 64 KiB pieces from another task,
+/// so a switch meets writes in flight.
+fn writer(a: &Arc<Array>, generation: u64) -> raidd_rt::JoinHandle<()> {
+    let a = a.clone();
+    raidd_rt::spawn_local(async move {
+        let piece = 64 * 1024;
+        let mut at = 0;
+        while at < a.size_bytes() {
+            let mut buf = AlignedBuf::zeroed(piece as usize);
+            pattern::fill(&mut buf, at / 512, generation, SEED);
+            a.write_buf(at, buf).await.unwrap();
+            at += piece;
+        }
+    })
+}
+
+/// Switches the policy to `to` while a writer writes `generation` over the whole array;
+/// every sector then reads back as that generation.
+async fn switch_while_writing(a: &Arc<Array>, generation: u64, to: ConsistencyPolicy) {
+    let w = writer(a, generation);
+    raidd_rt::yield_now().await;
+    a.consistency().set(to).await.unwrap();
+    w.await;
+    assert_eq!(a.consistency().policy(), to);
+    assert_eq!(bad_sectors(a, generation).await, 0);
+}
+
+async fn reassemble(m: &[Arc<MemMember>]) -> Arc<Array> {
+    assemble(dyns(m), AssembleOptions::default())
+        .await
+        .unwrap()
+        .array
+}
+
+#[test]
+fn the_log_switched_on_and_off_while_writes_run() {
+    raidd_rt::block_on(async {
+        let m = mem(4, "s");
+        let a = new_array_with(dyns(&m).into_iter().map(Some).collect(), false).await;
+        fill(&a, 1).await;
+        let before = examine(&*m[0]).await.unwrap();
+        assert_eq!(a.consistency().policy(), ConsistencyPolicy::Resync);
+        // On, with writes in flight on both sides of the switch.
+        switch_while_writing(&a, 2, ConsistencyPolicy::Ppl).await;
+        let err = a
+            .consistency()
+            .set(ConsistencyPolicy::Ppl)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("already ppl"), "{err}");
+        for member in &m {
+            let (sb, at, area) = log_of(&**member).await;
+            // The small member's empty bad-block log moved to just before the data; the
+            // log took the space from the superblock's 4 KiB to it.
+            assert_eq!(area.offset, 8);
+            assert_eq!(sb.bblog_offset as u64, sb.data_offset - 8 - 8);
+            assert_eq!(u64::from(area.size), sb.data_offset - 8 - 8 - 8);
+            assert_ne!(sb.feature_map & feature::MULTIPLE_PPLS, 0);
+            assert!(sb.events > before.events);
+            let bytes = read_bytes(&**member, at, area.bytes() as usize)
+                .await
+                .unwrap();
+            assert!(ppl::scan::newest(&bytes, ppl::signature(&sb.set_uuid))
+                .newest
+                .is_some());
+        }
+        // Stopped without a clean close: the start recovers from the switched-on log and
+        // needs no resync.
+        fill(&a, 3).await;
+        drop(a);
+        let a = reassemble(&m).await;
+        let st = a.status().await;
+        assert_eq!(st.consistency_policy, ConsistencyPolicy::Ppl);
+        assert!(st.ppl_recovered.is_some() && !st.needs_resync, "{st:?}");
+        assert_eq!(bad_sectors(&a, 3).await, 0);
+        // Off, with writes in flight: the superblocks drop the log's bits and area.
+        switch_while_writing(&a, 4, ConsistencyPolicy::Resync).await;
+        a.close().await.unwrap();
+        for member in &m {
+            let sb = examine(&**member).await.unwrap();
+            assert_eq!(Area::of(&sb), None);
+            assert_eq!(sb.feature_map & (feature::PPL | feature::MULTIPLE_PPLS), 0);
+            assert_eq!(sb.bitmap_offset, 0);
+        }
+        let a = reassemble(&m).await;
+        assert_eq!(a.consistency().policy(), ConsistencyPolicy::Resync);
+        let err = a
+            .consistency()
+            .set(ConsistencyPolicy::Bitmap)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("not built yet"), "{err}");
+        assert_eq!(bad_sectors(&a, 4).await, 0);
         a.close().await.unwrap();
     });
 }

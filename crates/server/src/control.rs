@@ -14,7 +14,7 @@ use raidd_admin::control::{self, Request, Response};
 use raidd_admin::detail::Gathered;
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::members::{self, Access};
-use raidd_engine::{Array, SlotState};
+use raidd_engine::{Array, ConsistencyPolicy, SlotState};
 use raidd_rt::net::{Stream, UnixListener};
 
 use crate::arrays::Served;
@@ -176,6 +176,10 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::VolumeDelete { array, name } => {
             volume_change(ctx, &array, Change::Delete { name }).await
         }
+        Request::Grow {
+            array,
+            consistency_policy,
+        } => grow(ctx, &array, consistency_policy).await,
     };
     match r {
         Ok((text, json)) => Response::ok(text, json),
@@ -494,6 +498,21 @@ fn scrub(ctx: &ControlCtx, array: &str, kind: raidd_engine::SyncKind) -> Answer 
     Ok((
         format!("{kind} started on {}\n", names.join(", ")),
         serde_json::json!({ "array": array, "started": names, "kind": kind }),
+    ))
+}
+
+/// Switches the served array's consistency policy (mdadm's `--grow --consistency-policy`):
+/// the outermost array's, where arrays nest.
+async fn grow(ctx: &ControlCtx, array: &str, policy: Option<ConsistencyPolicy>) -> Answer {
+    let s = served(ctx, array)?;
+    let a = s.session.root();
+    let to =
+        policy.ok_or_else(|| AdminError::usage("nothing to change: give --consistency-policy"))?;
+    let from = a.consistency().policy();
+    a.consistency().set(to).await?;
+    Ok((
+        format!("{array}: consistency policy {from} -> {to}\n"),
+        serde_json::json!({ "array": array, "consistency_policy": { "from": from, "to": to } }),
     ))
 }
 

@@ -3,6 +3,7 @@
 pub mod create;
 pub mod detail;
 pub mod examine;
+pub mod grow;
 pub mod manage;
 pub mod pattern;
 pub mod read;
@@ -57,4 +58,21 @@ impl VolumeArg {
             }
         }
     }
+}
+
+/// Which array: its members (offline), or its name in the running daemon.
+#[derive(clap::Args, Debug)]
+pub struct On {
+    /// An array the running daemon serves, by its name in the config (instead of members).
+    #[arg(long, value_name = "NAME", conflicts_with = "members")]
+    pub array: Option<String>,
+    /// The daemon's control socket, with --array (default: $RAIDD_CONTROL or
+    /// /run/raidd/raidd.sock).
+    #[arg(long, value_name = "PATH", requires = "array")]
+    pub control: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub start: StartArgs,
+    /// Members of the array (nested arrays: all of them).
+    #[arg(value_name = "MEMBER", required_unless_present = "array")]
+    pub members: Vec<std::path::PathBuf>,
 }

@@ -4,9 +4,9 @@
 //! assembles the array, reads its two ends, writes them back when they changed, and shuts
 //! the array down cleanly.
 
-use std::path::PathBuf;
-
 use clap::{Args, Subcommand};
+
+use super::On;
 
 use crate::output;
 use raidd_admin::control::{self, Request};
@@ -22,23 +22,6 @@ use raidd_admin::volume_io;
 pub struct VolumeArgs {
     #[command(subcommand)]
     pub action: Action,
-}
-
-/// Which array: its members (offline), or its name in the running daemon.
-#[derive(Args, Debug)]
-pub struct On {
-    /// An array the running daemon serves, by its name in the config (instead of members).
-    #[arg(long, value_name = "NAME", conflicts_with = "members")]
-    pub array: Option<String>,
-    /// The daemon's control socket, with --array (default: $RAIDD_CONTROL or
-    /// /run/raidd/raidd.sock).
-    #[arg(long, value_name = "PATH", requires = "array")]
-    pub control: Option<PathBuf>,
-    #[command(flatten)]
-    pub start: super::StartArgs,
-    /// Members of the array (nested arrays: all of them).
-    #[arg(value_name = "MEMBER", required_unless_present = "array")]
-    pub members: Vec<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -36,7 +36,7 @@ pub(crate) trait Host: Owner {
     fn readable_copy(&self, p: &Piece) -> Option<Loc>;
     /// The partial parity log every RAID5 stripe write goes through first, where the
     /// array keeps one (md's PPL).
-    fn ppl(&self) -> Option<&Ppl>;
+    fn ppl(&self) -> Option<Ppl>;
 
     /// Whether slot `role` holds current data below member sector `end` (and takes writes).
     fn in_sync_at(&self, role: usize, end: u64) -> bool {

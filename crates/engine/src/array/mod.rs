@@ -15,6 +15,7 @@
 //! shutdown).
 
 mod bitmap;
+mod consistency;
 mod counters;
 mod gate;
 mod host;
@@ -42,7 +43,7 @@ mod status;
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use raidd_layout::{Geometry, SECTOR_SIZE};
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
@@ -55,7 +56,7 @@ use counters::Counters;
 use gate::Gate;
 use host::Host;
 pub use journal_slot::{JournalParts, JournalState};
-pub(crate) use ppl::{write_empty as write_empty_ppl, LogArea};
+pub(crate) use ppl::{log_area as ppl_log_area, write_empty as write_empty_ppl, LogArea};
 
 use mapped::MappedIo;
 use member_io::Owner;
@@ -133,8 +134,9 @@ pub struct Array {
     /// md's internal write-intent bitmap, when the array has one (and is writable).
     intent: IntentLog,
     /// md's partial parity log, when the array has one: every RAID5 stripe write goes
-    /// through it first (`ppl.rs`, `parity/logged.rs`).
-    ppl: Option<ppl::Ppl>,
+    /// through it first (`ppl.rs`, `parity/logged.rs`). Swapped only while every write is
+    /// held at the gate (`consistency.rs`).
+    ppl: RwLock<Option<ppl::Ppl>>,
     passes: Passes,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
@@ -156,7 +158,7 @@ struct Parts<'a> {
     intent: &'a IntentLog,
     passes: &'a Passes,
     parity: Option<&'a ParityIo>,
-    ppl: Option<&'a ppl::Ppl>,
+    ppl: Option<ppl::Ppl>,
     counters: &'a Counters,
 }
 
@@ -274,7 +276,7 @@ impl Array {
             meta,
             gate: Gate::default(),
             intent: IntentLog::new(intent, period),
-            ppl: parts.ppl.and_then(|p| {
+            ppl: RwLock::new(parts.ppl.and_then(|p| {
                 ppl::Ppl::new(
                     raidd_md::ppl::signature(&parts.uuid),
                     p.areas
@@ -282,7 +284,7 @@ impl Array {
                         .map(|a| a.map(|(at, area)| ppl::LogArea { at, area }))
                         .collect(),
                 )
-            }),
+            })),
             passes: Passes::new(unclean),
             failed: AtomicBool::new(false),
             idle_since: Mutex::new((0, std::time::Instant::now())),
@@ -343,7 +345,7 @@ impl Array {
             intent: &self.intent,
             passes: &self.passes,
             parity: self.levels.parity(),
-            ppl: self.ppl.as_ref(),
+            ppl: self.ppl(),
             counters: &self.counters,
         }
     }
@@ -526,11 +528,11 @@ impl Array {
     /// array has a log and was started this way (a dirty start is then safe degraded too,
     /// as md starts a dirty degraded array with PPL). A read-only array is left alone.
     pub(crate) async fn start_ppl(&self) -> Result<bool> {
-        let (Some(ppl), false) = (&self.ppl, self.read_only) else {
+        let (Some(ppl), false) = (self.ppl(), self.read_only) else {
             return Ok(false);
         };
         if let Some(meta) = self.meta.as_ref().filter(|m| m.is_dirty()) {
-            let r = ppl_recover::recover(self, ppl, &self.name).await;
+            let r = ppl_recover::recover(self, &ppl, &self.name).await;
             tracing::warn!(array = %self.name, entries = r.entries, blocks = r.blocks,
                 not_applied = r.not_applied, degraded = self.is_degraded(),
                 "not shut down cleanly: recovered from the partial parity log");

@@ -93,7 +93,7 @@ impl Host for Array {
         chosen
     }
 
-    fn ppl(&self) -> Option<&Ppl> {
-        self.ppl.as_ref()
+    fn ppl(&self) -> Option<Ppl> {
+        self.ppl.read().expect(crate::POISONED).clone()
     }
 }

@@ -45,8 +45,8 @@ pub(crate) struct LogItem {
     pub(crate) pp: Vec<u8>,
 }
 
-/// The array's partial parity log: a log per member.
-#[derive(Debug)]
+/// The array's partial parity log: a log per member. Clones share it.
+#[derive(Debug, Clone)]
 pub(crate) struct Ppl {
     shared: Arc<Shared>,
 }
@@ -245,6 +245,37 @@ impl Ppl {
         };
         write_empty(member, a, self.shared.signature).await
     }
+}
+
+/// Where a superblock places its member's log, checked as md checks it; and a chunk must
+/// fit one unit of it (a stripe write logs up to a chunk of partial parity at once).
+pub(crate) fn log_area(sb: &raidd_md::Superblock, name: &str) -> crate::Result<LogArea> {
+    use crate::error::{Error, ErrorKind};
+    let bad = |why: String| Error::new(ErrorKind::BadMetadata, format!("{name}: {why}"));
+    let area = Area::of(sb)
+        .ok_or_else(|| bad("no partial parity log, though the array keeps one".into()))?
+        .validate(
+            sb.super_offset,
+            sb.encoded_len(),
+            sb.data_offset,
+            sb.data_size,
+        )
+        .map_err(|e| bad(e.to_string()))?;
+    let chunk = u64::from(sb.chunksize) * 512;
+    if chunk > area.unit_space() as u64 {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{name}: a chunk of {chunk} bytes is more than its partial parity log holds \
+                 in one unit ({} bytes)",
+                area.unit_space()
+            ),
+        ));
+    }
+    Ok(LogArea {
+        at: area.sector(sb.super_offset) * 512,
+        area,
+    })
 }
 
 /// An empty log: the area zeroed, an empty header at its start (md's `ppl_write_empty_header`,

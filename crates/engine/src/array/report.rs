@@ -119,7 +119,7 @@ pub struct ArrayStatus {
 
 /// md's consistency policies: what keeps parity (or mirrors) right across an unclean
 /// stop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConsistencyPolicy {
     /// No redundancy: nothing to keep consistent.

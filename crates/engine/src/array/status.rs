@@ -4,27 +4,12 @@ use raidd_layout::SECTOR_SIZE;
 
 use super::parity::ParityIo;
 use super::report::{
-    ArrayState, ArrayStatus, BitmapStatus, ConsistencyPolicy, CounterStatus, JournalStatus,
-    MemberDab,
+    ArrayState, ArrayStatus, BitmapStatus, CounterStatus, JournalStatus, MemberDab,
 };
 use super::{layout_name, uuid_string, Array};
 use crate::meta::Metadata;
 
 impl Array {
-    /// md's consistency policy of the array.
-    pub fn consistency_policy(&self) -> ConsistencyPolicy {
-        let p = self.parts();
-        if self.geometry().redundancy() == 0 {
-            ConsistencyPolicy::None
-        } else if p.ppl.is_some() {
-            ConsistencyPolicy::Ppl
-        } else if self.write_intent().is_some() {
-            ConsistencyPolicy::Bitmap
-        } else {
-            ConsistencyPolicy::Resync
-        }
-    }
-
     pub async fn status(&self) -> ArrayStatus {
         let p = self.parts();
         let state = if self.is_failed() {
@@ -59,7 +44,7 @@ impl Array {
             slots: (0..slots.len()).map(|r| slots.status(r)).collect(),
             spares: slots.spare_names(),
             faulty: slots.detached_names(),
-            consistency_policy: self.consistency_policy(),
+            consistency_policy: self.consistency().policy(),
             ppl_recovered: p.ppl.and_then(|l| l.last_recovery()),
             journal: slots.journal_state().map(|state| JournalStatus {
                 member: slots.journal_member().map(|m| m.info().name.clone()),

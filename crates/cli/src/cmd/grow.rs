@@ -1,0 +1,75 @@
+//! `raidd grow`: change an array while it serves (through the daemon, `--array NAME`) or
+//! offline on its members, as `mdadm --grow` does. Today: its consistency policy, the
+//! partial parity log on or off for RAID5 (`--consistency-policy ppl|resync`). The switch
+//! itself is the engine's (`Array::consistency`); offline, this assembles the array,
+//! switches, and shuts it down cleanly.
+
+use clap::{Args, ValueEnum};
+
+use super::On;
+use crate::output;
+use raidd_admin::control::{self, Request};
+use raidd_admin::exit::{AdminError, AdminResult};
+use raidd_admin::members::Access;
+use raidd_admin::session;
+use raidd_engine::ConsistencyPolicy;
+
+#[derive(Args, Debug)]
+pub struct GrowArgs {
+    /// What keeps parity right across an unclean stop: `ppl` (RAID5: the partial parity
+    /// log in each member's metadata area) or `resync` (the whole array after it). From
+    /// `resync` to `ppl` and back, as md allows; a write-intent bitmap must go first.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub consistency_policy: Option<Policy>,
+    #[command(flatten)]
+    pub on: On,
+}
+
+/// The policies a running array may switch between.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Policy {
+    Resync,
+    Ppl,
+}
+
+impl From<Policy> for ConsistencyPolicy {
+    fn from(p: Policy) -> Self {
+        match p {
+            Policy::Resync => ConsistencyPolicy::Resync,
+            Policy::Ppl => ConsistencyPolicy::Ppl,
+        }
+    }
+}
+
+pub fn run(args: GrowArgs, json: bool) -> AdminResult {
+    let to = args
+        .consistency_policy
+        .map(ConsistencyPolicy::from)
+        .ok_or_else(|| AdminError::usage("nothing to change: give --consistency-policy"))?;
+    let on = args.on;
+    if let Some(array) = on.array.clone() {
+        let socket = control::socket_path(on.control);
+        let req = Request::Grow {
+            array,
+            consistency_policy: Some(to),
+        };
+        return super::status::ask_and_print(&socket, &req, json);
+    }
+    raidd_rt::block_on(async move {
+        let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
+        let a = s.root();
+        let from = a.consistency().policy();
+        let switched = a.consistency().set(to).await;
+        let closed = s.close().await;
+        switched?;
+        closed?;
+        let name = a.name().to_string();
+        if json {
+            return output::emit_json(&serde_json::json!({
+                "array": name,
+                "consistency_policy": { "from": from, "to": to },
+            }));
+        }
+        output::emit(&format!("{name}: consistency policy {from} -> {to}\n"))
+    })
+}

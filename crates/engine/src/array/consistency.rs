@@ -1,0 +1,200 @@
+//! md's consistency policy of a running array (what keeps parity true across an unclean
+//! stop), and switching it while the array serves, as `mdadm --grow --consistency-policy`
+//! does: the partial parity log on or off for RAID5.
+//!
+//! A switch holds every write at the gate (a barrier over the whole array) and membership
+//! still, so no stripe write sees the log appear or go half way through: writes in flight
+//! finish under the old policy, writes after it go under the new one. Turning the log on
+//! writes each member's empty log (and an empty bad-block log where it moves, see
+//! `raidd_md::ppl::plan_ppl`) before any superblock names it, so a crash in between leaves
+//! the old policy whole.
+
+use raidd_md::ppl::{drop_ppl, plan_ppl};
+
+use super::gate::Barrier;
+use super::ppl::{log_area, write_empty, Ppl};
+use super::report::ConsistencyPolicy;
+use super::slots::Changing;
+use super::{Array, MetaWrite};
+use crate::error::{Error, ErrorKind, Result};
+use crate::meta::Metadata;
+
+/// What a switch holds while it runs (see [`Consistency::quiesce`]).
+struct Quiet<'a> {
+    meta: &'a Metadata,
+    _changing: Changing<'a>,
+    _barrier: Barrier<'a>,
+}
+
+/// The array's consistency policy: read it, or switch it.
+#[derive(Debug)]
+pub struct Consistency<'a> {
+    array: &'a Array,
+}
+
+impl Array {
+    /// md's consistency policy, and the way to switch it.
+    pub fn consistency(&self) -> Consistency<'_> {
+        Consistency { array: self }
+    }
+}
+
+impl Consistency<'_> {
+    /// The policy in force now.
+    pub fn policy(&self) -> ConsistencyPolicy {
+        let a = self.array;
+        if a.geometry().redundancy() == 0 {
+            ConsistencyPolicy::None
+        } else if a.parts().ppl.is_some() {
+            ConsistencyPolicy::Ppl
+        } else if a.write_intent().is_some() {
+            ConsistencyPolicy::Bitmap
+        } else {
+            ConsistencyPolicy::Resync
+        }
+    }
+
+    /// Switches to `to` while the array serves: the partial parity log on (from `resync`)
+    /// or off (to `resync`), as md allows. Refused on a read-only array, while a sync pass
+    /// runs or a resync is due, and to or from a bitmap (md's `--bitmap` does that).
+    pub async fn set(&self, to: ConsistencyPolicy) -> Result<()> {
+        let a = self.array;
+        let from = self.policy();
+        let refuse = |kind, why: String| Err(Error::new(kind, format!("{}: {why}", a.name)));
+        match (from, to) {
+            _ if from == to => refuse(
+                ErrorKind::Conflict,
+                format!("the consistency policy is already {to}"),
+            ),
+            (ConsistencyPolicy::None, _) | (_, ConsistencyPolicy::None) => refuse(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} has no redundancy to keep consistent",
+                    a.geometry().level()
+                ),
+            ),
+            (ConsistencyPolicy::Resync, ConsistencyPolicy::Ppl) => self.log_on().await,
+            (ConsistencyPolicy::Ppl, ConsistencyPolicy::Resync) => self.log_off().await,
+            (ConsistencyPolicy::Bitmap, ConsistencyPolicy::Ppl) => refuse(
+                ErrorKind::Conflict,
+                "the array has a write-intent bitmap: md keeps a partial parity log or a \
+                 bitmap, not both (switch to resync first)"
+                    .into(),
+            ),
+            _ => refuse(
+                ErrorKind::Unsupported,
+                format!(
+                    "switching between {from} and {to} is not built yet: raidd adds and \
+                     removes a write-intent bitmap only at create"
+                ),
+            ),
+        }
+    }
+
+    /// The partial parity log on: every member's empty log, then the superblocks, then
+    /// the log in the write path.
+    async fn log_on(&self) -> Result<()> {
+        let a = self.array;
+        let quiet = self.quiesce().await?;
+        let meta = quiet.meta;
+        let signature = raidd_md::ppl::signature(&a.uuid);
+        let members = meta.superblocks().await;
+        // Every plan first: one member that cannot take a log refuses the switch before
+        // anything is written.
+        let mut plans = Vec::with_capacity(members.len());
+        for (slot, m) in &members {
+            let plan = plan_ppl(&m.sb).map_err(|e| {
+                Error::new(
+                    ErrorKind::Conflict,
+                    format!("{}: {}: {e}", a.name, m.member.info().name),
+                )
+            })?;
+            let mut sb = m.sb.clone();
+            plan.apply(&mut sb);
+            let area = log_area(&sb, &m.member.info().name)?;
+            plans.push((*slot, m, sb, area));
+        }
+        let mut areas = vec![None; a.slots.len()];
+        for (slot, m, sb, area) in &plans {
+            let name = &m.member.info().name;
+            let io = |what: &str, e: std::io::Error| {
+                Error::io(format!("{}: {name}: writing {what}", a.name), e)
+            };
+            if sb.bblog_offset != m.sb.bblog_offset {
+                crate::md_io::clear_bad_blocks(&*m.member, sb).await?;
+            }
+            write_empty(&*m.member, *area, signature)
+                .await
+                .map_err(|e| io("the partial parity log", e))?;
+            if let Some(r) = *slot {
+                areas[r] = Some(*area);
+            }
+        }
+        let failed = meta
+            .change_all(|sb| match plan_ppl(sb) {
+                Ok(plan) => plan.apply(sb),
+                Err(e) => debug_assert!(false, "planned before: {e}"),
+            })
+            .await;
+        *a.ppl.write().expect(crate::POISONED) = Ppl::new(signature, areas);
+        a.superblocks_failed(failed, MetaWrite::Superblock).await;
+        tracing::info!(array = %a.name, "consistency policy resync -> ppl: stripe writes now \
+            go through the partial parity log");
+        debug_assert_eq!(self.policy(), ConsistencyPolicy::Ppl);
+        Ok(())
+    }
+
+    /// The partial parity log off: out of the write path (no write is in flight), then out
+    /// of the superblocks. An unclean stop from now on resyncs the whole array.
+    async fn log_off(&self) -> Result<()> {
+        let a = self.array;
+        let quiet = self.quiesce().await?;
+        let meta = quiet.meta;
+        *a.ppl.write().expect(crate::POISONED) = None;
+        let failed = meta.change_all(drop_ppl).await;
+        a.superblocks_failed(failed, MetaWrite::Superblock).await;
+        tracing::info!(array = %a.name, "consistency policy ppl -> resync: an unclean stop \
+            now resyncs the whole array");
+        debug_assert_eq!(self.policy(), ConsistencyPolicy::Resync);
+        Ok(())
+    }
+
+    /// Holds the array still for a switch: membership locked, every write held at the gate
+    /// and none in flight; refused where the array is read-only or a sync pass runs or is
+    /// due.
+    async fn quiesce(&self) -> Result<Quiet<'_>> {
+        let a = self.array;
+        let p = a.parts();
+        let Some(meta) = p.meta else {
+            return Err(a.read_only_error());
+        };
+        a.check_writable()?;
+        let changing = p.slots.lock_changes().await;
+        let barrier = p.gate.barrier([(0, u64::MAX / 2)]).await;
+        self.check_idle()?;
+        Ok(Quiet {
+            meta,
+            _changing: changing,
+            _barrier: barrier,
+        })
+    }
+
+    /// No sync pass runs and none is due (a log cannot vouch for parity a resync has yet
+    /// to make true).
+    fn check_idle(&self) -> Result<()> {
+        let a = self.array;
+        let busy = |why: String| {
+            Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{}: {why}: switch the consistency policy after it", a.name),
+            ))
+        };
+        if let Some(pass) = a.passes.progress() {
+            return busy(format!("a {} is running", pass.kind));
+        }
+        if a.passes.needs_resync() {
+            return busy("the array was not shut down cleanly and awaits its resync".into());
+        }
+        Ok(())
+    }
+}

@@ -116,6 +116,13 @@ pub fn check_sector(s: &[u8], sector: u64, generation: u64, seed: u64) -> Option
     }
 }
 
+impl Problem {
+    /// Whether the sector is whole and its own, only of a generation in `gens`.
+    pub fn is_generation_in(&self, gens: std::ops::RangeInclusive<u64>) -> bool {
+        matches!(self, Problem::Stale { found_generation } if gens.contains(found_generation))
+    }
+}
+
 /// Checks `buf` against the pattern; `generation(sector)` says which generation each sector
 /// should hold. Returns every mismatch (callers print the first few).
 pub fn verify(
@@ -161,8 +168,11 @@ mod tests {
             verify(&buf, 100, 43, |_| 7)[0].problem,
             Problem::ForeignSeed { found_seed: 42 }
         );
+        let stale = &verify(&buf, 100, 42, |_| 8)[0].problem;
+        assert!(stale.is_generation_in(6..=8) && !stale.is_generation_in(8..=9));
         buf[SECTOR + 200] ^= 1;
         let m = verify(&buf, 100, 42, |_| 7);
+        assert!(!m[0].problem.is_generation_in(0..=u64::MAX));
         assert_eq!(
             m,
             vec![Mismatch {

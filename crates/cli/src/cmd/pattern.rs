@@ -41,6 +41,10 @@ pub struct PatternArgs {
     /// Generation written into every sector (decimal or 0x hex).
     #[arg(long, default_value = "1", value_parser = parse_u64, value_name = "G")]
     pub generation: u64,
+    /// With verify: any generation from this one to --generation is right (a write of the
+    /// newer one was cut off part way: each sector must still be whole, and its own).
+    #[arg(long, value_parser = parse_u64, value_name = "G")]
+    pub since: Option<u64>,
     /// The one MEMBER is a plain device or file holding the data itself (a kernel md
     /// device such as /dev/md0, a disk image), not md members to assemble.
     #[arg(long)]
@@ -224,7 +228,10 @@ pub fn run(args: PatternArgs, json: bool) -> AdminResult {
                     PatternOp::Verify => {
                         buf = target.read(pos, buf).await?;
                         let gen = args.generation;
-                        let m = pattern::verify(&buf, pos / sector, args.seed, |_| gen);
+                        let mut m = pattern::verify(&buf, pos / sector, args.seed, |_| gen);
+                        if let Some(since) = args.since {
+                            m.retain(|x| !x.problem.is_generation_in(since..=gen));
+                        }
                         bad += m.len() as u64;
                         shown.extend(m.into_iter().take(SHOW - shown.len().min(SHOW)));
                     }

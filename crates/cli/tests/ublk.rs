@@ -172,9 +172,12 @@ exit $fail
     assert!(files > 100, "a file tree was copied: {log}");
 }
 
-/// raidd killed with SIGKILL while fio writes through /dev/ublkb0: the kernel keeps the
-/// device and holds its requests; the next `raidd serve` takes it over, the requests go on
-/// (those in flight at the kill are issued again), and fio verifies every block.
+/// raidd killed with SIGKILL while fio writes through /dev/ublkb0, after the array was
+/// switched to md's partial parity log and a member failed under that load: the kernel
+/// keeps the device and holds its requests; the next `raidd serve` starts the dirty
+/// degraded array from the log first (no `--start-dirty-degraded`), then takes the device
+/// over, the requests go on (those in flight at the kill are issued again), and fio
+/// verifies every block.
 #[test]
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn raidd_killed_under_load_is_taken_over_and_no_write_is_lost() {
@@ -185,6 +188,9 @@ fn raidd_killed_under_load_is_taken_over_and_no_write_is_lost() {
 serve
 fio_verify --rw=randwrite --bs=4k --iodepth=32 --size=48M --rate=6m &
 fpid=$!
+wait_writes 1000
+./raidd grow --array vol --consistency-policy ppl --control /tmp/raidd.sock || { echo 'GROW FAILED'; fail=1; }
+./raidd fail vol /dev/vde --control /tmp/raidd.sock || { echo 'FAIL FAILED'; fail=1; }
 wait_writes 2000
 kill -9 $pid
 wait $pid 2>/dev/null
@@ -192,6 +198,10 @@ echo "KILLED with $(ls /dev/ublkb0) still there"
 ./raidd ublk list
 serve
 grep -q 'taken over' /tmp/serve.log || { echo 'NOT TAKEN OVER'; fail=1; }
+r=$(grep -n 'recovered from the partial parity log' /tmp/serve.log | head -1 | cut -d: -f1)
+t=$(grep -n 'taken over' /tmp/serve.log | tail -1 | cut -d: -f1)
+[ -n "$r" ] && [ "$r" -lt "$t" ] || { echo 'NOT RECOVERED BEFORE THE TAKEOVER'; fail=1; }
+./raidd status --control /tmp/raidd.sock | grep -i 'ppl\|parity log\|degraded' | head -5
 wait $fpid || { echo 'FIO FAILED'; cat /tmp/fio.out; fail=1; }
 echo "FIO $(cut -d';' -f1-8 /tmp/fio.out | tail -1)"
 kill $pid

@@ -4,6 +4,7 @@
 pub mod badblocks;
 pub mod bitmap;
 pub mod create;
+pub mod journal;
 mod le;
 pub mod ppl;
 pub mod superblock;

@@ -1404,3 +1404,98 @@ echo b > /proc/sysrq-trigger
     daemon.stop();
     raidd(&args_with(&verify, b)).ok();
 }
+
+/// md's write journal as the kernel writes it: a RAID5 with `--write-journal` in the guest,
+/// its kernel reset by sysrq while a writer runs. On the host, raidd-md reads the journal
+/// member from the superblock's `journal_tail` as md's recovery would: whole units in
+/// sequence, every page matching its checksum (the kernel's crc32c_le seeded with the
+/// UUID's), and every data page holding the pattern of the array sectors its payload names.
+#[test]
+#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
+fn the_kernel_s_write_journal_reads_back_in_raidd_md() {
+    use raidd_md::journal::{scan, uuid_checksum, Payload, BLOCK, BLOCK_SECTORS};
+    use std::os::unix::fs::FileExt;
+    let dir = scratch();
+    let (imgs, share) = common::guest::blank_images(dir.path(), "journal", 5, MEMBER_BYTES);
+    let seed = seed_of(93);
+    let job = format!(
+        r#"set -u
+mdadm --create /dev/md0 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=64 \
+    --assume-clean --write-journal /dev/vdf /dev/vdb /dev/vdc /dev/vdd /dev/vde || exit 2
+echo "MODE $(cat /sys/block/md0/md/journal_mode)"
+./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
+(while :; do ./raidd pattern write --raw /dev/md0 --seed {seed} --generation 2; done) &
+sleep 3
+echo JOURNAL-OK
+echo 0 > job.status
+echo b > /proc/sysrq-trigger
+"#
+    );
+    let (ok, log) = boot(&share, &job, &imgs, None);
+    assert!(
+        ok && log.contains("JOURNAL-OK"),
+        "the guest job failed:\n{log}"
+    );
+    let journal = std::fs::File::open(&imgs[4]).unwrap();
+    let mut sb = vec![0u8; 4096];
+    journal.read_exact_at(&mut sb, 4096).unwrap();
+    let sb = raidd_md::Superblock::parse(&sb, 8).unwrap();
+    assert_eq!(
+        sb.feature_map & raidd_md::feature::JOURNAL,
+        raidd_md::feature::JOURNAL
+    );
+    assert_eq!(
+        sb.dev_roles[sb.dev_number as usize],
+        raidd_md::DevRole::Journal.to_raw()
+    );
+    let ring = sb.data_size / BLOCK_SECTORS * BLOCK_SECTORS;
+    let tail = sb.recovery_offset;
+    let read = |position: u64| {
+        let mut b = vec![0u8; BLOCK];
+        journal
+            .read_exact_at(&mut b, (sb.data_offset + position) * 512)
+            .unwrap();
+        b
+    };
+    let (units, end) = scan::scan(ring, tail, uuid_checksum(&sb.set_uuid), read);
+    let data: Vec<(u64, &Vec<u8>)> = units
+        .iter()
+        .flat_map(|(m, pages)| {
+            let mut pages = pages.iter();
+            m.payloads
+                .iter()
+                .filter_map(move |p| match p {
+                    Payload::Data { location, .. } => pages.next().map(|pg| (*location, pg)),
+                    Payload::Parity { checksums, .. } => {
+                        for _ in checksums {
+                            pages.next();
+                        }
+                        None
+                    }
+                    Payload::Flush { .. } => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        !data.is_empty(),
+        "no data in the kernel's journal from tail {tail} (ring {ring}): {end:?}\n{log}"
+    );
+    for (location, page) in &data {
+        for (k, sector) in page.chunks(512).enumerate() {
+            let at = location + k as u64;
+            let wrong = [1, 2]
+                .iter()
+                .all(|&g| raidd_engine::pattern::check_sector(sector, at, g, seed).is_some());
+            assert!(
+                !wrong,
+                "journal page for array sector {location}: sector {at} is not its own"
+            );
+        }
+    }
+    eprintln!(
+        "{} units, {} data pages, then {end:?}",
+        units.len(),
+        data.len()
+    );
+}

@@ -109,6 +109,9 @@ pub enum Request {
         array: String,
         #[serde(default)]
         consistency_policy: Option<raidd_engine::ConsistencyPolicy>,
+        /// Bytes per bit of a bitmap put on (`consistency_policy` bitmap).
+        #[serde(default)]
+        bitmap_chunk: Option<u32>,
     },
 }
 

@@ -346,7 +346,12 @@ fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -
 /// An empty internal bitmap for the array `sb` describes: one bit per `chunk` bytes of the
 /// resync space (member sectors for RAID4/5/6 and RAID1, array sectors for RAID10, as the
 /// kernel's `resync_max_sectors`), checked to fit between the superblock and the data.
-fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Result<BitmapSuper> {
+pub(crate) fn bitmap_for(
+    sb: &Superblock,
+    g: &Geometry,
+    chunk: u32,
+    data_offset: u64,
+) -> Result<BitmapSuper> {
     let level = g.level();
     if matches!(level, Level::Linear | Level::Raid0) {
         return Err(invalid(format!(
@@ -394,7 +399,7 @@ fn bitmap_for(sb: &Superblock, g: &Geometry, chunk: u32, data_offset: u64) -> Re
 /// Writes a new bitmap (header and bits) after the superblock. An array that still needs
 /// its initial sync gets every bit set, as mdadm writes it: the bits are what an unclean
 /// start resyncs, and with none set the sync would visit nothing.
-async fn write_bitmap(m: &dyn Member, bm: &BitmapSuper, needs_sync: bool) -> Result<()> {
+pub(crate) async fn write_bitmap(m: &dyn Member, bm: &BitmapSuper, needs_sync: bool) -> Result<()> {
     let len = bm.stored_len(4096) as usize;
     let mut block = raidd_rt::AlignedBuf::zeroed(len);
     let header = raidd_md::bitmap::BITMAP_SUPER_LEN;

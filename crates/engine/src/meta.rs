@@ -306,6 +306,34 @@ impl Metadata {
         commit(&mut st).await
     }
 
+    /// Puts an internal bitmap on the array (its header, which every commit writes from now
+    /// on) or takes it off, changes every superblock with `change`, and commits. A new
+    /// bitmap's bits start clear with nothing in flight, so they clear every event up to
+    /// this commit: a member that missed writes before it is rebuilt whole. Returns the
+    /// slots whose superblock write failed.
+    pub(crate) async fn set_bitmap(
+        &self,
+        bitmap: Option<BitmapSuper>,
+        change: impl Fn(&mut Superblock),
+    ) -> Vec<usize> {
+        let mut st = self.state.lock().await;
+        let next = st.events + 1;
+        st.bitmap = bitmap.map(|mut b| {
+            b.events = next;
+            b.events_cleared = next;
+            b
+        });
+        for m in st.slots.iter_mut().flatten() {
+            change(&mut m.sb);
+        }
+        for m in st.spares.iter_mut() {
+            change(&mut m.sb);
+        }
+        let failed = commit(&mut st).await;
+        debug_assert!(st.bitmap.as_ref().is_none_or(|b| b.events == st.events));
+        failed
+    }
+
     /// Forgets a failed member (it was removed from the array): its device number is free.
     pub(crate) async fn forget_failed(&self, member: &Arc<dyn Member>) {
         let mut st = self.state.lock().await;

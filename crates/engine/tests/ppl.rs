@@ -258,7 +258,7 @@ fn writer(a: &Arc<Array>, generation: u64) -> raidd_rt::JoinHandle<()> {
 async fn switch_while_writing(a: &Arc<Array>, generation: u64, to: ConsistencyPolicy) {
     let w = writer(a, generation);
     raidd_rt::yield_now().await;
-    a.consistency().set(to).await.unwrap();
+    a.consistency().set(to, None).await.unwrap();
     w.await;
     assert_eq!(a.consistency().policy(), to);
     assert_eq!(bad_sectors(a, generation).await, 0);
@@ -283,7 +283,7 @@ fn the_log_switched_on_and_off_while_writes_run() {
         switch_while_writing(&a, 2, ConsistencyPolicy::Ppl).await;
         let err = a
             .consistency()
-            .set(ConsistencyPolicy::Ppl)
+            .set(ConsistencyPolicy::Ppl, None)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("already ppl"), "{err}");
@@ -323,12 +323,17 @@ fn the_log_switched_on_and_off_while_writes_run() {
         }
         let a = reassemble(&m).await;
         assert_eq!(a.consistency().policy(), ConsistencyPolicy::Resync);
+        // A bitmap and the log exclude each other, as in md.
+        a.consistency()
+            .set(ConsistencyPolicy::Bitmap, None)
+            .await
+            .unwrap();
         let err = a
             .consistency()
-            .set(ConsistencyPolicy::Bitmap)
+            .set(ConsistencyPolicy::Ppl, None)
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("not built yet"), "{err}");
+        assert!(err.to_string().contains("not both"), "{err}");
         assert_eq!(bad_sectors(&a, 4).await, 0);
         a.close().await.unwrap();
     });

@@ -6,6 +6,7 @@ pub mod bitmap;
 pub mod create;
 pub mod journal;
 mod le;
+pub mod policy;
 pub mod ppl;
 pub mod superblock;
 

@@ -179,7 +179,8 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::Grow {
             array,
             consistency_policy,
-        } => grow(ctx, &array, consistency_policy).await,
+            bitmap_chunk,
+        } => grow(ctx, &array, consistency_policy, bitmap_chunk).await,
     };
     match r {
         Ok((text, json)) => Response::ok(text, json),
@@ -503,13 +504,18 @@ fn scrub(ctx: &ControlCtx, array: &str, kind: raidd_engine::SyncKind) -> Answer 
 
 /// Switches the served array's consistency policy (mdadm's `--grow --consistency-policy`):
 /// the outermost array's, where arrays nest.
-async fn grow(ctx: &ControlCtx, array: &str, policy: Option<ConsistencyPolicy>) -> Answer {
+async fn grow(
+    ctx: &ControlCtx,
+    array: &str,
+    policy: Option<ConsistencyPolicy>,
+    bitmap_chunk: Option<u32>,
+) -> Answer {
     let s = served(ctx, array)?;
     let a = s.session.root();
     let to =
         policy.ok_or_else(|| AdminError::usage("nothing to change: give --consistency-policy"))?;
     let from = a.consistency().policy();
-    a.consistency().set(to).await?;
+    a.consistency().set(to, bitmap_chunk).await?;
     Ok((
         format!("{array}: consistency policy {from} -> {to}\n"),
         serde_json::json!({ "array": array, "consistency_policy": { "from": from, "to": to } }),

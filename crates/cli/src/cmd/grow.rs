@@ -12,15 +12,21 @@ use raidd_admin::control::{self, Request};
 use raidd_admin::exit::{AdminError, AdminResult};
 use raidd_admin::members::Access;
 use raidd_admin::session;
+use raidd_admin::size;
 use raidd_engine::ConsistencyPolicy;
 
 #[derive(Args, Debug)]
 pub struct GrowArgs {
-    /// What keeps parity right across an unclean stop: `ppl` (RAID5: the partial parity
-    /// log in each member's metadata area) or `resync` (the whole array after it). From
-    /// `resync` to `ppl` and back, as md allows; a write-intent bitmap must go first.
+    /// What keeps the array consistent across an unclean stop: `ppl` (RAID5: the partial
+    /// parity log in each member's metadata area), `bitmap` (md's internal write-intent
+    /// bitmap: only what it marks is resynced) or `resync` (the whole array). From `resync`
+    /// to either and back, as md allows.
     #[arg(long, value_enum, value_name = "POLICY")]
     pub consistency_policy: Option<Policy>,
+    /// With `--consistency-policy bitmap`: bytes of the array per bitmap bit (suffixes
+    /// K/M/G; a power of two; default 64M, as mdadm's).
+    #[arg(long, value_parser = size::parse_size, value_name = "SIZE", requires = "consistency_policy")]
+    pub bitmap_chunk: Option<u64>,
     #[command(flatten)]
     pub on: On,
 }
@@ -29,6 +35,7 @@ pub struct GrowArgs {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Policy {
     Resync,
+    Bitmap,
     Ppl,
 }
 
@@ -36,6 +43,7 @@ impl From<Policy> for ConsistencyPolicy {
     fn from(p: Policy) -> Self {
         match p {
             Policy::Resync => ConsistencyPolicy::Resync,
+            Policy::Bitmap => ConsistencyPolicy::Bitmap,
             Policy::Ppl => ConsistencyPolicy::Ppl,
         }
     }
@@ -46,12 +54,25 @@ pub fn run(args: GrowArgs, json: bool) -> AdminResult {
         .consistency_policy
         .map(ConsistencyPolicy::from)
         .ok_or_else(|| AdminError::usage("nothing to change: give --consistency-policy"))?;
+    let bitmap_chunk = match (to, args.bitmap_chunk) {
+        (_, None) => None,
+        (ConsistencyPolicy::Bitmap, Some(c)) => Some(
+            u32::try_from(c)
+                .map_err(|_| AdminError::usage(format!("--bitmap-chunk {c}: at most 2 GiB")))?,
+        ),
+        (_, Some(_)) => {
+            return Err(AdminError::usage(
+                "--bitmap-chunk goes with --consistency-policy bitmap",
+            ))
+        }
+    };
     let on = args.on;
     if let Some(array) = on.array.clone() {
         let socket = control::socket_path(on.control);
         let req = Request::Grow {
             array,
             consistency_policy: Some(to),
+            bitmap_chunk,
         };
         return super::status::ask_and_print(&socket, &req, json);
     }
@@ -59,7 +80,7 @@ pub fn run(args: GrowArgs, json: bool) -> AdminResult {
         let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
         let a = s.root();
         let from = a.consistency().policy();
-        let switched = a.consistency().set(to).await;
+        let switched = a.consistency().set(to, bitmap_chunk).await;
         let closed = s.close().await;
         switched?;
         closed?;

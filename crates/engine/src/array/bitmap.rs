@@ -13,6 +13,7 @@
 //! then looks at the state, so one of them always sees the other.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, RwLock};
 
 use std::time::{Duration, Instant};
 
@@ -42,13 +43,14 @@ pub(crate) struct WriteIntent {
     lock: Mutex<()>,
 }
 
-/// A write's hold on its chunks; they cannot be cleared until it drops.
-pub(crate) struct Intent<'a> {
-    wi: &'a WriteIntent,
+/// A write's hold on its chunks; they cannot be cleared until it drops. It keeps the bitmap
+/// it counted in alive, should the bitmap be taken off the array meanwhile.
+pub(crate) struct Intent {
+    wi: Arc<WriteIntent>,
     chunks: std::ops::Range<usize>,
 }
 
-impl Drop for Intent<'_> {
+impl Drop for Intent {
     fn drop(&mut self) {
         for c in self.chunks.clone() {
             let was = self.wi.pending[c].fetch_sub(1, Ordering::SeqCst);
@@ -145,7 +147,7 @@ impl WriteIntent {
 
     /// Counts a write into the chunks of resync range `r`. Returns the hold and whether
     /// some chunk's bit must first be written (then call [`WriteIntent::set_bits`]).
-    pub(crate) fn start(&self, r: std::ops::Range<u64>) -> (Intent<'_>, bool) {
+    pub(crate) fn start(self: &Arc<Self>, r: std::ops::Range<u64>) -> (Intent, bool) {
         let chunks = self.chunk_range(&r);
         debug_assert!(
             !chunks.is_empty() || self.state.is_empty(),
@@ -158,7 +160,8 @@ impl WriteIntent {
             self.touched[c].store(period, Ordering::Relaxed);
             missing |= self.state[c].load(Ordering::SeqCst) != ONDISK;
         }
-        (Intent { wi: self, chunks }, missing)
+        let wi = self.clone();
+        (Intent { wi, chunks }, missing)
     }
 
     /// The bit image, under the flush lock (no clearing half done): to write whole.
@@ -172,7 +175,7 @@ impl WriteIntent {
     /// guard).
     pub(crate) async fn set_bits(
         &self,
-        hold: &Intent<'_>,
+        hold: &Intent,
     ) -> (futures::lock::MutexGuard<'_, ()>, Option<Vec<u8>>) {
         let guard = self.lock.lock().await;
         let mut changed = false;
@@ -244,7 +247,9 @@ const INTENT_PERIOD: Duration = Duration::from_secs(5);
 /// array fails them.
 #[derive(Debug)]
 pub(crate) struct IntentLog {
-    bits: Option<WriteIntent>,
+    /// Taken off or put on only while every write is held at the gate
+    /// (`consistency.rs`).
+    bits: RwLock<Option<Arc<WriteIntent>>>,
     /// When the idle bits were last swept, and how often they are.
     swept: std::sync::Mutex<Instant>,
     period: Duration,
@@ -254,27 +259,34 @@ impl IntentLog {
     /// `bits`: the bitmap loaded at start; `period`: its daemon_sleep, when it records one.
     pub(crate) fn new(bits: Option<WriteIntent>, period: Option<Duration>) -> IntentLog {
         IntentLog {
-            bits,
+            bits: RwLock::new(bits.map(Arc::new)),
             swept: std::sync::Mutex::new(Instant::now()),
             period: period.unwrap_or(INTENT_PERIOD),
         }
     }
 
+    fn bits(&self) -> Option<Arc<WriteIntent>> {
+        self.bits.read().expect(crate::POISONED).clone()
+    }
+
+    /// Puts a bitmap on the array or takes it off (no write may be in flight).
+    pub(crate) fn replace(&self, bits: Option<WriteIntent>) {
+        *self.bits.write().expect(crate::POISONED) = bits.map(Arc::new);
+    }
+
     pub(crate) fn is_loaded(&self) -> bool {
-        self.bits.is_some()
+        self.bits.read().expect(crate::POISONED).is_some()
     }
 
     /// Chunks whose bit is set, out of all (`None` without a bitmap).
     pub(crate) fn counts(&self) -> Option<(usize, usize)> {
-        self.bits
-            .as_ref()
-            .map(|wi| (wi.dirty_chunks(), wi.chunks()))
+        self.bits().map(|wi| (wi.dirty_chunks(), wi.chunks()))
     }
 
     /// Which chunks' bits are set now, and the resync-space sectors per bit: what a resync
     /// narrows itself to.
     pub(crate) fn set_chunks(&self) -> Option<(Vec<bool>, u64)> {
-        let wi = self.bits.as_ref()?;
+        let wi = self.bits()?;
         Some((
             (0..wi.chunks()).map(|c| wi.is_set(c)).collect(),
             wi.chunk_sectors(),
@@ -283,8 +295,7 @@ impl IntentLog {
 
     /// The chunks resync range `r` touches (a bitmap must be loaded).
     pub(crate) fn chunk_range(&self, r: &std::ops::Range<u64>) -> std::ops::Range<usize> {
-        self.bits
-            .as_ref()
+        self.bits()
             .expect("chunks of a loaded bitmap")
             .chunk_range(r)
     }
@@ -292,7 +303,7 @@ impl IntentLog {
     /// Whether a bit is set for any of the array regions `(sector, count)` (true without a
     /// bitmap: nothing says they are clean).
     pub(crate) fn set_in(&self, regions: &[(u64, u64)]) -> bool {
-        let Some(wi) = &self.bits else {
+        let Some(wi) = self.bits() else {
             return true;
         };
         regions.iter().any(|&(sector, count)| {
@@ -309,8 +320,8 @@ impl IntentLog {
         meta: Option<&Metadata>,
         sector: u64,
         count: u64,
-    ) -> Option<(Intent<'_>, Vec<usize>)> {
-        let wi = self.bits.as_ref()?;
+    ) -> Option<(Intent, Vec<usize>)> {
+        let wi = self.bits()?;
         let (hold, missing) = wi.start(wi.sync_range(sector, count));
         let mut failed = Vec::new();
         if missing {
@@ -327,7 +338,7 @@ impl IntentLog {
     /// is only as new as the last change of bits it took, and one just added took none.
     /// Returns the members whose write failed.
     pub(crate) async fn write_whole(&self, meta: Option<&Metadata>) -> Vec<usize> {
-        let (Some(wi), Some(meta)) = (&self.bits, meta) else {
+        let (Some(wi), Some(meta)) = (self.bits(), meta) else {
             return Vec::new();
         };
         let (guard, image) = wi.current().await;
@@ -338,7 +349,7 @@ impl IntentLog {
 
     /// Whether a flush period has passed since the last sweep (and a sweep is due now).
     pub(crate) fn sweep_due(&self) -> bool {
-        if self.bits.is_none() {
+        if !self.is_loaded() {
             return false;
         }
         let mut last = self.swept.lock().expect(crate::POISONED);
@@ -363,7 +374,7 @@ impl IntentLog {
     where
         F: std::future::Future<Output = bool>,
     {
-        let (Some(wi), Some(meta)) = (&self.bits, meta) else {
+        let (Some(wi), Some(meta)) = (self.bits(), meta) else {
             return Vec::new();
         };
         let (guard, image) = wi.begin_clear(all).await;
@@ -410,7 +421,11 @@ mod tests {
     #[test]
     fn set_then_clear_only_when_idle() {
         raidd_rt::block_on(async {
-            let wi = WriteIntent::new(&Geometry::raid1(2, 1024).unwrap(), 128 * 512, &[]);
+            let wi = Arc::new(WriteIntent::new(
+                &Geometry::raid1(2, 1024).unwrap(),
+                128 * 512,
+                &[],
+            ));
             let (hold, missing) = wi.start(0..10);
             assert!(missing);
             let (g, image) = wi.set_bits(&hold).await;
@@ -445,7 +460,11 @@ mod tests {
     #[test]
     fn a_write_racing_the_cleaner_keeps_its_bit() {
         raidd_rt::block_on(async {
-            let wi = WriteIntent::new(&Geometry::raid1(2, 1024).unwrap(), 128 * 512, &[0xff]);
+            let wi = Arc::new(WriteIntent::new(
+                &Geometry::raid1(2, 1024).unwrap(),
+                128 * 512,
+                &[0xff],
+            ));
             // A writer counted itself: the cleaner must leave the chunk set.
             let (hold, missing) = wi.start(0..1);
             assert!(!missing);

@@ -9,7 +9,9 @@
 //! `raidd_md::ppl::plan_ppl`) before any superblock names it, so a crash in between leaves
 //! the old policy whole.
 
-use raidd_md::ppl::{drop_ppl, plan_ppl};
+use raidd_md::policy::{drop_bitmap, drop_ppl, plan_bitmap, plan_ppl, SwitchError};
+
+use super::bitmap::WriteIntent;
 
 use super::gate::Barrier;
 use super::ppl::{log_area, write_empty, Ppl};
@@ -17,7 +19,10 @@ use super::report::ConsistencyPolicy;
 use super::slots::Changing;
 use super::{Array, MetaWrite};
 use crate::error::{Error, ErrorKind, Result};
-use crate::meta::Metadata;
+use crate::meta::{MemberSb, Metadata};
+
+/// mdadm's bitmap chunk when none is given: 64 MiB per bit.
+pub const DEFAULT_BITMAP_CHUNK: u32 = 64 << 20;
 
 /// What a switch holds while it runs (see [`Consistency::quiesce`]).
 struct Quiet<'a> {
@@ -43,21 +48,24 @@ impl Consistency<'_> {
     /// The policy in force now.
     pub fn policy(&self) -> ConsistencyPolicy {
         let a = self.array;
+        // A read-only array loads no bits, but keeps the bitmap its superblocks name.
+        let bitmap_at_start = a.meta.as_ref().is_some_and(|m| m.bitmap_at_start.is_some());
         if a.geometry().redundancy() == 0 {
             ConsistencyPolicy::None
         } else if a.parts().ppl.is_some() {
             ConsistencyPolicy::Ppl
-        } else if a.write_intent().is_some() {
+        } else if a.write_intent().is_some() || (a.read_only && bitmap_at_start) {
             ConsistencyPolicy::Bitmap
         } else {
             ConsistencyPolicy::Resync
         }
     }
 
-    /// Switches to `to` while the array serves: the partial parity log on (from `resync`)
-    /// or off (to `resync`), as md allows. Refused on a read-only array, while a sync pass
-    /// runs or a resync is due, and to or from a bitmap (md's `--bitmap` does that).
-    pub async fn set(&self, to: ConsistencyPolicy) -> Result<()> {
+    /// Switches to `to` while the array serves, as md allows: from `resync` to the
+    /// partial parity log (RAID5) or to an internal bitmap of `bitmap_chunk` bytes per bit
+    /// (64 MiB when `None`), and back to `resync`. Refused on a read-only array, while a
+    /// sync pass runs or a resync is due, and between `ppl` and `bitmap` (md keeps one).
+    pub async fn set(&self, to: ConsistencyPolicy, bitmap_chunk: Option<u32>) -> Result<()> {
         let a = self.array;
         let from = self.policy();
         let refuse = |kind, why: String| Err(Error::new(kind, format!("{}: {why}", a.name)));
@@ -75,17 +83,16 @@ impl Consistency<'_> {
             ),
             (ConsistencyPolicy::Resync, ConsistencyPolicy::Ppl) => self.log_on().await,
             (ConsistencyPolicy::Ppl, ConsistencyPolicy::Resync) => self.log_off().await,
-            (ConsistencyPolicy::Bitmap, ConsistencyPolicy::Ppl) => refuse(
-                ErrorKind::Conflict,
-                "the array has a write-intent bitmap: md keeps a partial parity log or a \
-                 bitmap, not both (switch to resync first)"
-                    .into(),
-            ),
+            (ConsistencyPolicy::Resync, ConsistencyPolicy::Bitmap) => {
+                self.bitmap_on(bitmap_chunk.unwrap_or(DEFAULT_BITMAP_CHUNK))
+                    .await
+            }
+            (ConsistencyPolicy::Bitmap, ConsistencyPolicy::Resync) => self.bitmap_off().await,
             _ => refuse(
-                ErrorKind::Unsupported,
+                ErrorKind::Conflict,
                 format!(
-                    "switching between {from} and {to} is not built yet: raidd adds and \
-                     removes a write-intent bitmap only at create"
+                    "the array keeps {from}: md keeps a partial parity log or a bitmap, not \
+                     both (switch to resync first)"
                 ),
             ),
         }
@@ -103,12 +110,7 @@ impl Consistency<'_> {
         // anything is written.
         let mut plans = Vec::with_capacity(members.len());
         for (slot, m) in &members {
-            let plan = plan_ppl(&m.sb).map_err(|e| {
-                Error::new(
-                    ErrorKind::Conflict,
-                    format!("{}: {}: {e}", a.name, m.member.info().name),
-                )
-            })?;
+            let plan = plan_ppl(&m.sb).map_err(|e| refused(a, m, e))?;
             let mut sb = m.sb.clone();
             plan.apply(&mut sb);
             let area = log_area(&sb, &m.member.info().name)?;
@@ -159,6 +161,62 @@ impl Consistency<'_> {
         Ok(())
     }
 
+    /// The bitmap on: every member's bitmap (a header, every bit clear: with no write in
+    /// flight nothing needs a resync), then the superblocks, then the bits in the write
+    /// path.
+    async fn bitmap_on(&self, chunk: u32) -> Result<()> {
+        let a = self.array;
+        let quiet = self.quiesce().await?;
+        let meta = quiet.meta;
+        let members = meta.superblocks().await;
+        let Some((_, first)) = members.first() else {
+            return Err(a.read_only_error());
+        };
+        let first = &first.sb;
+        let bm = crate::create::bitmap_for(first, a.geometry(), chunk, first.data_offset)?;
+        let need = bm.stored_len(4096).div_ceil(512);
+        let mut plans = Vec::with_capacity(members.len());
+        for (_, m) in &members {
+            let plan = plan_bitmap(&m.sb, need).map_err(|e| refused(a, m, e))?;
+            let mut sb = m.sb.clone();
+            plan.apply(&mut sb);
+            plans.push((m, sb));
+        }
+        for (m, sb) in &plans {
+            if sb.bblog_offset != m.sb.bblog_offset {
+                crate::md_io::clear_bad_blocks(&*m.member, sb).await?;
+            }
+            crate::create::write_bitmap(&*m.member, &bm, false).await?;
+        }
+        let failed = meta
+            .set_bitmap(Some(bm), |sb| match plan_bitmap(sb, need) {
+                Ok(plan) => plan.apply(sb),
+                Err(e) => debug_assert!(false, "planned before: {e}"),
+            })
+            .await;
+        a.intent
+            .replace(Some(WriteIntent::new(a.geometry(), chunk, &[])));
+        a.superblocks_failed(failed, MetaWrite::Superblock).await;
+        tracing::info!(array = %a.name, chunk, "consistency policy resync -> bitmap: an unclean \
+            stop now resyncs only what the write-intent bitmap marks");
+        debug_assert_eq!(self.policy(), ConsistencyPolicy::Bitmap);
+        Ok(())
+    }
+
+    /// The bitmap off: out of the write path (no write is in flight), then out of the
+    /// superblocks.
+    async fn bitmap_off(&self) -> Result<()> {
+        let a = self.array;
+        let quiet = self.quiesce().await?;
+        a.intent.replace(None);
+        let failed = quiet.meta.set_bitmap(None, drop_bitmap).await;
+        a.superblocks_failed(failed, MetaWrite::Superblock).await;
+        tracing::info!(array = %a.name, "consistency policy bitmap -> resync: an unclean stop \
+            now resyncs the whole array");
+        debug_assert_eq!(self.policy(), ConsistencyPolicy::Resync);
+        Ok(())
+    }
+
     /// Holds the array still for a switch: membership locked, every write held at the gate
     /// and none in flight; refused where the array is read-only or a sync pass runs or is
     /// due.
@@ -197,4 +255,12 @@ impl Consistency<'_> {
         }
         Ok(())
     }
+}
+
+/// A switch member `m`'s superblock cannot take, named.
+fn refused(a: &Array, m: &MemberSb, e: SwitchError) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!("{}: {}: {e}", a.name, m.member.info().name),
+    )
 }

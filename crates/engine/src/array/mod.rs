@@ -561,7 +561,7 @@ impl Array {
     /// Records a write of `len` bytes at `offset` in the write-intent bitmap: the bits of its
     /// chunks are on every member (durably) before this returns; the hold keeps them set
     /// until the write is done.
-    async fn note_intent(&self, offset: u64, len: u64) -> Result<Option<bitmap::Intent<'_>>> {
+    async fn note_intent(&self, offset: u64, len: u64) -> Result<Option<bitmap::Intent>> {
         let sectors = (offset / SECTOR_SIZE, len / SECTOR_SIZE);
         let Some((hold, failed)) = self
             .intent

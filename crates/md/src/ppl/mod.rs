@@ -24,7 +24,6 @@ mod area;
 mod header;
 mod recover;
 pub mod scan;
-mod switch;
 mod write;
 
 pub use area::Area;
@@ -33,5 +32,4 @@ pub use header::{
     MAX_ENTRIES, RESERVED, SPACE_SIZE,
 };
 pub use recover::{Block, EntryPlan, ParityGeometry, Skip};
-pub use switch::{drop_ppl, plan_ppl, PplPlan, SwitchError};
 pub use write::{has_gap, segments, Cursor, Segment, UnitBuilder};

@@ -1,12 +1,13 @@
-//! Turning the partial parity log on and off in a superblock, as `mdadm --grow
-//! --consistency-policy` does: where the area goes, when the bad-block log moves for it,
-//! and what excludes it.
+//! Switching md's consistency policy in a superblock, as `mdadm --grow` does: the partial
+//! parity log's area and the internal bitmap, where they go, when the bad-block log moves
+//! for them, and what excludes them.
 
 mod common;
 
 use raidd_md::create::{bblog_bm_space_sectors, bblog_placement, default_data_offset};
 use raidd_md::feature;
-use raidd_md::ppl::{drop_ppl, plan_ppl, Area, SwitchError};
+use raidd_md::policy::{drop_bitmap, drop_ppl, plan_bitmap, plan_ppl, SwitchError};
+use raidd_md::ppl::Area;
 use raidd_md::Superblock;
 
 /// A RAID5 member's superblock as raidd and mdadm create it without a bitmap.
@@ -131,4 +132,46 @@ fn on_then_off_leaves_the_superblock_as_it_was_but_the_log_s_place() {
             assert_eq!(s, sb);
         }
     }
+}
+
+#[test]
+fn a_bitmap_goes_after_the_superblock_and_the_log_moves_only_when_it_must() {
+    let sb = member(300 << 21, 128);
+    assert_eq!(sb.bblog_offset, 8 + 256);
+    // A small bitmap fits before the log.
+    let small = plan_bitmap(&sb, 16).expect("room");
+    assert_eq!(small.bblog_offset, None);
+    let mut on = sb.clone();
+    small.apply(&mut on);
+    assert_eq!(on.bitmap_offset, 8);
+    assert_ne!(on.feature_map & feature::BITMAP_OFFSET, 0);
+    drop_bitmap(&mut on);
+    assert_eq!(on, sb);
+    // A larger one moves the empty log to just before the data.
+    let large = plan_bitmap(&sb, 1000).expect("room");
+    assert_eq!(
+        large.bblog_offset.map(|o| o as u64),
+        Some(sb.data_offset - 8 - 8)
+    );
+    // A log with entries stays, and the bitmap does not fit.
+    let mut bad = sb.clone();
+    bad.feature_map |= feature::BAD_BLOCKS;
+    assert_eq!(
+        plan_bitmap(&bad, 1000),
+        Err(SwitchError::NoBitmapRoom {
+            space: 256,
+            need: 1000
+        })
+    );
+    let with = |f: u32| {
+        let mut s = sb.clone();
+        s.feature_map |= f;
+        plan_bitmap(&s, 16)
+    };
+    assert_eq!(
+        with(feature::BITMAP_OFFSET),
+        Err(SwitchError::AlreadyBitmap)
+    );
+    assert_eq!(with(feature::MULTIPLE_PPLS), Err(SwitchError::HasPpl));
+    assert_eq!(with(feature::JOURNAL), Err(SwitchError::HasJournal));
 }

@@ -1,6 +1,8 @@
-//! Turning the partial parity log on and off in a member's superblock, as `mdadm --grow
-//! --consistency-policy=ppl|resync` does (super1.c's `ppl` and `no-ppl` updates, then the
-//! kernel's feature bits for the area it is given).
+//! Switching md's consistency policy in a member's superblock: the partial parity log on
+//! and off, as `mdadm --grow --consistency-policy=ppl|resync` does (super1.c's `ppl` and
+//! `no-ppl` updates, then the kernel's feature bits for the area it is given), and the
+//! internal write-intent bitmap on and off, as `mdadm --grow --bitmap=internal|none` does
+//! (at 8 sectors past the superblock, where mdadm puts it).
 //!
 //! The area goes right after the superblock (v1.2) and takes the space up to the bad-block
 //! log, or to the data when there is no log: 1 MiB at most (then md keeps several units),
@@ -12,9 +14,8 @@
 //! stripe write in one unit), so without the move most arrays made without a log could
 //! never have one.
 
-use super::area::Area;
-use super::header::HEADER_SECTORS;
-use crate::create::BBLOG_SECTORS;
+use crate::create::{BBLOG_SECTORS, BITMAP_OFFSET_SECTORS};
+use crate::ppl::{Area, HEADER_SECTORS};
 use crate::{feature, Superblock};
 
 /// mdadm's largest area (`MULTIPLE_PPL_AREA_SIZE_SUPER1`): 1 MiB.
@@ -34,6 +35,20 @@ pub enum SwitchError {
     HasJournal,
     #[error("the array already has a partial parity log")]
     AlreadyPpl,
+    #[error(
+        "the array has a partial parity log: md keeps a bitmap or a partial parity log, not \
+         both (switch to resync first)"
+    )]
+    HasPpl,
+    #[error("the array already has a write-intent bitmap")]
+    AlreadyBitmap,
+    #[error("a bitmap goes after a v1.2 superblock; this one is at the member's end")]
+    NotV12,
+    #[error(
+        "{space} sectors between the superblock and the data (or the bad-block log, which \
+         holds entries) are too few for a bitmap of {need} sectors: use a larger bitmap chunk"
+    )]
+    NoBitmapRoom { space: u64, need: u64 },
     #[error(
         "{space} sectors between the superblock and the data (or the bad-block log, which \
          holds entries) are too few: a partial parity log of a {chunk_kib} KiB chunk needs {need}"
@@ -119,6 +134,60 @@ pub fn plan_ppl(sb: &Superblock) -> Result<PplPlan, SwitchError> {
 pub fn drop_ppl(sb: &mut Superblock) {
     if sb.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
         sb.feature_map &= !(feature::PPL | feature::MULTIPLE_PPLS);
+        sb.bitmap_offset = 0;
+    }
+}
+
+/// What turning the bitmap on changes in one superblock: the bad-block log's new offset,
+/// when it moves out of the bitmap's way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BitmapPlan {
+    pub bblog_offset: Option<i32>,
+}
+
+impl BitmapPlan {
+    /// Writes the plan into `sb`: the bitmap 8 sectors past the superblock and its feature
+    /// bit, and the log's new place.
+    pub fn apply(self, sb: &mut Superblock) {
+        if let Some(offset) = self.bblog_offset {
+            sb.bblog_offset = offset;
+        }
+        sb.feature_map |= feature::BITMAP_OFFSET;
+        sb.bitmap_offset = BITMAP_OFFSET_SECTORS as i32;
+    }
+}
+
+/// Whether a bitmap of `need` sectors (its header and bits, as stored) fits after `sb`, and
+/// what moves for it: the same room a partial parity log would take.
+pub fn plan_bitmap(sb: &Superblock, need: u64) -> Result<BitmapPlan, SwitchError> {
+    if sb.feature_map & feature::BITMAP_OFFSET != 0 {
+        return Err(SwitchError::AlreadyBitmap);
+    }
+    if sb.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
+        return Err(SwitchError::HasPpl);
+    }
+    if sb.feature_map & feature::JOURNAL != 0 {
+        return Err(SwitchError::HasJournal);
+    }
+    if sb.super_offset >= sb.data_offset {
+        return Err(SwitchError::NotV12);
+    }
+    let (_, space) = mdadm_space(sb);
+    if need <= space {
+        return Ok(BitmapPlan { bblog_offset: None });
+    }
+    match moved_bblog(sb) {
+        Some((moved, at)) if need <= moved => Ok(BitmapPlan {
+            bblog_offset: Some(at),
+        }),
+        _ => Err(SwitchError::NoBitmapRoom { space, need }),
+    }
+}
+
+/// Takes the bitmap out of `sb` (mdadm's `--bitmap=none`).
+pub fn drop_bitmap(sb: &mut Superblock) {
+    if sb.feature_map & feature::BITMAP_OFFSET != 0 {
+        sb.feature_map &= !feature::BITMAP_OFFSET;
         sb.bitmap_offset = 0;
     }
 }

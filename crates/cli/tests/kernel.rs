@@ -1358,9 +1358,14 @@ mdadm --create /dev/md1 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=
     --consistency-policy=ppl --assume-clean /dev/vdf /dev/vdg /dev/vdh /dev/vdi || exit 8
 ./raidd pattern write --raw /dev/md1 --seed {sb} || exit 9
 mdadm /dev/md1 --fail /dev/vdi || exit 10
+echo 30 > /sys/block/md1/md/safe_mode_delay
 (while :; do ./raidd pattern write --raw /dev/md1 --seed {sb} --generation 2; done) &
 sleep 3
-grep -qx active /sys/block/md1/md/array_state || exit 11
+n=0
+until grep -qx active /sys/block/md1/md/array_state; do
+  n=$((n + 1)); [ $n -lt 1200 ] || exit 11
+  sleep 0.05
+done
 echo DIRTY-OK
 echo 0 > job.status
 echo b > /proc/sysrq-trigger
@@ -1424,8 +1429,14 @@ mdadm --create /dev/md0 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=
     --assume-clean --write-journal /dev/vdf /dev/vdb /dev/vdc /dev/vdd /dev/vde || exit 2
 echo "MODE $(cat /sys/block/md0/md/journal_mode)"
 ./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
+echo 30 > /sys/block/md0/md/safe_mode_delay
 (while :; do ./raidd pattern write --raw /dev/md0 --seed {seed} --generation 2; done) &
 sleep 3
+n=0
+until grep -qx active /sys/block/md0/md/array_state; do
+  n=$((n + 1)); [ $n -lt 1200 ] || exit 4
+  sleep 0.05
+done
 echo JOURNAL-OK
 echo 0 > job.status
 echo b > /proc/sysrq-trigger

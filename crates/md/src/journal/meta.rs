@@ -2,6 +2,7 @@
 //! of header, then payload descriptors up to `meta_size`, the rest of the 4 KiB zero.
 
 use super::block::{raw_crc, BLOCK, BLOCK_SECTORS, MAGIC, VERSION};
+use crate::le;
 
 const HEADER: usize = 32;
 /// A data or parity payload before its checksums: type, flags, size, location.
@@ -81,22 +82,6 @@ pub enum JournalError {
     TooLarge(usize),
 }
 
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    let mut v = [0u8; 4];
-    v.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(v)
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    let mut v = [0u8; 8];
-    v.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(v)
-}
-
 impl MetaBlock {
     /// An empty unit: what md writes at the tail when it starts a fresh log.
     pub fn empty(seq: u64, position: u64) -> MetaBlock {
@@ -139,11 +124,11 @@ impl MetaBlock {
             return Err(JournalError::TooLarge(size));
         }
         let mut b = vec![0u8; BLOCK];
-        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        le::put_u32(&mut b, 0, MAGIC);
         b[8] = VERSION;
-        b[12..16].copy_from_slice(&(size as u32).to_le_bytes());
-        b[16..24].copy_from_slice(&self.seq.to_le_bytes());
-        b[24..32].copy_from_slice(&self.position.to_le_bytes());
+        le::put_u32(&mut b, 12, size as u32);
+        le::put_u64(&mut b, 16, self.seq);
+        le::put_u64(&mut b, 24, self.position);
         let mut at = HEADER;
         for p in &self.payloads {
             at += put_payload(&mut b[at..], p);
@@ -154,7 +139,7 @@ impl MetaBlock {
             "summed with its checksum zero"
         );
         let sum = raw_crc(uuid_sum, &b);
-        b[4..8].copy_from_slice(&sum.to_le_bytes());
+        le::put_u32(&mut b, 4, sum);
         Ok(b)
     }
 
@@ -165,21 +150,21 @@ impl MetaBlock {
             return Err(JournalError::Truncated(block.len()));
         }
         let b = &block[..BLOCK];
-        let magic = le32(b, 0);
+        let magic = le::u32_at(b, 0);
         if magic != MAGIC {
             return Err(JournalError::BadMagic(magic));
         }
         if b[8] != VERSION {
             return Err(JournalError::BadVersion(b[8]));
         }
-        let stored = le32(b, 4);
+        let stored = le::u32_at(b, 4);
         let mut zeroed = b.to_vec();
         zeroed[4..8].fill(0);
         let computed = raw_crc(uuid_sum, &zeroed);
         if stored != computed {
             return Err(JournalError::BadChecksum { stored, computed });
         }
-        let size = le32(b, 12);
+        let size = le::u32_at(b, 12);
         if (size as usize) < HEADER || size as usize > BLOCK {
             return Err(JournalError::BadMetaSize(size));
         }
@@ -192,8 +177,8 @@ impl MetaBlock {
         }
         debug_assert_eq!(at, size as usize, "the descriptors end at meta_size");
         Ok(MetaBlock {
-            seq: le64(b, 16),
-            position: le64(b, 24),
+            seq: le::u64_at(b, 16),
+            position: le::u64_at(b, 24),
             payloads,
         })
     }
@@ -241,7 +226,11 @@ fn get_payload(b: &[u8], at: usize) -> Result<(Payload, usize), JournalError> {
     if at + FLUSH > b.len() {
         return Err(bad("its header runs past meta_size"));
     }
-    let (kind, flags, size) = (le16(b, at), le16(b, at + 2), le32(b, at + 4));
+    let (kind, flags, size) = (
+        le::u16_at(b, at),
+        le::u16_at(b, at + 2),
+        le::u32_at(b, at + 4),
+    );
     if kind == TYPE_FLUSH {
         if size % 8 != 0 {
             return Err(bad("a flush's size is not whole stripe numbers"));
@@ -250,7 +239,10 @@ fn get_payload(b: &[u8], at: usize) -> Result<(Payload, usize), JournalError> {
         if end > b.len() {
             return Err(bad("its stripes run past meta_size"));
         }
-        let stripes = (at + FLUSH..end).step_by(8).map(|o| le64(b, o)).collect();
+        let stripes = (at + FLUSH..end)
+            .step_by(8)
+            .map(|o| le::u64_at(b, o))
+            .collect();
         return Ok((Payload::Flush { flags, stripes }, end - at));
     }
     if kind != TYPE_DATA && kind != TYPE_PARITY {
@@ -270,9 +262,9 @@ fn get_payload(b: &[u8], at: usize) -> Result<(Payload, usize), JournalError> {
     if end > b.len() {
         return Err(bad("its checksums run past meta_size"));
     }
-    let location = le64(b, at + 8);
+    let location = le::u64_at(b, at + 8);
     let sums: Vec<u32> = (0..pages as usize)
-        .map(|i| le32(b, at + DATA_PARITY + 4 * i))
+        .map(|i| le::u32_at(b, at + DATA_PARITY + 4 * i))
         .collect();
     let p = if kind == TYPE_DATA {
         Payload::Data {

@@ -128,7 +128,10 @@ pub fn not_used(r: &MemberReport) -> Option<NotUsedJson> {
         explanation: r.decision.to_string(),
     };
     match &r.decision {
-        Decision::Active { .. } | Decision::Spare | Decision::Recovering { .. } => return None,
+        Decision::Active { .. }
+        | Decision::Spare
+        | Decision::Journal
+        | Decision::Recovering { .. } => return None,
         Decision::Stale { array_events, .. } => {
             j.reason = "stale";
             j.array_events = Some(*array_events);
@@ -535,6 +538,9 @@ mod tests {
             crate::progress::journal_line(&JournalStatus {
                 member: member.map(str::to_string),
                 state,
+                log_bytes: None,
+                used_bytes: None,
+                recovered: None,
             })
         };
         assert_eq!(

@@ -93,7 +93,14 @@ pub fn journal_line(j: &raidd_engine::JournalStatus) -> String {
     use raidd_engine::JournalState;
     let member = j.member.as_deref().unwrap_or("(none)");
     match j.state {
-        JournalState::Active => format!("Write journal: {member} (active)"),
+        JournalState::Active => match (j.log_bytes, j.used_bytes) {
+            (Some(log), Some(used)) => format!(
+                "Write journal: {member} (active, write-through; log {} MiB, {} KiB in use)",
+                log >> 20,
+                used >> 10
+            ),
+            _ => format!("Write journal: {member} (active)"),
+        },
         JournalState::Faulty => {
             format!("Write journal: {member} (faulty: the array is read-only until a new journal is attached)")
         }

@@ -148,6 +148,7 @@ pub fn make_array(
         force: true,
         bitmap_chunk: (setup.policy == Policy::Bitmap).then_some(64 << 20),
         ppl: setup.policy == Policy::Ppl,
+        journal: None,
     };
     let made = match sim {
         Some(w) => {

@@ -968,6 +968,7 @@ fn nested_arrays_show_as_a_tree() {
             force: false,
             bitmap_chunk: None,
             ppl: false,
+            journal: None,
         };
         let open = |p: &PathBuf| -> Arc<dyn Member> {
             Arc::new(FileMember::open(p, OpenOptions::default()).unwrap())

@@ -10,11 +10,15 @@ use std::sync::Arc;
 
 use raidd_layout::{Geometry, Level, ParityLayout, Raid0Layout, Raid10Layout};
 use raidd_md::badblocks::BadRange;
+use raidd_md::journal::BLOCK_SECTORS;
 use raidd_md::ppl::Area;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock};
 use serde::Serialize;
 
-use crate::array::{uuid_string, Array, ArrayParts, PplParts, SlotParts};
+use crate::array::{
+    stripe_log_sectors, uuid_string, Array, ArrayParts, JournalParts, PplParts, RingPlace,
+    SlotParts,
+};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::md_io::examine;
 use crate::md_io::read_bad_blocks;
@@ -49,6 +53,8 @@ pub enum Decision {
     Replacement { role: usize },
     /// Not used: its bad-block log records sectors where it does not hold the array's data
     /// (the kernel reads around them; raidd does not). Adding it back rebuilds it whole.
+    /// The array's write journal (md's role 0xfffd).
+    Journal,
     #[serde(rename = "bad_blocks")]
     BadBlocks {
         /// Ranges recorded, their sectors in all, and the first (device sector).
@@ -63,6 +69,7 @@ impl std::fmt::Display for Decision {
         match self {
             Decision::Active { role } => write!(f, "active in slot {role}"),
             Decision::Spare => write!(f, "spare"),
+            Decision::Journal => write!(f, "write journal"),
             Decision::Stale {
                 events,
                 array_events,
@@ -159,7 +166,17 @@ fn check_features(name: &str, sb: &Superblock) -> Result<()> {
             ),
         ));
     }
-    let unsupported = sb.feature_map & !(feature::SUPPORTED | ppl);
+    if sb.feature_map & feature::JOURNAL != 0 && !matches!(sb.level, 4..=6) {
+        // md: a journal is raid5-cache's, for RAID4/5/6.
+        return Err(Error::new(
+            ErrorKind::BadMetadata,
+            format!(
+                "{name}: a write journal on md level {}: md keeps one only for RAID4/5/6",
+                sb.level
+            ),
+        ));
+    }
+    let unsupported = sb.feature_map & !(feature::SUPPORTED | ppl | feature::JOURNAL);
     if unsupported == 0 {
         return Ok(());
     }
@@ -308,7 +325,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
     );
     for r in &placed.report {
         match &r.decision {
-            Decision::Active { .. } | Decision::Spare => {}
+            Decision::Active { .. } | Decision::Spare | Decision::Journal => {}
             d => tracing::warn!(member = %r.member, "not used: {d}"),
         }
     }
@@ -319,6 +336,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         .collect();
     let geometry = geometry_from(&reference, &data_sectors)?;
     let bitmap = read_bitmap(&found, &placed.slots, &placed.partial, &reference).await?;
+    let journal = journal_parts(&found, placed.journal, &reference, &geometry)?;
     let parts = ArrayParts {
         name: reference.array_name(),
         uuid: reference.set_uuid,
@@ -329,9 +347,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
             .iter()
             .map(|&i| found[i].member.clone())
             .collect(),
-        // An array with a write journal is refused above, with the other features raidd
-        // does not write yet.
-        journal: None,
+        journal,
         ppl: ppl_parts(&found, &placed.slots, &reference)?,
         read_only: opts.read_only,
     };
@@ -339,7 +355,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
     let array = Array::build(parts, Some(meta)).map_err(|e| naming_unused(e, &placed.report))?;
     // The partial parity log recovers an unclean stop before anything else reads the
     // array (a read-only array recovers nothing: it writes nothing).
-    let recovered = array.start_ppl().await?;
+    let recovered = array.start_logs().await?;
     if !opts.start_dirty_degraded && !recovered {
         check_dirty_degraded(&array)?;
     }
@@ -357,6 +373,8 @@ struct Placed {
     /// Slots held by a member part way through its rebuild, with its recovery point.
     partial: Vec<Option<u64>>,
     spares: Vec<usize>,
+    /// The write journal's member, where one was found.
+    journal: Option<usize>,
     /// Every member found, with what assembly decided for it.
     report: Vec<MemberReport>,
 }
@@ -370,6 +388,7 @@ fn place(found: &[Found], reference: &Superblock, newest: u64) -> Placed {
         slots: vec![None; n],
         partial: vec![None; n],
         spares: Vec::new(),
+        journal: None,
         report: Vec::new(),
     };
     for (i, f) in found.iter().enumerate() {
@@ -406,6 +425,18 @@ fn place(found: &[Found], reference: &Superblock, newest: u64) -> Placed {
                 }
             }
             None => decision,
+        };
+        let decision = match decision {
+            // Two journals: the one with newer events is the array's; the other stands
+            // aside like a displaced member.
+            Decision::Journal => match p.journal {
+                Some(j) if found[j].sb.events >= f.sb.events => Decision::Spare,
+                _ => {
+                    p.journal = Some(i);
+                    decision
+                }
+            },
+            d => d,
         };
         if decision == Decision::Spare {
             p.spares.push(i);
@@ -474,9 +505,74 @@ impl Placed {
                     member: found[i].member.clone(),
                 })
                 .collect(),
+            self.journal.map(|i| MemberSb {
+                sb: found[i].sb.clone(),
+                member: found[i].member.clone(),
+            }),
             bitmap,
         )
     }
+}
+
+/// The write journal of an array with md's JOURNAL feature: its member, where one was
+/// found, and where its log lies (the member's data area, whole 4 KiB blocks, and the
+/// superblock's `journal_tail`), checked.
+fn journal_parts(
+    found: &[Found],
+    journal: Option<usize>,
+    reference: &Superblock,
+    geometry: &Geometry,
+) -> Result<Option<JournalParts>> {
+    if reference.feature_map & feature::JOURNAL == 0 {
+        return Ok(None);
+    }
+    let Some(i) = journal else {
+        tracing::warn!(array = %reference.array_name(),
+            "the write journal is missing: the array starts read-only (md: journal disk is missing)");
+        return Ok(Some(JournalParts {
+            member: None,
+            place: None,
+        }));
+    };
+    let (sb, name) = (&found[i].sb, found[i].member.info().name.clone());
+    let bad = |why: String| Error::new(ErrorKind::BadMetadata, format!("{name}: {why}"));
+    let ring = sb.data_size / BLOCK_SECTORS * BLOCK_SECTORS;
+    let tail = sb.recovery_offset;
+    if ring < 4 * BLOCK_SECTORS {
+        return Err(bad(format!(
+            "a write journal of {ring} sectors: md's log needs some 4 KiB blocks"
+        )));
+    }
+    // raidd logs a stripe's rows at once (md logs 4 KiB rows one by one): two stripes'
+    // worth must fit.
+    let need = geometry
+        .as_parity()
+        .map_or(0, |pg| 2 * stripe_log_sectors(pg));
+    if ring < need {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{name}: a write journal of {} KiB; raidd needs {} KiB for this array's chunks",
+                ring / 2,
+                need / 2
+            ),
+        ));
+    }
+    if tail >= ring || !tail.is_multiple_of(BLOCK_SECTORS) {
+        return Err(bad(format!(
+            "the journal's tail {tail} is not a block of its {ring}-sector log"
+        )));
+    }
+    Ok(Some(JournalParts {
+        member: Some(found[i].member.clone()),
+        place: Some(RingPlace {
+            data_at: sb.data_offset * 512,
+            ring,
+            head: tail,
+            seq: 0,
+            tail,
+        }),
+    }))
 }
 
 /// Too few members to run: the error also names the members assembly set aside, and why
@@ -594,7 +690,8 @@ fn decide(f: &Found, reference: &Superblock, newest: u64) -> Decision {
             role: usize::from(r),
         },
         DevRole::Faulty => Decision::Faulty,
-        DevRole::Spare | DevRole::Journal => Decision::Spare,
+        DevRole::Journal => Decision::Journal,
+        DevRole::Spare => Decision::Spare,
     }
 }
 

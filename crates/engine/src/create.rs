@@ -12,7 +12,7 @@ use raidd_md::create::{
 use raidd_md::ppl::Area;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR, SB_OFFSET_V12_SECTORS};
 
-use crate::array::{write_empty_ppl, LogArea};
+use crate::array::{stripe_log_sectors, write_empty_ppl, LogArea};
 use crate::assemble::{assemble, examine, AssembleOptions, Assembled};
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::write_bytes;
@@ -47,6 +47,9 @@ pub struct CreateSpec {
     /// A partial parity log (md's `--consistency-policy=ppl`, RAID5 only, not with a
     /// bitmap): 1 MiB after the superblock of every member, as mdadm places it.
     pub ppl: bool,
+    /// A write journal on this member (md's `--write-journal`, RAID4/5/6, neither with a
+    /// bitmap nor a partial parity log): role 0xfffd, its data area the log.
+    pub journal: Option<Arc<dyn Member>>,
 }
 
 /// mdadm's bitmap daemon period, seconds.
@@ -177,6 +180,15 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         None => bblog_bm_space_sectors(component, bitmap.as_ref()),
     };
     let (bblog_offset, bblog_size) = bblog_placement(data_offset, space);
+    let journal_sb = match &spec.journal {
+        Some(j) => Some(journal_superblock(
+            &**j,
+            &mut probe,
+            &geometry,
+            (bblog_offset, bblog_size),
+        )?),
+        None => None,
+    };
     for ((i, m), a) in present.iter().zip(&avail) {
         let mut sb = probe.clone();
         sb.dev_number = *i as u32;
@@ -187,8 +199,12 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         sb.bblog_shift = 0;
         write_member(&***m, &sb, bitmap.as_ref(), ppl).await?;
     }
-    let members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
-    debug_assert!(!members.is_empty() && members.len() <= n);
+    let mut members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
+    if let (Some(j), Some(sb)) = (&spec.journal, journal_sb) {
+        write_journal_member(&**j, &sb).await?;
+        members.push(j.clone());
+    }
+    debug_assert!(!members.is_empty() && members.len() <= n + usize::from(spec.journal.is_some()));
     assemble(members, AssembleOptions::default()).await
 }
 
@@ -200,6 +216,18 @@ fn check_policy(spec: &CreateSpec) -> Result<()> {
         return Err(invalid(format!(
             "a partial parity log is for RAID5 only (md's PPL), not {level}"
         )));
+    }
+    if spec.journal.is_some() && !matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+        return Err(invalid(format!(
+            "a write journal is for RAID4/5/6 (md's raid5-cache), not {level}"
+        )));
+    }
+    if spec.journal.is_some() && (spec.ppl || spec.bitmap_chunk.is_some()) {
+        return Err(invalid(
+            "a write journal excludes a partial parity log and a write-intent bitmap (as md \
+             enforces)"
+                .into(),
+        ));
     }
     if spec.ppl && spec.bitmap_chunk.is_some() {
         return Err(invalid(
@@ -238,6 +266,70 @@ async fn write_member(
     Ok(())
 }
 
+/// The journal member's superblock (device number and role after the slots', its whole
+/// data area the log), checked to hold enough; `probe` gets md's JOURNAL feature and the
+/// journal's role for every member.
+fn journal_superblock(
+    j: &dyn Member,
+    probe: &mut Superblock,
+    g: &Geometry,
+    (bblog_offset, bblog_size): (i32, u16),
+) -> Result<Superblock> {
+    let n = probe.raid_disks as usize;
+    probe.feature_map |= feature::JOURNAL;
+    probe.dev_roles[n] = DevRole::Journal.to_raw();
+    let mut sb = probe.clone();
+    sb.dev_number = n as u32;
+    sb.device_uuid = random16()?;
+    sb.data_size = (j.info().size_bytes / 512).saturating_sub(sb.data_offset);
+    sb.bblog_offset = bblog_offset;
+    sb.bblog_size = bblog_size;
+    let min = g.as_parity().map_or(0, |pg| 8 * stripe_log_sectors(pg));
+    check_journal_room(&j.info().name, &sb, min)?;
+    Ok(sb)
+}
+
+/// Whether the journal member's log holds eight stripes' writes in flight at once (`min`
+/// sectors), 2 MiB at least.
+fn check_journal_room(name: &str, sb: &Superblock, min: u64) -> Result<()> {
+    let min = min.max(2 * 1024 * 2);
+    if sb.data_size < min {
+        return Err(invalid(format!(
+            "{name}: a write journal for this array needs at least {} KiB past the metadata \
+             area ({} KiB), it has {} KiB",
+            min / 2,
+            sb.data_offset / 2,
+            sb.data_size / 2
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the journal member's metadata: its superblock (role 0xfffd, the log's tail at
+/// 0) and an empty meta block at the start of its log with a random sequence number, as
+/// mdadm's `write_empty_r5l_meta_block` does. Its log must hold a few units at least.
+async fn write_journal_member(m: &dyn Member, sb: &Superblock) -> Result<()> {
+    crate::md_io::clear_bad_blocks(m, sb).await?;
+    write_superblock(m, sb).await?;
+    let mut seq = [0u8; 4];
+    getrandom::fill(&mut seq)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness: {e}")))?;
+    let block = raidd_md::journal::MetaBlock::empty(u64::from(u32::from_le_bytes(seq)), 0)
+        .encode(raidd_md::journal::uuid_checksum(&sb.set_uuid))
+        .map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+    let name = &m.info().name;
+    write_bytes(
+        m,
+        sb.data_offset * 512,
+        raidd_rt::AlignedBuf::from_slice(&block),
+    )
+    .await
+    .map_err(|e| Error::io(format!("{name}: writing the journal's first block"), e))?;
+    m.flush()
+        .await
+        .map_err(|e| Error::io(format!("{name}: flushing the journal"), e))
+}
+
 /// The members given (by role; missing ones left out), checked: enough for the level,
 /// none twice, and none that already belongs to an md array unless `force`.
 async fn members_to_use(spec: &CreateSpec) -> Result<Vec<(usize, &Arc<dyn Member>)>> {
@@ -267,12 +359,13 @@ async fn members_to_use(spec: &CreateSpec) -> Result<Vec<(usize, &Arc<dyn Member
         )));
     }
     let mut names = std::collections::HashSet::new();
-    for (_, m) in &present {
+    let journal = spec.journal.as_ref().map(|j| (n, j));
+    for (_, m) in present.iter().copied().chain(journal) {
         if !names.insert(m.info().name.clone()) {
             return Err(invalid(format!("{} is given twice", m.info().name)));
         }
         if !spec.force {
-            if let Ok(sb) = examine(&***m).await {
+            if let Ok(sb) = examine(&**m).await {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!(

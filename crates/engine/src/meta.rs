@@ -50,6 +50,9 @@ pub(crate) struct MetaState {
     /// Superblocks of the members that receive updates: in-sync slots (by role) and spares.
     pub(crate) slots: Vec<Option<MemberSb>>,
     pub(crate) spares: Vec<MemberSb>,
+    /// The write journal's member (md's role 0xfffd), while it works: its superblock keeps
+    /// the log's tail (`journal_tail`, in `recovery_offset`'s place).
+    pub(crate) journal: Option<MemberSb>,
     pub(crate) events: u64,
     pub(crate) clean: CleanState,
     /// Role changes since assembly, applied to every superblock in order: (dev_number, raw
@@ -84,6 +87,7 @@ impl Metadata {
     pub(crate) fn new(
         slots: Vec<Option<MemberSb>>,
         spares: Vec<MemberSb>,
+        journal: Option<MemberSb>,
         bitmap: Option<(BitmapSuper, Vec<u8>)>,
     ) -> Metadata {
         let bitmap_at_start = bitmap.as_ref().map(|(b, bits)| (b.chunksize, bits.clone()));
@@ -109,6 +113,7 @@ impl Metadata {
             state: Mutex::new(MetaState {
                 slots,
                 spares,
+                journal,
                 events,
                 clean,
                 roles: Vec::new(),
@@ -334,6 +339,35 @@ impl Metadata {
         failed
     }
 
+    /// Records where the write journal's log now starts (its superblock's `journal_tail`)
+    /// and commits, as md's reclaim does. An error when the journal's superblock could not
+    /// be written (the journal has failed then).
+    pub(crate) async fn set_journal_tail(&self, tail: u64) -> std::io::Result<Vec<usize>> {
+        let mut st = self.state.lock().await;
+        let Some(j) = st.journal.as_mut() else {
+            return Err(std::io::Error::other("the array has no working journal"));
+        };
+        j.sb.recovery_offset = tail;
+        let failed = commit(&mut st).await;
+        match st.journal {
+            Some(_) => Ok(failed),
+            None => Err(std::io::Error::other(
+                "the journal's superblock could not be written",
+            )),
+        }
+    }
+
+    /// Records the journal as failed (role 0xfffe in every superblock) and commits; it
+    /// takes no more updates. Returns the slots whose superblock write failed.
+    pub(crate) async fn fail_journal(&self) -> Vec<usize> {
+        let mut st = self.state.lock().await;
+        let Some(j) = st.journal.take() else {
+            return Vec::new();
+        };
+        st.failed(j);
+        commit(&mut st).await
+    }
+
     /// Forgets a failed member (it was removed from the array): its device number is free.
     pub(crate) async fn forget_failed(&self, member: &Arc<dyn Member>) {
         let mut st = self.state.lock().await;
@@ -508,6 +542,10 @@ async fn commit(st: &mut MetaState) -> Vec<usize> {
         update(&mut m.sb);
         writes.push((None, m.clone()));
     }
+    if let Some(j) = st.journal.as_mut() {
+        update(&mut j.sb);
+    }
+    let journal = st.journal.clone();
     let bitmap = st.bitmap.as_mut().map(|b| {
         b.events = events;
         if st.clean == CleanState::Clean && !degraded {
@@ -519,6 +557,17 @@ async fn commit(st: &mut MetaState) -> Vec<usize> {
     let results =
         futures::future::join_all(writes.iter().map(|(_, m)| write_member(m, bitmap.as_ref())))
             .await;
+    if let Some(j) = journal {
+        // The journal keeps no bitmap: its superblock alone.
+        if let Err(e) = write_member(&j, None).await {
+            tracing::error!(
+                "{}: journal superblock update failed: {e}",
+                j.member.info().name
+            );
+            st.journal = None;
+            st.failed(j);
+        }
+    }
     let mut failed = Vec::new();
     for ((slot, m), r) in writes.iter().zip(results) {
         if let Err(e) = r {

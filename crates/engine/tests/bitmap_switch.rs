@@ -59,6 +59,7 @@ fn a_bitmap_put_on_while_writing_narrows_the_next_resync_and_comes_off_again() {
             force: false,
             bitmap_chunk: None,
             ppl: false,
+            journal: None,
         })
         .await
         .unwrap()

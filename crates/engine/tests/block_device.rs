@@ -98,6 +98,7 @@ fn loop_devices_as_members() {
                 force: false,
                 bitmap_chunk: None,
                 ppl: false,
+                journal: None,
             };
             let a = create(spec).await.unwrap();
             assert_eq!(a.array.block_size(), sector_size);

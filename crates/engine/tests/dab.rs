@@ -68,6 +68,7 @@ fn run(seed: u64, blocks: u64, mode: DabMode) -> usize {
             force: true,
             bitmap_chunk: None,
             ppl: false,
+            journal: None,
         };
         let a = create(spec).await.unwrap().array;
         a.set_dab(pool.clone());

@@ -38,6 +38,7 @@ fn spec(name: &str, level: Level, members: Vec<Option<Arc<dyn Member>>>) -> Crea
         force: false,
         bitmap_chunk: None,
         ppl: false,
+        journal: None,
     }
 }
 
@@ -553,7 +554,7 @@ fn bad_input_is_refused_without_changes() {
             ErrorKind::BadMetadata
         );
         // A feature the kernel knows but raidd does not implement.
-        sb.feature_map = raidd_md::feature::JOURNAL;
+        sb.feature_map = raidd_md::feature::CLUSTERED;
         b[0].write_sync(4096, &sb.encode());
         assert_eq!(
             kind(assemble(bm[..1].to_vec(), AssembleOptions::default()).await),

@@ -56,6 +56,7 @@ fn spec(level: Level, members: &[Arc<dyn Member>]) -> CreateSpec {
         force: false,
         bitmap_chunk: None,
         ppl: false,
+        journal: None,
     }
 }
 

@@ -49,6 +49,7 @@ async fn new_array_with(members: Vec<Option<Arc<dyn Member>>>, ppl: bool) -> Arc
         force: false,
         bitmap_chunk: None,
         ppl,
+        journal: None,
     })
     .await
     .unwrap()

@@ -54,6 +54,7 @@ fn spec(level: Level, layout: Option<u32>, members: Vec<Arc<dyn Member>>) -> Cre
         force: false,
         bitmap_chunk: None,
         ppl: false,
+        journal: None,
     }
 }
 

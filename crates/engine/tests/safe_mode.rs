@@ -92,6 +92,7 @@ fn spec(level: Level, members: Vec<Option<Arc<dyn Member>>>, bitmap: bool) -> Cr
         force: false,
         bitmap_chunk: bitmap.then_some(64 << 10),
         ppl: false,
+        journal: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn spec(level: Level, members: Vec<Arc<dyn Member>>, assume_clean: bool) -> Crea
         force: false,
         bitmap_chunk: None,
         ppl: false,
+        journal: None,
     }
 }
 

@@ -67,6 +67,7 @@ fn run(seed: u64, level: Level, n: usize, failures: usize) -> Outcome {
             force: false,
             bitmap_chunk: None,
             ppl: false,
+            journal: None,
         };
         let a = create(spec).await.unwrap();
         let array = a.array.clone();

@@ -454,6 +454,7 @@ mod tests {
             force: true,
             bitmap_chunk: None,
             ppl: false,
+            journal: None,
         };
         let bad = raidd_rt::block_on({
             let w = w.clone();

@@ -347,11 +347,12 @@ fn consistency(s: &mut Sink, st: &ArrayStatus) {
         ConsistencyPolicy::Resync,
         ConsistencyPolicy::Bitmap,
         ConsistencyPolicy::Ppl,
+        ConsistencyPolicy::Journal,
     ] {
         s.flag(
             "raidd_array_consistency_policy",
             "1 for what keeps the array consistent across an unclean stop (md's \
-             consistency_policy: none, resync, bitmap, ppl), 0 for the others.",
+             consistency_policy: none, resync, bitmap, ppl, journal), 0 for the others.",
             &[("array", a), ("policy", &policy.to_string())],
             st.consistency_policy == policy,
         );

@@ -61,6 +61,12 @@ pub struct CreateArgs {
     /// --bitmap internal, else `resync`.
     #[arg(long, value_parser = ["resync", "bitmap", "ppl"], value_name = "POLICY")]
     pub consistency_policy: Option<String>,
+    /// A write journal on this file or device (mdadm's --write-journal; raid4/5/6): every
+    /// write is logged there with its parity before it reaches the members, so an unclean
+    /// stop, degraded or not, loses nothing acknowledged. An image file that does not exist
+    /// is created with --size bytes. Excludes a bitmap and a partial parity log.
+    #[arg(long, value_name = "PATH")]
+    pub write_journal: Option<PathBuf>,
     /// An inner array to make first, as a member of this one (repeat it: one per slot, in
     /// order): `[NAME=]LEVEL:MEMBER,MEMBER,...`, e.g. `raid5:a0.img,a1.img,a2.img,a3.img`.
     /// Its members are files or devices as above (`missing` too); NAME defaults to this
@@ -415,6 +421,7 @@ fn top_spec(
     name: String,
     slots: Vec<Option<Arc<dyn Member>>>,
     fresh: bool,
+    journal: Option<Arc<dyn Member>>,
 ) -> CreateSpec {
     let host = args.homehost.clone().unwrap_or_else(members::hostname);
     CreateSpec {
@@ -429,7 +436,54 @@ fn top_spec(
         force: args.force,
         bitmap_chunk: shape.bitmap,
         ppl: shape.ppl,
+        journal,
     }
+}
+
+/// The `--write-journal` member, opened (an image file made first, recorded in
+/// `created`).
+fn open_journal(
+    args: &CreateArgs,
+    created: &mut Vec<PathBuf>,
+) -> AdminResult<Option<Arc<dyn Member>>> {
+    let Some(path) = &args.write_journal else {
+        return Ok(None);
+    };
+    if !matches!(args.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+        return Err(AdminError::usage(format!(
+            "--write-journal is for raid4/5/6 (md's raid5-cache), not {}",
+            args.level
+        )));
+    }
+    if args.bitmap != "none"
+        || args
+            .consistency_policy
+            .as_deref()
+            .is_some_and(|p| p != "resync")
+    {
+        return Err(AdminError::usage(
+            "--write-journal excludes a bitmap and a partial parity log (as md's does)",
+        ));
+    }
+    match std::fs::metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let Some(bytes) = args.size else {
+                return Err(AdminError::usage(format!(
+                    "{} does not exist: give --size to create it as an image file",
+                    path.display()
+                )));
+            };
+            FileMember::create_image(path, bytes)?;
+            tracing::info!(
+                "created journal image {} ({bytes} bytes, sparse)",
+                path.display()
+            );
+            created.push(path.clone());
+        }
+        Err(e) => return Err(AdminError::io(format!("checking {}", path.display()), &e)),
+    }
+    open_member(path, None).map(Some)
 }
 
 /// One array over files and devices.
@@ -445,7 +499,8 @@ fn create_flat(
         all_new,
     } = open_slots(&args.members, args.size, created)?;
     let name = args.name.clone().unwrap_or_else(|| default_name(&paths));
-    let spec = top_spec(args, shape, name, slots, all_new);
+    let journal = open_journal(args, created)?;
+    let spec = top_spec(args, shape, name, slots, all_new, journal);
     raidd_rt::block_on(async move {
         let assembled = build(spec).await?;
         assembled.array.close().await?;
@@ -461,6 +516,11 @@ fn create_nested(
     json: bool,
     created: &mut Vec<PathBuf>,
 ) -> AdminResult {
+    if args.write_journal.is_some() {
+        return Err(AdminError::usage(
+            "--write-journal is for an array over files or devices, not one over --group arrays",
+        ));
+    }
     let name = args.name.clone().unwrap_or_else(|| "pool".to_string());
     let host = args.homehost.clone().unwrap_or_else(members::hostname);
     let mut names: Vec<String> = groups
@@ -493,11 +553,12 @@ fn create_nested(
             force: args.force,
             bitmap_chunk: shape.bitmap.filter(|_| redundant(g.level)),
             ppl: false,
+            journal: None,
         });
     }
     let outer = CreateSpec {
         bitmap_chunk: shape.bitmap.filter(|_| redundant(args.level)),
-        ..top_spec(args, shape, name, Vec::new(), fresh)
+        ..top_spec(args, shape, name, Vec::new(), fresh, None)
     };
     raidd_rt::block_on(async move {
         let mut all: Vec<raidd_engine::assemble::Assembled> = Vec::new();

@@ -52,6 +52,8 @@ impl Consistency<'_> {
         let bitmap_at_start = a.meta.as_ref().is_some_and(|m| m.bitmap_at_start.is_some());
         if a.geometry().redundancy() == 0 {
             ConsistencyPolicy::None
+        } else if a.slots.journal_state().is_some() {
+            ConsistencyPolicy::Journal
         } else if a.parts().ppl.is_some() {
             ConsistencyPolicy::Ppl
         } else if a.write_intent().is_some() || (a.read_only && bitmap_at_start) {
@@ -70,6 +72,12 @@ impl Consistency<'_> {
         let from = self.policy();
         let refuse = |kind, why: String| Err(Error::new(kind, format!("{}: {why}", a.name)));
         match (from, to) {
+            (ConsistencyPolicy::Journal, _) | (_, ConsistencyPolicy::Journal) => refuse(
+                ErrorKind::Unsupported,
+                "a write journal is added when the array is created (raidd create \
+                 --write-journal), and md keeps it for the array's life"
+                    .to_string(),
+            ),
             _ if from == to => refuse(
                 ErrorKind::Conflict,
                 format!("the consistency policy is already {to}"),

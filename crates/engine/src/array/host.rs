@@ -11,7 +11,8 @@ use raidd_rt::{BufSlice, BufSliceMut};
 
 use super::counters::Counters;
 use super::join::Results;
-use super::member_io::{self, Owner};
+use super::journal::{Journal, JournalHost};
+use super::member_io;
 use super::ppl::Ppl;
 use crate::error::{Error, Result};
 use crate::iov::{MemberIos, ReadBack, Tagged};
@@ -19,7 +20,7 @@ use crate::iov::{MemberIos, ReadBack, Tagged};
 /// What a level path needs of the array that holds it. Each member I/O goes out through
 /// the array's member I/O, which fails a member whose I/O fails before the results come
 /// back.
-pub(crate) trait Host: Owner {
+pub(crate) trait Host: JournalHost {
     /// The RAID4/5/6 layout of the stripes in hand (the shape covering them: one today,
     /// either side of a reshape's boundary later).
     fn parity_shape(&self) -> &ParityGeometry;
@@ -37,6 +38,9 @@ pub(crate) trait Host: Owner {
     /// The partial parity log every RAID5 stripe write goes through first, where the
     /// array keeps one (md's PPL).
     fn ppl(&self) -> Option<Ppl>;
+    /// The write journal every RAID4/5/6 stripe write is logged to first, where the array
+    /// has one and it works (md's raid5-cache).
+    fn journal(&self) -> Option<Journal>;
 
     /// Whether slot `role` holds current data below member sector `end` (and takes writes).
     fn in_sync_at(&self, role: usize, end: u64) -> bool {

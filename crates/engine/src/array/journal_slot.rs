@@ -75,10 +75,26 @@ impl JournalTransition {
     }
 }
 
-/// What the journal slot is built from: the journal member, if one was found.
+/// Where the log lies on the journal member and where recovery left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingPlace {
+    /// Byte offset of the ring (the member's data offset).
+    pub data_at: u64,
+    /// Sectors in the ring: the data area, whole 4 KiB blocks.
+    pub ring: u64,
+    /// Where the next unit goes and its sequence number.
+    pub head: u64,
+    pub seq: u64,
+    /// The superblock's `journal_tail`: where recovery would start.
+    pub tail: u64,
+}
+
+/// What the journal slot is built from: the journal member, if one was found, and where
+/// its log lies (`None` for a missing member).
 #[derive(Clone, Debug)]
 pub struct JournalParts {
     pub member: Option<Arc<dyn Member>>,
+    pub place: Option<RingPlace>,
 }
 
 /// The journal member and its state.

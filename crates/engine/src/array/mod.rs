@@ -20,6 +20,8 @@ mod counters;
 mod gate;
 mod host;
 mod join;
+mod journal;
+mod journal_replay;
 mod journal_slot;
 mod latch;
 mod mapped;
@@ -38,6 +40,7 @@ mod scrub;
 mod shape;
 mod slot_member;
 mod slots;
+mod start;
 mod status;
 
 use std::fmt;
@@ -55,7 +58,9 @@ use bitmap::IntentLog;
 use counters::Counters;
 use gate::Gate;
 use host::Host;
-pub use journal_slot::{JournalParts, JournalState};
+pub(crate) use journal::stripe_log_sectors;
+pub use journal_replay::JournalRecovered;
+pub use journal_slot::{JournalParts, JournalState, RingPlace};
 pub(crate) use ppl::{log_area as ppl_log_area, write_empty as write_empty_ppl, LogArea};
 
 use mapped::MappedIo;
@@ -137,6 +142,9 @@ pub struct Array {
     /// through it first (`ppl.rs`, `parity/logged.rs`). Swapped only while every write is
     /// held at the gate (`consistency.rs`).
     ppl: RwLock<Option<ppl::Ppl>>,
+    /// md's write journal: every RAID4/5/6 stripe write is logged there first once it is
+    /// started (`journal.rs`, `start.rs`, `parity/logged.rs`).
+    journal: journal::JournalLog,
     passes: Passes,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
@@ -159,6 +167,7 @@ struct Parts<'a> {
     passes: &'a Passes,
     parity: Option<&'a ParityIo>,
     ppl: Option<ppl::Ppl>,
+    journal: &'a journal::JournalLog,
     counters: &'a Counters,
 }
 
@@ -254,6 +263,11 @@ impl Array {
             size_bytes.is_multiple_of(u64::from(block_size)),
             "an array's size is whole blocks"
         );
+        let journal_place = parts
+            .journal
+            .as_ref()
+            .filter(|j| j.member.is_some())
+            .and_then(|j| j.place);
         Ok(Array {
             info: MemberInfo {
                 name: format!("array:{}", parts.name),
@@ -285,6 +299,7 @@ impl Array {
                         .collect(),
                 )
             })),
+            journal: journal::JournalLog::new(journal_place),
             passes: Passes::new(unclean),
             failed: AtomicBool::new(false),
             idle_since: Mutex::new((0, std::time::Instant::now())),
@@ -346,6 +361,7 @@ impl Array {
             passes: &self.passes,
             parity: self.levels.parity(),
             ppl: self.ppl(),
+            journal: &self.journal,
             counters: &self.counters,
         }
     }
@@ -519,43 +535,6 @@ impl Array {
                 .enter([(offset / SECTOR_SIZE, len / SECTOR_SIZE)])
                 .await,
         )
-    }
-
-    /// Starts the partial parity log before the array serves, as md's `ppl_load` does:
-    /// after an unclean stop, recovers each member's newest log unit (see
-    /// `ppl_recover.rs`), and when that applied entries and refused none the array is
-    /// consistent again and is marked clean; then every log starts empty. True when the
-    /// array has a log and was started this way (a dirty start is then safe degraded too,
-    /// as md starts a dirty degraded array with PPL). A read-only array is left alone.
-    pub(crate) async fn start_ppl(&self) -> Result<bool> {
-        let (Some(ppl), false) = (self.ppl(), self.read_only) else {
-            return Ok(false);
-        };
-        if let Some(meta) = self.meta.as_ref().filter(|m| m.is_dirty()) {
-            let r = ppl_recover::recover(self, &ppl, &self.name).await;
-            tracing::warn!(array = %self.name, entries = r.entries, blocks = r.blocks,
-                not_applied = r.not_applied, degraded = self.is_degraded(),
-                "not shut down cleanly: recovered from the partial parity log");
-            ppl.recovered(r);
-            if r.entries > 0 && r.not_applied == 0 {
-                self.superblocks_failed(meta.mark_clean().await, MetaWrite::Superblock)
-                    .await;
-                self.passes.resync_done();
-            }
-        }
-        for role in 0..self.slots.len() {
-            let Some(member) = self.slots.member(role) else {
-                continue;
-            };
-            if !self.slots.takes_writes(role) {
-                continue;
-            }
-            if let Err(e) = ppl.reset_member(&*member, role).await {
-                self.fail_slot_with(role, Some(&member), &e).await;
-            }
-        }
-        self.check_alive()?;
-        Ok(true)
     }
 
     /// Records a write of `len` bytes at `offset` in the write-intent bitmap: the bits of its

@@ -10,11 +10,13 @@ use raidd_layout::{Loc, ParityGeometry, Piece};
 
 use super::counters::Counters;
 use super::host::Host;
+use super::journal::{Journal, JournalHost};
 use super::member_io::Owner;
 use super::ppl::Ppl;
+use super::slots::Failed;
 use super::slots::Slots;
-use super::{lost, lost_windows, rotation, Array};
-use crate::error::{Error, Result};
+use super::{lost, lost_windows, rotation, Array, MetaWrite};
+use crate::error::{Error, ErrorKind, Result};
 use crate::member::Member;
 
 impl Owner for Array {
@@ -33,6 +35,60 @@ impl Owner for Array {
         why: &'a io::Error,
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(self.fail_slot_with(role, Some(member), why))
+    }
+}
+
+impl JournalHost for Array {
+    fn flush_slots(&self) -> LocalBoxFuture<'_, ()> {
+        Box::pin(async {
+            // A slot whose flush fails is failed by it; the array going down is the
+            // writes' error, not the reclaim's.
+            let _ = self.flush_members(|_| true).await;
+        })
+    }
+
+    fn journal_tail(&self, tail: u64) -> LocalBoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let Some(meta) = &self.meta else {
+                return Ok(()); // an array without md metadata keeps no tail
+            };
+            match meta.set_journal_tail(tail).await {
+                Ok(failed) => {
+                    self.superblocks_failed(failed, MetaWrite::Superblock).await;
+                    Ok(())
+                }
+                Err(e) => {
+                    if let Some(m) = self.slots().journal_member() {
+                        self.fail_journal(&m, &e).await;
+                    }
+                    Err(Error::new(
+                        ErrorKind::ReadOnly,
+                        format!(
+                            "{}: the write journal's tail could not be recorded: {e}",
+                            self.name()
+                        ),
+                    ))
+                }
+            }
+        })
+    }
+
+    fn fail_journal<'a>(
+        &'a self,
+        member: &'a Arc<dyn Member>,
+        why: &'a io::Error,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            if self.slots().fail_journal(member) != Failed::Marked {
+                return;
+            }
+            tracing::error!(array = %self.name(), member = %member.info().name,
+                "write journal failed: {why}; the array is read-only until a new journal is added");
+            if let Some(meta) = &self.meta {
+                let failed = meta.fail_journal().await;
+                self.superblocks_failed(failed, MetaWrite::Superblock).await;
+            }
+        })
     }
 }
 
@@ -95,5 +151,9 @@ impl Host for Array {
 
     fn ppl(&self) -> Option<Ppl> {
         self.ppl.read().expect(crate::POISONED).clone()
+    }
+
+    fn journal(&self) -> Option<Journal> {
+        self.journal.live()
     }
 }

@@ -130,6 +130,8 @@ pub enum ConsistencyPolicy {
     Bitmap,
     /// RAID5's partial parity log recovers parity before the array serves.
     Ppl,
+    /// md's write journal logs every write with its parity first (RAID4/5/6).
+    Journal,
 }
 
 impl std::fmt::Display for ConsistencyPolicy {
@@ -139,6 +141,7 @@ impl std::fmt::Display for ConsistencyPolicy {
             ConsistencyPolicy::Resync => "resync",
             ConsistencyPolicy::Bitmap => "bitmap",
             ConsistencyPolicy::Ppl => "ppl",
+            ConsistencyPolicy::Journal => "journal",
         })
     }
 }
@@ -161,6 +164,15 @@ pub struct PplRecovered {
 pub struct JournalStatus {
     pub member: Option<String>,
     pub state: JournalState,
+    /// The log's size and the bytes between its tail and head (units not yet reclaimed),
+    /// while the journal is in the write path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_bytes: Option<u64>,
+    /// What the start replayed from the log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<super::journal_replay::JournalRecovered>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]

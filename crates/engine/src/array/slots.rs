@@ -889,6 +889,7 @@ mod tests {
             vec![],
             Some(JournalParts {
                 member: Some(j.clone()),
+                place: None,
             }),
             false,
         );
@@ -927,6 +928,7 @@ mod tests {
             vec![],
             Some(JournalParts {
                 member: Some(mem("j")),
+                place: None,
             }),
             false,
         );

@@ -46,9 +46,16 @@ impl Array {
             faulty: slots.detached_names(),
             consistency_policy: self.consistency().policy(),
             ppl_recovered: p.ppl.and_then(|l| l.last_recovery()),
-            journal: slots.journal_state().map(|state| JournalStatus {
-                member: slots.journal_member().map(|m| m.info().name.clone()),
-                state,
+            journal: slots.journal_state().map(|state| {
+                let live = p.journal.live();
+                let place = live.as_ref().map(|j| j.place());
+                JournalStatus {
+                    member: slots.journal_member().map(|m| m.info().name.clone()),
+                    state,
+                    log_bytes: place.map(|p| p.ring * SECTOR_SIZE),
+                    used_bytes: place.map(|p| (p.head + p.ring - p.tail) % p.ring * SECTOR_SIZE),
+                    recovered: live.and_then(|j| j.recovered()),
+                }
             }),
             sync: p
                 .passes

@@ -9,8 +9,9 @@ use raidd_rt::{AlignedBuf, BufSlice, IoVec, SharedBuf};
 use smallvec::SmallVec;
 
 use super::super::counters::Counters;
+use super::super::journal::JournalRow;
 use super::cache::{cached_list, Blocks, Cached, CACHE_MAX_RANGES, CACHE_MAX_ROWS};
-use super::logged::{log_stripe, pieces_within, LogItems, StripeWrite};
+use super::logged::{log_stripe, pieces_within, Logs, StripeWrite};
 use super::rebuild::{q_index, rebuild_blocks};
 use super::shares::{Part, Segs};
 use super::strategy::{choose_strategy, Cover, Strategy};
@@ -34,11 +35,12 @@ impl ParityIo {
     /// rows that hold the batch, or its own). `None` for a batch with nothing to write.
     pub(super) fn open_batch(
         &self,
-        pg: &ParityGeometry,
+        host: &impl Host,
         stripe: u64,
         parts: &[Part],
         kept: &mut Vec<Cached>,
     ) -> Option<OpenBatch> {
+        let pg = host.parity_shape();
         let k = pg.data_members();
         let chunk = u64::from(pg.chunk_sectors);
         let mut segs: SmallVec<[Segs; 8]> = (0..k).map(|_| Segs::default()).collect();
@@ -51,19 +53,21 @@ impl ParityIo {
             .iter()
             .filter_map(Segs::hull)
             .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))?;
+        // The journal logs whole 4 KiB rows (md's pages): the batch works over them.
+        let span = match host.journal() {
+            Some(_) => page_rows(&hull),
+            None => hull.clone(),
+        };
         let (rows, old) = match kept
             .iter()
-            .position(|c| c.rows.start <= hull.start && hull.end <= c.rows.end)
+            .position(|c| c.rows.start <= span.start && span.end <= c.rows.end)
         {
             Some(i) => {
                 self.cache.hit();
                 let c = kept.remove(i);
                 (c.rows, c.blocks)
             }
-            None => (
-                hull.clone(),
-                (0..pg.members).map(|_| None).collect::<Blocks>(),
-            ),
+            None => (span, (0..pg.members).map(|_| None).collect::<Blocks>()),
         };
         // Small rows of a partial stripe are kept for the next write, while keeping pays;
         // big writes and whole stripes stream through uncopied.
@@ -123,7 +127,7 @@ impl ParityIo {
         o: &mut OpenBatch,
         parts: &[Part],
         writes: &mut Batch<BufSlice>,
-        log: &mut LogItems,
+        log: &mut Logs,
     ) -> Result<()> {
         let strategy = self.plan(host, o).await?;
         self.count_strategy(host, strategy);
@@ -133,6 +137,21 @@ impl ParityIo {
             rows: o.rows.clone(),
             parts,
             counters: host.counters(),
+        };
+        if strategy == Strategy::Rebuild {
+            // A member that is neither current nor known is what the rebuild recovers.
+            rebuild_blocks(&o.map, &mut o.old, new.len())?;
+        }
+        // The journal's pages are the old contents with the new written over: taken before
+        // the strategy below turns the old contents into the new.
+        let journal = match host.journal() {
+            Some(_) => {
+                if strategy == Strategy::DataOnly {
+                    self.read_partial(host, o).await?;
+                }
+                Some(new.journal_data(o))
+            }
+            None => None,
         };
         // A full stripe's data chunks, in parity order. A chunk that one part writes whole
         // over the rows is a window lent for parity that stays here to be the chunk's
@@ -146,10 +165,6 @@ impl ParityIo {
             }
             Strategy::ReadModifyWrite => new.update_parity(o),
             Strategy::FullStripe | Strategy::ReconstructWrite | Strategy::Rebuild => {
-                if strategy == Strategy::Rebuild {
-                    // A member that is neither current nor known is what the rebuild recovers.
-                    rebuild_blocks(&o.map, &mut o.old, new.len())?;
-                }
                 chunks = new.chunks(o);
                 let parity = new.generate_parity(o, &chunks);
                 new.keep_chunks(o, &mut chunks);
@@ -171,11 +186,40 @@ impl ParityIo {
                 &w,
                 end,
                 |dd, rows, each| pieces_within(&segs[dd], rows, |r, p| new.bytes(dd, r, p), each),
-                log,
+                &mut log.ppl,
             );
+        }
+        if let Some(data) = journal {
+            log.journal
+                .extend(journal_rows(host.parity_shape(), o, data, &parity));
         }
         self.queue_data(host, o, &new, &mut chunks, end, writes);
         self.queue_parity(host, o, parity, end, writes);
+        Ok(())
+    }
+
+    /// Reads the old contents of the data chunks the batch writes part of, over its rows,
+    /// where no strategy read them (parity gone: data alone is written): the journal logs
+    /// whole pages.
+    async fn read_partial(&self, host: &impl Host, o: &mut OpenBatch) -> Result<()> {
+        let end = stripe_end(host.parity_shape(), o.stripe);
+        let reads: SmallVec<[usize; 8]> = o
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.is_empty() && !s.covers(&o.rows))
+            .map(|(dd, _)| o.map.data[dd])
+            .filter(|&m| o.old[m].is_none() && host.in_sync_at(m, end))
+            .collect();
+        if reads.is_empty() {
+            return Ok(());
+        }
+        let got = self.read_rows(host, o.stripe, &o.rows, &reads).await?;
+        for (m, b) in got.into_iter().enumerate() {
+            if let Some(b) = b {
+                o.old[m] = Some(b);
+            }
+        }
         Ok(())
     }
 
@@ -337,6 +381,54 @@ impl Default for Parity {
     }
 }
 
+/// Sectors in a journal page (md's 4 KiB stripe unit).
+const PAGE_ROWS: u64 = raidd_md::journal::BLOCK_SECTORS;
+
+/// `r` widened to whole journal pages.
+fn page_rows(r: &Range<u64>) -> Range<u64> {
+    r.start / PAGE_ROWS * PAGE_ROWS..r.end.div_ceil(PAGE_ROWS) * PAGE_ROWS
+}
+
+/// A batch's journal rows: its data pages (`data`: chunk row, data chunk, page) grouped by
+/// 4 KiB row, each row with its new P (and Q) where the batch has parity to write.
+fn journal_rows(
+    pg: &ParityGeometry,
+    o: &OpenBatch,
+    data: Vec<(u64, usize, Vec<u8>)>,
+    parity: &Parity,
+) -> Vec<JournalRow> {
+    let mut rows: std::collections::BTreeMap<u64, JournalRow> = Default::default();
+    // Every row the batch writes is logged with its parity, data pages or none.
+    for s in &o.segs {
+        for (r, _) in &s.0 {
+            let p = page_rows(r);
+            for start in (p.start..p.end).step_by(PAGE_ROWS as usize) {
+                rows.entry(start).or_default();
+            }
+        }
+    }
+    for (start, dd, page) in data {
+        let row = rows.entry(start).or_default();
+        row.data.push((pg.array_sector(o.stripe, dd, start), page));
+    }
+    let p = parity.bufs[0].as_ref().filter(|_| parity.valid[0]);
+    for (start, row) in rows.iter_mut() {
+        let Some(p) = p else { break };
+        let at = byte_range(&o.rows, &(*start..*start + PAGE_ROWS));
+        let mut pages: SmallVec<[Vec<u8>; 2]> = smallvec::smallvec![p[at.clone()].to_vec()];
+        if o.map.q.is_some() {
+            // A Q not computed right belongs to a member not in sync: nothing reads it.
+            let q = match &parity.bufs[1] {
+                Some(q) => q[at].to_vec(),
+                None => vec![0; at.len()],
+            };
+            pages.push(q);
+        }
+        row.parity = Some((pg.member_sector(o.stripe, *start), pages));
+    }
+    rows.into_values().collect()
+}
+
 /// Byte range of `r` within a batch's rows starting at `rows.start`.
 fn byte_range(rows: &Range<u64>, r: &Range<u64>) -> Range<usize> {
     ((r.start - rows.start) * SECTOR_SIZE) as usize..((r.end - rows.start) * SECTOR_SIZE) as usize
@@ -389,6 +481,44 @@ impl NewRows<'_> {
     /// Part `part`'s windows for data chunk `dd` over rows `r`, for the member write.
     fn take(&self, dd: usize, r: &Range<u64>, part: usize) -> IoVec {
         self.parts[part].req.take(self.in_request(dd, r, part))
+    }
+
+    /// The new contents of every 4 KiB row of a data chunk the batch writes, for the
+    /// journal: (chunk row, data chunk, page). A page the batch writes part of is the old
+    /// contents with the new written over; one whose old contents are not known (its member
+    /// lost, and nothing rebuilt it) is left out.
+    fn journal_data(&self, o: &OpenBatch) -> Vec<(u64, usize, Vec<u8>)> {
+        let mut out = Vec::new();
+        for (dd, s) in o.segs.iter().enumerate() {
+            let mut starts: SmallVec<[u64; 16]> = SmallVec::new();
+            for (r, _) in &s.0 {
+                let p = page_rows(r);
+                starts.extend((p.start..p.end).step_by(PAGE_ROWS as usize));
+            }
+            starts.sort_unstable();
+            starts.dedup();
+            for start in starts {
+                let page_rows = start..start + PAGE_ROWS;
+                let mut page = vec![0u8; PAGE_ROWS as usize * SECTOR_SIZE as usize];
+                if !s.covers(&page_rows) {
+                    let Some(old) = &o.old[o.map.data[dd]] else {
+                        continue;
+                    };
+                    page.copy_from_slice(&old[self.at(&page_rows)]);
+                }
+                pieces_within(
+                    s,
+                    &page_rows,
+                    |r, p| self.bytes(dd, r, p),
+                    &mut |row, bytes| {
+                        let at = ((row - start) * SECTOR_SIZE) as usize;
+                        page[at..at + bytes.len()].copy_from_slice(bytes);
+                    },
+                );
+                out.push((start, dd, page));
+            }
+        }
+        out
     }
 
     /// Read-modify-write: the old parity updated by the difference of old and new data.

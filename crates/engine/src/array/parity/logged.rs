@@ -1,7 +1,11 @@
-//! A batch's member writes behind the partial parity log, where the array keeps one (md's
-//! PPL, `array/ppl.rs`): the entries of each stripe the batch writes, with their partial
-//! parity, go to the stripe's parity member's log and are durable before any member write
-//! is issued; once the writes are done the batch releases its place in the logs.
+//! A batch's member writes behind the array's log, where it keeps one:
+//! - md's partial parity log (`array/ppl.rs`): the entries of each stripe the batch writes,
+//!   with their partial parity, go to the stripe's parity member's log;
+//! - md's write journal (`array/journal.rs`): the new data pages and parity of every 4 KiB
+//!   row the batch writes go to the journal member.
+//!
+//! Either is durable before any member write is issued; once the writes are done the batch
+//! releases its place in the log.
 //!
 //! The partial parity of rows written to data chunks `D` is the XOR of the other data
 //! chunks there; it is computed as the new parity XOR the new data of `D`, which every
@@ -13,14 +17,29 @@ use raidd_layout::{ParityGeometry, StripeMap, SECTOR_SIZE};
 use raidd_rt::BufSlice;
 use smallvec::SmallVec;
 
+use super::super::journal::JournalRow;
 use super::super::ppl::LogItem;
 use super::shares::Segs;
 use super::{Host, ParityIo};
 use crate::error::Result;
 use crate::iov::{Batch, Bytes};
 
-/// A batch's log entries, until appended.
+/// A batch's partial parity log entries, until appended.
 pub(crate) type LogItems = SmallVec<[LogItem; 2]>;
+
+/// What a batch logs before its member writes: partial parity log entries, or journal rows
+/// (an array keeps one log or the other, as md does).
+#[derive(Debug, Default)]
+pub(crate) struct Logs {
+    pub(crate) ppl: LogItems,
+    pub(crate) journal: Vec<JournalRow>,
+}
+
+impl Logs {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ppl.is_empty() && self.journal.is_empty()
+    }
+}
 
 /// What [`log_stripe`] needs of one stripe's batch.
 pub(crate) struct StripeWrite<'a> {
@@ -105,9 +124,18 @@ impl ParityIo {
         &self,
         host: &impl Host,
         writes: Batch<BufSlice>,
-        log: LogItems,
+        log: Logs,
     ) -> Result<()> {
         let ios = writes.into_ios();
+        if let (Some(journal), false) = (host.journal(), log.journal.is_empty()) {
+            // A journal that fails on the way fails the batch before any member write.
+            let ticket = journal.append(host, log.journal).await?;
+            ticket.durable(&journal, host).await?;
+            let r = self.written(host, &host.issue_writes(ios).await);
+            ticket.release();
+            return r;
+        }
+        let log = log.ppl;
         let Some(ppl) = host.ppl().filter(|_| !log.is_empty()) else {
             return self.written(host, &host.issue_writes(ios).await);
         };

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use super::super::join::{join_inline, Futures};
 use super::batch::OpenBatch;
 use super::cache::{give_cached_list, Cached, StripeCache};
-use super::logged::{log_stripe, LogItems, StripeWrite};
+use super::logged::{log_stripe, Logs, StripeWrite};
 use super::mailbox::{give_signal, Outcome, Signal};
 use super::policy::Gather;
 use super::rebuild::q_index;
@@ -80,6 +80,9 @@ impl ParityIo {
         rows: Range<u64>,
         req: &Req,
     ) -> Option<Result<()>> {
+        if host.journal().is_some() {
+            return None; // the journal logs whole 4 KiB rows: the cache's batch reads them
+        }
         let pg = host.parity_shape();
         let map = pg.stripe_map(stripe);
         let end = stripe_end(pg, stripe);
@@ -112,7 +115,7 @@ impl ParityIo {
         let mut p = old[map.p].take().expect("read above");
         let mut q = map.q.map(|q| old[q].take().expect("read above"));
         raidd_parity::rmw_update(q_index(&map, dd), &d, &new, &mut p, q.as_deref_mut());
-        let mut log = LogItems::new();
+        let mut log = Logs::default();
         if host.ppl().is_some() {
             let mut written: SmallVec<[SmallVec<[Range<u64>; 4]>; 8]> =
                 (0..pg.data_members()).map(|_| SmallVec::new()).collect();
@@ -133,7 +136,7 @@ impl ParityIo {
                     let n = ((r.end - r.start) * SECTOR_SIZE) as usize;
                     each(r.start, &new[at..at + n]);
                 },
-                &mut log,
+                &mut log.ppl,
             );
         }
         drop(new);
@@ -190,6 +193,9 @@ impl ParityIo {
             .collect();
         drop(req);
         let mut shares = shares.drain(..).peekable();
+        let max_run = host
+            .journal()
+            .map_or(usize::MAX, |j| j.run_limit(host.parity_shape()));
         // Each run or share in a pooled block, joined in place: nothing allocated (past four,
         // the tables are on blocks kept per thread).
         let mut futs: Futures<PooledFuture<'_, Result<()>>> = Futures::with_room(shares.len());
@@ -201,7 +207,7 @@ impl ParityIo {
             };
             run.push(share);
             if whole && run[0].signal().holds_lead() {
-                while let Some((next, true)) = shares.peek() {
+                while let Some((next, true)) = shares.peek().filter(|_| run.len() < max_run) {
                     if !next.signal().holds_lead() {
                         break;
                     }
@@ -341,11 +347,11 @@ impl ParityIo {
         parts: &[Part],
         kept: &mut Vec<Cached>,
     ) -> Result<()> {
-        let Some(mut open) = self.open_batch(host.parity_shape(), stripe, parts, kept) else {
+        let Some(mut open) = self.open_batch(host, stripe, parts, kept) else {
             return Ok(());
         };
         let mut writes = Batch::default();
-        let mut log = LogItems::new();
+        let mut log = Logs::default();
         let mut r = self
             .stage_batch(host, &mut open, parts, &mut writes, &mut log)
             .await;
@@ -371,13 +377,12 @@ impl ParityIo {
     ) -> Result<()> {
         let mut open: Table<[(usize, OpenBatch); 4]> = Table::with_room(held.len());
         for (i, (stripe, _)) in held.iter().enumerate() {
-            if let Some(o) = self.open_batch(host.parity_shape(), *stripe, &parts[i], &mut kept[i])
-            {
+            if let Some(o) = self.open_batch(host, *stripe, &parts[i], &mut kept[i]) {
                 open.push((i, o));
             }
         }
         let mut writes = Batch::default();
-        let mut log = LogItems::new();
+        let mut log = Logs::default();
         let mut r = Ok(());
         for (i, o) in &mut open {
             r = self

@@ -1,0 +1,493 @@
+//! The write journal at work (md's raid5-cache in write-through mode; its bytes are
+//! `raidd_md::journal`): every stripe write of an array with a journal logs its new data
+//! pages and its new parity to the journal member, durably, before any of it goes to the
+//! slots; recovery then rewrites from the log whatever an unclean stop left half done.
+//!
+//! The log is a ring of units in the journal member's data area. A batch's rows become one
+//! or more units, appended at the head under one lock ([`Journal::append`]) so that units
+//! take ring positions and sequence numbers in one order. A batch goes on to the slots
+//! when its units are on the journal *and every unit before them is* ([`Ticket::durable`]):
+//! recovery reads units from the tail only while each is whole and next in sequence, so an
+//! acknowledged write must never sit behind a torn unit. A unit whose batch was dropped
+//! before writing it is written by the first later batch that needs it.
+//!
+//! Space comes back by reclaim ([`Journal::reclaim`], md's `r5l_do_reclaim`): once the
+//! oldest units' batches have written the slots, the slots are flushed and the superblock's
+//! `journal_tail` moves past them.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::LocalBoxFuture;
+use raidd_md::journal::{page_checksum, MetaBlock, Payload, BLOCK, BLOCK_SECTORS};
+use raidd_rt::AlignedBuf;
+use smallvec::SmallVec;
+
+use super::journal_replay::JournalRecovered;
+use super::journal_slot::RingPlace;
+use super::latch::Latch;
+use super::member_io::Owner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::member::write_bytes;
+
+/// What the journal needs of its array beyond member I/O: the slots flushed before the
+/// tail moves, the tail recorded, and the journal failed.
+pub(crate) trait JournalHost: Owner {
+    /// Flushes every slot that takes writes (failing one whose flush fails).
+    fn flush_slots(&self) -> LocalBoxFuture<'_, ()>;
+    /// Records the log's tail in the journal member's superblock; an error when the
+    /// journal failed.
+    fn journal_tail(&self, tail: u64) -> LocalBoxFuture<'_, Result<()>>;
+    /// The journal member failed an I/O: the array turns read-only.
+    fn fail_journal<'a>(
+        &'a self,
+        member: &'a Arc<dyn crate::member::Member>,
+        why: &'a std::io::Error,
+    ) -> LocalBoxFuture<'a, ()>;
+}
+
+/// One 4 KiB row of a stripe that a batch writes (md's stripe head): the new data pages,
+/// each at its array sector, and the row's new parity (P, then Q on RAID6) at its member
+/// sector, where the stripe has parity to write.
+#[derive(Debug, Default)]
+pub(crate) struct JournalRow {
+    pub(crate) data: SmallVec<[(u64, Vec<u8>); 4]>,
+    pub(crate) parity: Option<(u64, SmallVec<[Vec<u8>; 2]>)>,
+}
+
+/// The array's journal: where its log lies, as assembly found it (`None`: no journal
+/// member), and the journal in the write path once started (`start.rs`).
+#[derive(Debug)]
+pub(crate) struct JournalLog {
+    place: Option<RingPlace>,
+    live: std::sync::RwLock<Option<Journal>>,
+}
+
+impl JournalLog {
+    pub(crate) fn new(place: Option<RingPlace>) -> JournalLog {
+        JournalLog {
+            place,
+            live: std::sync::RwLock::new(None),
+        }
+    }
+
+    pub(crate) fn place(&self) -> Option<RingPlace> {
+        self.place
+    }
+
+    /// The journal, once started.
+    pub(crate) fn live(&self) -> Option<Journal> {
+        self.live.read().expect(crate::POISONED).clone()
+    }
+
+    /// Puts the started journal in the write path.
+    pub(crate) fn start(&self, j: Journal) {
+        *self.live.write().expect(crate::POISONED) = Some(j);
+    }
+}
+
+/// Sectors of log one stripe's batch may take at most: every 4 KiB row of the chunk with a
+/// page per member (data and parity), and the meta blocks that name them.
+pub(crate) fn stripe_log_sectors(pg: &raidd_layout::ParityGeometry) -> u64 {
+    let rows = u64::from(pg.chunk_sectors).div_ceil(BLOCK_SECTORS);
+    let members = pg.members as u64;
+    let k = pg.data_members() as u64;
+    // A data payload's descriptor is 20 bytes, a parity payload's 16 + 4 per page.
+    let per_row = 20 * k + 16 + 4 * (members - k);
+    let metas = (rows * per_row).div_ceil(BLOCK as u64 - 64) + 1;
+    (rows * members + metas) * BLOCK_SECTORS
+}
+
+/// The array's write journal. Clones share it.
+#[derive(Debug, Clone)]
+pub(crate) struct Journal {
+    sh: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    uuid_sum: u32,
+    data_at: u64,
+    ring: u64,
+    st: Mutex<State>,
+    /// One reclaim at a time.
+    reclaim: futures::lock::Mutex<()>,
+    /// What the start replayed.
+    recovered: Mutex<Option<JournalRecovered>>,
+}
+
+#[derive(Debug)]
+struct State {
+    seq: u64,
+    head: u64,
+    tail: u64,
+    /// Units ahead of the tail, oldest first.
+    units: VecDeque<Arc<Unit>>,
+}
+
+#[derive(Debug)]
+struct Unit {
+    position: u64,
+    /// The meta block and its pages, until somebody writes them.
+    bytes: Mutex<Option<AlignedBuf>>,
+    /// The unit before it, until this one is durable.
+    prev: Mutex<Option<Arc<Unit>>>,
+    /// It and every unit before it are on the journal (or one of them failed: `ok`).
+    durable: Latch,
+    ok: AtomicBool,
+    /// Its batch is done with the slots (or gone): reclaim may pass it.
+    done: Latch,
+}
+
+/// A unit being built: its payloads and their pages.
+#[derive(Default)]
+struct Draft {
+    payloads: Vec<Payload>,
+    pages: Vec<Vec<u8>>,
+}
+
+impl Draft {
+    fn sectors(&self) -> u64 {
+        debug_assert_eq!(
+            self.pages.len() as u64,
+            self.payloads.iter().map(Payload::pages).sum::<u64>(),
+            "a page for each the payloads name"
+        );
+        (1 + self.pages.len() as u64) * BLOCK_SECTORS
+    }
+}
+
+impl Journal {
+    pub(crate) fn new(uuid: &[u8; 16], place: RingPlace) -> Journal {
+        assert!(
+            place.ring.is_multiple_of(BLOCK_SECTORS)
+                && place.head < place.ring
+                && place.tail < place.ring,
+            "a ring of whole blocks, head and tail inside it"
+        );
+        Journal {
+            sh: Arc::new(Shared {
+                uuid_sum: raidd_md::journal::uuid_checksum(uuid),
+                data_at: place.data_at,
+                ring: place.ring,
+                st: Mutex::new(State {
+                    seq: place.seq,
+                    head: place.head,
+                    tail: place.tail,
+                    units: VecDeque::new(),
+                }),
+                reclaim: futures::lock::Mutex::new(()),
+                recovered: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Whole stripes one run may write at once: a run logs all of them before its member
+    /// writes, and must leave room in the ring for the writes around it (a quarter of the
+    /// ring at most).
+    pub(crate) fn run_limit(&self, pg: &raidd_layout::ParityGeometry) -> usize {
+        usize::try_from((self.sh.ring / 4 / stripe_log_sectors(pg)).max(1)).unwrap_or(usize::MAX)
+    }
+
+    fn add(&self, at: u64, sectors: u64) -> u64 {
+        (at + sectors) % self.sh.ring
+    }
+
+    /// Sectors in use between the tail and the head.
+    fn used(&self, st: &State) -> u64 {
+        (st.head + self.sh.ring - st.tail) % self.sh.ring
+    }
+
+    /// Splits rows into units: a row's payloads stay in one unit (its data with its
+    /// parity, as md logs a stripe), a unit takes what one meta block describes.
+    fn drafts(&self, rows: Vec<JournalRow>) -> Vec<Draft> {
+        let mut drafts: Vec<Draft> = vec![Draft::default()];
+        let sum = self.sh.uuid_sum;
+        for row in rows {
+            let mut payloads: SmallVec<[Payload; 6]> = SmallVec::new();
+            let mut pages: SmallVec<[Vec<u8>; 6]> = SmallVec::new();
+            for (location, page) in row.data {
+                debug_assert_eq!(page.len(), BLOCK, "a data payload is one page");
+                payloads.push(Payload::Data {
+                    flags: 0,
+                    location,
+                    checksum: page_checksum(sum, &page),
+                });
+                pages.push(page);
+            }
+            if let Some((location, parity)) = row.parity {
+                payloads.push(Payload::Parity {
+                    flags: 0,
+                    location,
+                    checksums: parity.iter().map(|p| page_checksum(sum, p)).collect(),
+                });
+                pages.extend(parity);
+            }
+            let len: usize = payloads.iter().map(Payload::descriptor_len).sum();
+            let last = drafts.last_mut().expect("one at least");
+            let probe = MetaBlock {
+                seq: 0,
+                position: 0,
+                payloads: std::mem::take(&mut last.payloads),
+            };
+            let fits = probe.fits(len);
+            last.payloads = probe.payloads;
+            if !fits {
+                drafts.push(Draft::default());
+            }
+            let d = drafts.last_mut().expect("one at least");
+            d.payloads.extend(payloads);
+            d.pages.extend(pages);
+        }
+        drafts.retain(|d| !d.payloads.is_empty());
+        drafts
+    }
+
+    /// Takes ring space for a batch's rows, in order after every unit appended before;
+    /// waits for reclaim where the ring is full. The ticket says when they are durable and
+    /// must be released once the batch is done with the slots.
+    pub(crate) async fn append(
+        &self,
+        host: &impl JournalHost,
+        rows: Vec<JournalRow>,
+    ) -> Result<Ticket> {
+        let drafts = self.drafts(rows);
+        let need: u64 = drafts.iter().map(Draft::sectors).sum();
+        if need + BLOCK_SECTORS > self.sh.ring {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "a write of {} KiB of log is more than the write journal holds ({} KiB)",
+                    need / 2,
+                    self.sh.ring / 2
+                ),
+            ));
+        }
+        loop {
+            {
+                let mut st = self.sh.st.lock().expect(crate::POISONED);
+                if self.used(&st) + need + BLOCK_SECTORS <= self.sh.ring {
+                    let units = drafts
+                        .into_iter()
+                        .map(|d| self.unit_at_head(&mut st, d))
+                        .collect::<Result<_>>()?;
+                    return Ok(Ticket {
+                        units,
+                        released: false,
+                    });
+                }
+            }
+            self.reclaim(host).await?;
+        }
+    }
+
+    /// The next unit at the head: its meta block, checksummed, and its pages.
+    fn unit_at_head(&self, st: &mut State, d: Draft) -> Result<Arc<Unit>> {
+        let meta = MetaBlock {
+            seq: st.seq,
+            position: st.head,
+            payloads: d.payloads,
+        };
+        let block = meta
+            .encode(self.sh.uuid_sum)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("journal meta block: {e}")))?;
+        let mut buf = AlignedBuf::for_overwrite(BLOCK * (1 + d.pages.len()));
+        buf[..BLOCK].copy_from_slice(&block);
+        for (i, p) in d.pages.iter().enumerate() {
+            buf[BLOCK * (1 + i)..BLOCK * (2 + i)].copy_from_slice(p);
+        }
+        let unit = Arc::new(Unit {
+            position: st.head,
+            bytes: Mutex::new(Some(buf)),
+            prev: Mutex::new(st.units.back().cloned()),
+            durable: Latch::default(),
+            ok: AtomicBool::new(false),
+            done: Latch::default(),
+        });
+        st.head = self.add(st.head, meta.sectors());
+        st.seq = st.seq.wrapping_add(1);
+        debug_assert!(
+            self.used(st) + BLOCK_SECTORS <= self.sh.ring,
+            "the head never runs into the tail"
+        );
+        st.units.push_back(unit.clone());
+        Ok(unit)
+    }
+
+    /// Frees ring space: waits for the oldest unit's batch to be done with the slots, then
+    /// flushes the slots and moves the tail past every unit done, in the journal member's
+    /// superblock. An error when the journal fails (the array is read-only then).
+    pub(crate) async fn reclaim(&self, host: &impl JournalHost) -> Result<()> {
+        let _one = self.sh.reclaim.lock().await;
+        loop {
+            let (front, passed, tail) = {
+                let st = self.sh.st.lock().expect(crate::POISONED);
+                let passed = st
+                    .units
+                    .iter()
+                    .take_while(|u| u.done.is_set() && u.durable.is_set())
+                    .count();
+                let front = st.units.get(passed).cloned();
+                let tail = front.as_ref().map_or(st.head, |u| u.position);
+                (front, passed, tail)
+            };
+            if passed == 0 {
+                match front {
+                    Some(u) => {
+                        // A unit nobody wrote (its batch dropped early) is written now.
+                        self.settle(host, &u).await;
+                        u.done.wait().await;
+                        continue;
+                    }
+                    None => return Ok(()),
+                }
+            }
+            host.flush_slots().await;
+            host.journal_tail(tail).await?;
+            let mut st = self.sh.st.lock().expect(crate::POISONED);
+            debug_assert!(
+                st.units.iter().take(passed).all(|u| u.done.is_set()),
+                "the tail passes only units done with the slots"
+            );
+            st.units.drain(..passed);
+            st.tail = tail;
+            return Ok(());
+        }
+    }
+
+    /// Makes `unit` durable, writing it where its batch never did, after every unit before
+    /// it; whether all of them reached the journal.
+    async fn settle(&self, host: &impl JournalHost, unit: &Arc<Unit>) -> bool {
+        let mine = unit.bytes.lock().expect(crate::POISONED).take();
+        let Some(bytes) = mine else {
+            unit.durable.wait().await;
+            return unit.ok.load(Ordering::Acquire);
+        };
+        let wrote = self.write(host, unit.position, bytes).await;
+        let prev = unit.prev.lock().expect(crate::POISONED).take();
+        let before = match prev {
+            Some(p) => Box::pin(self.settle(host, &p)).await,
+            None => true,
+        };
+        unit.ok.store(wrote && before, Ordering::Release);
+        unit.durable.set();
+        wrote && before
+    }
+
+    /// Writes a unit's bytes at `position` (in two pieces where it wraps the ring) and
+    /// flushes the journal member; on error the journal fails.
+    async fn write(&self, host: &impl JournalHost, position: u64, bytes: AlignedBuf) -> bool {
+        let Some(member) = host.slots().journal_member() else {
+            return false;
+        };
+        let len = bytes.len() as u64;
+        let room = (self.sh.ring - position) * 512;
+        let r = if len <= room {
+            write_bytes(&*member, self.sh.data_at + position * 512, bytes).await
+        } else {
+            let (a, b) = bytes.split_at(room as usize);
+            let (a, b) = (AlignedBuf::from_slice(a), AlignedBuf::from_slice(b));
+            match write_bytes(&*member, self.sh.data_at + position * 512, a).await {
+                Ok(()) => write_bytes(&*member, self.sh.data_at, b).await,
+                Err(e) => Err(e),
+            }
+        };
+        let r = match r {
+            Ok(()) => member.flush().await,
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                host.fail_journal(&member, &e).await;
+                false
+            }
+        }
+    }
+
+    /// Where the log lies and stands now.
+    pub(crate) fn place(&self) -> RingPlace {
+        let st = self.sh.st.lock().expect(crate::POISONED);
+        RingPlace {
+            data_at: self.sh.data_at,
+            ring: self.sh.ring,
+            head: st.head,
+            seq: st.seq,
+            tail: st.tail,
+        }
+    }
+
+    /// Records what the start replayed.
+    pub(crate) fn set_recovered(&self, r: JournalRecovered) {
+        *self.sh.recovered.lock().expect(crate::POISONED) = Some(r);
+    }
+
+    pub(crate) fn recovered(&self) -> Option<JournalRecovered> {
+        *self.sh.recovered.lock().expect(crate::POISONED)
+    }
+
+    /// Starts the log where recovery left it: units go on at `head` with `seq`; the tail
+    /// is what the superblock says now. Nothing may be in flight.
+    pub(crate) fn restart(&self, head: u64, seq: u64, tail: u64) {
+        let mut st = self.sh.st.lock().expect(crate::POISONED);
+        assert!(
+            st.units.is_empty(),
+            "the log restarts with nothing in flight"
+        );
+        assert!(
+            head < self.sh.ring && tail < self.sh.ring,
+            "inside the ring"
+        );
+        st.head = head;
+        st.seq = seq;
+        st.tail = tail;
+    }
+}
+
+/// A batch's units in the journal.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    units: SmallVec<[Arc<Unit>; 1]>,
+    released: bool,
+}
+
+impl Ticket {
+    /// Returns once the batch's units and every unit before them are on the journal: the
+    /// batch may then write the slots. An error when the journal failed on the way (the
+    /// batch must not write the slots: nothing would recover a torn stripe).
+    pub(crate) async fn durable(&self, journal: &Journal, host: &impl JournalHost) -> Result<()> {
+        let all = futures::future::join_all(self.units.iter().map(|u| journal.settle(host, u)))
+            .await
+            .into_iter()
+            .all(|ok| ok);
+        if all {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::ReadOnly,
+                "the write journal failed: the array takes no more writes".to_string(),
+            ))
+        }
+    }
+
+    /// The batch is done with the slots: reclaim may pass its units.
+    pub(crate) fn release(mut self) {
+        self.released = true;
+        for u in &self.units {
+            u.done.set();
+        }
+    }
+}
+
+impl Drop for Ticket {
+    /// A batch dropped (its request cancelled) is done with the slots too; a unit it never
+    /// wrote is written by the next batch that needs it (`settle`).
+    fn drop(&mut self) {
+        if !self.released {
+            for u in &self.units {
+                u.done.set();
+            }
+        }
+    }
+}

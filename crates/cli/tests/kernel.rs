@@ -1286,6 +1286,12 @@ fn sb_state(member: &Path) -> String {
 /// Kills `raidd pattern write --generation 2` over `members` part way, until the kill
 /// leaves the array dirty (a write in flight when it came); at most a few tries.
 fn kill_while_writing(members: &[PathBuf], seed: u64) {
+    kill_while_writing_until(members, seed, || sb_state(&members[0]) == "active");
+}
+
+/// Kills `raidd pattern write --generation 2` over `members` part way, until `left()` says
+/// the kill left what the test needs; at most a few tries.
+fn kill_while_writing_until(members: &[PathBuf], seed: u64, left: impl Fn() -> bool) {
     let seed = seed.to_string();
     for attempt in 0..8u64 {
         let mut w = Command::new(env!("CARGO_BIN_EXE_raidd"))
@@ -1300,11 +1306,11 @@ fn kill_while_writing(members: &[PathBuf], seed: u64) {
         std::thread::sleep(std::time::Duration::from_millis(150 + 60 * attempt));
         let _ = w.kill();
         let _ = w.wait();
-        if sb_state(&members[0]) == "active" {
+        if left() {
             return;
         }
     }
-    panic!("no kill left the array dirty");
+    panic!("no kill left what the test needs");
 }
 
 /// md's partial parity log left dirty, both ways, on a degraded RAID5. raidd is killed
@@ -1410,44 +1416,17 @@ echo b > /proc/sysrq-trigger
     raidd(&args_with(&verify, b)).ok();
 }
 
-/// md's write journal as the kernel writes it: a RAID5 with `--write-journal` in the guest,
-/// its kernel reset by sysrq while a writer runs. On the host, raidd-md reads the journal
-/// member from the superblock's `journal_tail` as md's recovery would: whole units in
-/// sequence, every page matching its checksum (the kernel's crc32c_le seeded with the
-/// UUID's), and every data page holding the pattern of the array sectors its payload names.
-#[test]
-#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
-fn the_kernel_s_write_journal_reads_back_in_raidd_md() {
-    use raidd_md::journal::{scan, uuid_checksum, Payload, BLOCK, BLOCK_SECTORS};
+/// The units of the journal member `path` holds from its superblock's tail, as md's
+/// recovery reads them, with their pages; and why the log ends.
+fn journal_log(
+    path: &Path,
+) -> (
+    Vec<raidd_md::journal::scan::Unit>,
+    raidd_md::journal::scan::End,
+) {
+    use raidd_md::journal::{scan, uuid_checksum, BLOCK, BLOCK_SECTORS};
     use std::os::unix::fs::FileExt;
-    let dir = scratch();
-    let (imgs, share) = common::guest::blank_images(dir.path(), "journal", 5, MEMBER_BYTES);
-    let seed = seed_of(93);
-    let job = format!(
-        r#"set -u
-mdadm --create /dev/md0 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=64 \
-    --assume-clean --write-journal /dev/vdf /dev/vdb /dev/vdc /dev/vdd /dev/vde || exit 2
-echo "MODE $(cat /sys/block/md0/md/journal_mode)"
-./raidd pattern write --raw /dev/md0 --seed {seed} || exit 3
-echo 30 > /sys/block/md0/md/safe_mode_delay
-(while :; do ./raidd pattern write --raw /dev/md0 --seed {seed} --generation 2; done) &
-sleep 3
-n=0
-until grep -qx active /sys/block/md0/md/array_state; do
-  n=$((n + 1)); [ $n -lt 1200 ] || exit 4
-  sleep 0.05
-done
-echo JOURNAL-OK
-echo 0 > job.status
-echo b > /proc/sysrq-trigger
-"#
-    );
-    let (ok, log) = boot(&share, &job, &imgs, None);
-    assert!(
-        ok && log.contains("JOURNAL-OK"),
-        "the guest job failed:\n{log}"
-    );
-    let journal = std::fs::File::open(&imgs[4]).unwrap();
+    let journal = std::fs::File::open(path).unwrap();
     let mut sb = vec![0u8; 4096];
     journal.read_exact_at(&mut sb, 4096).unwrap();
     let sb = raidd_md::Superblock::parse(&sb, 8).unwrap();
@@ -1460,7 +1439,6 @@ echo b > /proc/sysrq-trigger
         raidd_md::DevRole::Journal.to_raw()
     );
     let ring = sb.data_size / BLOCK_SECTORS * BLOCK_SECTORS;
-    let tail = sb.recovery_offset;
     let read = |position: u64| {
         let mut b = vec![0u8; BLOCK];
         journal
@@ -1468,7 +1446,112 @@ echo b > /proc/sysrq-trigger
             .unwrap();
         b
     };
-    let (units, end) = scan::scan(ring, tail, uuid_checksum(&sb.set_uuid), read);
+    scan::scan(ring, sb.recovery_offset, uuid_checksum(&sb.set_uuid), read)
+}
+
+/// md's write journal left with writes in flight, both ways, in one boot. raidd is killed while writing a
+/// degraded RAID6 with a journal; the kernel starts it dirty and degraded from raidd's log
+/// (md's journal recovery), every sector reads back whole and its own, and the kernel's
+/// check finds parity right. Then the kernel is reset (sysrq b) while writing its own
+/// RAID5 with a journal: on the host raidd-md reads the kernel's log from the
+/// superblock's `journal_tail` as md's recovery would (whole units in sequence, every page
+/// matching its checksum, the kernel's crc32c_le seeded with the UUID's, every data page
+/// holding the pattern of the array sectors its payload names), and raidd starts the array
+/// from it, replaying it, and every sector reads back.
+#[test]
+#[ignore = "needs the qemu guest: scripts/test.sh runs it"]
+fn write_journals_move_both_ways() {
+    use common::daemon::{array_config, Daemon};
+    use raidd_md::journal::Payload;
+    let dir = scratch();
+    let (all, share) = common::guest::blank_images(dir.path(), "journal", 11, MEMBER_BYTES);
+    // raidd's RAID6 (vdb-vdf, journal vdg), then the kernel's RAID5 (vdh-vdk, journal vdl).
+    let (ours, imgs) = all.split_at(6);
+    let (sa, seed) = (seed_of(94), seed_of(93));
+    let journal = ours[5].display().to_string();
+    let create = [
+        "create",
+        "--level",
+        "raid6",
+        "--chunk",
+        "64K",
+        "--assume-clean",
+        "--name",
+        "wj",
+        "--write-journal",
+        &journal,
+    ];
+    raidd(&args_with(&create, &ours[..5])).ok();
+    raidd(&args_with(
+        &["pattern", "write", "--seed", &sa.to_string()],
+        ours,
+    ))
+    .ok();
+    // Degraded: slot 4 (vdf) stays away from here on.
+    let degraded: Vec<PathBuf> = ours[..4].iter().chain(&ours[5..]).cloned().collect();
+    // md keeps an array with a journal clean: what the kill leaves is in the log.
+    kill_while_writing_until(&degraded, sa, || {
+        journal_log(&ours[5])
+            .0
+            .iter()
+            .any(|(m, _)| !m.payloads.is_empty())
+    });
+    assert_eq!(
+        sb_state(&ours[0]),
+        "clean",
+        "md keeps a journal array clean"
+    );
+    let job = format!(
+        r#"set -u
+mdadm --assemble /dev/md0 --run /dev/vdb /dev/vdc /dev/vdd /dev/vde /dev/vdg || exit 2
+cat /proc/mdstat
+grep -qx journal /sys/block/md0/md/consistency_policy || exit 3
+dmesg | grep -E 'md/raid:md0: (recovering|starting from clean)' | sed 's/^[^]]*] /KERNEL /'
+./raidd pattern verify --raw /dev/md0 --seed {sa} --generation 2 --since 1 || exit 4
+echo check > /sys/block/md0/md/sync_action; mdadm --wait /dev/md0
+echo "MISMATCH-J $(cat /sys/block/md0/md/mismatch_cnt)"
+mdadm --stop /dev/md0 || exit 5
+mdadm --create /dev/md1 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=64 \
+    --assume-clean --write-journal /dev/vdl /dev/vdh /dev/vdi /dev/vdj /dev/vdk || exit 6
+echo "MODE $(cat /sys/block/md1/md/journal_mode)"
+./raidd pattern write --raw /dev/md1 --seed {seed} || exit 7
+echo 30 > /sys/block/md1/md/safe_mode_delay
+(while :; do ./raidd pattern write --raw /dev/md1 --seed {seed} --generation 2; done) &
+sleep 3
+n=0
+until grep -qx active /sys/block/md1/md/array_state; do
+  n=$((n + 1)); [ $n -lt 1200 ] || exit 8
+  sleep 0.05
+done
+echo JOURNAL-OK
+echo 0 > job.status
+echo b > /proc/sysrq-trigger
+"#
+    );
+    let (ok, log) = boot(&share, &job, &all, None);
+    assert!(
+        ok && log.contains("JOURNAL-OK"),
+        "the guest job failed:\n{log}"
+    );
+    assert!(
+        log.contains("MISMATCH-J 0\n"),
+        "kernel check after raidd's journal:\n{log}"
+    );
+    // md's journal recovery says what it replayed from raidd's log.
+    let replayed: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("KERNEL md/raid:md0: recovering "))
+        .and_then(|l| l.split(" data-parity").next())
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(replayed > 0, "the kernel replayed raidd's log:\n{log}");
+    assert_eq!(
+        sb_state(&imgs[0]),
+        "clean",
+        "md keeps a journal array clean"
+    );
+    let (units, end) = journal_log(&imgs[4]);
     let data: Vec<(u64, &Vec<u8>)> = units
         .iter()
         .flat_map(|(m, pages)| {
@@ -1490,7 +1573,7 @@ echo b > /proc/sysrq-trigger
         .collect();
     assert!(
         !data.is_empty(),
-        "no data in the kernel's journal from tail {tail} (ring {ring}): {end:?}\n{log}"
+        "no data in the kernel's journal: {end:?}\n{log}"
     );
     for (location, page) in &data {
         for (k, sector) in page.chunks(512).enumerate() {
@@ -1508,5 +1591,21 @@ echo b > /proc/sysrq-trigger
         "{} units, {} data pages, then {end:?}",
         units.len(),
         data.len()
+    ); // raidd starts the kernel's array from its log (serving, so that it may write), and
+       // every sector reads back.
+    let daemon = Daemon::start(dir.path(), &array_config("k", imgs));
+    let ctl = daemon.control.display().to_string();
+    let st = wait_for(&ctl, "k", |_| true);
+    assert_eq!(st["consistency_policy"], "journal", "{st}");
+    let r = &st["journal"]["recovered"];
+    assert!(
+        r["rows"].as_u64().unwrap_or(0) > 0 && r["skipped"] == 0,
+        "{st}\n{}",
+        daemon.log()
     );
+    daemon.stop();
+    let seed = seed.to_string();
+    let verify = ["pattern", "verify", "--seed", &seed, "--generation", "2"];
+    let verify: Vec<&str> = verify.into_iter().chain(["--since", "1"]).collect();
+    raidd(&args_with(&verify, imgs)).ok();
 }

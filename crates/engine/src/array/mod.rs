@@ -562,8 +562,12 @@ impl Array {
     /// what keeps them apart from [`Array::mark_clean_if_idle`]. Levels without redundancy
     /// have nothing to resync and stay clean (md's raid0 and linear never mark dirty).
     async fn ensure_dirty(&self) -> Result<()> {
+        // An array with a write journal stays clean, as md keeps it: every write in flight
+        // is in the log, which each start replays; the kernel refuses a dirty degraded
+        // array even with a journal.
+        let journal = self.slots.journal_state().is_some();
         match &self.meta {
-            Some(meta) if !meta.is_dirty() && self.geometry().redundancy() > 0 => {
+            Some(meta) if !meta.is_dirty() && self.geometry().redundancy() > 0 && !journal => {
                 self.superblocks_failed(meta.mark_dirty().await, MetaWrite::Superblock)
                     .await;
                 debug_assert!(meta.is_dirty(), "marked dirty before any data goes out");

@@ -127,7 +127,13 @@ pub enum Policy {
     Bitmap,
     /// RAID5's partial parity log.
     Ppl,
+    /// md's write journal (write-through) on a memory member of its own: a fast journal
+    /// device, as it is meant to be deployed.
+    Journal,
 }
+
+/// The journal member a [`Policy::Journal`] array gets: 256 MiB of memory.
+const JOURNAL_BYTES: u64 = 256 << 20;
 
 /// Makes an array over `members` (clean: no initial sync), on this thread; with simulated
 /// members, in simulated time.
@@ -148,7 +154,12 @@ pub fn make_array(
         force: true,
         bitmap_chunk: (setup.policy == Policy::Bitmap).then_some(64 << 20),
         ppl: setup.policy == Policy::Ppl,
-        journal: None,
+        journal: (setup.policy == Policy::Journal).then(|| {
+            Arc::new(raidd_engine::member::MemMember::new(
+                "bench-journal",
+                JOURNAL_BYTES,
+            )) as Arc<dyn Member>
+        }),
     };
     let made = match sim {
         Some(w) => {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use raidd_engine::assemble::{assemble, examine, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::MemMember;
-use raidd_engine::{pattern, Array, ConsistencyPolicy, ErrorKind, JournalState, Member};
+use raidd_engine::{pattern, Alone, Array, ConsistencyPolicy, ErrorKind, JournalState, Member};
 use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_md::journal::{scan, uuid_checksum, MetaBlock, BLOCK, BLOCK_SECTORS};
@@ -156,9 +156,9 @@ fn mdadm_s_layout_a_log_reclaimed_round_its_ring_and_a_clean_restart() {
 
 /// A unit logged but never applied (the slots lost the writes, as a crash would leave
 /// them) is replayed at the next start: the data and parity come back, degraded or not.
-#[test]
-fn a_logged_write_the_slots_never_got_is_replayed() {
-    raidd_rt::block_on(async {
+/// Over stripe batches (`Alone::Never`) and writes alone on their stripes.
+fn logged_writes_the_slots_never_got_are_replayed(alone: Alone) {
+    raidd_rt::block_on(async move {
         let m = mem(4, "b", 8 * MIB);
         let j = Arc::new(MemMember::new("bj", 8 * MIB));
         let slots = dyns(&m).into_iter().map(Some).collect();
@@ -167,12 +167,27 @@ fn a_logged_write_the_slots_never_got_is_replayed() {
             .unwrap()
             .array;
         fill(&a, 1, 256).await;
+        a.set_write_alone(alone);
+        let batches = || async {
+            a.status()
+                .await
+                .counters
+                .stripe_cache
+                .map_or(0, |c| c.batches)
+        };
+        let before_batches = batches().await;
         let before: Vec<Vec<u8>> = m.iter().map(|x| snapshot(x)).collect();
-        // Generation 2 over the first MiB, logged and written; then the slots are put back
-        // as they were, as if the crash came after the log and before the slots.
-        let mut buf = AlignedBuf::zeroed(MIB as usize);
-        pattern::fill(&mut buf, 0, 2, SEED);
-        a.write_buf(0, buf).await.unwrap();
+        // Generation 2 over the first MiB, logged and written 4 KiB at a time; then the
+        // slots are put back as they were, as if the crash came after the log and before
+        // the slots.
+        for k in 0..256u64 {
+            let mut buf = AlignedBuf::zeroed(4096);
+            pattern::fill(&mut buf, k * 8, 2, SEED);
+            a.write_buf(k * 4096, buf).await.unwrap();
+        }
+        let batched = batches().await - before_batches;
+        let want = if alone == Alone::Always { 0 } else { 256 };
+        assert_eq!(batched, want, "writes through the stripe cache");
         drop(a);
         for (x, b) in m.iter().zip(&before) {
             x.write_sync(0, b);
@@ -193,6 +208,16 @@ fn a_logged_write_the_slots_never_got_is_replayed() {
         assert!(pattern::verify(&buf, MIB / 512, SEED, |_| 1).is_empty());
         a.close().await.unwrap();
     });
+}
+
+#[test]
+fn logged_batches_the_slots_never_got_are_replayed() {
+    logged_writes_the_slots_never_got_are_replayed(Alone::Never);
+}
+
+#[test]
+fn logged_writes_alone_the_slots_never_got_are_replayed() {
+    logged_writes_the_slots_never_got_are_replayed(Alone::Always);
 }
 
 /// A journal whose writes fail makes the array read-only (md: "journal disk failed"); what

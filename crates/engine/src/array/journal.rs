@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::LocalBoxFuture;
 use raidd_md::journal::{page_checksum, MetaBlock, Payload, BLOCK, BLOCK_SECTORS};
-use raidd_rt::AlignedBuf;
+use raidd_rt::{AlignedBuf, BufSlice, IoVec, SharedBuf};
 use smallvec::SmallVec;
 
 use super::journal_replay::JournalRecovered;
@@ -29,7 +29,6 @@ use super::journal_slot::RingPlace;
 use super::latch::Latch;
 use super::member_io::Owner;
 use crate::error::{Error, ErrorKind, Result};
-use crate::member::write_bytes;
 
 /// What the journal needs of its array beyond member I/O: the slots flushed before the
 /// tail moves, the tail recorded, and the journal failed.
@@ -52,8 +51,8 @@ pub(crate) trait JournalHost: Owner {
 /// sector, where the stripe has parity to write.
 #[derive(Debug, Default)]
 pub(crate) struct JournalRow {
-    pub(crate) data: SmallVec<[(u64, Vec<u8>); 4]>,
-    pub(crate) parity: Option<(u64, SmallVec<[Vec<u8>; 2]>)>,
+    pub(crate) data: SmallVec<[(u64, BufSlice); 4]>,
+    pub(crate) parity: Option<(u64, SmallVec<[BufSlice; 2]>)>,
 }
 
 /// The array's journal: where its log lies, as assembly found it (`None`: no journal
@@ -129,8 +128,9 @@ struct State {
 #[derive(Debug)]
 struct Unit {
     position: u64,
-    /// The meta block and its pages, until somebody writes them.
-    bytes: Mutex<Option<AlignedBuf>>,
+    /// The meta block and its pages (windows on the batch's buffers, lent, not copied),
+    /// until somebody writes them.
+    bytes: Mutex<Option<IoVec>>,
     /// The unit before it, until this one is durable.
     prev: Mutex<Option<Arc<Unit>>>,
     /// It and every unit before it are on the journal (or one of them failed: `ok`).
@@ -144,7 +144,7 @@ struct Unit {
 #[derive(Default)]
 struct Draft {
     payloads: Vec<Payload>,
-    pages: Vec<Vec<u8>>,
+    pages: Vec<BufSlice>,
 }
 
 impl Draft {
@@ -206,13 +206,13 @@ impl Journal {
         let sum = self.sh.uuid_sum;
         for row in rows {
             let mut payloads: SmallVec<[Payload; 6]> = SmallVec::new();
-            let mut pages: SmallVec<[Vec<u8>; 6]> = SmallVec::new();
+            let mut pages: SmallVec<[BufSlice; 6]> = SmallVec::new();
             for (location, page) in row.data {
                 debug_assert_eq!(page.len(), BLOCK, "a data payload is one page");
                 payloads.push(Payload::Data {
                     flags: 0,
                     location,
-                    checksum: page_checksum(sum, &page),
+                    checksum: page_checksum(sum, page.as_slice()),
                 });
                 pages.push(page);
             }
@@ -220,7 +220,10 @@ impl Journal {
                 payloads.push(Payload::Parity {
                     flags: 0,
                     location,
-                    checksums: parity.iter().map(|p| page_checksum(sum, p)).collect(),
+                    checksums: parity
+                        .iter()
+                        .map(|p| page_checksum(sum, p.as_slice()))
+                        .collect(),
                 });
                 pages.extend(parity);
             }
@@ -292,11 +295,13 @@ impl Journal {
         let block = meta
             .encode(self.sh.uuid_sum)
             .map_err(|e| Error::new(ErrorKind::Io, format!("journal meta block: {e}")))?;
-        let mut buf = AlignedBuf::for_overwrite(BLOCK * (1 + d.pages.len()));
-        buf[..BLOCK].copy_from_slice(&block);
-        for (i, p) in d.pages.iter().enumerate() {
-            buf[BLOCK * (1 + i)..BLOCK * (2 + i)].copy_from_slice(p);
-        }
+        let mut buf = IoVec::new();
+        buf.push(
+            SharedBuf::new(AlignedBuf::from_slice(&block))
+                .slice(0..BLOCK)
+                .expect("fresh"),
+        );
+        buf.extend(d.pages);
         let unit = Arc::new(Unit {
             position: st.head,
             bytes: Mutex::new(Some(buf)),
@@ -375,21 +380,23 @@ impl Journal {
         wrote && before
     }
 
-    /// Writes a unit's bytes at `position` (in two pieces where it wraps the ring) and
+    /// Writes a unit's blocks at `position` (in two pieces where it wraps the ring) and
     /// flushes the journal member; on error the journal fails.
-    async fn write(&self, host: &impl JournalHost, position: u64, bytes: AlignedBuf) -> bool {
+    async fn write(&self, host: &impl JournalHost, position: u64, mut blocks: IoVec) -> bool {
         let Some(member) = host.slots().journal_member() else {
             return false;
         };
-        let len = bytes.len() as u64;
-        let room = (self.sh.ring - position) * 512;
-        let r = if len <= room {
-            write_bytes(&*member, self.sh.data_at + position * 512, bytes).await
+        debug_assert!(
+            blocks.iter().all(|b| b.len() == BLOCK),
+            "a unit is whole blocks"
+        );
+        let room = ((self.sh.ring - position) / BLOCK_SECTORS) as usize;
+        let r = if blocks.len() <= room {
+            member.write(self.sh.data_at + position * 512, blocks).await
         } else {
-            let (a, b) = bytes.split_at(room as usize);
-            let (a, b) = (AlignedBuf::from_slice(a), AlignedBuf::from_slice(b));
-            match write_bytes(&*member, self.sh.data_at + position * 512, a).await {
-                Ok(()) => write_bytes(&*member, self.sh.data_at, b).await,
+            let rest: IoVec = blocks.drain(room..).collect();
+            match member.write(self.sh.data_at + position * 512, blocks).await {
+                Ok(()) => member.write(self.sh.data_at, rest).await,
                 Err(e) => Err(e),
             }
         };

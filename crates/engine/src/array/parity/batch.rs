@@ -189,12 +189,12 @@ impl ParityIo {
                 &mut log.ppl,
             );
         }
-        if let Some(data) = journal {
-            log.journal
-                .extend(journal_rows(host.parity_shape(), o, data, &parity));
-        }
         self.queue_data(host, o, &new, &mut chunks, end, writes);
         self.queue_parity(host, o, parity, end, writes);
+        if let Some(data) = journal {
+            log.journal
+                .extend(journal_rows(host.parity_shape(), o, data));
+        }
         Ok(())
     }
 
@@ -394,8 +394,7 @@ fn page_rows(r: &Range<u64>) -> Range<u64> {
 fn journal_rows(
     pg: &ParityGeometry,
     o: &OpenBatch,
-    data: Vec<(u64, usize, Vec<u8>)>,
-    parity: &Parity,
+    data: Vec<(u64, usize, BufSlice)>,
 ) -> Vec<JournalRow> {
     let mut rows: std::collections::BTreeMap<u64, JournalRow> = Default::default();
     // Every row the batch writes is logged with its parity, data pages or none.
@@ -411,22 +410,36 @@ fn journal_rows(
         let row = rows.entry(start).or_default();
         row.data.push((pg.array_sector(o.stripe, dd, start), page));
     }
-    let p = parity.bufs[0].as_ref().filter(|_| parity.valid[0]);
+    // The batch's new parity, as queued for the members: lent to the journal too.
+    let buf_of = |m: Option<usize>| {
+        o.parity
+            .iter()
+            .find(|(pm, _, _)| Some(*pm) == m)
+            .map(|(_, shared, ok)| (shared, *ok))
+    };
+    let p = buf_of(Some(o.map.p)).filter(|(_, ok)| *ok).map(|(b, _)| b);
+    let q = buf_of(o.map.q).map(|(b, _)| b);
     for (start, row) in rows.iter_mut() {
         let Some(p) = p else { break };
         let at = byte_range(&o.rows, &(*start..*start + PAGE_ROWS));
-        let mut pages: SmallVec<[Vec<u8>; 2]> = smallvec::smallvec![p[at.clone()].to_vec()];
+        let mut pages: SmallVec<[BufSlice; 2]> =
+            smallvec::smallvec![p.slice(at.clone()).expect("parity is only read")];
         if o.map.q.is_some() {
             // A Q not computed right belongs to a member not in sync: nothing reads it.
-            let q = match &parity.bufs[1] {
-                Some(q) => q[at].to_vec(),
-                None => vec![0; at.len()],
-            };
-            pages.push(q);
+            pages.push(match q {
+                Some(q) => q.slice(at).expect("parity is only read"),
+                None => lend(AlignedBuf::zeroed(at.len())),
+            });
         }
         row.parity = Some((pg.member_sector(o.stripe, *start), pages));
     }
     rows.into_values().collect()
+}
+
+/// A buffer as a window of its own, for the journal.
+fn lend(b: AlignedBuf) -> BufSlice {
+    let n = b.len();
+    SharedBuf::new(b).slice(0..n).expect("fresh")
 }
 
 /// Byte range of `r` within a batch's rows starting at `rows.start`.
@@ -487,7 +500,7 @@ impl NewRows<'_> {
     /// journal: (chunk row, data chunk, page). A page the batch writes part of is the old
     /// contents with the new written over; one whose old contents are not known (its member
     /// lost, and nothing rebuilt it) is left out.
-    fn journal_data(&self, o: &OpenBatch) -> Vec<(u64, usize, Vec<u8>)> {
+    fn journal_data(&self, o: &OpenBatch) -> Vec<(u64, usize, BufSlice)> {
         let mut out = Vec::new();
         for (dd, s) in o.segs.iter().enumerate() {
             let mut starts: SmallVec<[u64; 16]> = SmallVec::new();
@@ -499,7 +512,19 @@ impl NewRows<'_> {
             starts.dedup();
             for start in starts {
                 let page_rows = start..start + PAGE_ROWS;
-                let mut page = vec![0u8; PAGE_ROWS as usize * SECTOR_SIZE as usize];
+                // A page one part writes whole is lent from its window, not copied.
+                let whole =
+                    s.0.iter()
+                        .find(|(r, _)| r.start <= start && start + PAGE_ROWS <= r.end);
+                if let Some((_, part)) = whole {
+                    let page = match self.bytes(dd, &page_rows, *part) {
+                        Bytes::Window(w) => w,
+                        Bytes::Copy(c) => lend(c),
+                    };
+                    out.push((start, dd, page));
+                    continue;
+                }
+                let mut page = AlignedBuf::zeroed(PAGE_ROWS as usize * SECTOR_SIZE as usize);
                 if !s.covers(&page_rows) {
                     let Some(old) = &o.old[o.map.data[dd]] else {
                         continue;
@@ -515,7 +540,7 @@ impl NewRows<'_> {
                         page[at..at + bytes.len()].copy_from_slice(bytes);
                     },
                 );
-                out.push((start, dd, page));
+                out.push((start, dd, lend(page)));
             }
         }
         out

@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use raidd_layout::{ParityGeometry, StripeMap, SECTOR_SIZE};
-use raidd_rt::BufSlice;
+use raidd_rt::{AlignedBuf, BufSlice, SharedBuf};
 use smallvec::SmallVec;
 
 use super::super::journal::JournalRow;
@@ -98,6 +98,50 @@ pub(crate) fn log_stripe(
         debug_assert_eq!(pp.len(), entry.pp_size as usize);
         out.push(LogItem { role: p, entry, pp });
     }
+}
+
+/// Whether chunk rows `r` are whole journal pages (md's 4 KiB stripe units).
+pub(crate) fn on_pages(r: &Range<u64>) -> bool {
+    let page = raidd_md::journal::BLOCK_SECTORS;
+    r.start.is_multiple_of(page) && r.end.is_multiple_of(page)
+}
+
+/// The journal rows of a write alone on its stripe (`at`: stripe, data chunk, its rows,
+/// whole pages): each page of `new` with the new P (and Q) of its row, lent from the
+/// buffers the member writes take.
+pub(crate) fn alone_rows<'a>(
+    pg: &ParityGeometry,
+    (stripe, dd, rows): (u64, usize, &Range<u64>),
+    new: &Bytes,
+    parity: impl Iterator<Item = &'a SharedBuf> + Clone,
+) -> Vec<JournalRow> {
+    debug_assert!(
+        on_pages(rows),
+        "a write alone with a journal is whole pages"
+    );
+    let page = raidd_md::journal::BLOCK_SECTORS;
+    let lent = match new {
+        Bytes::Window(w) => w.clone(),
+        Bytes::Copy(c) => {
+            let shared = SharedBuf::new(AlignedBuf::from_slice(c));
+            shared.slice(0..c.len()).expect("fresh")
+        }
+    };
+    (rows.start..rows.end)
+        .step_by(page as usize)
+        .map(|start| {
+            let at = ((start - rows.start) * SECTOR_SIZE) as usize;
+            let span = at..at + (page * SECTOR_SIZE) as usize;
+            let parity = parity
+                .clone()
+                .map(|b| b.slice(span.clone()).expect("parity is only read"))
+                .collect();
+            JournalRow {
+                data: smallvec::smallvec![(pg.array_sector(stripe, dd, start), lent.sub(span))],
+                parity: Some((pg.member_sector(stripe, start), parity)),
+            }
+        })
+        .collect()
 }
 
 /// Calls `each(row, bytes)` for the pieces of new data a batch writes to a data chunk

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use super::super::join::{join_inline, Futures};
 use super::batch::OpenBatch;
 use super::cache::{give_cached_list, Cached, StripeCache};
-use super::logged::{log_stripe, Logs, StripeWrite};
+use super::logged::{alone_rows, log_stripe, on_pages, Logs, StripeWrite};
 use super::mailbox::{give_signal, Outcome, Signal};
 use super::policy::Gather;
 use super::rebuild::q_index;
@@ -80,7 +80,7 @@ impl ParityIo {
         rows: Range<u64>,
         req: &Req,
     ) -> Option<Result<()>> {
-        if host.journal().is_some() {
+        if host.journal().is_some() && !on_pages(&rows) {
             return None; // the journal logs whole 4 KiB rows: the cache's batch reads them
         }
         let pg = host.parity_shape();
@@ -139,6 +139,11 @@ impl ParityIo {
                 &mut log.ppl,
             );
         }
+        let parity = [Some(SharedBuf::new(p)), q.map(SharedBuf::new)];
+        if host.journal().is_some() {
+            let at = (stripe, dd, &rows);
+            log.journal = alone_rows(pg, at, &new, parity.iter().flatten());
+        }
         drop(new);
         self.count_strategy(host, Strategy::ReadModifyWrite);
         // A member that failed while the reads were out (another request's error) is not
@@ -149,10 +154,11 @@ impl ParityIo {
         if host.in_sync_at(data, end) {
             writes.push_all(data, host.member_offset(data, sector), req.take(0..len));
         }
-        let parity_bufs = std::iter::once((map.p, p)).chain(map.q.zip(q));
+        let [p, q] = parity;
+        let parity_bufs = p.map(|p| (map.p, p)).into_iter().chain(map.q.zip(q));
         for (m, buf) in parity_bufs.filter(|(m, _)| host.in_sync_at(*m, end)) {
             let at = host.member_offset(m, sector);
-            writes.push(m, at, SharedBuf::new(buf).slice(0..len).expect("fresh"));
+            writes.push(m, at, buf.slice(0..len).expect("parity is only read"));
         }
         if let Err(e) = host.check_alive() {
             return Some(Err(e));

@@ -110,6 +110,8 @@
         if (a.sync && a.sync.kind === "recovery") l += ", rebuild " + a.sync.percent.toFixed(1) + " % done";
         lines.push(l);
       }
+      if (a.journal && a.journal.state !== "active")
+        lines.push(a.name + " is read-only: its write journal is " + a.journal.state);
     }
     for (const n of st.not_started) lines.push(n.name + " was not started");
     b.className = lines.length ? "banner bad" : "banner ok";
@@ -126,6 +128,8 @@
     if (!sec) return;
     const badge = sec.querySelector("h2 .badge");
     if (badge) { badge.className = "badge " + a.state; badge.textContent = a.state; }
+    const journal = sec.querySelector(".journal .state");
+    if (journal && a.journal) journal.textContent = a.journal.state;
     let sync = sec.querySelector(".sync");
     if (!a.sync) { if (sync) sync.remove(); }
     else {

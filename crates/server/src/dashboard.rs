@@ -148,7 +148,8 @@ pub fn page(r: &StatusReport) -> String {
     h
 }
 
-/// What is wrong, arrays first: one line per degraded, failed or unstarted array.
+/// What is wrong, arrays first: one line per degraded, failed or unstarted array, and per
+/// array that is read-only for want of a working write journal.
 fn banner(h: &mut String, r: &StatusReport) {
     let mut lines = Vec::new();
     for a in &r.arrays {
@@ -176,6 +177,13 @@ fn banner(h: &mut String, r: &StatusReport) {
                         ))
                 )),
                 _ => {}
+            }
+            if let Some(j) = st.journal.as_ref().filter(|j| !j.state.allows_writes()) {
+                lines.push(format!(
+                    "{} is read-only: its write journal is {}",
+                    esc(&st.name),
+                    journal_word(j.state)
+                ));
             }
         }
     }
@@ -213,12 +221,21 @@ fn array(h: &mut String, a: &ServedArray) {
     }
 }
 
+/// The write journal's state as the page says it (the JSON's word).
+fn journal_word(s: raidd_engine::JournalState) -> &'static str {
+    match s {
+        raidd_engine::JournalState::Active => "active",
+        raidd_engine::JournalState::Faulty => "faulty",
+        raidd_engine::JournalState::Missing => "missing",
+    }
+}
+
 fn array_status(h: &mut String, st: &ArrayStatus) {
     let word = state_word(st.state);
     let _ = writeln!(
         h,
         "<section class=\"array\" data-array=\"{}\"><h2>{} <span class=\"badge {word}\">{word}\
-         </span></h2><p class=\"meta\">{}{} · {} · {} members</p>",
+         </span></h2><p class=\"meta\">{}{} · {} · {} members · {}</p>",
         esc(&st.name),
         esc(&st.name),
         esc(&st.level),
@@ -226,8 +243,18 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
             .as_deref()
             .map_or(String::new(), |l| format!(" {}", esc(l))),
         size::short(st.size_bytes),
-        st.slots.len()
+        st.slots.len(),
+        st.consistency_policy,
     );
+    if let Some(j) = &st.journal {
+        let _ = writeln!(
+            h,
+            "<p class=\"journal\">write journal <span class=\"member\">{}</span> \
+             <span class=\"state\">{}</span></p>",
+            esc(j.member.as_deref().unwrap_or("—")),
+            journal_word(j.state)
+        );
+    }
     if let Some(p) = &st.sync {
         let eta = p.eta_s.map_or("unknown".to_string(), duration_text);
         let _ = writeln!(

@@ -373,6 +373,58 @@ fn consistency(s: &mut Sink, st: &ArrayStatus) {
             r.not_applied as f64,
         );
     }
+    if let Some(j) = &st.journal {
+        journal(s, a, j);
+    }
+}
+
+/// md's write journal: its state, its log's size and use, and what the start replayed.
+fn journal(s: &mut Sink, a: &str, j: &raidd_engine::JournalStatus) {
+    use raidd_engine::JournalState;
+    let member = j.member.as_deref().unwrap_or("");
+    for state in [
+        JournalState::Active,
+        JournalState::Faulty,
+        JournalState::Missing,
+    ] {
+        let name = format!("{state:?}").to_lowercase();
+        s.flag(
+            "raidd_array_journal_state",
+            "1 for the write journal's state (active; faulty or missing: the array is \
+             read-only), 0 for the others.",
+            &[("array", a), ("member", member), ("state", &name)],
+            j.state == state,
+        );
+    }
+    let l = [("array", a)];
+    if let (Some(log), Some(used)) = (j.log_bytes, j.used_bytes) {
+        s.gauge(
+            "raidd_array_journal_log_bytes",
+            "Bytes of the write journal's log (its ring).",
+            &l,
+            log as f64,
+        );
+        s.gauge(
+            "raidd_array_journal_used_bytes",
+            "Bytes of the write journal's log between its tail and head (not yet reclaimed).",
+            &l,
+            used as f64,
+        );
+    }
+    if let Some(r) = &j.recovered {
+        s.gauge(
+            "raidd_array_journal_replayed_rows",
+            "Rows (data with parity) the start replayed from the write journal.",
+            &l,
+            r.rows as f64,
+        );
+        s.gauge(
+            "raidd_array_journal_replayed_units",
+            "Log units the start read from the write journal's tail.",
+            &l,
+            r.units as f64,
+        );
+    }
 }
 
 fn array(s: &mut Sink, st: &ArrayStatus) {

@@ -44,10 +44,13 @@ pub enum Request {
         array: String,
         member: String,
     },
-    /// Add a member: it rebuilds into a free slot, or waits as the array's spare.
+    /// Add a member: it rebuilds into a free slot, or waits as the array's spare; with
+    /// `journal`, it becomes the array's write journal in place of a failed or missing one.
     Add {
         array: String,
         member: PathBuf,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        journal: bool,
     },
     /// Copy a working member onto a new one, then retire the old one.
     Replace {
@@ -217,6 +220,12 @@ mod tests {
             Request::Add {
                 array: "vol".into(),
                 member: "/d/9.img".into(),
+                journal: false,
+            },
+            Request::Add {
+                array: "vol".into(),
+                member: "/d/j.img".into(),
+                journal: true,
             },
             Request::Check {
                 array: "vol".into(),

@@ -933,6 +933,50 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     assert!(replayed > 0, "the restarts replayed rows from the journal");
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert!(lines > 30, "too little progress: {lines} flushed writes");
+    // Served without its journal the array is read-only; `raidd add --journal` gives it a
+    // new one and it takes writes again.
+    let d = Daemon::start(dir.path(), &array_config("j", &all[..4]));
+    let st = array_status(&d, "j");
+    assert_eq!(st["read_only"], true, "{st}");
+    assert_eq!(st["journal"]["state"], "missing", "{st}");
+    let fresh = dir.path().join("journal2.img");
+    std::fs::File::create(&fresh)
+        .unwrap()
+        .set_len(24 << 20)
+        .unwrap();
+    let f = fresh.display().to_string();
+    raidd(&["add", "j", &f, "--journal", "--control", &ctl(&d)]).ok();
+    let st = array_status(&d, "j");
+    assert_eq!(st["read_only"], false, "{st}");
+    assert_eq!(st["journal"]["state"], "active", "{st}");
+    assert_eq!(st["journal"]["member"], f.as_str(), "{st}");
+    let lines = || std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
+    let before = lines();
+    let mut w = tool("python3")
+        .args([
+            writer.to_str().unwrap(),
+            &d.uri("j"),
+            log.to_str().unwrap(),
+            "99",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines() < before + 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(lines() >= before + 10, "writes go on with the new journal");
+    let (ok, out, err) = run_tool(tool("python3").args([
+        checker.to_str().unwrap(),
+        &d.uri("j"),
+        log.to_str().unwrap(),
+    ]));
+    assert!(ok, "{out}{err}\n{}", d.log());
+    d.stop();
 }
 
 /// `raidd grow --array` switches a served RAID5 made without a log to md's partial parity

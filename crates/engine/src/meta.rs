@@ -357,6 +357,95 @@ impl Metadata {
         }
     }
 
+    /// Makes `member` the array's write journal (md's `--add-journal`, in place of a failed
+    /// or missing one): a superblock with role 0xfffd, a free device number and the log's
+    /// tail at 0, written with an empty meta block (sequence `seq`) at the log's start
+    /// before any superblock names it; then every superblock records the role. Returns its
+    /// superblock and the slots whose superblock write failed. `min_log` sectors at least.
+    pub(crate) async fn attach_journal(
+        &self,
+        member: Arc<dyn Member>,
+        seq: u64,
+        min_log: u64,
+    ) -> Result<(Superblock, Vec<usize>)> {
+        let mut st = self.state.lock().await;
+        debug_assert!(
+            st.journal.is_none(),
+            "a journal is attached in place of none"
+        );
+        let reference = st
+            .slots
+            .iter()
+            .flatten()
+            .next()
+            .map(|m| m.sb.clone())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Io,
+                    "no working member left to copy metadata from",
+                )
+            })?;
+        let name = member.info().name.clone();
+        let size = member.info().size_bytes / 512;
+        let log = size.saturating_sub(reference.data_offset);
+        if log < min_log {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{name}: a write journal for this array needs {} KiB past the metadata \
+                     area ({} KiB), it has {} KiB",
+                    min_log / 2,
+                    reference.data_offset / 2,
+                    log / 2
+                ),
+            ));
+        }
+        crate::md_io::clear_bad_blocks(&*member, &reference).await?;
+        let dev = st.free_dev(None, reference.dev_roles.len())?;
+        let mut sb = reference;
+        sb.dev_number = dev;
+        getrandom::fill(&mut sb.device_uuid)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
+        sb.data_size = log;
+        sb.devflags = 0;
+        sb.cnt_corrected_read = 0;
+        sb.feature_map &=
+            !(feature::BAD_BLOCKS | feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+        sb.recovery_offset = 0;
+        let role = DevRole::Journal.to_raw();
+        // A journal the superblocks still name (it went missing) is recorded failed.
+        let old: Vec<u32> = (0..sb.dev_roles.len() as u32)
+            .filter(|&d| d != dev && sb.dev_roles[d as usize] == role)
+            .collect();
+        for d in old {
+            sb.dev_roles[d as usize] = DevRole::Faulty.to_raw();
+            st.roles.push((d, DevRole::Faulty.to_raw()));
+        }
+        sb.dev_roles[dev as usize] = role;
+        let block = raidd_md::journal::MetaBlock::empty(seq, 0)
+            .encode(raidd_md::journal::uuid_checksum(&sb.set_uuid))
+            .map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+        let io = |e| Error::io(format!("{name}: writing the journal's first block"), e);
+        write_bytes(
+            &*member,
+            sb.data_offset * 512,
+            raidd_rt::AlignedBuf::from_slice(&block),
+        )
+        .await
+        .map_err(io)?;
+        let m = MemberSb {
+            sb: sb.clone(),
+            member,
+        };
+        write_member(&m, None)
+            .await
+            .map_err(|e| Error::io(format!("{name}: writing its superblock"), e))?;
+        st.roles.push((dev, role));
+        st.journal = Some(m);
+        let failed = commit(&mut st).await;
+        Ok((sb, failed))
+    }
+
     /// Records the journal as failed (role 0xfffe in every superblock) and commits; it
     /// takes no more updates. Returns the slots whose superblock write failed.
     pub(crate) async fn fail_journal(&self) -> Vec<usize> {

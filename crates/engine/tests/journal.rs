@@ -312,3 +312,94 @@ fn create_refuses_a_journal_md_would_not_make() {
         assert!(MetaBlock::decode(&snapshot(&j)[..BLOCK], 0).is_err());
     });
 }
+
+/// A new journal takes the place of one that failed while serving, and of one missing at
+/// the start (md's `--add-journal`): the array takes writes again, the superblocks name the
+/// new one (the old one recorded failed), and the next start uses it.
+#[test]
+fn a_new_journal_takes_the_place_of_a_failed_or_missing_one() {
+    raidd_rt::block_on(async {
+        let m = mem(4, "e", 8 * MIB);
+        let jm = Arc::new(MemMember::new("ej", 8 * MIB));
+        let j = Arc::new(FaultMember::new(
+            jm.clone() as Arc<dyn Member>,
+            FaultPlan::default(),
+        ));
+        let slots = dyns(&m).into_iter().map(Some).collect();
+        let a = create(spec(Level::Raid5, slots, j.clone()))
+            .await
+            .unwrap()
+            .array;
+        // A working journal is not replaced.
+        let spare = Arc::new(MemMember::new("e-spare", 8 * MIB));
+        let e = a.consistency().add_journal(spare).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        j.control().set_plan(FaultPlan {
+            write_error_ppm: 1_000_000,
+            ..FaultPlan::default()
+        });
+        assert!(a.write_buf(0, AlignedBuf::zeroed(4096)).await.is_err());
+        assert!(a.is_read_only());
+        // Faulty -> a new journal, while serving.
+        let j2 = Arc::new(MemMember::new("ej2", 8 * MIB));
+        a.consistency().add_journal(j2.clone()).await.unwrap();
+        assert!(!a.is_read_only());
+        let st = a.status().await.journal.unwrap();
+        assert_eq!(
+            (st.state, st.member.as_deref()),
+            (JournalState::Active, Some("ej2"))
+        );
+        fill(&a, 1, 256).await;
+        a.close().await.unwrap();
+        let sb = examine(&*m[0]).await.unwrap();
+        let j2sb = examine(&*j2).await.unwrap();
+        assert_eq!(
+            sb.dev_roles[j2sb.dev_number as usize],
+            raidd_md::DevRole::Journal.to_raw()
+        );
+        assert_eq!(sb.dev_roles[4], raidd_md::DevRole::Faulty.to_raw());
+        // The next start uses the new journal; without it the array is read-only, and a
+        // third journal takes the missing one's place.
+        let mut all = dyns(&m);
+        all.push(j2.clone());
+        let a = assemble(all, AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        assert!(!a.is_read_only());
+        assert_eq!(bad_sectors(&a, 1).await, 0);
+        a.close().await.unwrap();
+        let a = assemble(dyns(&m), AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        assert!(a.is_read_only());
+        let j3 = Arc::new(MemMember::new("ej3", 8 * MIB));
+        a.consistency().add_journal(j3.clone()).await.unwrap();
+        fill(&a, 2, 256).await;
+        a.close().await.unwrap();
+        let mut all = dyns(&m);
+        all.push(j3.clone());
+        let a = assemble(all, AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        assert_eq!(
+            a.status().await.journal.unwrap().state,
+            JournalState::Active
+        );
+        assert_eq!(bad_sectors(&a, 2).await, 0);
+        // The replaced journals name the array still but are set aside.
+        let mut all = dyns(&m);
+        all.extend([j2 as Arc<dyn Member>, j3 as Arc<dyn Member>]);
+        drop(a);
+        let a = assemble(all, AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        assert_eq!(
+            a.status().await.journal.unwrap().member.as_deref(),
+            Some("ej3")
+        );
+    });
+}

@@ -129,7 +129,16 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::Detail { array } => detail(ctx, &array).await,
         Request::Fail { array, member } => fail(ctx, &array, &member).await,
         Request::Remove { array, member } => remove(ctx, &array, &member).await,
-        Request::Add { array, member } => add(ctx, &array, &member).await,
+        Request::Add {
+            array,
+            member,
+            journal: false,
+        } => add(ctx, &array, &member).await,
+        Request::Add {
+            array,
+            member,
+            journal: true,
+        } => add_journal(ctx, &array, &member).await,
         Request::Replace {
             array,
             member,
@@ -342,6 +351,32 @@ async fn remove(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
     Ok((
         format!("{name} removed from {array}\n"),
         serde_json::json!({ "array": array, "member": name }),
+    ))
+}
+
+/// A new write journal for the array with a failed or missing one (the outer array, or an
+/// inner one of a nested pool).
+async fn add_journal(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer {
+    let s = served(ctx, array)?;
+    let text = member.display().to_string();
+    if let Some(owner) = owner_of(ctx, &text) {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!("{text} is already used by {owner}"),
+        ));
+    }
+    let target = s
+        .session
+        .arrays
+        .iter()
+        .find(|a| a.array.slots().journal_state().is_some())
+        .ok_or_else(|| AdminError::usage(format!("{array} has no write journal")))?;
+    let m = members::open_timed(member, Access::ReadWrite, ctx.member_timeout)?;
+    target.array.consistency().add_journal(m).await?;
+    let name = target.array.name();
+    Ok((
+        format!("{text} is the write journal of {name}; it takes writes again\n"),
+        serde_json::json!({ "array": name, "journal": text }),
     ))
 }
 

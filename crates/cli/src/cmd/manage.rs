@@ -38,6 +38,10 @@ pub struct AddArgs {
     /// Follow the recovery until it ends.
     #[arg(long)]
     pub wait: bool,
+    /// The member becomes the array's write journal, in place of a failed or missing one
+    /// (mdadm's --add-journal); the array takes writes again.
+    #[arg(long, conflicts_with = "wait")]
+    pub journal: bool,
 }
 
 #[derive(Args, Debug)]
@@ -113,6 +117,7 @@ pub fn add(args: AddArgs, json: bool) -> AdminResult {
     let req = Request::Add {
         array: array.clone(),
         member: absolute(&args.member.member)?,
+        journal: args.journal,
     };
     ask_and_print(&socket, &req, json)?;
     if args.wait {

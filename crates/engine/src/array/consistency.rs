@@ -13,12 +13,19 @@ use raidd_md::policy::{drop_bitmap, drop_ppl, plan_bitmap, plan_ppl, SwitchError
 
 use super::bitmap::WriteIntent;
 
+use std::sync::Arc;
+
+use raidd_md::journal::BLOCK_SECTORS;
+
 use super::gate::Barrier;
+use super::journal::{stripe_log_sectors, Journal};
+use super::journal_slot::RingPlace;
 use super::ppl::{log_area, write_empty, Ppl};
 use super::report::ConsistencyPolicy;
 use super::slots::Changing;
 use super::{Array, MetaWrite};
 use crate::error::{Error, ErrorKind, Result};
+use crate::member::Member;
 use crate::meta::{MemberSb, Metadata};
 
 /// mdadm's bitmap chunk when none is given: 64 MiB per bit.
@@ -45,6 +52,60 @@ impl Array {
 }
 
 impl Consistency<'_> {
+    /// Attaches `member` as the write journal of an array whose journal failed or is
+    /// missing (md's `--add-journal`): its superblock and an empty log first, then every
+    /// superblock names it, then a fresh log takes the writes and the array is writable
+    /// again. Nothing was written while the journal was away (the array was read-only), so
+    /// the old log holds nothing the members lack.
+    pub async fn add_journal(&self, member: Arc<dyn Member>) -> Result<()> {
+        let a = self.array;
+        let p = a.parts();
+        let fail = |kind, why: &str| Err(Error::new(kind, format!("{}: {why}", a.name)));
+        let Some(state) = p.slots.journal_state() else {
+            return fail(
+                ErrorKind::InvalidInput,
+                "it has no write journal (md gives an array one when it is created)",
+            );
+        };
+        if state.allows_writes() {
+            return fail(
+                ErrorKind::Conflict,
+                "its write journal works: a new one replaces a failed or missing one",
+            );
+        }
+        let (Some(meta), Some(pg)) = (p.meta, p.shapes.current().parity()) else {
+            return fail(
+                ErrorKind::InvalidInput,
+                "a write journal needs md metadata and parity",
+            );
+        };
+        let changing = p.slots.lock_changes().await;
+        let seq = {
+            let mut b = [0u8; 4];
+            getrandom::fill(&mut b)
+                .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness: {e}")))?;
+            u64::from(u32::from_le_bytes(b))
+        };
+        let min = (2 * stripe_log_sectors(pg)).max(2 * 1024 * 2);
+        let (sb, failed) = meta.attach_journal(member.clone(), seq, min).await?;
+        a.superblocks_failed(failed, MetaWrite::Superblock).await;
+        let ring = sb.data_size / BLOCK_SECTORS * BLOCK_SECTORS;
+        let place = RingPlace {
+            data_at: sb.data_offset * 512,
+            ring,
+            head: BLOCK_SECTORS,
+            seq: seq.wrapping_add(1),
+            tail: 0,
+        };
+        let journal = Journal::new(&a.uuid(), place);
+        journal.restart(place.head, place.seq, place.tail);
+        p.journal.start(journal);
+        p.slots.attach_journal(&changing, member.clone());
+        tracing::warn!(array = %a.name, member = %member.info().name,
+            "write journal attached: the array takes writes again");
+        Ok(())
+    }
+
     /// The policy in force now.
     pub fn policy(&self) -> ConsistencyPolicy {
         let a = self.array;

@@ -106,7 +106,8 @@ async fn handshake(
     link.send(vec![Part::Bytes(Handshake::greeting())])
         .await
         .map_err(err)?;
-    let mut hs = Handshake::new(&shared.offer);
+    let offer = shared.offer_now();
+    let mut hs = Handshake::new(&offer);
     let mut out = Vec::new();
     loop {
         let data = input.exact(link, hs.want()).await.map_err(err)?;
@@ -162,7 +163,7 @@ impl Conn {
         let e = &shared.exports[n.export];
         let limits = Limits {
             size: e.extent.size_bytes(),
-            read_only: e.read_only,
+            read_only: e.read_only(),
             min_block: e.extent.block_size(),
             max_payload: MAX_PAYLOAD,
             structured_replies: n.structured_replies,

@@ -170,7 +170,7 @@ impl Running for NbdServer {
                     name: e.name.clone(),
                     volume: e.volume.clone(),
                     size_bytes: e.extent.size_bytes(),
-                    read_only: e.read_only,
+                    read_only: e.read_only(),
                     connections: e.connections.load(Ordering::Relaxed),
                     requests: e.requests.load(Ordering::Relaxed),
                     copied_bytes: e.copied_bytes.load(Ordering::Relaxed),

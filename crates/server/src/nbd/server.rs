@@ -46,7 +46,8 @@ pub struct Export {
     pub extent: Extent,
     /// The volume's name as configured (none: the whole array).
     pub volume: Option<String>,
-    pub read_only: bool,
+    /// Configured read-only (the array may be read-only besides: [`Export::read_only`]).
+    pub configured_read_only: bool,
     /// Connections now open on it (for `status`).
     pub connections: AtomicUsize,
     /// Requests served (for `status`).
@@ -60,13 +61,22 @@ pub struct Export {
     pub latency: crate::latency::Latency,
 }
 
+impl Export {
+    /// Whether it takes no writes now: configured so, or its array is read-only (which
+    /// changes, e.g. when a new write journal is attached), as a new connection sees it.
+    pub fn read_only(&self) -> bool {
+        self.configured_read_only || self.extent.is_read_only()
+    }
+}
+
 /// The NBD frontend as its connections share it.
 #[derive(Debug)]
 pub struct NbdServer {
     /// The budget, limits and connection count of every frontend.
     pub shared: SharedState,
     pub exports: Vec<Export>,
-    /// What the handshake offers (the same exports, as the protocol sees them).
+    /// What the handshake offers (the same exports, as the protocol sees them); each
+    /// connection's handshake offers the read-only flags of the moment ([`NbdServer::offer_now`]).
     pub offer: raidd_nbd::Offer,
     /// For STARTTLS, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -98,7 +108,7 @@ impl NbdServer {
             .map(|(e, s)| Export {
                 name: e.name.clone(),
                 description: e.description.clone(),
-                read_only: e.read_only || s.extent.is_read_only(),
+                configured_read_only: e.read_only,
                 extent: s.extent,
                 volume: s.volume.as_ref().map(|v| v.name.clone()),
                 connections: AtomicUsize::new(0),
@@ -121,6 +131,22 @@ impl NbdServer {
     }
 }
 
+impl NbdServer {
+    /// The offer with each export's read-only flag as it stands now.
+    pub fn offer_now(&self) -> raidd_nbd::Offer {
+        let mut offer = self.offer.clone();
+        debug_assert_eq!(
+            offer.exports.len(),
+            self.exports.len(),
+            "an offer per export"
+        );
+        for (o, e) in offer.exports.iter_mut().zip(&self.exports) {
+            o.flags = export_flags(e.read_only(), e.extent.array().info().rotational);
+        }
+        offer
+    }
+}
+
 /// What the NBD handshake offers.
 fn offer(config: &NbdConfig, exports: &[Export], tls: bool) -> raidd_nbd::Offer {
     raidd_nbd::Offer {
@@ -132,7 +158,7 @@ fn offer(config: &NbdConfig, exports: &[Export], tls: bool) -> raidd_nbd::Offer 
                     name: e.name.clone(),
                     description: e.description.clone(),
                     size: e.extent.size_bytes(),
-                    flags: export_flags(e.read_only, e.extent.array().info().rotational),
+                    flags: export_flags(e.read_only(), e.extent.array().info().rotational),
                     min_block: block,
                     preferred_block: block.max(4096),
                     max_block: MAX_PAYLOAD,

@@ -1449,15 +1449,17 @@ fn journal_log(
     scan::scan(ring, sb.recovery_offset, uuid_checksum(&sb.set_uuid), read)
 }
 
-/// md's write journal left with writes in flight, both ways, in one boot. raidd is killed while writing a
-/// degraded RAID6 with a journal; the kernel starts it dirty and degraded from raidd's log
-/// (md's journal recovery), every sector reads back whole and its own, and the kernel's
-/// check finds parity right. Then the kernel is reset (sysrq b) while writing its own
-/// RAID5 with a journal: on the host raidd-md reads the kernel's log from the
-/// superblock's `journal_tail` as md's recovery would (whole units in sequence, every page
-/// matching its checksum, the kernel's crc32c_le seeded with the UUID's, every data page
-/// holding the pattern of the array sectors its payload names), and raidd starts the array
-/// from it, replaying it, and every sector reads back.
+/// md's write journal left with writes in flight, both ways, in one boot. raidd is killed
+/// while writing a degraded RAID6 with a journal; the kernel starts it degraded from
+/// raidd's log (md's journal recovery says how many stripes it replayed), every sector
+/// reads back whole and its own, and once the missing member is back the kernel's check
+/// finds parity right. Then the kernel is reset (sysrq b) while writing its own RAID5 with
+/// a journal: on the host raidd-md reads the kernel's log from the superblock's
+/// `journal_tail` as md's recovery would (whole units in sequence, every page matching its
+/// checksum, the kernel's crc32c_le seeded with the UUID's, every data page holding the
+/// pattern of the array sectors its payload names), and raidd starts the array from it,
+/// replaying it, and every sector reads back. Both arrays stay clean in their superblocks,
+/// as md keeps an array with a journal.
 #[test]
 #[ignore = "needs the qemu guest: scripts/test.sh runs it"]
 fn write_journals_move_both_ways() {
@@ -1508,8 +1510,12 @@ cat /proc/mdstat
 grep -qx journal /sys/block/md0/md/consistency_policy || exit 3
 dmesg | grep -E 'md/raid:md0: (recovering|starting from clean)' | sed 's/^[^]]*] /KERNEL /'
 ./raidd pattern verify --raw /dev/md0 --seed {sa} --generation 2 --since 1 || exit 4
+mdadm --zero-superblock /dev/vdf || exit 5
+mdadm /dev/md0 --add /dev/vdf || exit 5
+mdadm --wait /dev/md0
 echo check > /sys/block/md0/md/sync_action; mdadm --wait /dev/md0
 echo "MISMATCH-J $(cat /sys/block/md0/md/mismatch_cnt)"
+./raidd pattern verify --raw /dev/md0 --seed {sa} --generation 2 --since 1 || exit 4
 mdadm --stop /dev/md0 || exit 5
 mdadm --create /dev/md1 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=64 \
     --assume-clean --write-journal /dev/vdl /dev/vdh /dev/vdi /dev/vdj /dev/vdk || exit 6

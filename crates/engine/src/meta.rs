@@ -169,18 +169,7 @@ impl Metadata {
         by_bitmap_at: Option<u64>,
     ) -> Result<MemberAdded> {
         let mut st = self.state.lock().await;
-        let reference = st
-            .slots
-            .iter()
-            .flatten()
-            .next()
-            .map(|m| m.sb.clone())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Io,
-                    "no working member left to copy metadata from",
-                )
-            })?;
+        let reference = st.reference()?;
         let size = member.info().size_bytes / 512;
         let need = reference.data_offset + reference.size;
         if size < need {
@@ -373,18 +362,7 @@ impl Metadata {
             st.journal.is_none(),
             "a journal is attached in place of none"
         );
-        let reference = st
-            .slots
-            .iter()
-            .flatten()
-            .next()
-            .map(|m| m.sb.clone())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Io,
-                    "no working member left to copy metadata from",
-                )
-            })?;
+        let reference = st.reference()?;
         let name = member.info().name.clone();
         let size = member.info().size_bytes / 512;
         let log = size.saturating_sub(reference.data_offset);
@@ -702,6 +680,21 @@ impl MetaState {
             })?;
         debug_assert!((dev as usize) < roles, "a device number has a role slot");
         Ok(dev)
+    }
+
+    /// A working slot's superblock, which a member joining the array copies.
+    fn reference(&self) -> Result<Superblock> {
+        self.slots
+            .iter()
+            .flatten()
+            .next()
+            .map(|m| m.sb.clone())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Io,
+                    "no working member left to copy metadata from",
+                )
+            })
     }
 
     fn failed(&mut self, m: MemberSb) {

@@ -354,17 +354,23 @@ async fn remove(ctx: &ControlCtx, array: &str, member: &str) -> Answer {
     ))
 }
 
+/// `member`'s path as text, where no served array uses it.
+fn unused(ctx: &ControlCtx, member: &std::path::Path) -> AdminResult<String> {
+    let text = member.display().to_string();
+    match owner_of(ctx, &text) {
+        Some(owner) => Err(AdminError::new(
+            Exit::Conflict,
+            format!("{text} is already used by {owner}"),
+        )),
+        None => Ok(text),
+    }
+}
+
 /// A new write journal for the array with a failed or missing one (the outer array, or an
 /// inner one of a nested pool).
 async fn add_journal(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer {
     let s = served(ctx, array)?;
-    let text = member.display().to_string();
-    if let Some(owner) = owner_of(ctx, &text) {
-        return Err(AdminError::new(
-            Exit::Conflict,
-            format!("{text} is already used by {owner}"),
-        ));
-    }
+    let text = unused(ctx, member)?;
     let target = s
         .session
         .arrays
@@ -382,13 +388,7 @@ async fn add_journal(ctx: &ControlCtx, array: &str, member: &std::path::Path) ->
 
 async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer {
     let s = served(ctx, array)?;
-    let text = member.display().to_string();
-    if let Some(owner) = owner_of(ctx, &text) {
-        return Err(AdminError::new(
-            Exit::Conflict,
-            format!("{text} is already used by {owner}"),
-        ));
-    }
+    let text = unused(ctx, member)?;
     // The array that needs it most: an inner one with a free slot first (nested arrays),
     // else the first with redundancy, where it waits as a spare.
     let redundant: Vec<&raidd_engine::assemble::Assembled> = s
@@ -472,13 +472,7 @@ async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::
                 format!("{name} is not working in {array}: only a working member can be replaced"),
             )
         })?;
-    let text = with.display().to_string();
-    if let Some(owner) = owner_of(ctx, &text) {
-        return Err(AdminError::new(
-            Exit::Conflict,
-            format!("{text} is already used by {owner}"),
-        ));
-    }
+    let text = unused(ctx, with)?;
     if let Some(p) = a.passes().progress() {
         return Err(AdminError::new(
             Exit::Conflict,

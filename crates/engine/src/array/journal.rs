@@ -140,21 +140,30 @@ struct Unit {
     done: Latch,
 }
 
-/// A unit being built: its payloads and their pages.
-#[derive(Default)]
+/// A unit being built: its meta block (placed when the unit takes its place at the head)
+/// and the pages its payloads name.
 struct Draft {
-    payloads: Vec<Payload>,
+    meta: MetaBlock,
     pages: Vec<BufSlice>,
+}
+
+impl Default for Draft {
+    fn default() -> Draft {
+        Draft {
+            meta: MetaBlock::empty(0, 0),
+            pages: Vec::new(),
+        }
+    }
 }
 
 impl Draft {
     fn sectors(&self) -> u64 {
         debug_assert_eq!(
             self.pages.len() as u64,
-            self.payloads.iter().map(Payload::pages).sum::<u64>(),
+            self.meta.pages(),
             "a page for each the payloads name"
         );
-        (1 + self.pages.len() as u64) * BLOCK_SECTORS
+        self.meta.sectors()
     }
 }
 
@@ -228,22 +237,14 @@ impl Journal {
                 pages.extend(parity);
             }
             let len: usize = payloads.iter().map(Payload::descriptor_len).sum();
-            let last = drafts.last_mut().expect("one at least");
-            let probe = MetaBlock {
-                seq: 0,
-                position: 0,
-                payloads: std::mem::take(&mut last.payloads),
-            };
-            let fits = probe.fits(len);
-            last.payloads = probe.payloads;
-            if !fits {
+            if !drafts.last().expect("one at least").meta.fits(len) {
                 drafts.push(Draft::default());
             }
             let d = drafts.last_mut().expect("one at least");
-            d.payloads.extend(payloads);
+            d.meta.payloads.extend(payloads);
             d.pages.extend(pages);
         }
-        drafts.retain(|d| !d.payloads.is_empty());
+        drafts.retain(|d| !d.meta.payloads.is_empty());
         drafts
     }
 
@@ -286,21 +287,15 @@ impl Journal {
     }
 
     /// The next unit at the head: its meta block, checksummed, and its pages.
-    fn unit_at_head(&self, st: &mut State, d: Draft) -> Result<Arc<Unit>> {
-        let meta = MetaBlock {
-            seq: st.seq,
-            position: st.head,
-            payloads: d.payloads,
-        };
-        let block = meta
-            .encode(self.sh.uuid_sum)
+    fn unit_at_head(&self, st: &mut State, mut d: Draft) -> Result<Arc<Unit>> {
+        d.meta.seq = st.seq;
+        d.meta.position = st.head;
+        let mut block = AlignedBuf::for_overwrite(BLOCK);
+        d.meta
+            .encode_into(self.sh.uuid_sum, &mut block)
             .map_err(|e| Error::new(ErrorKind::Io, format!("journal meta block: {e}")))?;
         let mut buf = IoVec::new();
-        buf.push(
-            SharedBuf::new(AlignedBuf::from_slice(&block))
-                .slice(0..BLOCK)
-                .expect("fresh"),
-        );
+        buf.push(SharedBuf::new(block).slice(0..BLOCK).expect("fresh"));
         buf.extend(d.pages);
         let unit = Arc::new(Unit {
             position: st.head,
@@ -310,7 +305,7 @@ impl Journal {
             ok: AtomicBool::new(false),
             done: Latch::default(),
         });
-        st.head = self.add(st.head, meta.sectors());
+        st.head = self.add(st.head, d.meta.sectors());
         st.seq = st.seq.wrapping_add(1);
         debug_assert!(
             self.used(st) + BLOCK_SECTORS <= self.sh.ring,

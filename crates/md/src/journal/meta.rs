@@ -119,16 +119,28 @@ impl MetaBlock {
 
     /// The 4 KiB block, checksummed with `uuid_sum` (the UUID's, `uuid_checksum`).
     pub fn encode(&self, uuid_sum: u32) -> Result<Vec<u8>, JournalError> {
+        let mut b = vec![0u8; BLOCK];
+        self.encode_into(uuid_sum, &mut b)?;
+        Ok(b)
+    }
+
+    /// [`MetaBlock::encode`] into `b` (its first [`BLOCK`] bytes; every one of them is
+    /// written), for a writer that owns the buffer the block goes out in.
+    pub fn encode_into(&self, uuid_sum: u32, b: &mut [u8]) -> Result<(), JournalError> {
         let size = self.meta_size();
         if size > BLOCK {
             return Err(JournalError::TooLarge(size));
         }
-        let mut b = vec![0u8; BLOCK];
-        le::put_u32(&mut b, 0, MAGIC);
+        if b.len() < BLOCK {
+            return Err(JournalError::Truncated(b.len()));
+        }
+        let b = &mut b[..BLOCK];
+        b.fill(0);
+        le::put_u32(b, 0, MAGIC);
         b[8] = VERSION;
-        le::put_u32(&mut b, 12, size as u32);
-        le::put_u64(&mut b, 16, self.seq);
-        le::put_u64(&mut b, 24, self.position);
+        le::put_u32(b, 12, size as u32);
+        le::put_u64(b, 16, self.seq);
+        le::put_u64(b, 24, self.position);
         let mut at = HEADER;
         for p in &self.payloads {
             at += put_payload(&mut b[at..], p);
@@ -138,9 +150,9 @@ impl MetaBlock {
             b[4..8].iter().all(|&x| x == 0),
             "summed with its checksum zero"
         );
-        let sum = raw_crc(uuid_sum, &b);
-        le::put_u32(&mut b, 4, sum);
-        Ok(b)
+        let sum = raw_crc(uuid_sum, b);
+        le::put_u32(b, 4, sum);
+        Ok(())
     }
 
     /// Reads a meta block, checking what md checks (magic, version, checksum, size) and

@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 use super::super::counters::Counters;
 use super::super::journal::JournalRow;
 use super::cache::{cached_list, Blocks, Cached, CACHE_MAX_RANGES, CACHE_MAX_ROWS};
-use super::logged::{log_stripe, pieces_within, Logs, StripeWrite};
+use super::logged::{lend, log_stripe, pieces_within, Logs, StripeWrite};
 use super::rebuild::{q_index, rebuild_blocks};
 use super::shares::{Part, Segs};
 use super::strategy::{choose_strategy, Cover, Strategy};
@@ -434,12 +434,6 @@ fn journal_rows(
         row.parity = Some((pg.member_sector(o.stripe, *start), pages));
     }
     rows.into_values().collect()
-}
-
-/// A buffer as a window of its own, for the journal.
-fn lend(b: AlignedBuf) -> BufSlice {
-    let n = b.len();
-    SharedBuf::new(b).slice(0..n).expect("fresh")
 }
 
 /// Byte range of `r` within a batch's rows starting at `rows.start`.

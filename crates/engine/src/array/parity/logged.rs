@@ -122,10 +122,7 @@ pub(crate) fn alone_rows<'a>(
     let page = raidd_md::journal::BLOCK_SECTORS;
     let lent = match new {
         Bytes::Window(w) => w.clone(),
-        Bytes::Copy(c) => {
-            let shared = SharedBuf::new(AlignedBuf::from_slice(c));
-            shared.slice(0..c.len()).expect("fresh")
-        }
+        Bytes::Copy(c) => lend(AlignedBuf::from_slice(c)),
     };
     (rows.start..rows.end)
         .step_by(page as usize)
@@ -142,6 +139,12 @@ pub(crate) fn alone_rows<'a>(
             }
         })
         .collect()
+}
+
+/// A buffer as a window of its own, for the journal.
+pub(crate) fn lend(b: AlignedBuf) -> BufSlice {
+    let n = b.len();
+    SharedBuf::new(b).slice(0..n).expect("fresh")
 }
 
 /// Calls `each(row, bytes)` for the pieces of new data a batch writes to a data chunk

@@ -115,6 +115,9 @@ pub enum Request {
         /// Bytes per bit of a bitmap put on (`consistency_policy` bitmap).
         #[serde(default)]
         bitmap_chunk: Option<u32>,
+        /// The write journal's mode (md's `journal_mode`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        journal_mode: Option<raidd_engine::JournalMode>,
     },
 }
 

@@ -538,6 +538,9 @@ mod tests {
             crate::progress::journal_line(&JournalStatus {
                 member: member.map(str::to_string),
                 state,
+                mode: raidd_engine::JournalMode::WriteThrough,
+                cached_bytes: 0,
+                cache_limit_bytes: 0,
                 log_bytes: None,
                 used_bytes: None,
                 recovered: None,

@@ -94,11 +94,22 @@ pub fn journal_line(j: &raidd_engine::JournalStatus) -> String {
     let member = j.member.as_deref().unwrap_or("(none)");
     match j.state {
         JournalState::Active => match (j.log_bytes, j.used_bytes) {
-            (Some(log), Some(used)) => format!(
-                "Write journal: {member} (active, write-through; log {} MiB, {} KiB in use)",
-                log >> 20,
-                used >> 10
-            ),
+            (Some(log), Some(used)) => {
+                let cache = match j.mode {
+                    raidd_engine::JournalMode::WriteBack => format!(
+                        ", cache {} KiB of {} KiB",
+                        j.cached_bytes >> 10,
+                        j.cache_limit_bytes >> 10
+                    ),
+                    raidd_engine::JournalMode::WriteThrough => String::new(),
+                };
+                format!(
+                    "Write journal: {member} (active, {}; log {} MiB, {} KiB in use{cache})",
+                    j.mode,
+                    log >> 20,
+                    used >> 10
+                )
+            }
             _ => format!("Write journal: {member} (active)"),
         },
         JournalState::Faulty => {

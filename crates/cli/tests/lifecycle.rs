@@ -871,10 +871,11 @@ fn sigkill_while_degraded_with_the_partial_parity_log_loses_nothing_flushed() {
 }
 
 /// The write hole closed with md's write journal: a RAID6 with a journal, one member
-/// missing, is killed with SIGKILL under writes at seeded moments. The array stays clean
-/// (md keeps a journal array clean), so each restart starts it at once, replays the log
-/// first (its status says what), and every write acknowledged before a completed flush
-/// reads back, on the missing member's chunks too.
+/// missing, is killed with SIGKILL under writes at seeded moments, in write-through and in
+/// write-back mode (set in the configuration, or switched on while serving). The array
+/// stays clean (md keeps a journal array clean), so each restart starts it at once, replays
+/// the log first (its status says what), and every write acknowledged before a completed
+/// flush reads back, on the missing member's chunks too.
 #[test]
 fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     let dir = scratch();
@@ -892,25 +893,51 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     std::fs::write(&writer, WRITER).unwrap();
     std::fs::write(&checker, CHECKER).unwrap();
     let log = dir.path().join("flushed-j.log");
+    // Every block a completed flush covered reads back.
+    let check = |d: &Daemon| {
+        let (ok, out, err) = run_tool(tool("python3").args([
+            checker.to_str().unwrap(),
+            &d.uri("j"),
+            log.to_str().unwrap(),
+        ]));
+        assert!(ok, "{out}{err}\n{}", d.log());
+    };
     let cfg = array_config("j", &present);
+    let write_back = format!("{cfg}journal_mode = \"write-back\"\n");
     let mut seed = 0x0051_u64;
-    let mut replayed = 0;
+    let (mut replayed, mut replayed_pages) = (0, 0);
+    // Rounds in write-through mode, in write-back set by the configuration, and in
+    // write-back switched on while serving (`raidd grow --journal-mode`).
     for round in 0..6u64 {
-        let d = Daemon::start(dir.path(), &cfg);
+        let d = Daemon::start(dir.path(), if round % 3 == 1 { &write_back } else { &cfg });
+        if round % 3 == 2 {
+            raidd(&[
+                "grow",
+                "--array",
+                "j",
+                "--journal-mode",
+                "write-back",
+                "--control",
+                &ctl(&d),
+            ])
+            .ok();
+        }
         let st = array_status(&d, "j");
         assert_eq!(st["state"], "degraded", "round {round}: {st}");
         assert_eq!(st["consistency_policy"], "journal", "round {round}: {st}");
         assert_eq!(st["journal"]["state"], "active", "round {round}: {st}");
+        let mode = if round % 3 == 0 {
+            "write-through"
+        } else {
+            "write-back"
+        };
+        assert_eq!(st["journal"]["mode"], mode, "round {round}: {st}");
         let r = &st["journal"]["recovered"];
         assert_eq!(r["skipped"], 0, "round {round}: {st}");
         replayed += r["rows"].as_u64().unwrap();
+        replayed_pages += r["data_pages"].as_u64().unwrap();
         if round > 0 {
-            let (ok, out, err) = run_tool(tool("python3").args([
-                checker.to_str().unwrap(),
-                &d.uri("j"),
-                log.to_str().unwrap(),
-            ]));
-            assert!(ok, "round {round}: {out}{err}\n{}", d.log());
+            check(&d);
         }
         let mut w = tool("python3")
             .args([
@@ -931,8 +958,17 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
         let _ = w.wait();
     }
     assert!(replayed > 0, "the restarts replayed rows from the journal");
+    assert!(
+        replayed_pages > 0,
+        "the restarts replayed pages the write-back cache held"
+    );
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert!(lines > 30, "too little progress: {lines} flushed writes");
+    // A clean start and stop with the journal first: in write-back mode acknowledged writes
+    // may be in the journal alone, and the replay puts them on the members.
+    let d = Daemon::start(dir.path(), &cfg);
+    check(&d);
+    d.stop();
     // Served without its journal the array is read-only; `raidd add --journal` gives it a
     // new one and it takes writes again.
     let d = Daemon::start(dir.path(), &array_config("j", &all[..4]));
@@ -970,12 +1006,7 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     let _ = w.kill();
     let _ = w.wait();
     assert!(lines() >= before + 10, "writes go on with the new journal");
-    let (ok, out, err) = run_tool(tool("python3").args([
-        checker.to_str().unwrap(),
-        &d.uri("j"),
-        log.to_str().unwrap(),
-    ]));
-    assert!(ok, "{out}{err}\n{}", d.log());
+    check(&d);
     d.stop();
 }
 

@@ -20,9 +20,9 @@ pub mod pattern;
 
 pub use array::{
     Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, Closed, ConsistencyPolicy,
-    CounterStatus, Gather, JournalParts, JournalState, JournalStatus, LastSync, PplParts,
-    PplRecovered, SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits, SyncProgress,
-    SyncStatus, DEFAULT_CACHE_BYTES,
+    CounterStatus, Gather, JournalMode, JournalParts, JournalState, JournalStatus, LastSync,
+    PplParts, PplRecovered, SlotParts, SlotState, StripeCacheStatus, SyncKind, SyncLimits,
+    SyncProgress, SyncStatus, DEFAULT_CACHE_BYTES,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use extent::Extent;

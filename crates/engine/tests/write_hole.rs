@@ -22,7 +22,7 @@ use futures::future::{join_all, select, Either};
 use raidd_engine::assemble::{assemble, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::MemMember;
-use raidd_engine::{pattern, Member};
+use raidd_engine::{pattern, JournalMode, Member};
 use raidd_lab::{FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_rt::AlignedBuf;
@@ -48,15 +48,19 @@ enum Policy {
     Ppl,
     /// The write journal, on RAID5 (over 4) or RAID6 (over 5), one slot missing.
     Journal(Level),
+    /// The same in write-back mode: writes acknowledged once logged, the members written
+    /// later from the cache (the journal member keeps what it was given: no volatile
+    /// cache, so an acknowledged write is a durable one).
+    WriteBack(Level),
 }
 
 fn crash_once(seed: u64, policy: Policy) -> Run {
     raidd_rt::block_on(async move {
         let (level, slots) = match policy {
-            Policy::Journal(Level::Raid6) => (Level::Raid6, 5),
+            Policy::Journal(Level::Raid6) | Policy::WriteBack(Level::Raid6) => (Level::Raid6, 5),
             _ => (Level::Raid5, 4),
         };
-        let journal = matches!(policy, Policy::Journal(_));
+        let journal = matches!(policy, Policy::Journal(_) | Policy::WriteBack(_));
         // With the journal, every other run starts whole and loses its last member with
         // the crash (the write alone on a whole stripe takes the journal too).
         let lose_later = journal && seed % 2 == 1;
@@ -110,6 +114,13 @@ fn crash_once(seed: u64, policy: Policy) -> Run {
             pattern::fill(&mut buf, at, 1, seed);
             array.write_buf(at * 512, buf).await.unwrap();
             at += n;
+        }
+        if let Policy::WriteBack(_) = policy {
+            array
+                .consistency()
+                .set_journal_mode(JournalMode::WriteBack)
+                .await
+                .unwrap();
         }
         // Generation 2: disjoint writes of 1 to 96 sectors, spread over the array; with the
         // journal every other one on whole 4 KiB pages.
@@ -200,6 +211,10 @@ fn crash_once(seed: u64, policy: Policy) -> Run {
         let st = array.status().await;
         let recovered = match policy {
             Policy::Journal(_) => st.journal.and_then(|j| j.recovered).map_or(0, |r| r.rows),
+            Policy::WriteBack(_) => st
+                .journal
+                .and_then(|j| j.recovered)
+                .map_or(0, |r| r.rows + r.data_pages),
             _ => st.ppl_recovered.map_or(0, |r| r.entries),
         };
         array.close().await.unwrap();
@@ -241,12 +256,12 @@ fn with_the_partial_parity_log_no_crash_while_degraded_loses_a_sector() {
 
 /// md's write journal, over many kill points (`HOLE_RUNS`, `HOLE_RUN` as above): every
 /// acknowledged write reads back, and no sector a write never touched changes.
-fn journal_runs(level: Level) {
+fn journal_runs(policy: Policy) {
     let runs: u64 = std::env::var("HOLE_RUNS").map_or(24, |v| v.parse().unwrap());
     let only: Option<u64> = std::env::var("HOLE_RUN").ok().map(|v| v.parse().unwrap());
     let (mut recovered, mut crashed, mut ran) = (0, 0, 0);
     for k in (0..runs).filter(|k| only.is_none_or(|o| o == *k)) {
-        let r = crash_once(SEED + k, Policy::Journal(level));
+        let r = crash_once(SEED + k, policy);
         assert_eq!(r.lost, 0, "run {k}: sectors lost ({r:?})");
         recovered += r.recovered;
         crashed += u64::from(r.crashed);
@@ -263,10 +278,20 @@ fn journal_runs(level: Level) {
 
 #[test]
 fn with_the_write_journal_no_crash_of_a_degraded_raid5_loses_a_sector() {
-    journal_runs(Level::Raid5);
+    journal_runs(Policy::Journal(Level::Raid5));
 }
 
 #[test]
 fn with_the_write_journal_no_crash_of_a_degraded_raid6_loses_a_sector() {
-    journal_runs(Level::Raid6);
+    journal_runs(Policy::Journal(Level::Raid6));
+}
+
+#[test]
+fn with_the_write_back_journal_no_crash_of_a_degraded_raid5_loses_a_sector() {
+    journal_runs(Policy::WriteBack(Level::Raid5));
+}
+
+#[test]
+fn with_the_write_back_journal_no_crash_of_a_degraded_raid6_loses_a_sector() {
+    journal_runs(Policy::WriteBack(Level::Raid6));
 }

@@ -16,6 +16,12 @@
     return e;
   }
 
+  // The journal's mode, and in write-back what its cache holds.
+  function journalMode(j) {
+    if (j.mode !== "write-back") return j.mode;
+    return j.mode + ", " + human(j.cached_bytes) + " of " + human(j.cache_limit_bytes) + " held";
+  }
+
   function human(b) {
     const u = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
@@ -130,6 +136,8 @@
     if (badge) { badge.className = "badge " + a.state; badge.textContent = a.state; }
     const journal = sec.querySelector(".journal .state");
     if (journal && a.journal) journal.textContent = a.journal.state;
+    const mode = sec.querySelector(".journal .mode");
+    if (mode && a.journal) mode.textContent = journalMode(a.journal);
     let sync = sec.querySelector(".sync");
     if (!a.sync) { if (sync) sync.remove(); }
     else {

@@ -134,6 +134,17 @@ pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotS
             asm.array.set_stripe_cache(a.stripe_cache, a.gather);
             asm.array.set_write_alone(a.write_alone);
         }
+        if a.journal_mode != raidd_engine::JournalMode::WriteThrough {
+            // Not a reason to leave the array out: write-through loses nothing.
+            if let Err(e) = session
+                .root()
+                .consistency()
+                .set_journal_mode(a.journal_mode)
+                .await
+            {
+                tracing::error!(array = %a.name, "journal_mode {} not set, serving write-through: {e}", a.journal_mode);
+            }
+        }
         let root = session.root();
         debug_assert!(
             session.arrays.iter().all(|asm| asm.array.size_bytes() > 0),

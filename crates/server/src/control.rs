@@ -189,7 +189,14 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
             array,
             consistency_policy,
             bitmap_chunk,
-        } => grow(ctx, &array, consistency_policy, bitmap_chunk).await,
+            journal_mode,
+        } => match journal_mode {
+            Some(mode) if consistency_policy.is_none() => journal_mode_to(ctx, &array, mode).await,
+            Some(_) => Err(AdminError::usage(
+                "--journal-mode and --consistency-policy are separate changes: give one",
+            )),
+            None => grow(ctx, &array, consistency_policy, bitmap_chunk).await,
+        },
     };
     match r {
         Ok((text, json)) => Response::ok(text, json),
@@ -548,6 +555,21 @@ async fn grow(
     Ok((
         format!("{array}: consistency policy {from} -> {to}\n"),
         serde_json::json!({ "array": array, "consistency_policy": { "from": from, "to": to } }),
+    ))
+}
+
+/// Switches the write journal's mode (md's `journal_mode` in sysfs): write-back
+/// acknowledges writes once logged; back to write-through, the cache's pages go to the
+/// members first.
+async fn journal_mode_to(ctx: &ControlCtx, array: &str, to: raidd_engine::JournalMode) -> Answer {
+    let s = served(ctx, array)?;
+    let a = s.session.root();
+    let from = a.consistency().journal_mode();
+    a.consistency().set_journal_mode(to).await?;
+    let from = from.map_or_else(|| "none".to_string(), |m| m.to_string());
+    Ok((
+        format!("{array}: write journal mode {from} -> {to}\n"),
+        serde_json::json!({ "array": array, "journal_mode": { "from": from, "to": to } }),
     ))
 }
 

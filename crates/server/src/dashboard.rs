@@ -221,6 +221,19 @@ fn array(h: &mut String, a: &ServedArray) {
     }
 }
 
+/// The journal's mode, and in write-back what its cache holds (as the script writes it).
+fn journal_mode(j: &raidd_engine::JournalStatus) -> String {
+    match j.mode {
+        raidd_engine::JournalMode::WriteBack => format!(
+            "{}, {} of {} held",
+            j.mode,
+            size::short(j.cached_bytes),
+            size::short(j.cache_limit_bytes)
+        ),
+        raidd_engine::JournalMode::WriteThrough => j.mode.to_string(),
+    }
+}
+
 /// The write journal's state as the page says it (the JSON's word).
 fn journal_word(s: raidd_engine::JournalState) -> &'static str {
     match s {
@@ -250,9 +263,10 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
         let _ = writeln!(
             h,
             "<p class=\"journal\">write journal <span class=\"member\">{}</span> \
-             <span class=\"state\">{}</span></p>",
+             <span class=\"state\">{}</span> (<span class=\"mode\">{}</span>)</p>",
             esc(j.member.as_deref().unwrap_or("—")),
-            journal_word(j.state)
+            journal_word(j.state),
+            journal_mode(j)
         );
     }
     if let Some(p) = &st.sync {

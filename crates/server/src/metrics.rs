@@ -397,6 +397,25 @@ fn journal(s: &mut Sink, a: &str, j: &raidd_engine::JournalStatus) {
         );
     }
     let l = [("array", a)];
+    s.flag(
+        "raidd_array_journal_write_back",
+        "1 while the write journal is in write-back mode (writes acknowledged once logged), \
+         0 in write-through mode.",
+        &l,
+        j.mode == raidd_engine::JournalMode::WriteBack,
+    );
+    s.gauge(
+        "raidd_array_journal_cached_bytes",
+        "Bytes the write-back cache holds: acknowledged, logged, not yet on the members.",
+        &l,
+        j.cached_bytes as f64,
+    );
+    s.gauge(
+        "raidd_array_journal_cache_limit_bytes",
+        "The most the write-back cache may hold (0 in write-through mode).",
+        &l,
+        j.cache_limit_bytes as f64,
+    );
     if let (Some(log), Some(used)) = (j.log_bytes, j.used_bytes) {
         s.gauge(
             "raidd_array_journal_log_bytes",

@@ -1,8 +1,10 @@
 //! `raidd grow`: change an array while it serves (through the daemon, `--array NAME`) or
-//! offline on its members, as `mdadm --grow` does. Today: its consistency policy, the
-//! partial parity log on or off for RAID5 (`--consistency-policy ppl|resync`). The switch
-//! itself is the engine's (`Array::consistency`); offline, this assembles the array,
-//! switches, and shuts it down cleanly.
+//! offline on its members, as `mdadm --grow` does. Today: its consistency policy
+//! (`--consistency-policy resync|bitmap|ppl`), and, served only, its write journal's mode
+//! (`--journal-mode write-through|write-back`, md's `journal_mode` in sysfs: not kept on
+//! the members, so there is nothing to change offline). The switch itself is the
+//! engine's (`Array::consistency`); offline, this assembles the array, switches, and shuts
+//! it down cleanly.
 
 use clap::{Args, ValueEnum};
 
@@ -27,6 +29,12 @@ pub struct GrowArgs {
     /// K/M/G; a power of two; default 64M, as mdadm's).
     #[arg(long, value_parser = size::parse_size, value_name = "SIZE", requires = "consistency_policy")]
     pub bitmap_chunk: Option<u64>,
+    /// The write journal's mode, while the array serves (md's `journal_mode`):
+    /// `write-back` acknowledges a write once it is in the journal (clients see a volatile
+    /// cache: a flush makes it durable); `write-through` (md's default, and every start's)
+    /// once the members have it.
+    #[arg(long, value_name = "MODE", conflicts_with = "consistency_policy")]
+    pub journal_mode: Option<raidd_engine::JournalMode>,
     #[command(flatten)]
     pub on: On,
 }
@@ -50,10 +58,28 @@ impl From<Policy> for ConsistencyPolicy {
 }
 
 pub fn run(args: GrowArgs, json: bool) -> AdminResult {
+    if let Some(mode) = args.journal_mode {
+        let Some(array) = args.on.array else {
+            return Err(AdminError::usage(
+                "--journal-mode changes a served array (--array NAME): md keeps no journal \
+                 mode on the members, and every start is write-through",
+            ));
+        };
+        let socket = control::socket_path(args.on.control);
+        let req = Request::Grow {
+            array,
+            consistency_policy: None,
+            bitmap_chunk: None,
+            journal_mode: Some(mode),
+        };
+        return super::status::ask_and_print(&socket, &req, json);
+    }
     let to = args
         .consistency_policy
         .map(ConsistencyPolicy::from)
-        .ok_or_else(|| AdminError::usage("nothing to change: give --consistency-policy"))?;
+        .ok_or_else(|| {
+            AdminError::usage("nothing to change: give --consistency-policy or --journal-mode")
+        })?;
     let bitmap_chunk = match (to, args.bitmap_chunk) {
         (_, None) => None,
         (ConsistencyPolicy::Bitmap, Some(c)) => Some(
@@ -73,6 +99,7 @@ pub fn run(args: GrowArgs, json: bool) -> AdminResult {
             array,
             consistency_policy: Some(to),
             bitmap_chunk,
+            journal_mode: None,
         };
         return super::status::ask_and_print(&socket, &req, json);
     }

@@ -21,7 +21,7 @@ use super::gate::Barrier;
 use super::journal::{stripe_log_sectors, Journal};
 use super::journal_slot::RingPlace;
 use super::ppl::{log_area, write_empty, Ppl};
-use super::report::ConsistencyPolicy;
+use super::report::{ConsistencyPolicy, JournalMode};
 use super::slots::Changing;
 use super::{Array, MetaWrite};
 use crate::error::{Error, ErrorKind, Result};
@@ -86,6 +86,9 @@ impl Consistency<'_> {
                 .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness: {e}")))?;
             u64::from(u32::from_le_bytes(b))
         };
+        // Pages the write-back cache held when the journal failed are in the old log only:
+        // they go to the members (unlogged, as md writes them then) before a new log starts.
+        p.cache.drain(a).await?;
         let min = (2 * stripe_log_sectors(pg)).max(2 * 1024 * 2);
         let (sb, failed) = meta.attach_journal(member.clone(), seq, min).await?;
         a.superblocks_failed(failed, MetaWrite::Superblock).await;
@@ -103,6 +106,36 @@ impl Consistency<'_> {
         p.slots.attach_journal(&changing, member.clone());
         tracing::warn!(array = %a.name, member = %member.info().name,
             "write journal attached: the array takes writes again");
+        Ok(())
+    }
+
+    /// The write journal's mode (`None`: no journal).
+    pub fn journal_mode(&self) -> Option<JournalMode> {
+        let p = self.array.parts();
+        p.slots.journal_state().map(|_| p.cache.mode())
+    }
+
+    /// Switches the write journal between write-through and write-back while the array
+    /// serves (md's `journal_mode` in sysfs). Turning write-back off takes every page the
+    /// cache holds to the members before it returns.
+    pub async fn set_journal_mode(&self, mode: JournalMode) -> Result<()> {
+        let a = self.array;
+        let p = a.parts();
+        let refuse = |kind, why: &str| Err(Error::new(kind, format!("{}: {why}", a.name)));
+        let (Some(journal), Some(pg)) = (p.journal.live(), p.shapes.current().parity()) else {
+            return refuse(ErrorKind::InvalidInput, "it has no write journal");
+        };
+        match mode {
+            JournalMode::WriteBack if a.is_read_only() => {
+                return refuse(
+                    ErrorKind::ReadOnly,
+                    "it is read-only: write-back needs a working journal",
+                );
+            }
+            JournalMode::WriteBack => p.cache.turn_on(pg, &journal).await,
+            JournalMode::WriteThrough => p.cache.turn_off(a).await?,
+        }
+        tracing::info!(array = %a.name, "write journal mode: {mode}");
         Ok(())
     }
 

@@ -123,6 +123,9 @@ struct State {
     tail: u64,
     /// Units ahead of the tail, oldest first.
     units: VecDeque<Arc<Unit>>,
+    /// Sectors kept free for the parity of pages the write-back cache holds
+    /// (`write_back.rs`): only the writes that take those pages to the slots may use them.
+    reserved: u64,
 }
 
 #[derive(Debug)]
@@ -131,13 +134,17 @@ struct Unit {
     /// The meta block and its pages (windows on the batch's buffers, lent, not copied),
     /// until somebody writes them.
     bytes: Mutex<Option<IoVec>>,
-    /// The unit before it, until this one is durable.
+    /// The unit before it, until this one is written.
     prev: Mutex<Option<Arc<Unit>>>,
-    /// It and every unit before it are on the journal (or one of them failed: `ok`).
-    durable: Latch,
+    /// It and every unit before it are written to the journal (or one of them failed:
+    /// `ok`); durable once the journal member is flushed after.
+    written: Latch,
     ok: AtomicBool,
     /// Its batch is done with the slots (or gone): reclaim may pass it.
     done: Latch,
+    /// Its pages wait in the write-back cache: reclaim does not wait for it (the cache
+    /// writes them to the slots when it needs room).
+    cached: bool,
 }
 
 /// A unit being built: its meta block (placed when the unit takes its place at the head)
@@ -185,6 +192,7 @@ impl Journal {
                     head: place.head,
                     tail: place.tail,
                     units: VecDeque::new(),
+                    reserved: 0,
                 }),
                 reclaim: futures::lock::Mutex::new(()),
                 recovered: Mutex::new(None),
@@ -251,13 +259,58 @@ impl Journal {
     /// Takes ring space for a batch's rows, in order after every unit appended before;
     /// waits for reclaim where the ring is full. The ticket says when they are durable and
     /// must be released once the batch is done with the slots.
+    ///
+    /// A `destage` (the write-back cache taking its pages to the slots) may use the space
+    /// its pages kept, and always finds room there; any other batch leaves it alone (it
+    /// runs only in write-through mode, when the cache holds nothing).
     pub(crate) async fn append(
         &self,
         host: &impl JournalHost,
         rows: Vec<JournalRow>,
+        destage: bool,
     ) -> Result<Ticket> {
         let drafts = self.drafts(rows);
-        let need: u64 = drafts.iter().map(Draft::sectors).sum();
+        self.check_fits(&drafts, 0)?;
+        let mut drafts = Some(drafts);
+        loop {
+            if let Some(t) = self.take_room(&mut drafts, 0, false, destage)? {
+                return Ok(t);
+            }
+            if !self.reclaim(host).await? {
+                debug_assert!(
+                    false,
+                    "only the cache's units stop reclaim, and they kept room"
+                );
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    "the write journal has no room: the write-back cache holds the rest"
+                        .to_string(),
+                ));
+            }
+        }
+    }
+
+    /// Appends the data pages of a write the write-back cache takes (`rows` without parity)
+    /// where the ring has room for them and for `reserve` more sectors kept for their
+    /// parity, past what is kept already; `None`, with nothing taken, where it has not (the
+    /// caller frees room: reclaim, or the cache's oldest pages to the slots).
+    pub(crate) fn try_append_cached(
+        &self,
+        rows: Vec<JournalRow>,
+        reserve: u64,
+    ) -> Result<Option<Ticket>> {
+        debug_assert!(
+            rows.iter().all(|r| r.parity.is_none()),
+            "the cache logs data alone"
+        );
+        let drafts = self.drafts(rows);
+        self.check_fits(&drafts, reserve)?;
+        self.take_room(&mut Some(drafts), reserve, true, false)
+    }
+
+    /// An error where `drafts` and `reserve` could never fit, however empty the ring.
+    fn check_fits(&self, drafts: &[Draft], reserve: u64) -> Result<()> {
+        let need: u64 = drafts.iter().map(Draft::sectors).sum::<u64>() + reserve;
         if need + BLOCK_SECTORS > self.sh.ring {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
@@ -268,26 +321,52 @@ impl Journal {
                 ),
             ));
         }
-        loop {
-            {
-                let mut st = self.sh.st.lock().expect(crate::POISONED);
-                if self.used(&st) + need + BLOCK_SECTORS <= self.sh.ring {
-                    let units = drafts
-                        .into_iter()
-                        .map(|d| self.unit_at_head(&mut st, d))
-                        .collect::<Result<_>>()?;
-                    return Ok(Ticket {
-                        units,
-                        released: false,
-                    });
-                }
-            }
-            self.reclaim(host).await?;
+        Ok(())
+    }
+
+    /// Places `drafts` at the head if the ring has room (past the reserved space unless
+    /// `use_reserved`), keeping `reserve` more; takes them only then.
+    fn take_room(
+        &self,
+        drafts: &mut Option<Vec<Draft>>,
+        reserve: u64,
+        cached: bool,
+        use_reserved: bool,
+    ) -> Result<Option<Ticket>> {
+        let need: u64 = drafts.iter().flatten().map(Draft::sectors).sum();
+        let mut st = self.sh.st.lock().expect(crate::POISONED);
+        let kept = if use_reserved { 0 } else { st.reserved };
+        if self.used(&st) + need + kept + reserve + BLOCK_SECTORS > self.sh.ring {
+            return Ok(None);
         }
+        st.reserved += reserve;
+        let units = drafts
+            .take()
+            .into_iter()
+            .flatten()
+            .map(|d| self.unit_at_head(&mut st, d, cached))
+            .collect::<Result<_>>()?;
+        Ok(Some(Ticket {
+            units,
+            released: false,
+        }))
+    }
+
+    /// Gives back sectors kept for the parity of cached pages (they went to the slots, or a
+    /// newer write took their place).
+    pub(crate) fn unreserve(&self, sectors: u64) {
+        let mut st = self.sh.st.lock().expect(crate::POISONED);
+        assert!(st.reserved >= sectors, "gives back only what was kept");
+        st.reserved -= sectors;
+    }
+
+    /// The ring's size in sectors.
+    pub(crate) fn ring(&self) -> u64 {
+        self.sh.ring
     }
 
     /// The next unit at the head: its meta block, checksummed, and its pages.
-    fn unit_at_head(&self, st: &mut State, mut d: Draft) -> Result<Arc<Unit>> {
+    fn unit_at_head(&self, st: &mut State, mut d: Draft, cached: bool) -> Result<Arc<Unit>> {
         d.meta.seq = st.seq;
         d.meta.position = st.head;
         let mut block = AlignedBuf::for_overwrite(BLOCK);
@@ -301,9 +380,10 @@ impl Journal {
             position: st.head,
             bytes: Mutex::new(Some(buf)),
             prev: Mutex::new(st.units.back().cloned()),
-            durable: Latch::default(),
+            written: Latch::default(),
             ok: AtomicBool::new(false),
             done: Latch::default(),
+            cached,
         });
         st.head = self.add(st.head, d.meta.sectors());
         st.seq = st.seq.wrapping_add(1);
@@ -317,8 +397,10 @@ impl Journal {
 
     /// Frees ring space: waits for the oldest unit's batch to be done with the slots, then
     /// flushes the slots and moves the tail past every unit done, in the journal member's
-    /// superblock. An error when the journal fails (the array is read-only then).
-    pub(crate) async fn reclaim(&self, host: &impl JournalHost) -> Result<()> {
+    /// superblock. Whether it freed any: it does not wait for a unit whose pages the
+    /// write-back cache holds (the cache takes them to the slots first). An error when the
+    /// journal fails (the array is read-only then).
+    pub(crate) async fn reclaim(&self, host: &impl JournalHost) -> Result<bool> {
         let _one = self.sh.reclaim.lock().await;
         loop {
             let (front, passed, tail) = {
@@ -326,7 +408,7 @@ impl Journal {
                 let passed = st
                     .units
                     .iter()
-                    .take_while(|u| u.done.is_set() && u.durable.is_set())
+                    .take_while(|u| u.done.is_set() && u.written.is_set())
                     .count();
                 let front = st.units.get(passed).cloned();
                 let tail = front.as_ref().map_or(st.head, |u| u.position);
@@ -334,13 +416,14 @@ impl Journal {
             };
             if passed == 0 {
                 match front {
+                    Some(u) if u.cached && !u.done.is_set() => return Ok(false),
                     Some(u) => {
                         // A unit nobody wrote (its batch dropped early) is written now.
                         self.settle(host, &u).await;
                         u.done.wait().await;
                         continue;
                     }
-                    None => return Ok(()),
+                    None => return Ok(false),
                 }
             }
             host.flush_slots().await;
@@ -352,16 +435,16 @@ impl Journal {
             );
             st.units.drain(..passed);
             st.tail = tail;
-            return Ok(());
+            return Ok(true);
         }
     }
 
-    /// Makes `unit` durable, writing it where its batch never did, after every unit before
-    /// it; whether all of them reached the journal.
+    /// Writes `unit` where its batch never did, after every unit before it; whether all of
+    /// them reached the journal (written, not yet flushed).
     async fn settle(&self, host: &impl JournalHost, unit: &Arc<Unit>) -> bool {
         let mine = unit.bytes.lock().expect(crate::POISONED).take();
         let Some(bytes) = mine else {
-            unit.durable.wait().await;
+            unit.written.wait().await;
             return unit.ok.load(Ordering::Acquire);
         };
         let wrote = self.write(host, unit.position, bytes).await;
@@ -371,12 +454,12 @@ impl Journal {
             None => true,
         };
         unit.ok.store(wrote && before, Ordering::Release);
-        unit.durable.set();
+        unit.written.set();
         wrote && before
     }
 
-    /// Writes a unit's blocks at `position` (in two pieces where it wraps the ring) and
-    /// flushes the journal member; on error the journal fails.
+    /// Writes a unit's blocks at `position` (in two pieces where it wraps the ring); on
+    /// error the journal fails.
     async fn write(&self, host: &impl JournalHost, position: u64, mut blocks: IoVec) -> bool {
         let Some(member) = host.slots().journal_member() else {
             return false;
@@ -395,15 +478,32 @@ impl Journal {
                 Err(e) => Err(e),
             }
         };
-        let r = match r {
-            Ok(()) => member.flush().await,
-            Err(e) => Err(e),
-        };
         match r {
             Ok(()) => true,
             Err(e) => {
                 host.fail_journal(&member, &e).await;
                 false
+            }
+        }
+    }
+
+    /// Makes every unit written so far durable (a flush of the journal member); on error
+    /// the journal fails.
+    pub(crate) async fn flush(&self, host: &impl JournalHost) -> Result<()> {
+        let failed = || {
+            Error::new(
+                ErrorKind::ReadOnly,
+                "the write journal failed: the array takes no more writes".to_string(),
+            )
+        };
+        let Some(member) = host.slots().journal_member() else {
+            return Err(failed());
+        };
+        match member.flush().await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                host.fail_journal(&member, &e).await;
+                Err(failed())
             }
         }
     }
@@ -455,10 +555,18 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
-    /// Returns once the batch's units and every unit before them are on the journal: the
-    /// batch may then write the slots. An error when the journal failed on the way (the
-    /// batch must not write the slots: nothing would recover a torn stripe).
+    /// Returns once the batch's units and every unit before them are on the journal and
+    /// flushed: the batch may then write the slots. An error when the journal failed on the
+    /// way (the batch must not write the slots: nothing would recover a torn stripe).
     pub(crate) async fn durable(&self, journal: &Journal, host: &impl JournalHost) -> Result<()> {
+        self.written(journal, host).await?;
+        journal.flush(host).await
+    }
+
+    /// Returns once the batch's units and every unit before them are written to the
+    /// journal (not yet flushed: a write the write-back cache acknowledges, made durable by
+    /// the next flush).
+    pub(crate) async fn written(&self, journal: &Journal, host: &impl JournalHost) -> Result<()> {
         let all = futures::future::join_all(self.units.iter().map(|u| journal.settle(host, u)))
             .await
             .into_iter()

@@ -42,6 +42,8 @@ mod slot_member;
 mod slots;
 mod start;
 mod status;
+mod stripe_holds;
+mod write_back;
 
 use std::fmt;
 use std::io;
@@ -70,8 +72,9 @@ pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
 pub use passes::Passes;
 pub use report::{
-    ArrayState, ArrayStatus, BitmapStatus, ConsistencyPolicy, CounterStatus, JournalStatus,
-    MemberDab, MemberIoStatus, PplRecovered, SlotState, SlotStatus, StripeCacheStatus,
+    ArrayState, ArrayStatus, BitmapStatus, ConsistencyPolicy, CounterStatus, JournalMode,
+    JournalStatus, MemberDab, MemberIoStatus, PplRecovered, SlotState, SlotStatus,
+    StripeCacheStatus,
 };
 pub use shape::{Shape, Shapes};
 pub use slots::{Changing, Failed, SlotParts, Slots};
@@ -145,6 +148,8 @@ pub struct Array {
     /// md's write journal: every RAID4/5/6 stripe write is logged there first once it is
     /// started (`journal.rs`, `start.rs`, `parity/logged.rs`).
     journal: journal::JournalLog,
+    /// The write journal's write-back cache (idle in write-through mode, md's default).
+    cache: write_back::WriteBack,
     passes: Passes,
     /// Set once too many members have failed to serve every sector.
     failed: AtomicBool,
@@ -168,6 +173,7 @@ struct Parts<'a> {
     parity: Option<&'a ParityIo>,
     ppl: Option<ppl::Ppl>,
     journal: &'a journal::JournalLog,
+    cache: &'a write_back::WriteBack,
     counters: &'a Counters,
 }
 
@@ -300,6 +306,7 @@ impl Array {
                 )
             })),
             journal: journal::JournalLog::new(journal_place),
+            cache: write_back::WriteBack::default(),
             passes: Passes::new(unclean),
             failed: AtomicBool::new(false),
             idle_since: Mutex::new((0, std::time::Instant::now())),
@@ -362,6 +369,7 @@ impl Array {
             parity: self.levels.parity(),
             ppl: self.ppl(),
             journal: &self.journal,
+            cache: &self.cache,
             counters: &self.counters,
         }
     }
@@ -584,6 +592,10 @@ impl Array {
         if self.intent.sweep_due() {
             self.sweep_intent(false).await;
         }
+        // The write-back cache's pages held for a period go to the members.
+        if let Err(e) = self.cache.tick(self).await {
+            tracing::warn!(array = %self.name, "write-back cache: {e}");
+        }
     }
 
     /// Chunks whose write-intent bit is set, out of all (`None` without a bitmap).
@@ -674,41 +686,51 @@ impl Array {
         }
         self.counters.add(|s| &s.reads, 1);
         self.counters.add(|s| &s.read_bytes, len);
-        // One extent on one readable copy (every small read, and any read within a chunk):
-        // the caller's windows go to that member as they are, with nothing to plan. Reads
-        // bypass the stripe cache (it is write-through), so parity levels take this path too.
-        let pieces = self.shape(offset, len).pieces_of(offset, len);
-        // One piece of an in-sync member goes straight to it, unless the parity path must
-        // see every read (its read bypass turned off).
-        let direct = self.levels.read_bypass();
-        let iov = match pieces.as_slice() {
-            [p] if direct => match Host::readable_copy(self, p) {
-                Some(loc) => {
-                    let at = self.slots.member_offset(loc.member, loc.sector);
-                    match member_io::read_member(self, loc.member, at, iov).await {
-                        (Ok(()), iov) => return (Ok(()), iov),
-                        (r, iov) if crate::member::windows_lost(&r) => {
-                            return (Err(Host::lost_windows(self, loc.member)), iov)
+        // Pages the write-back cache holds are taken before the members are read, and
+        // copied over what they return.
+        let held = self.cache.snapshot(offset, len);
+        let (r, iov) = async {
+            // One extent on one readable copy (every small read, and any read within a chunk):
+            // the caller's windows go to that member as they are, with nothing to plan. Reads
+            // bypass the stripe cache (it is write-through), so parity levels take this path too.
+            let pieces = self.shape(offset, len).pieces_of(offset, len);
+            // One piece of an in-sync member goes straight to it, unless the parity path must
+            // see every read (its read bypass turned off).
+            let direct = self.levels.read_bypass();
+            let iov = match pieces.as_slice() {
+                [p] if direct => match Host::readable_copy(self, p) {
+                    Some(loc) => {
+                        let at = self.slots.member_offset(loc.member, loc.sector);
+                        match member_io::read_member(self, loc.member, at, iov).await {
+                            (Ok(()), iov) => return (Ok(()), iov),
+                            (r, iov) if crate::member::windows_lost(&r) => {
+                                return (Err(Host::lost_windows(self, loc.member)), iov)
+                            }
+                            (Err(_), iov) => iov, // that member is failed now: plan without it
                         }
-                        (Err(_), iov) => iov, // that member is failed now: plan without it
                     }
+                    None => iov,
+                },
+                _ => iov,
+            };
+            // The general path runs in a block of its own (from the thread's pool): it holds a
+            // batch of member reads while it waits, and inline it would make every read's state
+            // in flight that large, the small reads that never take it included (about 4.7 KB
+            // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
+            // member failed.
+            match &self.levels {
+                Levels::Parity(p) => {
+                    raidd_rt::PooledFuture::new(p.read(self, offset, iov, &pieces)).await
                 }
-                None => iov,
-            },
-            _ => iov,
-        };
-        // The general path runs in a block of its own (from the thread's pool): it holds a
-        // batch of member reads while it waits, and inline it would make every read's state
-        // in flight that large, the small reads that never take it included (about 4.7 KB
-        // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
-        // member failed.
-        match &self.levels {
-            Levels::Parity(p) => {
-                raidd_rt::PooledFuture::new(p.read(self, offset, iov, &pieces)).await
+                Levels::Mapped(m) => {
+                    raidd_rt::PooledFuture::new(m.read(self, offset, iov, &pieces)).await
+                }
             }
-            Levels::Mapped(m) => {
-                raidd_rt::PooledFuture::new(m.read(self, offset, iov, &pieces)).await
-            }
+        }
+        .await;
+        match held {
+            Some(held) if r.is_ok() => (r, write_back::overlay(&held, offset, iov)),
+            _ => (r, iov),
         }
     }
 
@@ -748,6 +770,17 @@ impl Array {
         }
         self.counters.add(|s| &s.writes, 1);
         self.counters.add(|s| &s.written_bytes, len);
+        // With a write journal, the write-back cache takes the write where it is on; the
+        // journal's mode stays as it is while the write runs.
+        let cache = &self.cache;
+        let journal = self.journal.live();
+        let _mode = match &journal {
+            Some(_) => Some(cache.pass().await),
+            None => None,
+        };
+        if let (Some(j), true) = (&journal, cache.is_on()) {
+            return cache.write(self, j, offset, iov).await;
+        }
         let _pass = self.enter_gate(offset, len).await;
         self.ensure_dirty().await?;
         let _intent = self.note_intent(offset, len).await?;
@@ -803,6 +836,9 @@ impl Array {
 
     /// Makes every acknowledged write durable on every in-sync member.
     pub async fn flush(&self) -> Result<()> {
+        if let Some(r) = self.cache.flush(self).await {
+            return r;
+        }
         self.flush_members(|_| true).await
     }
 
@@ -810,6 +846,9 @@ impl Array {
     /// members that write went to (its data's copies, and the parity of its stripes).
     pub async fn flush_range(&self, offset: u64, len: u64) -> Result<()> {
         self.check_range(offset, len, true)?;
+        if let Some(r) = self.cache.flush(self).await {
+            return r;
+        }
         let written = self
             .shape(offset, len)
             .geometry()
@@ -875,6 +914,11 @@ impl Array {
     /// bitmap marks, where there is one). Writes that come after a clean close mark the
     /// array dirty again before they reach a member.
     pub async fn close(&self) -> Result<Closed> {
+        // Pages the write-back cache holds go to the members first (a read-only array's
+        // too: its journal failed with pages held).
+        if let Err(e) = self.cache.drain(self).await {
+            tracing::warn!(array = %self.name, "write-back cache not emptied: {e} (the journal keeps its pages)");
+        }
         if self.read_only || self.failed.load(Ordering::Acquire) {
             return Ok(Closed::Clean);
         }

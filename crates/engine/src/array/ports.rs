@@ -15,6 +15,7 @@ use super::member_io::Owner;
 use super::ppl::Ppl;
 use super::slots::Failed;
 use super::slots::Slots;
+use super::write_back::WriteBackHost;
 use super::{lost, lost_windows, rotation, Array, MetaWrite};
 use crate::error::{Error, ErrorKind, Result};
 use crate::member::Member;
@@ -154,6 +155,42 @@ impl Host for Array {
     }
 
     fn journal(&self) -> Option<Journal> {
-        self.journal.live()
+        // A failed or missing journal takes nothing: the array is read-only then, and the
+        // write-back cache's pages go to the members unlogged, as md writes them.
+        let works = self
+            .slots()
+            .journal_state()
+            .is_some_and(|s| s.allows_writes());
+        self.journal.live().filter(|_| works)
+    }
+}
+
+impl WriteBackHost for Array {
+    fn write_stripe(
+        &self,
+        stripe: u64,
+        pieces: Vec<(u64, raidd_rt::IoVec)>,
+    ) -> LocalBoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
+                return Ok(());
+            };
+            let end = last.0 + last.1.iter().map(|b| b.len() as u64).sum::<u64>();
+            let _pass = self.enter_gate(first.0, end - first.0).await;
+            self.ensure_dirty().await?;
+            let parity = self
+                .levels
+                .parity()
+                .expect("the write-back cache is a parity array's");
+            parity.write_pieces(self, stripe, pieces).await
+        })
+    }
+
+    fn read_bytes(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> LocalBoxFuture<'_, Result<raidd_rt::AlignedBuf>> {
+        Box::pin(self.read_to_buf(offset, len))
     }
 }

@@ -164,6 +164,11 @@ pub struct PplRecovered {
 pub struct JournalStatus {
     pub member: Option<String>,
     pub state: JournalState,
+    /// md's journal_mode: whether writes are acknowledged once logged (write-back).
+    pub mode: JournalMode,
+    /// What the write-back cache holds, and the most it may.
+    pub cached_bytes: u64,
+    pub cache_limit_bytes: u64,
     /// The log's size and the bytes between its tail and head (units not yet reclaimed),
     /// while the journal is in the write path.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,6 +178,41 @@ pub struct JournalStatus {
     /// What the start replayed from the log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered: Option<super::journal_replay::JournalRecovered>,
+}
+
+/// How the write journal acknowledges writes (md's `journal_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JournalMode {
+    /// Once the members have them, logged first (md's default).
+    #[default]
+    WriteThrough,
+    /// Once logged: the members get them later from the write-back cache; clients see a
+    /// volatile cache, made durable by a flush.
+    WriteBack,
+}
+
+impl std::fmt::Display for JournalMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JournalMode::WriteThrough => "write-through",
+            JournalMode::WriteBack => "write-back",
+        })
+    }
+}
+
+impl std::str::FromStr for JournalMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "write-through" => Ok(JournalMode::WriteThrough),
+            "write-back" => Ok(JournalMode::WriteBack),
+            _ => Err(format!(
+                "unknown journal mode {s:?} (write-through or write-back)"
+            )),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]

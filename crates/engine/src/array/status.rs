@@ -49,9 +49,18 @@ impl Array {
             journal: slots.journal_state().map(|state| {
                 let live = p.journal.live();
                 let place = live.as_ref().map(|j| j.place());
+                let cache = p.cache;
+                let page = raidd_md::journal::BLOCK as u64;
                 JournalStatus {
                     member: slots.journal_member().map(|m| m.info().name.clone()),
                     state,
+                    mode: cache.mode(),
+                    cached_bytes: cache.pages() as u64 * page,
+                    cache_limit_bytes: if cache.is_on() {
+                        cache.limit() as u64 * page
+                    } else {
+                        0
+                    },
                     log_bytes: place.map(|p| p.ring * SECTOR_SIZE),
                     used_bytes: place.map(|p| (p.head + p.ring - p.tail) % p.ring * SECTOR_SIZE),
                     recovered: live.and_then(|j| j.recovered()),

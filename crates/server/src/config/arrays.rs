@@ -29,6 +29,8 @@ pub(super) struct RawArray {
     /// RAID4/5/6: whether small writes on an idle stripe skip the cache (auto, always,
     /// never).
     write_alone: Option<String>,
+    /// RAID4/5/6 with a write journal: "write-through" (md's default) or "write-back".
+    journal_mode: Option<String>,
     /// RAID4/5/6: start even if stopped uncleanly and degraded (data may read back wrong).
     #[serde(default)]
     start_dirty_degraded: bool,
@@ -54,6 +56,8 @@ pub struct ArrayConfig {
     pub gather: raidd_engine::Gather,
     /// Whether small writes that find their stripe idle skip the stripe cache.
     pub write_alone: raidd_engine::Alone,
+    /// The write journal's mode once started (md starts every array write-through).
+    pub journal_mode: raidd_engine::JournalMode,
     /// Start the array even if it was stopped uncleanly and is degraded (RAID4/5/6).
     pub start_dirty_degraded: bool,
     /// Mark the array clean once no write has started for this long (md's safe mode);
@@ -136,6 +140,12 @@ fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, Strin
             .parse::<raidd_engine::Alone>()
             .map_err(|e| format!("array {:?}: write_alone: {e}", a.name))?,
     };
+    let journal_mode = match &a.journal_mode {
+        None => raidd_engine::JournalMode::WriteThrough,
+        Some(m) => m
+            .parse::<raidd_engine::JournalMode>()
+            .map_err(|e| format!("array {:?}: journal_mode: {e}", a.name))?,
+    };
     let safe_mode_delay = match a.safe_mode_delay.as_deref() {
         None => Some(DEFAULT_SAFE_MODE_DELAY),
         Some(t) => {
@@ -151,6 +161,7 @@ fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, Strin
         stripe_cache,
         gather,
         write_alone,
+        journal_mode,
         start_dirty_degraded: a.start_dirty_degraded,
         safe_mode_delay,
         dab,

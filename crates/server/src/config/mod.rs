@@ -944,7 +944,8 @@ mod tests {
     fn stripe_cache_and_gather_per_array() {
         let c = parse(
             "[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstripe_cache = \"4M\"\ngather = \"limit:16\"\n\
-             write_alone = \"never\"\n[[array]]\nname = \"b\"\nmembers = [\"y\"]\n",
+             write_alone = \"never\"\njournal_mode = \"write-back\"\n\
+             [[array]]\nname = \"b\"\nmembers = [\"y\"]\n",
         )
         .expect("valid");
         assert_eq!(c.arrays[0].stripe_cache, 4 << 20);
@@ -953,6 +954,14 @@ mod tests {
         assert_eq!(c.arrays[1].gather, raidd_engine::Gather::Plug);
         assert_eq!(c.arrays[0].write_alone, raidd_engine::Alone::Never);
         assert_eq!(c.arrays[1].write_alone, raidd_engine::Alone::Auto);
+        assert_eq!(
+            c.arrays[0].journal_mode,
+            raidd_engine::JournalMode::WriteBack
+        );
+        assert_eq!(
+            c.arrays[1].journal_mode,
+            raidd_engine::JournalMode::WriteThrough
+        );
         let none = parse("[[array]]\nname = \"a\"\nmembers = [\"x\"]\nstripe_cache = \"0\"\n")
             .expect("valid");
         assert_eq!(none.arrays[0].stripe_cache, 0);
@@ -962,6 +971,10 @@ mod tests {
             ("gather = \"sometimes\"", "unknown gather policy"),
             ("gather = \"limit:0\"", "unknown gather policy"),
             ("write_alone = \"sometimes\"", "write_alone: unknown policy"),
+            (
+                "journal_mode = \"write-around\"",
+                "journal_mode: unknown journal mode",
+            ),
         ] {
             let e = parse(&format!(
                 "[[array]]\nname = \"a\"\nmembers = [\"x\"]\n{line}\n"

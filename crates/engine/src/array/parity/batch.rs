@@ -192,6 +192,7 @@ impl ParityIo {
         self.queue_data(host, o, &new, &mut chunks, end, writes);
         self.queue_parity(host, o, parity, end, writes);
         if let Some(data) = journal {
+            log.destage = parts.iter().all(|p| p.logged);
             log.journal
                 .extend(journal_rows(host.parity_shape(), o, data));
         }
@@ -511,6 +512,11 @@ impl NewRows<'_> {
                     s.0.iter()
                         .find(|(r, _)| r.start <= start && start + PAGE_ROWS <= r.end);
                 if let Some((_, part)) = whole {
+                    if self.parts[*part].logged {
+                        // The write-back cache logged this page when it took it: the row
+                        // logs its parity alone (md's flush of a cached stripe).
+                        continue;
+                    }
                     let page = match self.bytes(dd, &page_rows, *part) {
                         Bytes::Window(w) => w,
                         Bytes::Copy(c) => lend(c),

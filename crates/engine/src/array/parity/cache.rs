@@ -248,6 +248,7 @@ impl StripeCache {
         req: Arc<Req>,
         offset: u64,
         cover: ChunkCover,
+        logged: bool,
     ) -> Arc<Signal> {
         let mut signal = signal();
         let mut sh = self.shard(stripe).lock().expect(crate::POISONED);
@@ -264,6 +265,7 @@ impl StripeCache {
             req,
             offset,
             cover,
+            logged,
             signal: signal.clone(),
         });
         debug_assert!(head.leader, "a stripe with parts pending has a leader");

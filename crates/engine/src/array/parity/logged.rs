@@ -33,6 +33,8 @@ pub(crate) type LogItems = SmallVec<[LogItem; 2]>;
 pub(crate) struct Logs {
     pub(crate) ppl: LogItems,
     pub(crate) journal: Vec<JournalRow>,
+    /// Every part is the write-back cache's (logged already): the rows are a destage's.
+    pub(crate) destage: bool,
 }
 
 impl Logs {
@@ -176,7 +178,7 @@ impl ParityIo {
         let ios = writes.into_ios();
         if let (Some(journal), false) = (host.journal(), log.journal.is_empty()) {
             // A journal that fails on the way fails the batch before any member write.
-            let ticket = journal.append(host, log.journal).await?;
+            let ticket = journal.append(host, log.journal, log.destage).await?;
             ticket.durable(&journal, host).await?;
             let r = self.written(host, &host.issue_writes(ios).await);
             ticket.release();

@@ -196,6 +196,9 @@ pub(crate) struct Part {
     pub(crate) offset: u64,
     /// Per data chunk, the rows this part writes.
     pub(crate) cover: ChunkCover,
+    /// Its data is in the write journal already (the write-back cache's pages on their way
+    /// to the members): its batch logs their rows' parity alone.
+    pub(crate) logged: bool,
     pub(super) signal: Arc<Signal>,
 }
 

@@ -57,12 +57,44 @@ impl ParityIo {
                 }
             }
             return self
-                .follow(host, self.attach(stripe, req, offset, cover))
+                .follow(host, self.attach(stripe, req, offset, cover, false))
                 .await;
         }
         // In a block of its own (pooled): its tables would otherwise be part of every small
         // write's state.
         PooledFuture::new(self.write_stripes(host, req, offset, shares)).await
+    }
+
+    /// Writes pieces of one stripe (each an array byte offset and its windows, within the
+    /// stripe) as one batch: every piece is attached before any is led, so the leader takes
+    /// them all, and one parity computation (and one journal record of it) covers every row
+    /// they write. The write-back cache takes a stripe's pages to the members this way
+    /// (`write_back.rs`): the parity it logs must cover all the stripe's cached data.
+    pub(crate) async fn write_pieces(
+        &self,
+        host: &impl Host,
+        stripe: u64,
+        pieces: Vec<(u64, IoVec)>,
+    ) -> Result<()> {
+        let pg = host.parity_shape();
+        let shares: Vec<Share<'_>> = pieces
+            .into_iter()
+            .map(|(offset, iov)| {
+                let req = Req::shared(iov);
+                let sectors = req.len() as u64 / SECTOR_SIZE;
+                let mut s = stripe_shares(pg, offset / SECTOR_SIZE, sectors);
+                let (at, cover) = s.next().expect("a piece has bytes");
+                assert!(
+                    at == stripe && s.next().is_none(),
+                    "a piece within stripe {stripe}"
+                );
+                self.attach(stripe, req, offset, cover, true)
+            })
+            .collect();
+        futures::future::join_all(shares.into_iter().map(|s| self.follow(host, s)))
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// A write within one data chunk, alone on its stripe, by read-modify-write straight to
@@ -169,11 +201,20 @@ impl ParityIo {
         Some(PooledFuture::new(self.issue_logged(host, writes, log)).await)
     }
 
-    fn attach(&self, stripe: u64, req: Arc<Req>, offset: u64, cover: ChunkCover) -> Share<'_> {
+    /// Attaches a request's share of a stripe to its head (`logged`: its data is in the
+    /// write journal already).
+    fn attach(
+        &self,
+        stripe: u64,
+        req: Arc<Req>,
+        offset: u64,
+        cover: ChunkCover,
+        logged: bool,
+    ) -> Share<'_> {
         Share {
             cache: &self.cache,
             stripe,
-            signal: Some(self.cache.attach(stripe, req, offset, cover)),
+            signal: Some(self.cache.attach(stripe, req, offset, cover, logged)),
             armed: true,
         }
     }
@@ -194,7 +235,7 @@ impl ParityIo {
         let mut shares: Table<[(Share<'_>, bool); 4]> = stripes
             .map(|(stripe, cover)| {
                 let w = cover.covers_stripe(data);
-                (self.attach(stripe, req.clone(), offset, cover), w)
+                (self.attach(stripe, req.clone(), offset, cover, false), w)
             })
             .collect();
         drop(req);

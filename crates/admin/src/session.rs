@@ -24,6 +24,9 @@ pub struct Start {
     pub member_timeout: Option<std::time::Duration>,
     /// A DMA-aligned buffer in front of every member, one pool for them all.
     pub dab: Option<DabSetting>,
+    /// The outermost array's write journal mode once started (md starts every array
+    /// write-through); write-back on an array without a working journal is an error.
+    pub journal_mode: raidd_engine::JournalMode,
 }
 
 /// A DMA-aligned buffer's memory and block size, in bytes, and how writes meet it.
@@ -176,6 +179,13 @@ pub async fn assemble(
             a.array.size_bytes(),
             if opts.read_only { ", read-only" } else { "" }
         );
+    }
+    if start.journal_mode != raidd_engine::JournalMode::WriteThrough {
+        arrays[root]
+            .array
+            .consistency()
+            .set_journal_mode(start.journal_mode)
+            .await?;
     }
     Ok(Session {
         arrays,

@@ -206,6 +206,7 @@ fn array_scan(args: &ScanArgs) -> AdminResult<Scanned> {
             dirty_degraded: false,
             member_timeout: None,
             dab: None,
+            journal_mode: raidd_engine::JournalMode::WriteThrough,
         };
         session::assemble(&paths, Access::ReadOnly, false, start).await
     })?;

@@ -1286,19 +1286,23 @@ fn sb_state(member: &Path) -> String {
 /// Kills `raidd pattern write --generation 2` over `members` part way, until the kill
 /// leaves the array dirty (a write in flight when it came); at most a few tries.
 fn kill_while_writing(members: &[PathBuf], seed: u64) {
-    kill_while_writing_until(members, seed, || sb_state(&members[0]) == "active");
+    kill_while_writing_until(members, seed, &[], || sb_state(&members[0]) == "active");
 }
 
 /// Kills `raidd pattern write --generation 2` over `members` part way, until `left()` says
 /// the kill left what the test needs; at most a few tries.
-fn kill_while_writing_until(members: &[PathBuf], seed: u64, left: impl Fn() -> bool) {
+fn kill_while_writing_until(
+    members: &[PathBuf],
+    seed: u64,
+    extra: &[&str],
+    left: impl Fn() -> bool,
+) {
     let seed = seed.to_string();
+    let mut args = vec!["pattern", "write", "--seed", &seed, "--generation", "2"];
+    args.extend(extra);
     for attempt in 0..8u64 {
         let mut w = Command::new(env!("CARGO_BIN_EXE_raidd"))
-            .args(args_with(
-                &["pattern", "write", "--seed", &seed, "--generation", "2"],
-                members,
-            ))
+            .args(args_with(&args, members))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -1459,17 +1463,25 @@ fn journal_log(
 /// checksum, the kernel's crc32c_le seeded with the UUID's, every data page holding the
 /// pattern of the array sectors its payload names), and raidd starts the array from it,
 /// replaying it, and every sector reads back. Both arrays stay clean in their superblocks,
-/// as md keeps an array with a journal.
+/// as md keeps an array with a journal. The same again in write-back mode, each side's
+/// cache holding pages its members never got: raidd's degraded RAID5 (the kernel reports
+/// the data-only stripes it recovers) and the kernel's RAID5 (raidd writes the data pages
+/// through the array).
 #[test]
 #[ignore = "needs the qemu guest: scripts/test.sh runs it"]
 fn write_journals_move_both_ways() {
     use common::daemon::{array_config, Daemon};
     use raidd_md::journal::Payload;
     let dir = scratch();
-    let (all, share) = common::guest::blank_images(dir.path(), "journal", 11, MEMBER_BYTES);
-    // raidd's RAID6 (vdb-vdf, journal vdg), then the kernel's RAID5 (vdh-vdk, journal vdl).
-    let (ours, imgs) = all.split_at(6);
+    let (all, share) = common::guest::blank_images(dir.path(), "journal", 19, MEMBER_BYTES);
+    // raidd's RAID6 (vdb-vdf, journal vdg), the kernel's RAID5 (vdh-vdk, journal vdl), and
+    // in write-back mode raidd's RAID5 (vdm-vdo, journal vdp) and the kernel's (vdq-vds,
+    // journal vdt).
+    let (ours, rest) = all.split_at(6);
+    let (imgs, rest) = rest.split_at(5);
+    let (ours_wb, theirs_wb) = rest.split_at(4);
     let (sa, seed) = (seed_of(94), seed_of(93));
+    let (sw, seed_wb) = (seed_of(95), seed_of(96));
     let journal = ours[5].display().to_string();
     let create = [
         "create",
@@ -1492,7 +1504,7 @@ fn write_journals_move_both_ways() {
     // Degraded: slot 4 (vdf) stays away from here on.
     let degraded: Vec<PathBuf> = ours[..4].iter().chain(&ours[5..]).cloned().collect();
     // md keeps an array with a journal clean: what the kill leaves is in the log.
-    kill_while_writing_until(&degraded, sa, || {
+    kill_while_writing_until(&degraded, sa, &[], || {
         journal_log(&ours[5])
             .0
             .iter()
@@ -1503,6 +1515,33 @@ fn write_journals_move_both_ways() {
         "clean",
         "md keeps a journal array clean"
     );
+    // raidd's RAID5 in write-back mode, killed with one member away while its cache holds
+    // pages the members never got: the log holds units of data alone.
+    let journal_wb = ours_wb[3].display().to_string();
+    let mut create_wb = create.to_vec();
+    create_wb[2] = "raid5";
+    create_wb[7] = "wb";
+    create_wb[9] = &journal_wb;
+    raidd(&args_with(&create_wb, &ours_wb[..3])).ok();
+    raidd(&args_with(
+        &["pattern", "write", "--seed", &sw.to_string()],
+        ours_wb,
+    ))
+    .ok();
+    let degraded_wb: Vec<PathBuf> = [&ours_wb[0], &ours_wb[1], &ours_wb[3]]
+        .into_iter()
+        .cloned()
+        .collect();
+    kill_while_writing_until(&degraded_wb, sw, &["--journal-mode", "write-back"], || {
+        journal_log(&ours_wb[3]).0.iter().any(|(m, _)| {
+            let data = m.payloads.iter().any(|p| matches!(p, Payload::Data { .. }));
+            let parity = m
+                .payloads
+                .iter()
+                .any(|p| matches!(p, Payload::Parity { .. }));
+            data && !parity
+        })
+    });
     let job = format!(
         r#"set -u
 mdadm --assemble /dev/md0 --run /dev/vdb /dev/vdc /dev/vdd /dev/vde /dev/vdg || exit 2
@@ -1517,6 +1556,16 @@ echo check > /sys/block/md0/md/sync_action; mdadm --wait /dev/md0
 echo "MISMATCH-J $(cat /sys/block/md0/md/mismatch_cnt)"
 ./raidd pattern verify --raw /dev/md0 --seed {sa} --generation 2 --since 1 || exit 4
 mdadm --stop /dev/md0 || exit 5
+mdadm --assemble /dev/md2 --run /dev/vdm /dev/vdn /dev/vdp || exit 12
+dmesg | grep -E 'md/raid:md2: (recovering|starting from clean)' | sed 's/^[^]]*] /KERNEL /'
+./raidd pattern verify --raw /dev/md2 --seed {sw} --generation 2 --since 1 || exit 13
+mdadm --stop /dev/md2 || exit 14
+mdadm --create /dev/md3 --run --metadata=1.2 --level=5 --raid-devices=3 --chunk=64 \
+    --assume-clean --write-journal /dev/vdt /dev/vdq /dev/vdr /dev/vds || exit 15
+echo write-back > /sys/block/md3/md/journal_mode || exit 16
+echo "MODE3 $(cat /sys/block/md3/md/journal_mode)"
+./raidd pattern write --raw /dev/md3 --seed {seed_wb} || exit 17
+(while :; do ./raidd pattern write --raw /dev/md3 --seed {seed_wb} --generation 2; done) &
 mdadm --create /dev/md1 --run --metadata=1.2 --level=5 --raid-devices=4 --chunk=64 \
     --assume-clean --write-journal /dev/vdl /dev/vdh /dev/vdi /dev/vdj /dev/vdk || exit 6
 echo "MODE $(cat /sys/block/md1/md/journal_mode)"
@@ -1552,6 +1601,21 @@ echo b > /proc/sysrq-trigger
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(replayed > 0, "the kernel replayed raidd's log:\n{log}");
+    // And raidd's write-back log: pages logged alone, which md calls data-only stripes.
+    let data_only: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("KERNEL md/raid:md2: recovering "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        data_only > 0,
+        "the kernel replayed raidd's write-back log:\n{log}"
+    );
+    assert!(
+        log.contains("MODE3 write-through [write-back]"),
+        "the kernel's array in write-back:\n{log}"
+    );
     assert_eq!(
         sb_state(&imgs[0]),
         "clean",
@@ -1614,4 +1678,20 @@ echo b > /proc/sysrq-trigger
     let verify = ["pattern", "verify", "--seed", &seed, "--generation", "2"];
     let verify: Vec<&str> = verify.into_iter().chain(["--since", "1"]).collect();
     raidd(&args_with(&verify, imgs)).ok();
+    // The kernel's write-back log: data md acknowledged from its cache is in the log alone,
+    // and raidd's start writes it through the array.
+    let daemon = Daemon::start(dir.path(), &array_config("k3", theirs_wb));
+    let ctl = daemon.control.display().to_string();
+    let st = wait_for(&ctl, "k3", |_| true);
+    let r = &st["journal"]["recovered"];
+    assert!(
+        r["data_pages"].as_u64().unwrap_or(0) > 0 && r["skipped"] == 0,
+        "{st}\n{}",
+        daemon.log()
+    );
+    daemon.stop();
+    let seed_wb = seed_wb.to_string();
+    let verify = ["pattern", "verify", "--seed", &seed_wb, "--generation", "2"];
+    let verify: Vec<&str> = verify.into_iter().chain(["--since", "1"]).collect();
+    raidd(&args_with(&verify, theirs_wb)).ok();
 }

@@ -964,6 +964,18 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     );
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert!(lines > 30, "too little progress: {lines} flushed writes");
+    // The mode lives in the running array alone (md keeps none on the members): offline
+    // there is nothing to switch.
+    let offline = raidd(&args_with(
+        &["grow", "--journal-mode", "write-back"],
+        &present,
+    ))
+    .expect(2);
+    assert!(
+        offline.error().contains("served array"),
+        "{}",
+        offline.error()
+    );
     // A clean start and stop with the journal first: in write-back mode acknowledged writes
     // may be in the journal alone, and the replay puts them on the members.
     let d = Daemon::start(dir.path(), &cfg);

@@ -84,6 +84,7 @@ pub fn run(args: DetailArgs, json: bool) -> AdminResult {
             dirty_degraded: true,
             member_timeout: None,
             dab: None,
+            journal_mode: raidd_engine::JournalMode::WriteThrough,
         };
         let session: Session =
             session::assemble(&args.members, Access::ReadOnly, true, start).await?;

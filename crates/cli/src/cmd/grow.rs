@@ -29,12 +29,6 @@ pub struct GrowArgs {
     /// K/M/G; a power of two; default 64M, as mdadm's).
     #[arg(long, value_parser = size::parse_size, value_name = "SIZE", requires = "consistency_policy")]
     pub bitmap_chunk: Option<u64>,
-    /// The write journal's mode, while the array serves (md's `journal_mode`):
-    /// `write-back` acknowledges a write once it is in the journal (clients see a volatile
-    /// cache: a flush makes it durable); `write-through` (md's default, and every start's)
-    /// once the members have it.
-    #[arg(long, value_name = "MODE", conflicts_with = "consistency_policy")]
-    pub journal_mode: Option<raidd_engine::JournalMode>,
     #[command(flatten)]
     pub on: On,
 }
@@ -58,7 +52,12 @@ impl From<Policy> for ConsistencyPolicy {
 }
 
 pub fn run(args: GrowArgs, json: bool) -> AdminResult {
-    if let Some(mode) = args.journal_mode {
+    if let Some(mode) = args.on.start.journal_mode {
+        if args.consistency_policy.is_some() {
+            return Err(AdminError::usage(
+                "--journal-mode and --consistency-policy are separate changes: give one",
+            ));
+        }
         let Some(array) = args.on.array else {
             return Err(AdminError::usage(
                 "--journal-mode changes a served array (--array NAME): md keeps no journal \

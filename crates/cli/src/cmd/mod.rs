@@ -21,6 +21,12 @@ pub struct StartArgs {
     /// Where writes were in flight, data of the missing member may then read back wrong.
     #[arg(long)]
     pub start_dirty_degraded: bool,
+    /// The write journal's mode (md's `journal_mode`; every start is write-through unless
+    /// told): `write-back` acknowledges each write once it is in the journal (clients see
+    /// a volatile cache: a flush makes it durable). With `grow --array`, it switches the
+    /// served array.
+    #[arg(long, value_name = "MODE")]
+    pub journal_mode: Option<raidd_engine::JournalMode>,
 }
 
 impl StartArgs {
@@ -29,6 +35,7 @@ impl StartArgs {
             dirty_degraded: self.start_dirty_degraded,
             member_timeout: None,
             dab: None,
+            journal_mode: self.journal_mode.unwrap_or_default(),
         }
     }
 }

@@ -75,6 +75,9 @@ impl ArrayConfig {
             dirty_degraded: self.start_dirty_degraded,
             member_timeout,
             dab: self.dab,
+            // Set once the array is up (`arrays.rs`): an array that cannot take it is
+            // served write-through, not left out.
+            journal_mode: raidd_engine::JournalMode::WriteThrough,
         }
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """What md's consistency policies cost raidd's writes: resync (nothing on the write path),
 bitmap (an internal write-intent bitmap), ppl (RAID5's partial parity log) and journal
-(md's write journal, write-through, on a memory member of its own), side by side.
+(md's write journal on a memory member of its own, write-through and, as journal-wb,
+write-back), side by side.
 
 Each run is a fresh `raidd bench io` process over a fresh array made with the policy (the
 engine in process: the cost is the engine's and the members', no frontend), in alternating
@@ -29,7 +30,10 @@ JOBS = [
     ("4k-randwrite-qd32", "randwrite", "4K", 32),
     ("1m-write-qd4", "write", "1M", 4),
 ]
-LEVELS = {"raid5": ["resync", "bitmap", "ppl", "journal"], "raid6": ["resync", "bitmap", "journal"]}
+LEVELS = {
+    "raid5": ["resync", "bitmap", "ppl", "journal", "journal-wb"],
+    "raid6": ["resync", "bitmap", "journal", "journal-wb"],
+}
 
 
 def run_one(args, level, policy, media, job, scratch):

@@ -130,6 +130,9 @@ pub enum Policy {
     /// md's write journal (write-through) on a memory member of its own: a fast journal
     /// device, as it is meant to be deployed.
     Journal,
+    /// The same journal in write-back mode: writes acknowledged once logged.
+    #[value(name = "journal-wb")]
+    JournalWb,
 }
 
 /// The journal member a [`Policy::Journal`] array gets: 256 MiB of memory.
@@ -154,7 +157,7 @@ pub fn make_array(
         force: true,
         bitmap_chunk: (setup.policy == Policy::Bitmap).then_some(64 << 20),
         ppl: setup.policy == Policy::Ppl,
-        journal: (setup.policy == Policy::Journal).then(|| {
+        journal: matches!(setup.policy, Policy::Journal | Policy::JournalWb).then(|| {
             Arc::new(raidd_engine::member::MemMember::new(
                 "bench-journal",
                 JOURNAL_BYTES,
@@ -169,6 +172,21 @@ pub fn make_array(
         None => raidd_rt::block_on(create(spec)),
     };
     let array = made?.array;
+    if setup.policy == Policy::JournalWb {
+        let a = array.clone();
+        let on = async move {
+            a.consistency()
+                .set_journal_mode(raidd_engine::JournalMode::WriteBack)
+                .await
+        };
+        match sim {
+            Some(w) => {
+                let w = w.clone();
+                raidd_rt::block_on(async move { w.run(on).await })?
+            }
+            None => raidd_rt::block_on(on)?,
+        }
+    }
     array.set_stripe_cache(setup.stripe_cache as usize, setup.gather);
     array.set_write_alone(setup.alone);
     array.set_read_bypass(setup.read_bypass);

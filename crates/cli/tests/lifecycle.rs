@@ -982,11 +982,32 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     check(&d);
     d.stop();
     // Served without its journal the array is read-only; `raidd add --journal` gives it a
-    // new one and it takes writes again.
-    let d = Daemon::start(dir.path(), &array_config("j", &all[..4]));
+    // new one and it takes writes again, over NBD and over iSCSI (whose LUN says write
+    // protected, then not, as the array is).
+    let iscsi = "[iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\nnop_interval = 0\n";
+    let d = Daemon::start(
+        dir.path(),
+        &format!("{iscsi}{}", array_config("j", &all[..4])),
+    );
     let st = array_status(&d, "j");
     assert_eq!(st["read_only"], true, "{st}");
     assert_eq!(st["journal"]["state"], "missing", "{st}");
+    let lun = d.iscsi_url("", "iqn.2026-11.org.raidd:j", 0);
+    // A block no flushed write named (the checker reads those): the writes after it do
+    // log what they put there.
+    let named: std::collections::HashSet<u64> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    let free = (0u64..).find(|b| !named.contains(b)).unwrap();
+    let write = format!("write -P 0x5a {} 4k", free * 4096);
+    let iscsi_write = || run_tool(tool("qemu-io").args(["-f", "raw", "-c", &write, &lun]));
+    let (ok, out, err) = iscsi_write();
+    assert!(
+        !ok,
+        "a write through iSCSI to a read-only array: {out}{err}"
+    );
     let fresh = dir.path().join("journal2.img");
     std::fs::File::create(&fresh)
         .unwrap()
@@ -998,6 +1019,11 @@ fn sigkill_while_degraded_with_the_write_journal_loses_nothing_flushed() {
     assert_eq!(st["read_only"], false, "{st}");
     assert_eq!(st["journal"]["state"], "active", "{st}");
     assert_eq!(st["journal"]["member"], f.as_str(), "{st}");
+    let (ok, out, err) = iscsi_write();
+    assert!(
+        ok,
+        "a write through iSCSI once the journal is back: {out}{err}"
+    );
     let lines = || std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
     let before = lines();
     let mut w = tool("python3")

@@ -676,61 +676,36 @@ impl Array {
     /// but for [`ErrorKind::TimedOut`]: a member that did not answer in time (and is failed
     /// now) kept some, and may still write into them; the caller reads again into new ones
     /// ([`Array::read_new`] does).
-    pub async fn read(&self, offset: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
+    ///
+    /// The checks run when it is called; the future it returns is the members' read itself
+    /// (its state no larger than theirs), or, where the write-back cache holds pages in the
+    /// range, that read and the pages copied over it, in a block of its own.
+    pub fn read(
+        &self,
+        offset: u64,
+        iov: IoVecMut,
+    ) -> impl std::future::Future<Output = (Result<()>, IoVecMut)> + '_ {
+        use futures::future::Either;
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         if let Err(e) = self.check_range(offset, len, false) {
-            return (Err(e), iov);
+            return Either::Left(std::future::ready((Err(e), iov)));
         }
         if len == 0 {
-            return (Ok(()), iov);
+            return Either::Left(std::future::ready((Ok(()), iov)));
         }
         self.counters.add(|s| &s.reads, 1);
         self.counters.add(|s| &s.read_bytes, len);
         // Pages the write-back cache holds are taken before the members are read, and
         // copied over what they return.
-        let held = self.cache.snapshot(offset, len);
-        let (r, iov) = async {
-            // One extent on one readable copy (every small read, and any read within a chunk):
-            // the caller's windows go to that member as they are, with nothing to plan. Reads
-            // bypass the stripe cache (it is write-through), so parity levels take this path too.
-            let pieces = self.shape(offset, len).pieces_of(offset, len);
-            // One piece of an in-sync member goes straight to it, unless the parity path must
-            // see every read (its read bypass turned off).
-            let direct = self.levels.read_bypass();
-            let iov = match pieces.as_slice() {
-                [p] if direct => match Host::readable_copy(self, p) {
-                    Some(loc) => {
-                        let at = self.slots.member_offset(loc.member, loc.sector);
-                        match member_io::read_member(self, loc.member, at, iov).await {
-                            (Ok(()), iov) => return (Ok(()), iov),
-                            (r, iov) if crate::member::windows_lost(&r) => {
-                                return (Err(Host::lost_windows(self, loc.member)), iov)
-                            }
-                            (Err(_), iov) => iov, // that member is failed now: plan without it
-                        }
-                    }
-                    None => iov,
-                },
-                _ => iov,
-            };
-            // The general path runs in a block of its own (from the thread's pool): it holds a
-            // batch of member reads while it waits, and inline it would make every read's state
-            // in flight that large, the small reads that never take it included (about 4.7 KB
-            // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
-            // member failed.
-            match &self.levels {
-                Levels::Parity(p) => {
-                    raidd_rt::PooledFuture::new(p.read(self, offset, iov, &pieces)).await
+        match self.cache.snapshot(offset, len) {
+            None => Either::Right(Either::Left(read_members(self, offset, len, iov))),
+            Some(held) => Either::Right(Either::Right(raidd_rt::PooledFuture::new(async move {
+                let (r, iov) = read_members(self, offset, len, iov).await;
+                match r {
+                    Ok(()) => (r, write_back::overlay(&held, offset, iov)),
+                    Err(_) => (r, iov),
                 }
-                Levels::Mapped(m) => {
-                    raidd_rt::PooledFuture::new(m.read(self, offset, iov, &pieces)).await
-                }
-            }
-        }
-        .await;
-        match held {
-            Some(held) if r.is_ok() => (r, write_back::overlay(&held, offset, iov)),
-            _ => (r, iov),
+            }))),
         }
     }
 
@@ -1062,6 +1037,42 @@ fn to_io(e: Error) -> io::Error {
 }
 
 /// An array is a member too: RAID0 over RAID5 groups (the papers' multi-stage striping).
+/// An array's read from its members (no cache in the way): [`Array::read`]'s own path.
+async fn read_members(a: &Array, offset: u64, len: u64, iov: IoVecMut) -> (Result<()>, IoVecMut) {
+    // One extent on one readable copy (every small read, and any read within a chunk):
+    // the caller's windows go to that member as they are, with nothing to plan. Reads
+    // bypass the stripe cache (it is write-through), so parity levels take this path too.
+    let pieces = a.shape(offset, len).pieces_of(offset, len);
+    // One piece of an in-sync member goes straight to it, unless the parity path must
+    // see every read (its read bypass turned off).
+    let direct = a.levels.read_bypass();
+    let iov = match pieces.as_slice() {
+        [p] if direct => match Host::readable_copy(a, p) {
+            Some(loc) => {
+                let at = a.slots.member_offset(loc.member, loc.sector);
+                match member_io::read_member(a, loc.member, at, iov).await {
+                    (Ok(()), iov) => return (Ok(()), iov),
+                    (r, iov) if crate::member::windows_lost(&r) => {
+                        return (Err(Host::lost_windows(a, loc.member)), iov)
+                    }
+                    (Err(_), iov) => iov, // that member is failed now: plan without it
+                }
+            }
+            None => iov,
+        },
+        _ => iov,
+    };
+    // The general path runs in a block of its own (from the thread's pool): it holds a
+    // batch of member reads while it waits, and inline it would make every read's state
+    // in flight that large, the small reads that never take it included (about 4.7 KB
+    // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
+    // member failed.
+    match &a.levels {
+        Levels::Parity(p) => raidd_rt::PooledFuture::new(p.read(a, offset, iov, &pieces)).await,
+        Levels::Mapped(m) => raidd_rt::PooledFuture::new(m.read(a, offset, iov, &pieces)).await,
+    }
+}
+
 impl Member for Array {
     fn info(&self) -> &MemberInfo {
         &self.info

@@ -233,7 +233,7 @@ impl Running for IscsiServer {
                         lun: l.number,
                         array: l.extent.array().name().to_string(),
                         volume: l.volume.clone(),
-                        read_only: l.info.read_only,
+                        read_only: l.read_only(),
                         latency: l.latency.snapshot(),
                     })
                     .collect(),

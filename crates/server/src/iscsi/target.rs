@@ -54,6 +54,21 @@ impl std::fmt::Debug for Lun {
 }
 
 impl Lun {
+    /// Whether it takes no writes now: configured so, or its array is read-only.
+    pub fn read_only(&self) -> bool {
+        self.info.read_only || self.extent.is_read_only()
+    }
+
+    /// Its description as a command sees it now (the write-protect flag of the moment).
+    pub fn info_now(&self) -> std::borrow::Cow<'_, raidd_scsi::LunInfo> {
+        if self.read_only() == self.info.read_only {
+            return std::borrow::Cow::Borrowed(&self.info);
+        }
+        let mut info = self.info.clone();
+        info.read_only = true;
+        std::borrow::Cow::Owned(info)
+    }
+
     /// Queues a unit attention for every nexus in `nexuses` (except `except`).
     pub fn attention_for(&self, nexuses: &[String], except: Option<&str>, sense: &Sense) {
         let mut map = lock(&self.attentions);
@@ -271,8 +286,9 @@ pub fn state(
                 .zip(serving)
                 .map(|(l, s)| {
                     let extent = s.extent.clone();
-                    let read_only = l.read_only || extent.is_read_only();
-                    let info = lun_info(&extent, read_only);
+                    // Configured read-only; the array's own state is asked per command
+                    // (`Lun::read_only`): it changes, e.g. when a new journal is attached.
+                    let info = lun_info(&extent, l.read_only);
                     let file = reservations_file(&config.state_dir, &extent, l.lun, &t.name);
                     let reservations = load_reservations(&file);
                     let used = !reservations.encode().is_empty() && reservations.aptpl();

@@ -141,7 +141,7 @@ fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
             _ => Plan::Fail(Status::CheckCondition, Some(Sense::invalid_lun())),
         };
     };
-    let info = &target.luns[index].info;
+    let info = &target.luns[index].info_now();
     match raidd_scsi::decode(&c.cdb, info) {
         // COMPARE AND WRITE's verify and write halves must both be there: an initiator
         // that sends another amount has the NUMBER OF LOGICAL BLOCKS wrong.
@@ -831,8 +831,9 @@ async fn pr_out(conn: &Conn, l: &Lun, action: u8, scope: u8, kind: u8, data_out:
 fn describe(conn: &Conn, l: &Lun, op: &Op, pending: Option<&Sense>, keep_empty: bool) -> Outcome {
     let mode = lock(&l.mode);
     let luns = luns_of(conn);
+    let info = l.info_now();
     let ctx = RespondCtx {
-        lun: &l.info,
+        lun: &info,
         mode: &mode,
         luns: &luns,
         pending_sense: pending,

@@ -25,11 +25,11 @@
 //!   stripe at once under its lock guarantees.
 //! - **Room.** The cache holds at most [`WriteBack::limit`] pages; a write past it first
 //!   takes the oldest pages to the members (back-pressure, said once in the log); pages
-//!   claimed by writes on their way in count too. Each held
-//!   page keeps journal space for its parity ([`Journal::try_append_cached`]), so a destage
-//!   always finds room in the ring however full the cache left it; a unit of held pages is
-//!   passed by reclaim only once its pages left the cache (destaged, or replaced by a newer
-//!   write of the same page, logged after it).
+//!   claimed by writes on their way in count too. Each held page keeps journal space for
+//!   its parity ([`Journal::try_append_cached`]), so a destage always finds room in the
+//!   ring however full the cache left it; a unit of held pages is passed by reclaim only
+//!   once its pages left the cache (destaged, or replaced by a newer write of the same
+//!   page once that write's own unit is written).
 //! - **Time.** The daemon's tick takes pages held for a whole period to the members, so data
 //!   does not sit in the journal alone for long.
 
@@ -323,9 +323,12 @@ impl WriteBack {
                 journal: journal.clone(),
                 reserve,
             });
-            self.hold(held.clone(), bufs);
+            let replaced = self.hold(held.clone(), bufs);
             drop(claim);
             let r = held.ticket.written(journal, host).await;
+            // The pages this write replaced keep their units ahead of the tail until its own
+            // unit is written: recovery must find one or the other.
+            drop(replaced);
             drop(lock);
             return r;
         }
@@ -355,8 +358,10 @@ impl WriteBack {
         Ok(out)
     }
 
-    /// Holds a write's pages, each in place of an older one of the same page.
-    fn hold(&self, held: Arc<Held>, bufs: Vec<(u64, SharedBuf)>) {
+    /// Holds a write's pages, each in place of an older one of the same page; returns the
+    /// older ones (their writes' units may leave the log once they are dropped).
+    #[must_use = "a replaced page's unit must stay in the log until the new one is written"]
+    fn hold(&self, held: Arc<Held>, bufs: Vec<(u64, SharedBuf)>) -> Vec<Page> {
         let mut gone = Vec::new();
         let mut st = self.st.lock().expect(crate::POISONED);
         let age = st.next_age;
@@ -384,7 +389,7 @@ impl WriteBack {
             "every page held has its age"
         );
         drop(st);
-        drop(gone); // their writes' units may go once this lock is let go
+        gone
     }
 
     /// Claims room for `n` more pages, taking the oldest to the members until they fit:

@@ -45,28 +45,43 @@ async fn raid6(
             ))
         })
         .collect();
-    let a = create(CreateSpec {
-        name: tag.into(),
-        homehost: "test".into(),
-        level: Level::Raid6,
-        layout: None,
-        chunk_sectors: Some(128),
-        members: faults[..5]
+    let a = create(spec(
+        tag,
+        Level::Raid6,
+        faults[..5]
             .iter()
             .map(|f| Some(f.clone() as Arc<dyn Member>))
             .collect(),
-        size_sectors: None,
-        assume_clean: true,
-        force: false,
-        bitmap_chunk: None,
-        ppl: false,
-        journal: Some(faults[5].clone() as Arc<dyn Member>),
-    })
+        Some(faults[5].clone() as Arc<dyn Member>),
+    ))
     .await
     .unwrap()
     .array;
     write(&a, 0, a.size_bytes() / 512, 1).await;
     (a, mem, faults)
+}
+
+/// An array of `level` over `members` (64 KiB chunks, clean), with `journal`.
+fn spec(
+    name: &str,
+    level: Level,
+    members: Vec<Option<Arc<dyn Member>>>,
+    journal: Option<Arc<dyn Member>>,
+) -> CreateSpec {
+    CreateSpec {
+        name: name.into(),
+        homehost: "test".into(),
+        level,
+        layout: None,
+        chunk_sectors: Some(128),
+        members,
+        size_sectors: None,
+        assume_clean: true,
+        force: false,
+        bitmap_chunk: None,
+        ppl: false,
+        journal,
+    }
 }
 
 async fn write(a: &Array, sector: u64, sectors: u64, g: u64) {
@@ -297,20 +312,12 @@ fn write_back_needs_a_working_journal() {
         let m: Vec<Arc<dyn Member>> = (0..4)
             .map(|i| Arc::new(MemMember::new(format!("wb-d{i}"), 8 * MIB)) as Arc<dyn Member>)
             .collect();
-        let a = create(CreateSpec {
-            name: "wb-d".into(),
-            homehost: "test".into(),
-            level: Level::Raid5,
-            layout: None,
-            chunk_sectors: Some(128),
-            members: m.into_iter().map(Some).collect(),
-            size_sectors: None,
-            assume_clean: true,
-            force: false,
-            bitmap_chunk: None,
-            ppl: false,
-            journal: None,
-        })
+        let a = create(spec(
+            "wb-d",
+            Level::Raid5,
+            m.into_iter().map(Some).collect(),
+            None,
+        ))
         .await
         .unwrap()
         .array;
@@ -386,20 +393,12 @@ fn shared_pages_crash_once(seed: u64) -> SharedRun {
             .map(|f| Some(f.clone() as Arc<dyn Member>))
             .collect();
         members.push(None);
-        let a = create(CreateSpec {
-            name: "wb-s".into(),
-            homehost: "test".into(),
-            level: Level::Raid5,
-            layout: None,
-            chunk_sectors: Some(128),
+        let a = create(spec(
+            "wb-s",
+            Level::Raid5,
             members,
-            size_sectors: None,
-            assume_clean: true,
-            force: false,
-            bitmap_chunk: None,
-            ppl: false,
-            journal: Some(faults[3].clone() as Arc<dyn Member>),
-        })
+            Some(faults[3].clone() as Arc<dyn Member>),
+        ))
         .await
         .unwrap()
         .array;

@@ -490,12 +490,6 @@ impl Journal {
     /// Makes every unit written so far durable (a flush of the journal member); on error
     /// the journal fails.
     pub(crate) async fn flush(&self, host: &impl JournalHost) -> Result<()> {
-        let failed = || {
-            Error::new(
-                ErrorKind::ReadOnly,
-                "the write journal failed: the array takes no more writes".to_string(),
-            )
-        };
         let Some(member) = host.slots().journal_member() else {
             return Err(failed());
         };
@@ -547,6 +541,14 @@ impl Journal {
     }
 }
 
+/// The error of a write the journal could not take: it failed, the array is read-only.
+fn failed() -> Error {
+    Error::new(
+        ErrorKind::ReadOnly,
+        "the write journal failed: the array takes no more writes".to_string(),
+    )
+}
+
 /// A batch's units in the journal.
 #[derive(Debug)]
 pub(crate) struct Ticket {
@@ -574,10 +576,7 @@ impl Ticket {
         if all {
             Ok(())
         } else {
-            Err(Error::new(
-                ErrorKind::ReadOnly,
-                "the write journal failed: the array takes no more writes".to_string(),
-            ))
+            Err(failed())
         }
     }
 

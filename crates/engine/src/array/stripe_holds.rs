@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::{Poll, Waker};
 
@@ -75,15 +76,20 @@ impl Drop for Hold<'_> {
 /// Writes against a change of mode: a write takes a pass for as long as it runs; a switch
 /// holds new passes back, waits for those out, and has the array to itself until it is
 /// dropped (md suspends the array to change its journal's mode the same way).
+///
+/// Every write of a journal array takes a pass, so a pass is two atomic operations while
+/// no switch runs; the lock is taken only around a switch.
 #[derive(Debug, Default)]
 pub(crate) struct ModeGate {
+    passes: AtomicUsize,
+    switching: AtomicBool,
     st: Mutex<GateState>,
 }
 
 #[derive(Debug, Default)]
 struct GateState {
-    passes: usize,
-    switching: bool,
+    /// A switch holds the gate (one at a time).
+    held: bool,
     waiting: Vec<Waker>,
 }
 
@@ -97,69 +103,73 @@ pub(crate) struct Switch<'a>(&'a ModeGate);
 
 impl ModeGate {
     pub(crate) async fn pass(&self) -> Pass<'_> {
-        std::future::poll_fn(|cx| {
-            let mut st = self.st.lock().expect(crate::POISONED);
-            if st.switching {
-                st.waiting.push(cx.waker().clone());
-                return Poll::Pending;
+        loop {
+            // Counted first, then the flag read: a switch that sets its flag and then reads
+            // the count sees this pass, or this pass sees the flag (both SeqCst).
+            self.passes.fetch_add(1, Ordering::SeqCst);
+            if !self.switching.load(Ordering::SeqCst) {
+                return Pass(self);
             }
-            st.passes += 1;
-            Poll::Ready(())
-        })
-        .await;
-        Pass(self)
+            self.let_go();
+            self.wait_for(|st, gate| !st.held && !gate.switching.load(Ordering::SeqCst))
+                .await;
+        }
     }
 
     pub(crate) async fn switch(&self) -> Switch<'_> {
         // First the gate (one switch at a time), then the passes out drain away.
-        std::future::poll_fn(|cx| {
-            let mut st = self.st.lock().expect(crate::POISONED);
-            if st.switching {
-                st.waiting.push(cx.waker().clone());
-                return Poll::Pending;
-            }
-            st.switching = true;
-            Poll::Ready(())
-        })
-        .await;
+        self.wait_for(|st, _| !std::mem::replace(&mut st.held, true))
+            .await;
+        self.switching.store(true, Ordering::SeqCst);
         let switch = Switch(self);
-        std::future::poll_fn(|cx| {
-            let mut st = self.st.lock().expect(crate::POISONED);
-            if st.passes > 0 {
-                st.waiting.push(cx.waker().clone());
-                return Poll::Pending;
-            }
-            Poll::Ready(())
-        })
-        .await;
+        self.wait_for(|_, gate| gate.passes.load(Ordering::SeqCst) == 0)
+            .await;
         switch
     }
 
-    fn wake(&self, change: impl FnOnce(&mut GateState)) {
-        let waiting = {
+    /// Waits until `ready` (looked at under the lock) says so.
+    async fn wait_for(&self, mut ready: impl FnMut(&mut GateState, &ModeGate) -> bool) {
+        std::future::poll_fn(|cx| {
             let mut st = self.st.lock().expect(crate::POISONED);
-            change(&mut st);
-            std::mem::take(&mut st.waiting)
-        };
+            if ready(&mut st, self) {
+                return Poll::Ready(());
+            }
+            st.waiting.push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+    }
+
+    /// A pass let go: the last one out wakes a switch waiting for it.
+    fn let_go(&self) {
+        let was = self.passes.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(was > 0, "a pass was counted");
+        if was == 1 && self.switching.load(Ordering::SeqCst) {
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        let waiting = std::mem::take(&mut self.st.lock().expect(crate::POISONED).waiting);
         waiting.into_iter().for_each(Waker::wake);
     }
 }
 
 impl Drop for Pass<'_> {
     fn drop(&mut self) {
-        self.0.wake(|st| {
-            debug_assert!(st.passes > 0, "a pass was counted");
-            st.passes -= 1;
-        });
+        self.0.let_go();
     }
 }
 
 impl Drop for Switch<'_> {
     fn drop(&mut self) {
-        self.0.wake(|st| {
-            debug_assert!(st.switching, "a switch holds the gate");
-            st.switching = false;
-        });
+        self.0.switching.store(false, Ordering::SeqCst);
+        {
+            let mut st = self.0.st.lock().expect(crate::POISONED);
+            debug_assert!(st.held, "a switch holds the gate");
+            st.held = false;
+        }
+        self.0.wake();
     }
 }
 
@@ -204,6 +214,44 @@ mod tests {
                 ["write done", "switched", "switch done", "late write"]
             );
         });
+    }
+
+    #[test]
+    fn passes_on_many_threads_never_overlap_a_switch() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::Arc;
+        let gate = Arc::new(ModeGate::default());
+        let in_switch = Arc::new(AtomicBool::new(false));
+        let passes = Arc::new(AtomicU64::new(0));
+        let writers: Vec<_> = (0..3)
+            .map(|_| {
+                let (gate, in_switch, passes) = (gate.clone(), in_switch.clone(), passes.clone());
+                std::thread::spawn(move || {
+                    raidd_rt::block_on(async move {
+                        for _ in 0..20_000 {
+                            let _p = gate.pass().await;
+                            assert!(!in_switch.load(Ordering::SeqCst), "a pass inside a switch");
+                            passes.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+            })
+            .collect();
+        let (g, sw) = (gate.clone(), in_switch.clone());
+        raidd_rt::block_on(async move {
+            let (gate, in_switch) = (g, sw);
+            for _ in 0..200 {
+                let s = gate.switch().await;
+                in_switch.store(true, Ordering::SeqCst);
+                std::thread::yield_now();
+                in_switch.store(false, Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        for w in writers {
+            w.join().expect("a writer thread");
+        }
+        assert_eq!(passes.load(Ordering::Relaxed), 60_000);
     }
 
     #[test]

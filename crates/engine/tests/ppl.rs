@@ -238,6 +238,59 @@ fn a_member_added_later_gets_a_log_of_its_own() {
     });
 }
 
+/// Small writes that arrive together share their log's unit, as md's raid5d gathers the
+/// stripes of one pass into an io_unit: 32 writes of 4 KiB, one into each of 32 stripes,
+/// all started at once over four members, leave each member's log with one unit holding
+/// the entries of its 8 stripes (one unit per write would leave a single entry in the
+/// newest), and read back.
+#[test]
+fn writes_that_arrive_together_share_a_unit() {
+    raidd_rt::block_on(async {
+        let m = mem(4, "g");
+        let a = new_array(dyns(&m).into_iter().map(Some).collect()).await;
+        fill(&a, 1).await;
+        let stripe_bytes = 3 * CHUNK * 512;
+        let writes = (0..32u64).map(|s| {
+            let a = a.clone();
+            async move {
+                let at = s * stripe_bytes;
+                let mut buf = AlignedBuf::zeroed(4096);
+                pattern::fill(&mut buf, at / 512, 2, SEED);
+                a.write_buf(at, buf).await.unwrap();
+            }
+        });
+        futures::future::join_all(writes).await;
+        a.close().await.unwrap();
+        for member in &m {
+            let (sb, at, area) = log_of(&**member).await;
+            let bytes = read_bytes(&**member, at, area.bytes() as usize)
+                .await
+                .unwrap();
+            let unit = ppl::scan::newest(&bytes, ppl::signature(&sb.set_uuid))
+                .newest
+                .expect("a log of this array");
+            assert_eq!(
+                unit.header.entries.len(),
+                8,
+                "{}: the newest unit holds the 8 stripes whose parity it keeps",
+                member.info().name
+            );
+        }
+        let a = reassemble(&m).await;
+        let buf = a.read_to_buf(0, a.size_bytes() as usize).await.unwrap();
+        let bad = pattern::verify(&buf, 0, SEED, |sector| {
+            let written = sector % (stripe_bytes / 512) < 8 && sector < 32 * stripe_bytes / 512;
+            if written {
+                2
+            } else {
+                1
+            }
+        });
+        assert!(bad.is_empty(), "{} sectors read back wrong", bad.len());
+        a.close().await.unwrap();
+    });
+}
+
 /// Writes generation `generation` over the whole array in 64 KiB pieces from another task,
 /// so a switch meets writes in flight.
 fn writer(a: &Arc<Array>, generation: u64) -> raidd_rt::JoinHandle<()> {

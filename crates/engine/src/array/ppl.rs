@@ -299,6 +299,11 @@ impl Unit {
         // Its builder is taken when it is written; until then it gathers, ready or not.
         st.builder.as_ref().is_some_and(|b| b.takes(count, pp))
     }
+
+    /// Whether nobody has taken it to write yet.
+    fn gathering(&self) -> bool {
+        self.st.lock().expect(crate::POISONED).builder.is_some()
+    }
 }
 
 /// A batch's place in the logs.
@@ -317,6 +322,13 @@ impl Ticket {
         // Its units (one per log) go out together.
         futures::future::join_all(self.units.iter().map(|unit| async move {
             unit.ready.wait().await;
+            // The batches this executor is already running join the unit before it goes
+            // out, as md's raid5d gathers the stripes of one pass into an io_unit: one
+            // header, one log write and one round of flushes for all of them. A lone
+            // batch waits one turn of the executor.
+            if unit.gathering() {
+                raidd_rt::unplugged().await;
+            }
             let builder = unit.st.lock().expect(crate::POISONED).builder.take();
             match builder {
                 Some(b) => {

@@ -164,6 +164,9 @@ pub async fn assemble(
         e
     })?;
     let root = outermost(&arrays)?;
+    if let Some(pool) = &dab {
+        refuse_unsafe_write_back(pool, &arrays)?;
+    }
     for a in &arrays {
         if let Some(pool) = &dab {
             a.array.set_dab(pool.clone());
@@ -262,6 +265,34 @@ async fn open_members(
         opened.push(m);
     }
     Ok((opened, unavailable))
+}
+
+/// A write-back DAB holds acknowledged writes in memory: over an array that has no
+/// redundancy (linear, RAID0) a member that fails takes them with it, so that needs
+/// `write-back-unsafe`. An array that is only degraded starts with the buffer holding no
+/// writes until it is redundant again (the engine's `DabPool::set_redundant`).
+fn refuse_unsafe_write_back(
+    pool: &raidd_engine::member::DabPool,
+    arrays: &[Assembled],
+) -> AdminResult {
+    if pool.mode() != raidd_engine::member::DabMode::WriteBack {
+        return Ok(());
+    }
+    for a in arrays {
+        let g = a.array.geometry();
+        let behind =
+            (0..g.members()).any(|r| a.array.slots().member(r).is_some_and(|m| m.dab().is_some()));
+        if behind && g.redundancy() == 0 {
+            return Err(AdminError::usage(format!(
+                "array {:?}: dab_mode = \"write-back\" acknowledges writes it holds in memory, \
+                 and a {} has no redundancy to rebuild them when a member fails: use \
+                 dab_mode = \"write-through\", or \"write-back-unsafe\" to accept losing them",
+                a.array.name(),
+                g.level()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The members behind one DMA-aligned buffer they share, when `dab` asks for one: below the

@@ -925,6 +925,40 @@ fn simple_reply_ok(s: &mut TcpStream) {
     assert_eq!(r[4..8], [0, 0, 0, 0], "the request succeeded");
 }
 
+/// Write-back DAB holds acknowledged writes in memory: over a RAID0 a member that fails
+/// takes them with it, so `dab_mode = "write-back"` is refused there with a message that
+/// names the way out, and `write-back-unsafe` serves it (the administrator accepts the
+/// loss).
+#[test]
+fn write_back_buffers_are_refused_without_redundancy_unless_unsafe() {
+    let dir = scratch();
+    let members = create(dir.path(), "raid0", 2, &[]);
+    let with = |mode: &str| {
+        format!(
+            "{}dab = \"16M\"\ndab_block = \"64K\"\ndab_mode = {mode:?}\n",
+            config("raid0", &members)
+        )
+    };
+    let log = match Daemon::try_start(dir.path(), &with("write-back")) {
+        Ok(d) => {
+            let log = d.log();
+            let size = d.export_size("raid0");
+            d.stop();
+            panic!("served ({size} bytes):\n{log}")
+        }
+        Err(log) => log,
+    };
+    assert!(
+        log.contains("dab_mode = \"write-back\"")
+            && log.contains("raid0 has no redundancy")
+            && log.contains("\"write-back-unsafe\""),
+        "{log}"
+    );
+    let d = Daemon::start(dir.path(), &with("write-back-unsafe"));
+    assert!(d.export_size("raid0") > 20 << 20);
+    d.stop();
+}
+
 /// Write-back DAB across kill -9: 4 KiB writes are held in the buffer (so the members lack
 /// them until a flush), yet after a SIGKILL and the resync at the next start, everything
 /// an NBD FLUSH or a FUA write acknowledged is there; what was acknowledged without either

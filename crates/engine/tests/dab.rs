@@ -216,3 +216,105 @@ proptest! {
         prop_assert_eq!(run(seed, blocks, DabMode::WriteBack), 0);
     }
 }
+
+/// Writes `generation` to one 4 KiB piece at the start of each of `pieces` 64 KiB steps:
+/// small writes, which a write-back buffer holds.
+async fn small_writes(a: &Array, pieces: u64, generation: u64, gens: &mut [u64]) {
+    for k in 0..pieces {
+        let at = k * 65536;
+        let mut b = AlignedBuf::zeroed(4096);
+        pattern::fill(&mut b, at / 512, generation, SEED);
+        a.write_buf(at, b).await.unwrap();
+        for s in 0..8 {
+            gens[(at / 512) as usize + s] = generation;
+        }
+    }
+}
+
+/// Writes `generation` over the whole array in one write (around the buffer): each
+/// sector's generation.
+async fn fill_all(a: &Array, generation: u64) -> Vec<u64> {
+    let sectors = (a.size_bytes() / 512) as usize;
+    let mut b = AlignedBuf::zeroed(sectors * 512);
+    pattern::fill(&mut b, 0, generation, SEED);
+    a.write_buf(0, b).await.unwrap();
+    vec![generation; sectors]
+}
+
+/// An array of `level` over `n` fresh memory members behind `pool` (assumed clean, 1 MiB
+/// per member), with the pool attached.
+async fn buffered(pool: &Arc<DabPool>, level: Level, n: usize, tag: &str) -> Arc<Array> {
+    let members: Vec<Option<Arc<dyn Member>>> = (0..n)
+        .map(|i| {
+            let m = Arc::new(MemMember::new(format!("{tag}{i}"), MEMBER));
+            Some(Arc::new(pool.wrap(m)) as Arc<dyn Member>)
+        })
+        .collect();
+    let spec = CreateSpec {
+        name: tag.into(),
+        homehost: "test".into(),
+        level,
+        layout: None,
+        chunk_sectors: Some(16),
+        members,
+        size_sectors: Some(1 << 11),
+        assume_clean: true,
+        force: true,
+        bitmap_chunk: None,
+        ppl: false,
+        journal: None,
+    };
+    let a = create(spec).await.unwrap().array;
+    a.set_dab(pool.clone());
+    a
+}
+
+/// A write-back buffer holds writes only while the array can lose a member: failing one
+/// writes back every block it held and sends later small writes straight to the members;
+/// once a spare is rebuilt it holds writes again. Every sector reads back as written.
+#[test]
+fn write_back_holds_writes_only_while_the_array_can_lose_a_member() {
+    let pool = DabPool::new(64 * 16384, 16384, DabMode::WriteBack);
+    raidd_rt::block_on(async move {
+        let a = buffered(&pool, Level::Raid5, 4, "w").await;
+        let mut gens = fill_all(&a, 1).await;
+        let sectors = gens.len();
+        let pieces = a.size_bytes() / 65536;
+        small_writes(&a, pieces, 2, &mut gens).await;
+        assert!(pool.holds_writes() && pool.dirty_blocks() > 0, "held");
+        a.fail_member(1).await.unwrap();
+        assert!(!pool.holds_writes(), "degraded: nothing held");
+        // The failed member's blocks go with it; the others' were written back.
+        drop(a.remove_member("w1").await.unwrap());
+        assert_eq!(pool.dirty_blocks(), 0, "every held block written back");
+        small_writes(&a, pieces, 3, &mut gens).await;
+        assert_eq!(pool.dirty_blocks(), 0, "small writes went to the members");
+        let spare: Arc<dyn Member> = Arc::new(MemMember::new("w9", MEMBER));
+        let role = match a.add_member(spare).await.unwrap() {
+            Added::Recovering(r) => r,
+            Added::Spare => panic!("the failed slot was free"),
+        };
+        a.recover(role, SyncLimits::UNLIMITED).await.unwrap();
+        assert!(pool.holds_writes(), "redundant again");
+        small_writes(&a, pieces, 4, &mut gens).await;
+        assert!(pool.dirty_blocks() > 0, "held again");
+        let got = a.read_to_buf(0, sectors * 512).await.unwrap();
+        let bad = pattern::verify(&got, 0, SEED, |s| gens[s as usize]);
+        assert!(bad.is_empty(), "{} sectors read back wrong", bad.len());
+        a.close().await.unwrap();
+    });
+}
+
+/// `write-back-unsafe` holds writes whatever the array's redundancy: a RAID0 gets it.
+#[test]
+fn write_back_unsafe_holds_writes_without_redundancy() {
+    let pool = DabPool::new(64 * 16384, 16384, DabMode::WriteBackUnsafe);
+    raidd_rt::block_on(async move {
+        let a = buffered(&pool, Level::Raid0, 2, "u").await;
+        let mut gens = fill_all(&a, 0).await;
+        small_writes(&a, a.size_bytes() / 65536, 5, &mut gens).await;
+        assert!(pool.holds_writes() && pool.dirty_blocks() > 0, "held");
+        a.close().await.unwrap();
+        assert_eq!(pool.dirty_blocks(), 0, "a clean stop writes them back");
+    });
+}

@@ -490,7 +490,9 @@ impl Array {
         if self.read_only {
             return; // never write to members of a read-only array, not even superblocks
         }
-        let Some(meta) = &self.meta else { return };
+        let Some(meta) = &self.meta else {
+            return Box::pin(dab_follows_redundancy(self)).await;
+        };
         let mut more = meta.record_failure(role).await;
         while let Some(r) = more.pop() {
             if self.slots.fail(r, None) == slots::Failed::Marked {
@@ -499,6 +501,8 @@ impl Array {
                 more.extend(meta.record_failure(r).await);
             }
         }
+        // Boxed: its flush may fail a member, which comes back here.
+        Box::pin(dab_follows_redundancy(self)).await;
     }
 
     fn note_survival(&self) {
@@ -781,6 +785,11 @@ impl Array {
     /// go behind it too ([`Array::admit`]). Set once; a second pool is ignored.
     pub fn set_dab(&self, pool: Arc<crate::member::DabPool>) {
         let _ = self.dab.set(pool);
+        // Nothing is held yet: a start without redundancy only keeps the pool from
+        // holding writes.
+        if let Some(false) = dab_redundancy(self) {
+            tracing::warn!(array = %self.name, "{DAB_SUSPENDED}");
+        }
     }
 
     /// A member joining the array (added, or replacing another): behind the array's buffer
@@ -1095,5 +1104,50 @@ impl Member for Array {
 
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         MemberFuture::new(async move { Array::discard(self, offset, len).await.map_err(to_io) })
+    }
+}
+
+/// Logged when a write-back DAB stops holding writes.
+const DAB_SUSPENDED: &str = "DAB write-back suspended: the array cannot lose another member, \
+    so writes go to the members before they are acknowledged until it is redundant again";
+
+/// Tells the array's write-back DMA-aligned buffer whether the array can lose a member now
+/// (`DabPool::set_redundant`); `None` when that changed nothing. Only an array whose own
+/// members are behind the buffer counts (an array of arrays leaves it to the inner ones).
+fn dab_redundancy(a: &Array) -> Option<bool> {
+    let pool = a.dab.get()?;
+    let behind = (0..a.slots.len()).any(|r| a.slots.member(r).is_some_and(|m| m.dab().is_some()));
+    if !behind {
+        return None;
+    }
+    let missing = a.slots.missing_mask();
+    debug_assert_eq!(
+        missing.len(),
+        a.geometry().members(),
+        "a mask of every slot"
+    );
+    let redundant = (0..missing.len()).filter(|&r| !missing[r]).all(|r| {
+        let mut m = missing.clone();
+        m[r] = true;
+        a.geometry().survives(&m)
+    });
+    pool.set_redundant(&a.name, redundant)
+}
+
+/// After a member failed or was rebuilt: a write-back buffer holds writes only while the
+/// array can lose a member. When it stops, the members are flushed, so that every block
+/// it held reaches its member and no acknowledged write lives in memory alone.
+pub(crate) async fn dab_follows_redundancy(a: &Array) {
+    match dab_redundancy(a) {
+        Some(false) => {
+            tracing::warn!(array = %a.name, "{DAB_SUSPENDED}");
+            if a.flush_members(|_| true).await.is_err() {
+                tracing::warn!(array = %a.name, "DAB blocks could not all be written back");
+            }
+        }
+        Some(true) => {
+            tracing::info!(array = %a.name, "DAB write-back resumed: the array can lose a member again");
+        }
+        None => {}
     }
 }

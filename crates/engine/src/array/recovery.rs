@@ -131,6 +131,7 @@ impl Array {
         recovered(self, role, &name).await?;
         self.check_alive()?;
         tracing::info!(array = %self.name(), member = %name, "recovery finished");
+        super::dab_follows_redundancy(self).await;
         guard.finish();
         Ok(())
     }

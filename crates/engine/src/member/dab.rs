@@ -42,8 +42,20 @@ pub enum DabMode {
     #[default]
     WriteThrough,
     /// A write smaller than a block is held in memory and acknowledged; the member gets it
-    /// when the block is written back (a flush, or room needed).
+    /// when the block is written back (a flush, or room needed). Only while every array
+    /// whose members the pool holds can lose a member ([`DabPool::set_redundant`]): a held
+    /// block of a member that fails is lost, which redundancy covers and nothing else does.
     WriteBack,
+    /// Write-back whatever the arrays' redundancy: the administrator accepts that the
+    /// blocks a failing member holds are lost on an array that cannot rebuild them.
+    WriteBackUnsafe,
+}
+
+impl DabMode {
+    /// Whether writes may be held (dirty blocks may exist).
+    pub fn is_write_back(self) -> bool {
+        matches!(self, DabMode::WriteBack | DabMode::WriteBackUnsafe)
+    }
 }
 
 /// The block size the buffer uses unless told: 256 ATA sectors, the paper's.
@@ -183,6 +195,10 @@ struct Inner {
 pub struct DabPool {
     block: u64,
     mode: DabMode,
+    /// Arrays over the pool's members that cannot lose a member now: while any is listed,
+    /// a `WriteBack` pool holds no writes.
+    not_redundant: Mutex<Vec<String>>,
+    holding: std::sync::atomic::AtomicBool,
     inner: Mutex<Inner>,
     members: AtomicU64,
     /// Each wrapped member's name and counters, for reports.
@@ -215,6 +231,8 @@ impl DabPool {
         Arc::new(DabPool {
             block,
             mode,
+            not_redundant: Mutex::new(Vec::new()),
+            holding: std::sync::atomic::AtomicBool::new(mode.is_write_back()),
             inner: Mutex::new(Inner {
                 slots: (0..n).map(|_| Slot::empty()).collect(),
                 map: NumberMap::with_capacity_and_hasher(n, Default::default()),
@@ -231,6 +249,37 @@ impl DabPool {
 
     pub fn mode(&self) -> DabMode {
         self.mode
+    }
+
+    /// Whether writes are held in memory now (write-back, and allowed by redundancy).
+    pub fn holds_writes(&self) -> bool {
+        self.holding.load(Ordering::Acquire)
+    }
+
+    /// Records whether array `array` (one whose members the pool holds) can lose a member
+    /// now. Returns whether the pool stopped (`Some(false)`) or started again
+    /// (`Some(true)`) holding writes; the caller flushes the members when it stopped, so
+    /// that no acknowledged write is left in memory alone.
+    pub fn set_redundant(&self, array: &str, redundant: bool) -> Option<bool> {
+        if self.mode != DabMode::WriteBack {
+            return None;
+        }
+        let mut list = self.not_redundant.lock().expect(crate::POISONED);
+        list.retain(|a| a != array);
+        if !redundant {
+            list.push(array.to_string());
+        }
+        debug_assert!(
+            list.iter().filter(|a| *a == array).count() <= 1,
+            "an array is listed once"
+        );
+        let hold = list.is_empty();
+        let was = self.holding.swap(hold, Ordering::AcqRel);
+        debug_assert!(
+            self.mode == DabMode::WriteBack,
+            "only write-back follows redundancy"
+        );
+        (was != hold).then_some(hold)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -447,8 +496,9 @@ impl DabMember {
         self.counters.clone()
     }
 
+    /// Whether dirty blocks may exist: reads around the buffer and flushes write them back.
     fn write_back_mode(&self) -> bool {
-        self.pool.mode == DabMode::WriteBack
+        self.pool.mode.is_write_back()
     }
 
     /// The aligned blocks `[offset, offset + len)` touches.
@@ -711,11 +761,16 @@ impl DabMember {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
         let kept = self.write_back_mode().then(|| iov.clone());
         let r = self.inner.write(offset, iov).await;
+        // A write-back pool that holds no writes now drops what a write-through one
+        // drops: the blocks with nothing of their own to write back.
+        let holding = self.pool.holds_writes();
         let mut inner = self.pool.lock();
         for blk in self.blocks(offset, len) {
             if let Some(i) = inner.slot_of((self.id, blk)) {
-                inner.slots[i].gen += 1;
-                if inner.slots[i].valid() && kept.is_none() {
+                let s = &mut inner.slots[i];
+                s.gen += 1;
+                let idle = !holding && !s.dirty && !s.writing;
+                if s.valid() && (kept.is_none() || idle) {
                     inner.free(i);
                 }
             }
@@ -858,6 +913,11 @@ impl DabMember {
         let mut held = |inner: &mut Inner, _: Held| self.copy_in(inner, offset, &iov);
         if self.through_buffer(offset, len, false, &mut held).await {
             bump(&self.counters.absorbed, 1);
+            if !self.pool.holds_writes() {
+                // The pool stopped holding writes while this one was on its way in: it
+                // goes to the member before it is acknowledged.
+                self.clean(offset, len).await?;
+            }
             return Ok(());
         }
         self.write_around(offset, iov).await
@@ -912,7 +972,7 @@ impl Member for DabMember {
 
     fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        if self.write_back_mode() && len > 0 && len < self.pool.block {
+        if self.pool.holds_writes() && len > 0 && len < self.pool.block {
             return MemberFuture::new(self.write_into(offset, iov));
         }
         MemberFuture::new(self.write_around(offset, iov))

@@ -200,9 +200,10 @@ fn dab_config(a: &RawArray) -> Result<Option<raidd_admin::session::DabSetting>, 
     let mode = match a.dab_mode.as_deref() {
         None | Some("write-through") => raidd_engine::member::DabMode::WriteThrough,
         Some("write-back") => raidd_engine::member::DabMode::WriteBack,
+        Some("write-back-unsafe") => raidd_engine::member::DabMode::WriteBackUnsafe,
         Some(m) => {
             return Err(format!(
-                "array {:?}: dab_mode {m:?}: write-through or write-back",
+                "array {:?}: dab_mode {m:?}: write-through, write-back or write-back-unsafe",
                 a.name
             ))
         }

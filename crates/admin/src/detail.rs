@@ -184,7 +184,7 @@ fn dab_lines(b: &mut KvBlock, dab: &[raidd_engine::array::MemberDab]) {
             "DAB",
             format!(
                 "{}: {} hits, {} head hits, {} tail hits, {} misses, {} prefetched, \
-                 {} around, {} evicted, {} writes held, {} blocks written back",
+                 {} around, {} evicted, {} writes held, {} blocks written back{}",
                 d.member,
                 c.hits,
                 c.head_hits,
@@ -194,7 +194,12 @@ fn dab_lines(b: &mut KvBlock, dab: &[raidd_engine::array::MemberDab]) {
                 c.bypassed,
                 c.evicted,
                 c.absorbed,
-                c.dirty_flushed
+                c.dirty_flushed,
+                if c.holds_writes {
+                    ", holding writes"
+                } else {
+                    ""
+                }
             ),
         );
     }

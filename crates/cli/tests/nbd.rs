@@ -1002,6 +1002,10 @@ fn write_back_buffers_lose_nothing_a_flush_or_fua_acknowledged_across_kill_9() {
         .clone();
     let absorbed: u64 = dab.iter().map(|m| m["absorbed"].as_u64().unwrap()).sum();
     assert!(absorbed > 0, "writes were held in the buffer: {dab:?}");
+    assert!(
+        dab.iter().all(|m| m["holds_writes"] == true),
+        "a redundant array's buffer holds writes: {dab:?}"
+    );
     d.kill();
     drop(s);
     let d = Daemon::start(dir.path(), &cfg);

@@ -686,6 +686,13 @@ fn dab(s: &mut Sink, st: &ArrayStatus) {
         ] {
             s.counter(name, help, &l, v);
         }
+        s.flag(
+            "raidd_dab_holds_writes",
+            "1 while the DAB holds small writes in memory (write-back, and the array can \
+             lose a member).",
+            &l,
+            c.holds_writes,
+        );
     }
 }
 

@@ -136,6 +136,8 @@ pub struct DabCounts {
     pub absorbed: u64,
     /// Dirty blocks written back to the member.
     pub dirty_flushed: u64,
+    /// Small writes are held in memory now (write-back, and the array can lose a member).
+    pub holds_writes: bool,
 }
 
 impl DabCounts {
@@ -151,6 +153,7 @@ impl DabCounts {
             evicted: self.evicted - before.evicted,
             absorbed: self.absorbed - before.absorbed,
             dirty_flushed: self.dirty_flushed - before.dirty_flushed,
+            holds_writes: self.holds_writes,
         }
     }
 
@@ -164,5 +167,6 @@ impl DabCounts {
         self.evicted += o.evicted;
         self.absorbed += o.absorbed;
         self.dirty_flushed += o.dirty_flushed;
+        self.holds_writes |= o.holds_writes;
     }
 }

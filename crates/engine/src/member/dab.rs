@@ -119,6 +119,7 @@ impl DabCounters {
             evicted: g(&self.evicted),
             absorbed: g(&self.absorbed),
             dirty_flushed: g(&self.dirty_flushed),
+            holds_writes: false,
         }
     }
 }
@@ -989,7 +990,10 @@ impl Member for DabMember {
     }
 
     fn dab(&self) -> Option<DabCounts> {
-        Some(self.counters.snapshot())
+        Some(DabCounts {
+            holds_writes: self.pool.holds_writes(),
+            ..self.counters.snapshot()
+        })
     }
 
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {

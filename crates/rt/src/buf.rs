@@ -12,7 +12,6 @@
 //! are refused, so two member reads can never write the same bytes, and the buffer stays
 //! alive until the last window (possibly held by an orphaned io_uring op) is gone.
 
-use std::alloc::{self, Layout};
 use std::fmt;
 use std::ops::{Deref, DerefMut, Range};
 use std::ptr::NonNull;
@@ -67,13 +66,14 @@ impl AlignedBuf {
             debug_assert_eq!(ptr.as_ptr() as usize % ALIGN, 0, "arena blocks are aligned");
             return (AlignedBuf { ptr, len, cap }, reused);
         }
-        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
-        // SAFETY: layout has a non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        (AlignedBuf { ptr, len, cap }, false)
+        (
+            AlignedBuf {
+                ptr: pool::fresh(cap),
+                len,
+                cap,
+            },
+            false,
+        )
     }
 
     /// An empty placeholder that owns no memory (left in a recycled shared-buffer header).
@@ -263,8 +263,53 @@ mod pool {
         crate::arena::get()?.alloc(class(cap)?, cap)
     }
 
+    /// Blocks of this size and more are mapped pages of their own (`mmap`), not heap
+    /// memory: zero until written and resident only where written. The heap's aligned
+    /// zeroed allocation writes every byte, so a 32 MiB buffer waiting for a payload that
+    /// never comes (a client that sends a write's header alone) would hold 32 MiB of
+    /// memory; mapped, it holds what the payload has filled.
+    const MAPPED_FROM: usize = 1 << 20;
+
+    /// A new zeroed block of `cap` bytes, aligned to `ALIGN`.
+    pub(super) fn fresh(cap: usize) -> NonNull<u8> {
+        if cap >= MAPPED_FROM {
+            // SAFETY: an anonymous private mapping of a non-zero length, at an address the
+            // kernel picks: it aliases nothing. Its pages are page-aligned (ALIGN is the
+            // page size) and read as zeros.
+            let raw = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    cap,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            let layout =
+                Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
+            if raw == libc::MAP_FAILED {
+                alloc::handle_alloc_error(layout)
+            }
+            let ptr = NonNull::new(raw.cast::<u8>()).expect("mmap returns no null mapping");
+            debug_assert_eq!(
+                ptr.as_ptr() as usize % ALIGN,
+                0,
+                "mappings are page-aligned"
+            );
+            return ptr;
+        }
+        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
+        // SAFETY: layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        ptr
+    }
+
     /// # Safety
-    /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` (from the heap or
+    /// `ptr` must have been allocated with size `cap` and alignment `ALIGN` (by [`fresh`] or
     /// from the arena) and not be used afterwards.
     pub(super) unsafe fn free(ptr: NonNull<u8>, cap: usize) {
         debug_assert!(
@@ -274,6 +319,13 @@ mod pool {
         if let Some(a) = in_arena(ptr, cap) {
             let c = class(cap).expect("arena blocks have a pool class");
             a.free(c, ptr);
+            return;
+        }
+        if cap >= MAPPED_FROM {
+            // SAFETY: per this function's contract the block is `fresh`'s mapping of `cap`
+            // bytes, and nothing uses it any more.
+            let r = unsafe { libc::munmap(ptr.as_ptr().cast(), cap) };
+            debug_assert_eq!(r, 0, "a mapping of ours unmaps");
             return;
         }
         let layout = Layout::from_size_align(cap, ALIGN).expect("layout was valid at alloc");
@@ -741,6 +793,29 @@ mod tests {
             assert!(b.capacity() >= len && b.capacity().is_multiple_of(ALIGN));
             assert!(b.iter().all(|&x| x == 0));
         }
+    }
+
+    /// Blocks of a mapping of their own: zero, writable to the last byte, reused through
+    /// the pool, and unmapped when the pool cannot keep them (more than it holds at once).
+    #[test]
+    fn mapped_blocks_are_zero_writable_and_unmapped() {
+        let bufs: Vec<AlignedBuf> = (0..40)
+            .map(|i| {
+                let mut b = AlignedBuf::for_overwrite(4 << 20);
+                assert!(b.iter().all(|&x| x == 0), "a fresh mapping reads as zeros");
+                b[0] = i as u8;
+                let last = b.len() - 1;
+                b[last] = i as u8;
+                assert_eq!(b.as_ptr() as usize % ALIGN, 0);
+                b
+            })
+            .collect();
+        for (i, b) in bufs.iter().enumerate() {
+            assert_eq!((b[0], b[b.len() - 1]), (i as u8, i as u8));
+        }
+        drop(bufs); // 160 MiB: past what the pool keeps, the rest is unmapped
+        let b = AlignedBuf::zeroed(4 << 20);
+        assert!(b.iter().all(|&x| x == 0), "a reused block is zeroed");
     }
 
     #[test]

@@ -733,7 +733,7 @@ fn a_served_array_behind_the_buffer_reports_it_in_detail() {
         ("dab = \"16M\"\ndab_block = \"3K\"\n", "dab_block"),
         (
             "dab = \"16M\"\ndab_mode = \"sometimes\"\n",
-            "write-through or write-back",
+            "write-through, write-back or write-back-unsafe",
         ),
         (
             "dab = \"32K\"\ndab_block = \"64K\"\n",

@@ -157,6 +157,12 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// Empties this thread's buffer pool if it was not used since the last call: the bytes
+/// given back. Call it now and then from a thread that serves bursts of large requests.
+pub fn trim_idle_pool() -> usize {
+    pool::trim_idle()
+}
+
 /// Per-thread free lists of buffers by power-of-two capacity, bounded in bytes. Every pooled
 /// buffer was zero-initialised when first allocated, so its bytes are always initialised.
 /// Blocks of the registered arena (`crate::arena`) are pooled the same way and go back to
@@ -175,10 +181,14 @@ mod pool {
         bytes: usize,
         /// Of `bytes`, those in blocks of the registered arena.
         arena_bytes: usize,
+        /// A block was taken or given since the last [`trim_idle`].
+        used: bool,
     }
 
-    impl Drop for Pool {
-        fn drop(&mut self) {
+    impl Pool {
+        /// Frees every block it keeps; the bytes freed.
+        fn empty(&mut self) -> usize {
+            let freed = self.bytes;
             for (i, class) in self.classes.iter_mut().enumerate() {
                 for ptr in class.drain(..) {
                     // SAFETY: pooled buffers were allocated with this class's layout and
@@ -186,6 +196,15 @@ mod pool {
                     unsafe { free(ptr, 1 << (i as u32 + MIN_SHIFT)) }
                 }
             }
+            self.bytes = 0;
+            self.arena_bytes = 0;
+            freed
+        }
+    }
+
+    impl Drop for Pool {
+        fn drop(&mut self) {
+            self.empty();
         }
     }
 
@@ -194,7 +213,23 @@ mod pool {
             classes: Default::default(),
             bytes: 0,
             arena_bytes: 0,
+            used: false,
         });
+    }
+
+    /// Empties this thread's pool if no block was taken from it or given to it since the
+    /// last call; the bytes freed. A thread that calls it now and then (the daemon's
+    /// workers, every few seconds) gives back what a burst of large requests left pooled
+    /// once the burst is over, and keeps its pool while requests come.
+    pub(crate) fn trim_idle() -> usize {
+        POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if std::mem::take(&mut p.used) {
+                return 0;
+            }
+            p.empty()
+        })
+        .unwrap_or(0)
     }
 
     fn class(cap: usize) -> Option<usize> {
@@ -211,6 +246,7 @@ mod pool {
         let c = class(cap)?;
         POOL.try_with(|p| {
             let mut p = p.borrow_mut();
+            p.used = true;
             let ptr = p.classes[c].pop()?;
             debug_assert!(p.bytes >= cap, "the pool counts every block it keeps");
             p.bytes -= cap;
@@ -240,6 +276,7 @@ mod pool {
         let arena = in_arena(ptr, cap);
         POOL.try_with(|p| {
             let mut p = p.borrow_mut();
+            p.used = true;
             if p.bytes + cap > MAX_POOLED {
                 return false;
             }
@@ -793,6 +830,18 @@ mod tests {
             assert!(b.capacity() >= len && b.capacity().is_multiple_of(ALIGN));
             assert!(b.iter().all(|&x| x == 0));
         }
+    }
+
+    /// An idle pool is emptied at the second call without use in between; one in use is
+    /// kept.
+    #[test]
+    fn an_idle_pool_is_trimmed() {
+        drop(AlignedBuf::for_overwrite(2 << 20));
+        assert_eq!(trim_idle_pool(), 0, "used since the last call: kept");
+        assert!(trim_idle_pool() >= 2 << 20, "idle: emptied");
+        assert_eq!(trim_idle_pool(), 0, "nothing left");
+        drop(AlignedBuf::for_overwrite(2 << 20));
+        assert_eq!(trim_idle_pool(), 0, "used again: kept");
     }
 
     /// Blocks of a mapping of their own: zero, writable to the last byte, reused through

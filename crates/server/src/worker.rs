@@ -18,6 +18,11 @@ use crate::link::Link;
 use crate::shared::{SharedState, Stop};
 use crate::watch::{self, Registry, Watch};
 
+/// Watch ticks between looks at whether the worker's buffer pool sat idle: a pool not
+/// used over one such period is given back, so the memory a burst of large requests left
+/// pooled returns within two periods of the burst's end.
+const TRIM_EVERY: u32 = 10;
+
 /// Runs worker `index` until the daemon stops and its connections have drained.
 pub async fn run(
     index: usize,
@@ -36,9 +41,21 @@ pub async fn run(
     let watchdog = {
         let (registry, done) = (registry.clone(), done.clone());
         raidd_rt::spawn_local(async move {
+            let mut ticks = 0u32;
             while !done.get() {
                 raidd_rt::time::sleep(watch::TICK).await;
                 registry.check();
+                ticks = ticks.wrapping_add(1);
+                if ticks.is_multiple_of(TRIM_EVERY) {
+                    let freed = raidd_rt::buf::trim_idle_pool();
+                    if freed > 0 {
+                        tracing::debug!(
+                            worker = index,
+                            bytes = freed,
+                            "idle buffer pool given back"
+                        );
+                    }
+                }
             }
         })
     };

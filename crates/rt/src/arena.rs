@@ -38,6 +38,28 @@ pub(crate) struct Arena {
     free: Vec<Mutex<Vec<usize>>>,
 }
 
+/// A new anonymous private mapping of `len` bytes (non-zero): page-aligned, reading as
+/// zeros, resident only where written. The caller unmaps it, or keeps it for good.
+pub(crate) fn map_anonymous(len: usize) -> io::Result<NonNull<u8>> {
+    debug_assert!(len > 0, "a mapping of some bytes");
+    // SAFETY: an anonymous private mapping at an address the kernel picks aliases nothing;
+    // the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(NonNull::new(p.cast::<u8>()).expect("mmap returns no null mapping"))
+}
+
 /// Sets aside `bytes` (rounded up to whole pages, at most [`MAX_ARENA`]) of buffer memory
 /// that every ring made from now on registers as a fixed buffer. Once per process; threads
 /// whose runtime started earlier keep using plain operations.
@@ -59,21 +81,8 @@ pub fn register_arena(bytes: usize) -> io::Result<()> {
             ))
         };
     }
-    // SAFETY: an anonymous private mapping; the result is checked. It is never unmapped:
-    // buffers carved from it may live until the process ends.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
+    // Never unmapped: buffers carved from it may live until the process ends.
+    let p = map_anonymous(len)?.as_ptr().cast::<libc::c_void>();
     // A child process (the monitor's event program) never needs these buffers, and the
     // kernel would otherwise copy every pinned page into it at fork.
     // SAFETY: advice on the mapping just made; failure only loses the optimisation.

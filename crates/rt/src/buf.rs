@@ -309,26 +309,11 @@ mod pool {
 
     /// A new zeroed block of `cap` bytes, aligned to `ALIGN`.
     pub(super) fn fresh(cap: usize) -> NonNull<u8> {
+        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
         if cap >= MAPPED_FROM {
-            // SAFETY: an anonymous private mapping of a non-zero length, at an address the
-            // kernel picks: it aliases nothing. Its pages are page-aligned (ALIGN is the
-            // page size) and read as zeros.
-            let raw = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    cap,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            let layout =
-                Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
-            if raw == libc::MAP_FAILED {
+            let Ok(ptr) = crate::arena::map_anonymous(cap) else {
                 alloc::handle_alloc_error(layout)
-            }
-            let ptr = NonNull::new(raw.cast::<u8>()).expect("mmap returns no null mapping");
+            };
             debug_assert_eq!(
                 ptr.as_ptr() as usize % ALIGN,
                 0,
@@ -336,7 +321,6 @@ mod pool {
             );
             return ptr;
         }
-        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows a Layout");
         // SAFETY: layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(raw) else {

@@ -5,6 +5,7 @@
 //! - [`exit`]: the exit codes scripts rely on, and the error that carries one;
 //! - [`control`]: the control socket's protocol, one JSON line each way, and its client;
 //! - [`members`] and [`session`]: opening member files and assembling the arrays they make;
+//!   [`scan`]: finding an array's members by its UUID;
 //! - [`detail`] and [`status`]: the reports, as text and as JSON, built from the engine's
 //!   status of each array (the daemon's status report also from its exports);
 //! - [`ublk`]: ublk's control device (the daemon's devices, and `raidd ublk list|delete`);
@@ -21,6 +22,7 @@ pub mod md_names;
 pub mod members;
 pub mod output;
 pub mod progress;
+pub mod scan;
 pub mod session;
 pub mod size;
 pub mod status;

@@ -72,13 +72,24 @@ pub fn check_distinct<'a>(paths: impl IntoIterator<Item = &'a Path>) -> AdminRes
     Ok(())
 }
 
+/// `paths` with each file kept once, under the first name it was given.
+pub fn distinct(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    paths
+        .into_iter()
+        .filter(|p| seen.insert(identity(p)))
+        .collect()
+}
+
+/// What makes two names one file: its inode, or for a name that does not exist its
+/// absolute form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Identity {
+pub(crate) enum Identity {
     Inode { dev: u64, ino: u64 },
     Path(PathBuf),
 }
 
-fn identity(p: &Path) -> Identity {
+pub(crate) fn identity(p: &Path) -> Identity {
     match std::fs::metadata(p) {
         Ok(m) if m.file_type().is_file() || is_block(&m) => Identity::Inode {
             dev: m.dev(),
@@ -86,6 +97,12 @@ fn identity(p: &Path) -> Identity {
         },
         _ => Identity::Path(absolute(p)),
     }
+}
+
+/// Whether `p` is something a member can be: a regular file or a block device (following
+/// links).
+pub fn is_member_like(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_file() || is_block(&m))
 }
 
 fn is_block(m: &std::fs::Metadata) -> bool {

@@ -38,6 +38,9 @@ enum Command {
     /// Create an array: write md superblocks on the members (creating image files with
     /// --size), run the initial sync if needed, and print its details.
     Create(cmd::create::CreateArgs),
+    /// The daemon's configuration: `config scan [PATTERN]...` prints one that names, by
+    /// UUID, the arrays found under the patterns (as mdadm --detail --scan).
+    Config(cmd::config::ConfigArgs),
     /// Print each member's md superblock, like mdadm --examine.
     Examine(cmd::examine::ExamineArgs),
     /// Assemble read-only and report the array: state, slots, members not used and why.
@@ -105,6 +108,7 @@ fn dispatch(cli: Cli) -> AdminResult {
     let json = cli.json;
     match cli.command {
         Command::Create(a) => cmd::create::run(a, json),
+        Command::Config(a) => cmd::config::run(a, json),
         Command::Examine(a) => cmd::examine::run(a, json),
         Command::Detail(a) => cmd::detail::run(a, json),
         Command::Read(a) => cmd::read::run(a, json),

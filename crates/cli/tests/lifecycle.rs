@@ -1293,3 +1293,81 @@ fn a_pool_of_two_raid5_groups_is_made_served_and_rebuilt() {
     assert_eq!(said.matches("mismatched").count(), 2, "{said}");
     d.stop();
 }
+
+/// An array named by UUID in the config (as `raidd config scan` prints it) keeps serving
+/// across restarts with no config edit: after a member fails and a new disk is added and
+/// rebuilt, and after a member file is renamed, the next start finds the current members by
+/// their superblocks, leaves the failed one out as stale, and every sector written reads
+/// back.
+#[test]
+fn an_array_named_by_uuid_is_found_after_a_rebuild_and_a_moved_disk_with_no_config_edit() {
+    let dir = scratch();
+    let disks = dir.path().join("disks");
+    std::fs::create_dir(&disks).unwrap();
+    let m = create_array(&disks, "raid5", 3, &["--bitmap", "internal"]);
+    let new = disks.join("new.img");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(32 * MIB)
+        .unwrap();
+    let uuid = raidd(&["examine", "--json", m[0].to_str().unwrap()])
+        .ok()
+        .json()["members"][0]["superblock"]["array_uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pattern = format!("{}/*.img", disks.display());
+    let scanned = raidd(&["config", "scan", &pattern]).ok().text();
+    assert!(
+        scanned.contains(&format!("uuid = \"{uuid}\"")) && scanned.contains("name = \"raid5\""),
+        "{scanned}"
+    );
+    let cfg = format!("{scanned}\n[sync]\nspeed_min = 1000000\nspeed_max = 1000000\n");
+    let d = Daemon::start(dir.path(), &cfg);
+    let len = export_size(&d, "raid5");
+    d.write_pattern("raid5", dir.path(), len, 1, 7);
+    let path = |p: &PathBuf| p.display().to_string();
+    raidd(&["fail", "raid5", &path(&m[1]), "--control", &ctl(&d)]).ok();
+    raidd(&["remove", "raid5", &path(&m[1]), "--control", &ctl(&d)]).ok();
+    let added = raidd(&["add", "raid5", &path(&new), "--control", &ctl(&d)])
+        .ok()
+        .text();
+    assert!(!added.contains("note:"), "under the scan patterns: {added}");
+    let st = wait_whole(&d, "raid5", Duration::from_secs(60));
+    assert_eq!(st["slots"][1]["member"], path(&new), "{st}");
+    d.stop();
+
+    // The disk in slot 0 moves; the failed one stays where it was, with its old superblock.
+    let moved = disks.join("moved.img");
+    std::fs::rename(&m[0], &moved).unwrap();
+    let d = Daemon::start(dir.path(), &cfg);
+    let st = wait_whole(&d, "raid5", Duration::from_secs(60));
+    let slots: Vec<&str> = st["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["member"].as_str().unwrap())
+        .collect();
+    assert_eq!(slots, [path(&moved), path(&new), path(&m[2])], "{st}");
+    let log = d.log();
+    assert!(
+        log.contains(&path(&m[1])) && log.contains("stale"),
+        "the failed member is left out as stale:\n{log}"
+    );
+    let out = dir.path().join("got");
+    must(tool("nbdcopy").args([&d.uri("raid5"), out.to_str().unwrap()]));
+    sectors::verify_file(&out, 1, 7, "after the rebuild and the move");
+    d.stop();
+
+    // With no member under the patterns the array is not started, and the log says why.
+    for p in [&moved, &new, &m[1], &m[2]] {
+        std::fs::rename(p, p.with_extension("old")).unwrap();
+    }
+    let log = Daemon::try_start(dir.path(), &cfg)
+        .err()
+        .unwrap_or_default();
+    assert!(
+        log.contains(&format!("no member carrying its uuid {uuid}")),
+        "{log}"
+    );
+}

@@ -11,7 +11,9 @@ use raidd_admin::session::{self, Session};
 use raidd_admin::status::NotStarted;
 use raidd_engine::Closed;
 
-use crate::config::{ArrayConfig, Config};
+use raidd_admin::scan;
+
+use crate::config::{ArrayConfig, Config, Find};
 use crate::lifecycle::PoolSpare;
 
 /// A configured array that runs: its configuration and the arrays assembled for it.
@@ -34,29 +36,91 @@ async fn uuid_of(paths: &[PathBuf], timeout: Option<Duration>) -> Option<[u8; 16
 }
 
 /// Pool spares that carry a configured array's superblock (claimed before a restart) go to
-/// that array's assembly, which decides whether they are current; returns the extra
-/// members per array.
-async fn claimed_spares(config: &Config) -> Vec<Vec<PathBuf>> {
-    let mut extra = vec![Vec::new(); config.arrays.len()];
-    let mut uuids = Vec::new();
-    for a in &config.arrays {
-        uuids.push(uuid_of(&a.members, config.limits.member_timeout).await);
+/// that array's assembly, which decides whether they are current; adds them to each
+/// array's member paths.
+async fn claimed_spares(config: &Config, paths: &mut [Result<Vec<PathBuf>, String>]) {
+    let mut uuids: Vec<Vec<[u8; 16]>> = Vec::new();
+    for (a, p) in config.arrays.iter().zip(paths.iter()) {
+        uuids.push(match (&a.find, p) {
+            (Find::Uuid { uuid, inner }, _) => {
+                std::iter::once(*uuid).chain(inner.clone()).collect()
+            }
+            (Find::Paths(_), Ok(p)) => uuid_of(p, config.limits.member_timeout)
+                .await
+                .into_iter()
+                .collect(),
+            (Find::Paths(_), Err(_)) => Vec::new(),
+        });
     }
     for s in &config.spares {
         let Some(u) = uuid_of(std::slice::from_ref(&s.path), config.limits.member_timeout).await
         else {
             continue;
         };
-        if let Some(i) = uuids.iter().position(|x| *x == Some(u)) {
+        let Some(i) = uuids.iter().position(|x| x.contains(&u)) else {
+            continue;
+        };
+        if let Ok(p) = &mut paths[i] {
             tracing::info!(
                 array = %config.arrays[i].name,
                 spare = %s.path.display(),
                 "the spare holds a member of this array: assembling it with the array"
             );
-            extra[i].push(s.path.clone());
+            p.push(s.path.clone());
         }
     }
-    extra
+}
+
+/// Each configured array's member paths: those the config lists, or those the scan finds
+/// carrying its UUID (an error for an array of which none is found), with the pool spares
+/// it claimed; each file once.
+async fn member_paths(config: &Config) -> Vec<Result<Vec<PathBuf>, String>> {
+    let by_uuid = config
+        .arrays
+        .iter()
+        .any(|a| matches!(a.find, Find::Uuid { .. }));
+    let found = if by_uuid {
+        let (candidates, warnings) = scan::expand(&config.scan);
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        let found = scan::examine_all(&candidates, config.limits.member_timeout).await;
+        tracing::info!(
+            candidates = candidates.len(),
+            superblocks = found.len(),
+            patterns = ?config.scan,
+            "scanned for arrays named by UUID"
+        );
+        found
+    } else {
+        Vec::new()
+    };
+    let mut paths: Vec<Result<Vec<PathBuf>, String>> = config
+        .arrays
+        .iter()
+        .map(|a| match &a.find {
+            Find::Paths(p) => Ok(p.clone()),
+            Find::Uuid { uuid, inner } => {
+                let p = scan::members_of(&found, uuid, inner);
+                if p.is_empty() {
+                    return Err(format!(
+                        "no member carrying its uuid {} was found under the scan patterns {:?}",
+                        raidd_engine::array::uuid_string(uuid),
+                        config.scan
+                    ));
+                }
+                let names: Vec<String> = p.iter().map(|p| p.display().to_string()).collect();
+                tracing::info!(array = %a.name, members = ?names, "found by its UUID");
+                Ok(p)
+            }
+        })
+        .collect();
+    claimed_spares(config, &mut paths).await;
+    debug_assert_eq!(paths.len(), config.arrays.len(), "one answer per array");
+    for p in paths.iter_mut().flatten() {
+        *p = members::distinct(std::mem::take(p));
+    }
+    paths
 }
 
 /// The pool: configured spares that no array took at assembly.
@@ -96,19 +160,21 @@ pub fn open_pool(config: &Config, served: &[Served]) -> Vec<PoolSpare> {
 /// degraded, too few members, bad metadata) is logged and left out with its exports, so
 /// the others still serve; only when none starts is that an error (the first one's).
 pub async fn assemble_all(config: &Config) -> AdminResult<(Vec<Served>, Vec<NotStarted>)> {
-    let extra = claimed_spares(config).await;
+    let all_paths = member_paths(config).await;
     let mut served = Vec::new();
     let mut refused: Vec<(NotStarted, AdminError)> = Vec::new();
-    for (a, extra) in config.arrays.iter().zip(extra) {
+    for (a, paths) in config.arrays.iter().zip(all_paths) {
         let access = if a.read_only {
             Access::ReadOnly
         } else {
             Access::ReadWrite
         };
-        let mut paths = a.members.clone();
-        paths.extend(extra);
         let start = a.start(config.limits.member_timeout);
-        let session = match session::assemble(&paths, access, true, start).await {
+        let assembled = match paths {
+            Ok(paths) => session::assemble(&paths, access, true, start).await,
+            Err(e) => Err(AdminError::new(raidd_admin::exit::Exit::NotFound, e)),
+        };
+        let session = match assembled {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(array = %a.name, "not started: {}", e.message);

@@ -18,7 +18,7 @@ use raidd_engine::{Array, ConsistencyPolicy, SlotState};
 use raidd_rt::net::{Stream, UnixListener};
 
 use crate::arrays::Served;
-use crate::config;
+use crate::config::{self, Find};
 use crate::ctx::ControlCtx;
 use crate::lifecycle::Watched;
 use raidd_admin::status::volume_line;
@@ -320,12 +320,33 @@ fn owner_of(ctx: &ControlCtx, member: &str) -> Option<String> {
         .then(|| "the spare pool".to_string())
 }
 
-/// Whether the configured array lists `member` (so the next start assembles it).
-fn in_config(s: &Served, member: &str) -> bool {
-    s.config
-        .members
-        .iter()
-        .any(|p| same_member(&p.display().to_string(), member))
+/// Whether the next start finds `member` for the configured array: the config lists it,
+/// or the array is named by UUID and the scan patterns name it.
+fn in_config(ctx: &ControlCtx, s: &Served, member: &str) -> bool {
+    match &s.config.find {
+        Find::Paths(paths) => paths
+            .iter()
+            .any(|p| same_member(&p.display().to_string(), member)),
+        Find::Uuid { .. } => {
+            debug_assert!(!ctx.scan.is_empty(), "an array by UUID comes with patterns");
+            raidd_admin::scan::matches_any(&ctx.scan, Path::new(member))
+        }
+    }
+}
+
+/// What to tell the admin when the next start would not find `member` for `array`.
+fn config_note(s: &Served, array: &str, member: &str, instead: Option<&str>) -> String {
+    match (&s.config.find, instead) {
+        (Find::Uuid { .. }, _) => format!(
+            "note: {member} is not under the config's scan patterns: add one that names it, or the next start will not find it\n"
+        ),
+        (Find::Paths(_), None) => format!(
+            "note: add {member} to the members of array {array} in the config, or the next start will not assemble it\n"
+        ),
+        (Find::Paths(_), Some(old)) => format!(
+            "note: put {member} in place of {old} in the members of array {array} in the config\n"
+        ),
+    }
 }
 
 fn not_a_member(array: &str, member: &str) -> AdminError {
@@ -449,10 +470,8 @@ async fn add(ctx: &ControlCtx, array: &str, member: &std::path::Path) -> Answer 
             format!("{text} added to {} as a spare\n", target.array.name())
         }
     };
-    if !in_config(s, &text) {
-        out.push_str(&format!(
-            "note: add {text} to the members of array {array} in the config, or the next start will not assemble it\n"
-        ));
+    if !in_config(ctx, s, &text) {
+        out.push_str(&config_note(s, array, &text, None));
     }
     let json = serde_json::json!({
         "array": array,
@@ -498,10 +517,8 @@ async fn replace(ctx: &ControlCtx, array: &str, member: &str, with: &std::path::
         .ok_or_else(|| AdminError::failure("the array is not watched"))?;
     ctx.life.start_replace(w, role, new);
     let mut out = format!("replacing {name} with {text} in {}\n", a.name());
-    if !in_config(s, &text) {
-        out.push_str(&format!(
-            "note: put {text} in place of {name} in the members of array {array} in the config\n"
-        ));
+    if !in_config(ctx, s, &text) {
+        out.push_str(&config_note(s, array, &text, Some(&name)));
     }
     Ok((
         out,

@@ -21,6 +21,8 @@ pub struct ControlCtx {
     pub life: Rc<Lifecycle>,
     /// Every array of every configured array (inner ones of nested arrays too).
     pub watched: Vec<Watched>,
+    /// The config's scan patterns (where arrays named by UUID are found at start).
+    pub scan: Vec<String>,
     /// How long members added at run time may take to answer an I/O.
     pub member_timeout: Option<std::time::Duration>,
     /// `[http] node_md_compat`: `/metrics` also speaks node_exporter's `node_md_*`.

@@ -49,7 +49,13 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     let config = without_not_started(config, &not_started);
     let resolved = volumes::resolve(config, &served).await;
     let config = resolved.config;
-    let shared = shared_state(&config);
+    // Members found by UUID are known only now.
+    let opened: usize = served
+        .iter()
+        .flat_map(|s| s.session.arrays.iter())
+        .map(|a| a.report.len())
+        .sum();
+    let shared = shared_state(&config, opened + config.spares.len());
     let ctx = StartCtx {
         shared: &shared,
         threads: config.threads,
@@ -86,6 +92,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         threads: config.threads,
         life,
         watched,
+        scan: config.scan.clone(),
         member_timeout: config.limits.member_timeout,
         http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
         volumes: resolved.volumes,
@@ -160,15 +167,13 @@ fn bind(config: &Config) -> AdminResult<Listeners> {
     })
 }
 
-/// `max_connections`, lowered to what the descriptor limit leaves room for. The soft limit
-/// is raised to the hard one first.
-fn connection_limit(config: &Config) -> usize {
+/// `max_connections`, lowered to what the descriptor limit leaves room for besides the
+/// `members` open. The soft limit is raised to the hard one first.
+fn connection_limit(config: &Config, members: usize) -> usize {
     let wanted = config.limits.max_connections;
     let Some(fds) = raise_fd_limit() else {
         return wanted;
     };
-    let members: usize =
-        config.arrays.iter().map(|a| a.members.len()).sum::<usize>() + config.spares.len();
     let others = FD_RESERVE + 2 * members as u64 + 4 * config.threads as u64;
     let room = usize::try_from(fds.saturating_sub(others)).unwrap_or(usize::MAX);
     if room >= wanted {
@@ -208,7 +213,7 @@ fn raise_fd_limit() -> Option<u64> {
 
 /// What every frontend's connections share: the budget (less what the frontends hold for
 /// their life), the time limits and the connection count.
-fn shared_state(config: &Config) -> SharedState {
+fn shared_state(config: &Config, members: usize) -> SharedState {
     let l = &config.limits;
     Arc::new(ServerState {
         budget: Arc::new(Budget::new(config.connection_buffer_memory())),
@@ -218,7 +223,7 @@ fn shared_state(config: &Config) -> SharedState {
             idle: None,
         },
         connections: AtomicUsize::new(0),
-        max_connections: connection_limit(config),
+        max_connections: connection_limit(config, members),
     })
 }
 

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod config;
 pub mod create;
 pub mod detail;
 pub mod examine;

@@ -1,5 +1,5 @@
-//! `[[array]]`: the arrays to serve, each checked (members, spare group, stripe cache,
-//! safe mode, DMA-aligned buffer).
+//! `[[array]]`: the arrays to serve, each checked (members by path or by UUID, spare
+//! group, stripe cache, safe mode, DMA-aligned buffer).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -17,7 +17,12 @@ pub const DEFAULT_SAFE_MODE_DELAY: std::time::Duration = std::time::Duration::fr
 #[serde(deny_unknown_fields)]
 pub(super) struct RawArray {
     name: String,
-    members: Vec<PathBuf>,
+    /// The members' paths; or, instead, `uuid` (found under the top-level `scan`).
+    members: Option<Vec<PathBuf>>,
+    /// md's array UUID: the members are whatever the scan patterns name that carries it.
+    uuid: Option<String>,
+    /// For an array of arrays named by `uuid`: its inner arrays' UUIDs.
+    inner: Option<Vec<String>>,
     #[serde(default)]
     read_only: bool,
     /// Only spares of this group may replace this array's members.
@@ -44,11 +49,35 @@ pub(super) struct RawArray {
     dab_mode: Option<String>,
 }
 
+/// How an array's members are found when the daemon starts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Find {
+    /// The paths the config lists: every leaf member (for nested arrays: the members of
+    /// the inner arrays).
+    Paths(Vec<PathBuf>),
+    /// What the config's scan patterns name that carries this array UUID in its superblock,
+    /// or one of `inner` (the UUIDs of an array of arrays' inner arrays): members, spares
+    /// and journals wherever they are now.
+    Uuid {
+        uuid: [u8; 16],
+        inner: Vec<[u8; 16]>,
+    },
+}
+
+impl Find {
+    /// The paths the config names (none for an array found by UUID).
+    pub fn paths(&self) -> &[PathBuf] {
+        match self {
+            Find::Paths(p) => p,
+            Find::Uuid { .. } => &[],
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ArrayConfig {
     pub name: String,
-    /// Every leaf member (for nested arrays: the members of the inner arrays).
-    pub members: Vec<PathBuf>,
+    pub find: Find,
     pub read_only: bool,
     pub spare_group: Option<String>,
     /// The RAID4/5/6 stripe cache's size in bytes and gathering policy.
@@ -82,39 +111,104 @@ impl ArrayConfig {
     }
 }
 
-/// The arrays, each checked; `all_members` collects their members (no two arrays share
-/// one).
+/// The arrays, each checked; `all_members` collects the members named by path (no two
+/// arrays share one); `scanning` says whether the config has scan patterns (an array by
+/// UUID needs them).
 pub(super) fn arrays_config(
     raw: Vec<RawArray>,
     all_members: &mut HashSet<PathBuf>,
     resolve: &dyn Fn(PathBuf) -> PathBuf,
+    scanning: bool,
 ) -> Result<Vec<ArrayConfig>, String> {
     let mut names = HashSet::new();
+    let mut uuids = HashSet::new();
     let mut arrays = Vec::with_capacity(raw.len());
     for a in raw {
         check_name("array", &a.name)?;
         if !names.insert(a.name.clone()) {
             return Err(format!("array {:?} is defined twice", a.name));
         }
-        if a.members.is_empty() {
-            return Err(format!("array {:?} has no members", a.name));
-        }
-        let members: Vec<PathBuf> = a.members.iter().cloned().map(resolve).collect();
-        for m in &members {
-            if !all_members.insert(m.clone()) {
-                return Err(format!(
-                    "member {} is named twice (arrays cannot share members)",
-                    m.display()
-                ));
+        let find = find_config(&a, resolve, scanning)?;
+        match &find {
+            Find::Paths(members) => {
+                for m in members {
+                    if !all_members.insert(m.clone()) {
+                        return Err(format!(
+                            "member {} is named twice (arrays cannot share members)",
+                            m.display()
+                        ));
+                    }
+                }
+            }
+            Find::Uuid { uuid, inner } => {
+                for u in std::iter::once(uuid).chain(inner) {
+                    if !uuids.insert(*u) {
+                        return Err(format!(
+                            "array {:?}: uuid {} is named twice (by this array or another)",
+                            a.name,
+                            raidd_engine::array::uuid_string(u)
+                        ));
+                    }
+                }
             }
         }
-        arrays.push(array_config(a, members)?);
+        arrays.push(array_config(a, find)?);
     }
     Ok(arrays)
 }
 
+/// How the array's members are found: `members`, or `uuid` (and `inner`) with scan
+/// patterns; one of the two.
+fn find_config(
+    a: &RawArray,
+    resolve: &dyn Fn(PathBuf) -> PathBuf,
+    scanning: bool,
+) -> Result<Find, String> {
+    let name = &a.name;
+    match (&a.members, &a.uuid) {
+        (Some(_), Some(_)) => Err(format!(
+            "array {name:?} has both members and uuid: name its members one way"
+        )),
+        (None, None) => Err(format!(
+            "array {name:?} has no members: list them (members = [...]) or name the array by \
+             uuid = \"...\" with a top-level scan = [...]"
+        )),
+        (Some(m), None) => {
+            if a.inner.is_some() {
+                return Err(format!(
+                    "array {name:?}: inner is for an array named by uuid; list every leaf member \
+                     in members"
+                ));
+            }
+            if m.is_empty() {
+                return Err(format!("array {name:?} has no members"));
+            }
+            Ok(Find::Paths(m.iter().cloned().map(resolve).collect()))
+        }
+        (None, Some(u)) => {
+            if !scanning {
+                return Err(format!(
+                    "array {name:?} is named by uuid, but the config has no scan patterns: add \
+                     a top-level scan = [\"/dev/disk/by-id/*\"] (or where its members are)"
+                ));
+            }
+            let parse = |t: &str| {
+                raidd_admin::scan::parse_uuid(t).map_err(|e| format!("array {name:?}: {e}"))
+            };
+            let uuid = parse(u)?;
+            let inner = a
+                .inner
+                .iter()
+                .flatten()
+                .map(|t| parse(t))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Find::Uuid { uuid, inner })
+        }
+    }
+}
+
 /// One array's settings past its name and members.
-fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, String> {
+fn array_config(a: RawArray, find: Find) -> Result<ArrayConfig, String> {
     if let Some(g) = &a.spare_group {
         check_name("spare group", g)?;
     }
@@ -158,7 +252,7 @@ fn array_config(a: RawArray, members: Vec<PathBuf>) -> Result<ArrayConfig, Strin
     let dab = dab_config(&a)?;
     Ok(ArrayConfig {
         name: a.name,
-        members,
+        find,
         read_only: a.read_only,
         spare_group: a.spare_group,
         stripe_cache,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use arrays::RawArray;
-pub use arrays::{ArrayConfig, DEFAULT_SAFE_MODE_DELAY};
+pub use arrays::{ArrayConfig, Find, DEFAULT_SAFE_MODE_DELAY};
 use keys::{check_name, delay_key, size_key, RawTls, MAX_MEMORY};
 pub use keys::{TlsConfig, MAX_REQUEST};
 
@@ -50,6 +50,9 @@ struct RawConfig {
     member_timeout: Option<String>,
     /// How long a stop waits for requests in flight before it closes the arrays anyway.
     drain_timeout: Option<String>,
+    /// Where arrays named by UUID are looked for: glob patterns.
+    #[serde(default)]
+    scan: Vec<String>,
     #[serde(default, rename = "array")]
     arrays: Vec<RawArray>,
     #[serde(default)]
@@ -103,6 +106,8 @@ pub struct Config {
     pub poll: std::time::Duration,
     /// Bytes of buffer memory registered with every worker's io_uring (0: none).
     pub registered_buffers: usize,
+    /// Glob patterns (absolute) where members of arrays named by UUID are looked for.
+    pub scan: Vec<String>,
     pub arrays: Vec<ArrayConfig>,
     pub sync: raidd_engine::SyncLimits,
     /// Program run on events (failures, rebuilds, mismatches).
@@ -292,9 +297,11 @@ impl Config {
         if raw.arrays.is_empty() {
             return Err("no [[array]] defined: there is nothing to serve".into());
         }
+        let scan = scan_patterns(&raw.scan, base)?;
         let mut all_members = HashSet::new();
         let raw_arrays = std::mem::take(&mut raw.arrays);
-        let arrays = arrays::arrays_config(raw_arrays, &mut all_members, &resolve)?;
+        let arrays =
+            arrays::arrays_config(raw_arrays, &mut all_members, &resolve, !scan.is_empty())?;
         let ctx = ParseCtx {
             arrays: &arrays,
             resolve: &resolve,
@@ -317,6 +324,7 @@ impl Config {
             threads,
             poll: std::time::Duration::from_micros(poll_us),
             registered_buffers,
+            scan,
             arrays,
             limits,
             frontends,
@@ -330,6 +338,31 @@ impl Config {
             .buffer_memory
             .saturating_sub(self.frontends.held_memory(self.threads))
     }
+}
+
+/// `scan`: glob patterns, each checked, relative ones taken from `base` (made absolute, so
+/// the patterns mean the same wherever the daemon runs).
+fn scan_patterns(raw: &[String], base: &Path) -> Result<Vec<String>, String> {
+    let base = if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    };
+    let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+    raw.iter()
+        .map(|p| {
+            let full = if Path::new(p).is_absolute() {
+                p.clone()
+            } else {
+                // Glob metacharacters in the config's own directory would be read as a
+                // pattern: escape them.
+                let dir = glob::Pattern::escape(&base.display().to_string());
+                format!("{}/{p}", dir.trim_end_matches('/'))
+            };
+            debug_assert!(Path::new(&full).is_absolute(), "patterns mean one place");
+            raidd_admin::scan::check_pattern(&full).map(|()| full)
+        })
+        .collect()
 }
 
 /// `registered_buffers`: bytes of buffers registered with each ring (0: none).
@@ -505,11 +538,11 @@ mod tests {
         );
         assert!(c.frontends.nbd.listen.ip().is_loopback());
         assert_eq!(
-            c.arrays[0].members,
-            vec![
+            c.arrays[0].find,
+            Find::Paths(vec![
                 PathBuf::from("/etc/raidd/d0.img"),
                 PathBuf::from("/abs/d1.img")
-            ]
+            ])
         );
         assert_eq!(c.frontends.nbd.exports.len(), 1);
         assert_eq!(
@@ -521,6 +554,90 @@ mod tests {
         );
         assert_eq!(c.control_socket, PathBuf::from(DEFAULT_CONTROL_SOCKET));
         assert!(c.threads >= 1);
+    }
+
+    #[test]
+    fn arrays_named_by_uuid_need_scan_patterns_and_one_way_of_naming_members() {
+        let c = parse(
+            r#"
+            scan = ["*.img", "/dev/disk/by-id/wwn-*"]
+            [[array]]
+            name = "a"
+            uuid = "01234567:89abcdef:fedcba98:76543210"
+            [[array]]
+            name = "n"
+            uuid = "11111111-1111-1111-1111-111111111111"
+            inner = ["22222222222222222222222222222222"]
+            [[array]]
+            name = "p"
+            members = ["x.img"]
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(c.scan, ["/etc/raidd/*.img", "/dev/disk/by-id/wwn-*"]);
+        let Find::Uuid { uuid, inner } = &c.arrays[0].find else {
+            panic!("{:?}", c.arrays[0].find)
+        };
+        assert_eq!(uuid[..4], [0x01, 0x23, 0x45, 0x67]);
+        assert!(inner.is_empty());
+        assert_eq!(
+            c.arrays[1].find,
+            Find::Uuid {
+                uuid: [0x11; 16],
+                inner: vec![[0x22; 16]]
+            }
+        );
+        assert_eq!(
+            c.arrays[2].find.paths(),
+            [PathBuf::from("/etc/raidd/x.img")]
+        );
+        assert_eq!(c.arrays[0].find.paths(), [] as [PathBuf; 0]);
+        // The config's directory is escaped, not read as a pattern.
+        let c = Config::parse(
+            "scan = [\"*.img\"]\n[[array]]\nname = \"a\"\nuuid = \"01234567:89abcdef:fedcba98:76543210\"\n",
+            Path::new("/srv/[x]"),
+        )
+        .expect("valid");
+        assert_eq!(c.scan, ["/srv/[[]x[]]/*.img"]);
+        assert!(raidd_admin::scan::matches_any(
+            &c.scan,
+            Path::new("/srv/[x]/d.img")
+        ));
+
+        let uuid = "uuid = \"01234567:89abcdef:fedcba98:76543210\"";
+        for (text, want) in [
+            (
+                format!("[[array]]\nname = \"a\"\n{uuid}\n"),
+                "no scan patterns",
+            ),
+            (
+                format!("scan = [\"*\"]\n[[array]]\nname = \"a\"\n{uuid}\nmembers = [\"x\"]\n"),
+                "both members and uuid",
+            ),
+            (
+                "scan = [\"*\"]\n[[array]]\nname = \"a\"\n".to_string(),
+                "has no members: list them",
+            ),
+            (
+                "[[array]]\nname = \"a\"\nmembers = [\"x\"]\ninner = [\"y\"]\n".to_string(),
+                "inner is for an array named by uuid",
+            ),
+            (
+                "scan = [\"*\"]\n[[array]]\nname = \"a\"\nuuid = \"0123\"\n".to_string(),
+                "not an md UUID",
+            ),
+            (
+                format!("scan = [\"*\"]\n[[array]]\nname = \"a\"\n{uuid}\n[[array]]\nname = \"b\"\n{uuid}\n"),
+                "is named twice",
+            ),
+            (
+                format!("scan = [\"/srv/[x\"]\n[[array]]\nname = \"a\"\n{uuid}\n"),
+                "scan pattern \"/srv/[x\"",
+            ),
+        ] {
+            let e = parse(&text).expect_err(&text);
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

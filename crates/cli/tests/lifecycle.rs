@@ -1371,3 +1371,61 @@ fn an_array_named_by_uuid_is_found_after_a_rebuild_and_a_moved_disk_with_no_conf
         "{log}"
     );
 }
+
+/// A pool (RAID0 over two RAID5 groups) named by UUID: `config scan` prints it as one array
+/// with its inner arrays, and the daemon assembles it from what it finds, also after its
+/// member files are renamed.
+#[test]
+fn a_pool_named_by_uuid_is_found_through_its_inner_arrays() {
+    let dir = scratch();
+    let disks = dir.path().join("disks");
+    std::fs::create_dir(&disks).unwrap();
+    let group = |n: &str| {
+        let m: Vec<String> = (0..3)
+            .map(|i| disks.join(format!("{n}{i}.img")).display().to_string())
+            .collect();
+        format!("raid5:{}", m.join(","))
+    };
+    raidd(&[
+        "create",
+        "--level",
+        "raid0",
+        "--name",
+        "pool",
+        "--size",
+        "8M",
+        "--group",
+        &group("a"),
+        "--group",
+        &group("b"),
+    ])
+    .ok();
+    let pattern = format!("{}/*.img", disks.display());
+    let scanned = raidd(&["config", "scan", &pattern]).ok().text();
+    assert_eq!(scanned.matches("[[array]]").count(), 1, "{scanned}");
+    assert!(
+        scanned.contains("name = \"pool\"") && scanned.contains("inner = ["),
+        "{scanned}"
+    );
+    let j = raidd(&["config", "scan", "--json", &pattern]).ok().json();
+    assert_eq!(j["arrays"][0]["inner"].as_array().unwrap().len(), 2, "{j}");
+    assert_eq!(
+        j["arrays"][0]["members"].as_array().unwrap().len(),
+        6,
+        "{j}"
+    );
+    let d = Daemon::start(dir.path(), &scanned);
+    let len = export_size(&d, "pool");
+    d.write_pattern("pool", dir.path(), len, 3, 11);
+    d.stop();
+    for i in 0..3 {
+        let from = disks.join(format!("a{i}.img"));
+        std::fs::rename(&from, disks.join(format!("renamed-a{i}.img"))).unwrap();
+    }
+    let d = Daemon::start(dir.path(), &scanned);
+    assert_eq!(export_size(&d, "pool"), len);
+    let out = dir.path().join("got");
+    must(tool("nbdcopy").args([&d.uri("pool"), out.to_str().unwrap()]));
+    sectors::verify_file(&out, 3, 11, "the pool after its members were renamed");
+    d.stop();
+}

@@ -99,10 +99,10 @@ fn absolute(p: &str) -> String {
     format!("{}/{p}", dir.trim_end_matches('/'))
 }
 
-/// The UUID of the array whose superblock the array `g` carries in its data (`g` is then an
-/// inner array of it); `None` when it carries none or cannot be assembled read-only. Only
-/// `g` itself is assembled: the outer array would want its other inner arrays too.
-async fn outer_of(g: &Seen) -> Option<[u8; 16]> {
+/// The array whose superblock the array `g` carries in its data (`g` is then an inner array
+/// of it); `None` when it carries none or cannot be assembled read-only. Only `g` itself is
+/// assembled: the outer array would want its other inner arrays too.
+async fn outer_of(g: &Seen) -> Option<Outer> {
     let mut opened = Vec::with_capacity(g.paths.len());
     for p in &g.paths {
         match members::open(p, Access::Inspect) {
@@ -124,18 +124,30 @@ async fn outer_of(g: &Seen) -> Option<[u8; 16]> {
     let outer = raidd_engine::assemble::examine(&*a)
         .await
         .ok()
-        .map(|sb| sb.set_uuid);
+        .map(|sb| Outer {
+            uuid: sb.set_uuid,
+            name: sb.array_name(),
+            level: raidd_admin::md_names::level_text(sb.level),
+            raid_disks: sb.raid_disks,
+        });
     if let Err(e) = a.close().await {
         tracing::info!("closing the array looked inside: {e}");
     }
-    outer.filter(|u| *u != g.uuid)
+    outer.filter(|o| o.uuid != g.uuid)
+}
+
+/// The array an inner array belongs to, as its superblock inside that inner array says.
+#[derive(Clone, Debug, PartialEq)]
+struct Outer {
+    uuid: [u8; 16],
+    name: String,
+    level: String,
+    raid_disks: u32,
 }
 
 /// The arrays to configure: each group that is not an inner array of another, with the
-/// groups inside it (`outer[i]`: the array group `i` is inside of, if any). An outer array
-/// not among the groups (its superblocks are only inside the inner arrays) is named after
-/// the first of its inner arrays.
-fn nest(groups: &[Seen], outer: &[Option<[u8; 16]>]) -> Vec<ScanArray> {
+/// groups inside it (`outer[i]`: the array group `i` is inside of, if any).
+fn nest(groups: &[Seen], outer: &[Option<Outer>]) -> Vec<ScanArray> {
     debug_assert_eq!(groups.len(), outer.len(), "one answer per group");
     let mut arrays: Vec<(ScanArray, [u8; 16])> = Vec::new();
     for (g, o) in groups.iter().zip(outer) {
@@ -154,19 +166,19 @@ fn nest(groups: &[Seen], outer: &[Option<[u8; 16]>]) -> Vec<ScanArray> {
             ));
             continue;
         };
-        let i = match arrays.iter().position(|(_, u)| u == o) {
+        let i = match arrays.iter().position(|(_, u)| *u == o.uuid) {
             Some(i) => i,
             None => {
                 arrays.push((
                     ScanArray {
-                        name: g.name.clone(),
-                        uuid: uuid_string(o),
-                        level: "nested".into(),
-                        raid_disks: 0,
+                        name: o.name.clone(),
+                        uuid: uuid_string(&o.uuid),
+                        level: o.level.clone(),
+                        raid_disks: o.raid_disks,
                         inner: Vec::new(),
                         members: Vec::new(),
                     },
-                    *o,
+                    o.uuid,
                 ));
                 arrays.len() - 1
             }
@@ -221,11 +233,12 @@ fn config_text(patterns: &[String], arrays: &[ScanArray]) -> String {
             let inner: Vec<String> = a.inner.iter().map(|u| q(u)).collect();
             t.push_str(&format!("inner = [{}]\n", inner.join(", ")));
         }
-        t.push_str(&format!("# {}", a.level));
-        if a.raid_disks > 0 {
-            t.push_str(&format!(", {} devices", a.raid_disks));
-        }
-        t.push_str(&format!(", found: {}\n", a.members.join(" ")));
+        t.push_str(&format!(
+            "# {}, {} devices, found: {}\n",
+            a.level,
+            a.raid_disks,
+            a.members.join(" ")
+        ));
     }
     t
 }
@@ -245,6 +258,15 @@ mod tests {
         }
     }
 
+    fn top() -> Outer {
+        Outer {
+            uuid: [9; 16],
+            name: "top".into(),
+            level: "raid0".into(),
+            raid_disks: 2,
+        }
+    }
+
     #[test]
     fn inner_arrays_join_their_outer_array_and_names_are_made_unique() {
         let groups = [
@@ -254,10 +276,11 @@ mod tests {
             seen(4, "x", &["/d/g"]),
             seen(5, "", &["/d/h"]),
         ];
-        let outer = [Some([9; 16]), None, Some([9; 16]), None, None];
+        let outer = [Some(top()), None, Some(top()), None, None];
         let a = nest(&groups, &outer);
         let names: Vec<&str> = a.iter().map(|a| a.name.as_str()).collect();
-        assert_eq!(names, ["in0", "x", "x-2", "md3"]);
+        assert_eq!(names, ["top", "x", "x-2", "md3"]);
+        assert_eq!((a[0].level.as_str(), a[0].raid_disks), ("raid0", 2));
         assert_eq!(a[0].uuid, uuid_string(&[9; 16]));
         assert_eq!(a[0].inner, [uuid_string(&[1; 16]), uuid_string(&[3; 16])]);
         assert_eq!(a[0].members, ["/d/a", "/d/b", "/d/e", "/d/f"]);
@@ -271,7 +294,7 @@ mod tests {
             seen(2, "web \"data\"", &["/d/c", "/d/d"]),
             seen(3, "in1", &["/d/e"]),
         ];
-        let arrays = nest(&groups, &[Some([9; 16]), None, Some([9; 16])]);
+        let arrays = nest(&groups, &[Some(top()), None, Some(top())]);
         let text = config_text(&["/d/*".into()], &arrays);
         let c = raidd_server::config::Config::parse(&text, Path::new("/etc/raidd")).unwrap();
         assert_eq!(c.scan, ["/d/*"]);

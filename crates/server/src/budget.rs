@@ -7,6 +7,15 @@
 //! holds it until then). A connection whose client stops reading its replies therefore
 //! stops being read from once its account is full, and the server as a whole stops taking
 //! new requests once the budget is spent: back-pressure, never growth.
+//!
+//! A large WRITE's payload is the exception to reserving before the header's request runs:
+//! its connection's account takes its whole length at the header, but the server's budget
+//! only grows with the payload ([`Credit::poll_grow`], a piece before each is received, and
+//! only once its bytes begin to arrive), so clients that send a header and stall hold none of
+//! the budget that clients sending data need. Payloads that grow could deadlock, each
+//! holding part and waiting for more; the budget therefore keeps a reserve as large as the
+//! largest payload for one of them at a time, which takes the whole rest of its payload from
+//! it and so always completes. Budgets too small for that reserve take payloads whole.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -14,11 +23,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
+/// A budget at least this many times the largest payload keeps a reserve of one payload
+/// for those that grow; smaller ones take payloads whole at their header.
+const RESERVE_FROM: u64 = 2;
+
 /// The server's budget of request and reply buffer memory.
 #[derive(Debug)]
 pub struct Budget {
     limit: u64,
+    /// Set aside for one growing payload at a time (0: payloads do not grow).
+    reserve: u64,
+    /// Taken from `limit - reserve`.
     used: AtomicU64,
+    /// Taken from the reserve, by the one payload that holds it (0: it is free).
+    reserve_used: AtomicU64,
     /// Readers waiting for room; woken (all) when bytes are given back.
     waiters: Mutex<Vec<Waker>>,
     /// Whether `waiters` may hold anyone: givers skip the lock while nobody waits.
@@ -26,10 +44,18 @@ pub struct Budget {
 }
 
 impl Budget {
-    pub fn new(limit: u64) -> Budget {
+    /// A budget of `limit` bytes for requests whose payloads are at most `max_payload`.
+    pub fn new(limit: u64, max_payload: u64) -> Budget {
+        let reserve = if max_payload > 0 && limit >= RESERVE_FROM * max_payload {
+            max_payload
+        } else {
+            0
+        };
         Budget {
             limit,
+            reserve,
             used: AtomicU64::new(0),
+            reserve_used: AtomicU64::new(0),
             waiters: Mutex::new(Vec::new()),
             waiting: AtomicBool::new(false),
         }
@@ -39,21 +65,64 @@ impl Budget {
         self.limit
     }
 
-    /// Bytes reserved now.
+    /// Bytes reserved now (the reserve's included).
     pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
+        self.used.load(Ordering::Relaxed) + self.reserve_used.load(Ordering::Relaxed)
     }
 
-    /// Reserves `bytes` if they fit.
+    /// Whether large payloads take the budget as they arrive (it keeps a reserve for them).
+    pub fn grows(&self) -> bool {
+        self.reserve > 0
+    }
+
+    /// Reserves `bytes` if they fit beside the reserve.
     fn try_take(&self, bytes: u64) -> bool {
+        let room = self.limit - self.reserve;
         let taken = self
             .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(bytes).filter(|&u| u <= self.limit)
+                used.checked_add(bytes).filter(|&u| u <= room)
             })
             .is_ok();
         debug_assert!(self.used() <= self.limit, "the budget is never overdrawn");
         taken
+    }
+
+    /// Takes the reserve for `bytes` (the whole rest of one payload) if no payload holds it.
+    fn try_take_reserve(&self, bytes: u64) -> bool {
+        debug_assert!(
+            bytes > 0 && bytes <= self.reserve,
+            "a payload fits the reserve"
+        );
+        self.reserve_used
+            .compare_exchange(0, bytes, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Registers the task to be woken when bytes come back.
+    fn wait(&self, cx: &Context<'_>) {
+        let mut w = lock(&self.waiters);
+        if !w.iter().any(|x| x.will_wake(cx.waker())) {
+            w.push(cx.waker().clone());
+        }
+        self.waiting.store(true, Ordering::SeqCst);
+    }
+
+    /// Grows a payload's share by `bytes`, from beside the reserve or else (`rest`: all it
+    /// still lacks) from the reserve; which one it took, or the task is registered to be
+    /// woken.
+    fn poll_grow(&self, bytes: u64, rest: u64, cx: &Context<'_>) -> Poll<Grown> {
+        for _ in 0..2 {
+            if self.try_take(bytes) {
+                return Poll::Ready(Grown::Beside);
+            }
+            if self.grows() && self.try_take_reserve(rest) {
+                return Poll::Ready(Grown::Reserve);
+            }
+            // The check is repeated once registered, as in `poll_take`.
+            self.wait(cx);
+        }
+        Poll::Pending
     }
 
     /// Reserves `bytes`, or registers the task to be woken when bytes come back. The check
@@ -63,13 +132,7 @@ impl Budget {
         if self.try_take(bytes) {
             return Poll::Ready(());
         }
-        {
-            let mut w = lock(&self.waiters);
-            if !w.iter().any(|x| x.will_wake(cx.waker())) {
-                w.push(cx.waker().clone());
-            }
-            self.waiting.store(true, Ordering::SeqCst);
-        }
+        self.wait(cx);
         if self.try_take(bytes) {
             return Poll::Ready(());
         }
@@ -82,6 +145,20 @@ impl Budget {
             before >= bytes,
             "budget: gave back {bytes} bytes, {before} were taken"
         );
+        self.wake_waiters();
+    }
+
+    /// The payload that held the reserve gives it back (`bytes`: what it took).
+    fn give_reserve(&self, bytes: u64) {
+        let before = self.reserve_used.swap(0, Ordering::AcqRel);
+        assert_eq!(
+            before, bytes,
+            "budget: the reserve given back by its holder"
+        );
+        self.wake_waiters();
+    }
+
+    fn wake_waiters(&self) {
         if self.waiting.load(Ordering::SeqCst) {
             let ws = {
                 let mut w = lock(&self.waiters);
@@ -93,6 +170,13 @@ impl Budget {
             }
         }
     }
+}
+
+/// Where a payload's growth came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grown {
+    Beside,
+    Reserve,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,7 +232,35 @@ impl Account {
         Poll::Ready(Credit {
             account: self.clone(),
             bytes,
+            beside: bytes,
+            reserve: 0,
         })
+    }
+
+    /// Reserves a WRITE payload of `bytes`: all of them in the connection's account, as
+    /// `poll_reserve` does; in the server's budget, where it grows, only what `first` says
+    /// (the rest with [`Credit::poll_grow`] as the payload arrives).
+    pub fn poll_reserve_payload(
+        self: &Rc<Self>,
+        bytes: u64,
+        first: u64,
+        cx: &Context<'_>,
+    ) -> Poll<Credit> {
+        if !self.server.grows() || first >= bytes {
+            return self.poll_reserve(bytes, cx);
+        }
+        debug_assert!(bytes <= self.server.reserve, "a payload fits the reserve");
+        let used = self.used.get();
+        if used > 0 && used + bytes > self.limit {
+            *self.waiter.borrow_mut() = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let Poll::Ready(mut c) = self.poll_reserve(first, cx) else {
+            return Poll::Pending;
+        };
+        self.used.set(self.used.get() + bytes - first);
+        c.bytes = bytes;
+        Poll::Ready(c)
     }
 
     /// Reserves `bytes` if both the account and the server's budget have room now.
@@ -168,6 +280,8 @@ impl Account {
         Some(Credit {
             account: self.clone(),
             bytes,
+            beside: bytes,
+            reserve: 0,
         })
     }
 
@@ -179,16 +293,49 @@ impl Account {
     }
 }
 
-/// Bytes reserved for one request's buffers; given back when dropped.
+/// Bytes reserved for one request's buffers; given back when dropped. The connection's
+/// account holds `bytes`; the server's budget `beside + reserve` of them (all, but for a
+/// payload still growing).
 #[derive(Debug)]
 pub struct Credit {
     account: Rc<Account>,
     bytes: u64,
+    /// Taken from the budget beside its reserve.
+    beside: u64,
+    /// Taken from the budget's reserve (the whole rest of a payload that grew into it).
+    reserve: u64,
 }
 
 impl Credit {
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Bytes the server's budget has granted so far.
+    pub fn covered(&self) -> u64 {
+        debug_assert!(
+            self.beside + self.reserve <= self.bytes,
+            "covers what it holds"
+        );
+        self.beside + self.reserve
+    }
+
+    /// Grows what the server's budget grants this credit to at least `to` bytes (at most
+    /// its `bytes`), or registers the task to be woken when there may be room.
+    pub fn poll_grow(&mut self, to: u64, cx: &Context<'_>) -> Poll<()> {
+        let to = to.min(self.bytes);
+        let covered = self.covered();
+        if covered >= to {
+            return Poll::Ready(());
+        }
+        let server = &self.account.server;
+        match server.poll_grow(to - covered, self.bytes - covered, cx) {
+            Poll::Ready(Grown::Beside) => self.beside += to - covered,
+            Poll::Ready(Grown::Reserve) => self.reserve = self.bytes - covered,
+            Poll::Pending => return Poll::Pending,
+        }
+        debug_assert!(self.covered() >= to, "grown as asked");
+        Poll::Ready(())
     }
 
     /// Takes `other`'s bytes into this credit (both of one account): one request's
@@ -198,7 +345,12 @@ impl Credit {
             Rc::ptr_eq(&self.account, &other.account),
             "credits of different accounts joined"
         );
+        assert!(
+            self.reserve == 0 && other.reserve == 0,
+            "only whole credits are joined"
+        );
         self.bytes += other.bytes;
+        self.beside += other.beside;
         std::mem::forget(other);
     }
 }
@@ -209,8 +361,11 @@ impl Drop for Credit {
         let used = a.used.get();
         assert!(used >= self.bytes, "account: gave back more than was taken");
         a.used.set(used - self.bytes);
-        if self.bytes > 0 {
-            a.server.give(self.bytes);
+        if self.beside > 0 {
+            a.server.give(self.beside);
+        }
+        if self.reserve > 0 {
+            a.server.give_reserve(self.reserve);
         }
         a.wake();
     }
@@ -235,7 +390,7 @@ mod tests {
 
     #[test]
     fn credits_come_back_when_dropped_and_wake_the_waiting() {
-        let server = Arc::new(Budget::new(100));
+        let server = Arc::new(Budget::new(100, 0));
         let a = Account::new(server.clone(), 60);
         let b = Account::new(server.clone(), 60);
         let (fa, wa) = waker();
@@ -273,7 +428,7 @@ mod tests {
 
     #[test]
     fn an_idle_connection_may_take_up_to_its_limit() {
-        let server = Arc::new(Budget::new(1000));
+        let server = Arc::new(Budget::new(1000, 0));
         let a = Account::new(server.clone(), 64);
         let (_, w) = waker();
         let cx = Context::from_waker(&w);
@@ -283,5 +438,82 @@ mod tests {
         assert!(a.poll_reserve(1, &cx).is_pending());
         drop(c);
         assert!(a.poll_reserve(1, &cx).is_ready());
+    }
+
+    fn ready<T>(p: Poll<T>, what: &str) -> T {
+        match p {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("{what}: pending"),
+        }
+    }
+
+    #[test]
+    fn payloads_grow_beside_the_reserve_and_one_at_a_time_into_it() {
+        // 100 bytes, payloads up to 40: a reserve of 40 and 60 beside it.
+        let server = Arc::new(Budget::new(100, 40));
+        assert!(server.grows());
+        let a = Account::new(server.clone(), 100);
+        let b = Account::new(server.clone(), 100);
+        let (fa, wa) = waker();
+        let (fb, wb) = waker();
+        let (ca, cb) = (Context::from_waker(&wa), Context::from_waker(&wb));
+        let mut pa = ready(a.poll_reserve_payload(40, 0, &ca), "a's header");
+        let mut pb = ready(b.poll_reserve_payload(40, 0, &cb), "b's header");
+        assert_eq!((server.used(), a.used(), pa.covered()), (0, 40, 0));
+        ready(pa.poll_grow(30, &ca), "a's first 30");
+        ready(pb.poll_grow(30, &cb), "b's first 30");
+        assert_eq!(server.used(), 60);
+        // Beside the reserve is full: a takes the reserve for all it still lacks...
+        ready(pa.poll_grow(35, &ca), "a into the reserve");
+        assert_eq!((pa.covered(), server.used()), (40, 70));
+        // ...and b, lacking 10, waits: the reserve is a's.
+        assert!(pb.poll_grow(40, &cb).is_pending());
+        // A whole request beside the reserve waits too.
+        assert!(matches!(b.try_reserve(1), None));
+        drop(pa);
+        assert!(
+            fb.0.load(Ordering::SeqCst),
+            "b woken when the reserve comes back"
+        );
+        assert!(!fa.0.load(Ordering::SeqCst));
+        assert_eq!((server.used(), a.used()), (30, 0));
+        ready(pb.poll_grow(40, &cb), "b beside the reserve");
+        assert_eq!(server.used(), 40);
+        drop(pb);
+        assert_eq!((server.used(), b.used()), (0, 0));
+    }
+
+    #[test]
+    fn small_budgets_and_small_payloads_take_them_whole() {
+        // Less than two payloads: no reserve, payloads reserved whole at their header.
+        let server = Arc::new(Budget::new(60, 40));
+        assert!(!server.grows());
+        let a = Account::new(server.clone(), 60);
+        let (_, w) = waker();
+        let cx = Context::from_waker(&w);
+        let p = ready(a.poll_reserve_payload(40, 0, &cx), "header");
+        assert_eq!((p.covered(), server.used()), (40, 40));
+        drop(p);
+        // A payload within `first` is reserved whole in a budget that grows.
+        let server = Arc::new(Budget::new(100, 40));
+        let a = Account::new(server.clone(), 100);
+        let p = ready(a.poll_reserve_payload(8, 8, &cx), "small");
+        assert_eq!((p.covered(), server.used()), (8, 8));
+    }
+
+    #[test]
+    fn a_payload_waits_for_room_in_its_connections_account() {
+        let server = Arc::new(Budget::new(1000, 40));
+        let a = Account::new(server.clone(), 50);
+        let (fa, w) = waker();
+        let cx = Context::from_waker(&w);
+        let held = ready(a.poll_reserve(20, &cx), "a read");
+        // 20 + 40 > 50: the account has no room for the payload, though the budget has.
+        assert!(a.poll_reserve_payload(40, 0, &cx).is_pending());
+        assert_eq!((server.used(), a.used()), (20, 20));
+        drop(held);
+        assert!(fa.0.load(Ordering::SeqCst));
+        let p = ready(a.poll_reserve_payload(40, 0, &cx), "now");
+        assert_eq!((a.used(), server.used(), p.covered()), (40, 0, 0));
     }
 }

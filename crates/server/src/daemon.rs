@@ -216,7 +216,10 @@ fn raise_fd_limit() -> Option<u64> {
 fn shared_state(config: &Config, members: usize) -> SharedState {
     let l = &config.limits;
     Arc::new(ServerState {
-        budget: Arc::new(Budget::new(config.connection_buffer_memory())),
+        budget: Arc::new(Budget::new(
+            config.connection_buffer_memory(),
+            crate::config::MAX_REQUEST,
+        )),
         limits: watch::Limits {
             request: l.request_timeout,
             send: l.send_timeout,

@@ -370,6 +370,7 @@ impl Input {
             let n = self.available().min(to - have);
             buf[have..have + n].copy_from_slice(&self.buf[self.start..self.start + n]);
             self.start += n;
+            self.copied += n as u64;
             have += n;
             if have == to {
                 return (Ok(()), buf);
@@ -411,25 +412,19 @@ impl Input {
     /// `len` bytes of payload into an aligned buffer: what is buffered is copied; on a plain
     /// connection the rest is received straight into place.
     pub async fn payload(&mut self, link: &Link, len: usize) -> io::Result<AlignedBuf> {
-        let mut out = AlignedBuf::for_overwrite(len);
-        let mut have = 0;
-        loop {
-            let n = self.available().min(len - have);
-            out[have..have + n].copy_from_slice(&self.buf[self.start..self.start + n]);
-            self.start += n;
-            self.copied += n as u64;
-            have += n;
-            if have == len {
-                debug_assert_eq!(out.len(), len);
-                return Ok(out);
-            }
-            if !link.is_tls() {
-                let (r, o) = self.recv_into(link, out, have, len).await;
-                r?;
-                return Ok(o);
-            }
+        let (r, buf) = self
+            .fill_range(link, AlignedBuf::for_overwrite(len), 0, len)
+            .await;
+        r.map(|()| buf)
+    }
+
+    /// Waits until some of a request that has begun is here (buffered), so what its bytes
+    /// cost is taken once they arrive.
+    pub async fn arriving(&mut self, link: &Link) -> io::Result<()> {
+        while self.available() == 0 {
             self.more(link).await?;
         }
+        Ok(())
     }
 
     /// Drops `len` bytes of payload.

@@ -257,7 +257,76 @@ impl Conn {
         })
         .await
     }
+
+    /// As `reserve`, for a WRITE payload of `bytes`: the server's budget is taken only as
+    /// the payload arrives ([`receive_payload`]).
+    async fn reserve_payload(&self, bytes: u64) -> Option<Credit> {
+        debug_assert!(
+            bytes <= self.shared.connection_memory,
+            "a request fits its connection"
+        );
+        poll_fn(|cx| {
+            if self.out.is_broken() {
+                return Poll::Ready(None);
+            }
+            let first = if bytes <= WHOLE_UP_TO { bytes } else { 0 };
+            self.account
+                .poll_reserve_payload(bytes, first, cx)
+                .map(Some)
+        })
+        .await
+    }
+
+    /// Grows `credit` to cover `to` bytes; false when the replies can no longer be sent.
+    async fn grow(&self, credit: &mut Credit, to: u64) -> bool {
+        poll_fn(|cx| {
+            if self.out.is_broken() {
+                return Poll::Ready(false);
+            }
+            credit.poll_grow(to, cx).map(|()| true)
+        })
+        .await
+    }
 }
+
+/// A WRITE's payload, a piece at a time, each covered by the server's budget before it is
+/// received; the first only once its bytes begin to arrive, so a client that sends a large
+/// write's header and stalls holds none of the budget (and one that stalls later, at most a
+/// piece more than it sent).
+async fn receive_payload(
+    conn: &Conn,
+    input: &mut Input,
+    len: usize,
+    credit: &mut Credit,
+) -> std::io::Result<AlignedBuf> {
+    let mut buf = AlignedBuf::for_overwrite(len);
+    let mut have = 0;
+    while have < len {
+        let to = len.min(have + GROW_PIECE);
+        if credit.covered() < to as u64 && have == 0 {
+            input.arriving(&conn.link).await?;
+        }
+        if !conn.grow(credit, to as u64).await {
+            return Err(std::io::Error::other("the client stopped reading replies"));
+        }
+        let (r, b) = input.fill_range(&conn.link, buf, have, to).await;
+        buf = b;
+        r?;
+        have = to;
+    }
+    debug_assert_eq!(
+        credit.covered(),
+        credit.bytes(),
+        "the whole payload is covered"
+    );
+    Ok(buf)
+}
+
+/// How much of a WRITE payload the budget covers at a time as it arrives.
+const GROW_PIECE: usize = 1 << 20;
+/// WRITE payloads up to this size are reserved whole at their header, as other requests
+/// are: what a stalled one holds is small, and they cost no wait for their first bytes.
+const WHOLE_UP_TO: u64 = 128 << 10;
 
 async fn writer(conn: Rc<Conn>) {
     // The reader may be waiting for the next request or for room: a failed send ends
@@ -364,12 +433,17 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
         }
         // Room in the budgets before any buffer exists: the server's own back-pressure, so
         // the reader waits for nothing from the client meanwhile.
-        let Some(credit) = conn.reserve(cost(&req)).await else {
+        let reserved = if req.command == Command::Write {
+            conn.reserve_payload(cost(&req)).await
+        } else {
+            conn.reserve(cost(&req)).await
+        };
+        let Some(mut credit) = reserved else {
             return "the client stopped reading replies".into();
         };
         let payload = if req.command == Command::Write {
             let copied = input.copied;
-            match input.payload(&conn.link, req.length as usize).await {
+            match receive_payload(conn, &mut input, req.length as usize, &mut credit).await {
                 Ok(buf) => {
                     debug_assert_eq!(buf.len(), req.length as usize, "a payload whole");
                     conn.shared.exports[conn.export]

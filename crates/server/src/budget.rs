@@ -469,7 +469,7 @@ mod tests {
         // ...and b, lacking 10, waits: the reserve is a's.
         assert!(pb.poll_grow(40, &cb).is_pending());
         // A whole request beside the reserve waits too.
-        assert!(matches!(b.try_reserve(1), None));
+        assert!(b.try_reserve(1).is_none());
         drop(pa);
         assert!(
             fb.0.load(Ordering::SeqCst),

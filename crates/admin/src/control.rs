@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{AdminError, Exit};
+use crate::volume::VolumeRef;
 
 /// The control socket when neither the config nor the command line names one.
 pub const DEFAULT_CONTROL_SOCKET: &str = "/run/raidd/raidd.sock";
@@ -104,6 +105,24 @@ pub enum Request {
     #[serde(rename = "volume-delete")]
     VolumeDelete {
         array: String,
+        name: String,
+    },
+    /// Offer an NBD export while the daemon runs (not written to the config).
+    #[serde(rename = "export-add")]
+    ExportAdd {
+        name: String,
+        array: String,
+        /// A volume of the array (name or number), instead of all of it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<VolumeRef>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        read_only: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+    },
+    /// Stop offering an NBD export: its connections take no more requests.
+    #[serde(rename = "export-remove")]
+    ExportRemove {
         name: String,
     },
     /// Change the array's shape or policy while it serves (mdadm's --grow): for now its

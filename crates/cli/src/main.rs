@@ -77,6 +77,9 @@ enum Command {
     /// Copy a working member of a served array onto a new one while the array stays
     /// redundant, then retire the old one (it waits for `remove`).
     Replace(cmd::manage::ReplaceArgs),
+    /// The running daemon's NBD exports: export add NAME --array A [--volume V], export
+    /// remove NAME (until the next start; SIGHUP applies an edited config's).
+    Export(cmd::export::ExportArgs),
     /// The hot-spare pool shared by all arrays: spare add|remove MEMBER.
     Spare(cmd::manage::SpareArgs),
     /// Read every stripe of a served array and count mismatches (md's check).
@@ -125,6 +128,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Remove(a) => cmd::manage::remove(a, json),
         Command::Add(a) => cmd::manage::add(a, json),
         Command::Spare(a) => cmd::manage::spare(a, json),
+        Command::Export(a) => cmd::export::run(a, json),
         Command::Replace(a) => cmd::manage::replace(a, json),
         Command::Check(a) => cmd::manage::scrub(a, false, json),
         Command::Repair(a) => cmd::manage::scrub(a, true, json),

@@ -577,3 +577,125 @@ fn bad_tables_and_missing_volumes_are_refused_and_change_nothing() {
         assert!(log.contains(want), "{log}");
     }
 }
+
+/// The names `nbdinfo --list` shows, sorted.
+fn export_names(d: &Daemon) -> Vec<String> {
+    let base = format!("nbd://{}", d.addr);
+    let list = must(tool("nbdinfo").args(["--list", "--json", &base]));
+    let v: Value = serde_json::from_str(&list).unwrap();
+    let mut names: Vec<String> = v["exports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["export-name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Writes generation `g` over the whole export and reads it back through a new connection.
+fn round(d: &Daemon, dir: &Path, export: &str, len: u64, g: u64) {
+    d.write_pattern(export, dir, len, g, SEED);
+    let out = dir.join(format!("{export}.got"));
+    let _ = std::fs::remove_file(&out);
+    must(tool("nbdcopy").args([&d.uri(export), out.to_str().unwrap()]));
+    sectors::verify_file(&out, g, SEED, &format!("export {export}"));
+}
+
+/// Exports change while the daemon serves, without a restart: `raidd export add` offers a
+/// volume created through the daemon at once (and it is then protected as served),
+/// `raidd export remove` withdraws one and closes its client's connection (its volume may
+/// change again), bad requests change nothing, and a SIGHUP applies the edited config:
+/// exports added and removed, a change to `[nbd]` named as waiting for the next start.
+#[test]
+fn exports_are_added_and_removed_while_serving_and_on_sighup() {
+    let dir = scratch();
+    let d0 = dir.path();
+    let m = three_volumes(d0);
+    let d = Daemon::start(d0, &served_config(&m));
+    let ctl = d.control.display().to_string();
+    let run = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&["--control", &ctl]);
+        raidd(&a)
+    };
+    run(&[
+        "volume", "create", "--array", "raid5", "--name", "delta", "--size", "8M",
+    ])
+    .ok();
+    let added = run(&[
+        "export", "add", "d", "--array", "raid5", "--volume", "delta",
+    ])
+    .ok()
+    .text();
+    assert!(added.contains("export d is offered"), "{added}");
+    assert_eq!(export_names(&d), ["a", "b", "d"]);
+    assert_eq!(d.export_size("d"), 8 * MIB);
+    round(&d, d0, "d", 8 * MIB, 1);
+    let e = run(&["volume", "delete", "--array", "raid5", "--name", "delta"]).expect(4);
+    assert!(e.error().contains("served as export d"), "{}", e.error());
+
+    // Refused, changing nothing.
+    let e = run(&["export", "add", "b", "--array", "raid5"]).expect(4);
+    assert!(e.error().contains("already offered"), "{}", e.error());
+    let e = run(&["export", "add", "x", "--array", "nosuch"]).expect(3);
+    assert!(e.error().contains("no array named"), "{}", e.error());
+    let e = run(&[
+        "export", "add", "x", "--array", "raid5", "--volume", "nosuch",
+    ])
+    .expect(3);
+    assert!(e.error().contains("not offered"), "{}", e.error());
+    let e = run(&["export", "remove", "nosuch"]).expect(3);
+    assert!(e.error().contains("no export named"), "{}", e.error());
+    assert_eq!(export_names(&d), ["a", "b", "d"]);
+
+    // A client of `a` is cut off when it goes; its volume is no longer served.
+    let mut client = nbd_raw::handshake_to_transmission(d.addr, "a");
+    client
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    run(&["export", "remove", "a"]).ok();
+    assert!(
+        nbd_raw::closed(&mut client),
+        "the removed export's client is disconnected"
+    );
+    assert_eq!(export_names(&d), ["b", "d"]);
+    let gone = tool("nbdinfo").arg(d.uri("a")).output().unwrap();
+    assert!(!gone.status.success(), "export a is gone");
+    run(&[
+        "volume", "resize", "--array", "raid5", "--name", "alpha", "--size", "8M", "--shrink",
+    ])
+    .ok();
+
+    // SIGHUP with an edited file: `b` and `d` (added over the socket) go, `c` comes, and
+    // the changed [nbd] waits for the next start.
+    let cfg = format!(
+        "control_socket = {:?}\n{}[[export]]\nname = \"c\"\narray = \"raid5\"\nvolume = \"alpha\"\n\
+         [nbd]\nlisten = \"127.0.0.1:0\"\nmax_in_flight = 8\n\
+         [iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n\
+         [[target]]\nname = \"{IQN}\"\n[[target.lun]]\narray = \"raid5\"\nvolume = \"gamma\"\n",
+        ctl,
+        array_config("raid5", &m)
+    );
+    std::fs::write(d0.join("raidd.toml"), cfg).unwrap();
+    // SAFETY: kill sends a signal to the daemon this test started.
+    assert_eq!(unsafe { libc::kill(d.pid() as i32, libc::SIGHUP) }, 0);
+    let start = std::time::Instant::now();
+    while !d.log().contains("SIGHUP: the config is applied") {
+        assert!(start.elapsed().as_secs() < 30, "no reload:\n{}", d.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let log = d.log();
+    for want in [
+        "export \"b\" removed",
+        "export \"d\" removed",
+        "export \"c\" added",
+        "[nbd]: changed, applied at the next start",
+    ] {
+        assert!(log.contains(want), "no {want:?} in\n{log}");
+    }
+    assert_eq!(export_names(&d), ["c"]);
+    round(&d, d0, "c", 8 * MIB, 2);
+    run(&["volume", "delete", "--array", "raid5", "--name", "delta"]).ok();
+    d.stop();
+}

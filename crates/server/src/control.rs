@@ -185,6 +185,23 @@ async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::VolumeDelete { array, name } => {
             volume_change(ctx, &array, Change::Delete { name }).await
         }
+        Request::ExportAdd {
+            name,
+            array,
+            volume,
+            read_only,
+            description,
+        } => {
+            let raw = crate::nbd::config::RawExport {
+                name,
+                array,
+                volume,
+                read_only,
+                description,
+            };
+            crate::reload::export_add(ctx, raw).await
+        }
+        Request::ExportRemove { name } => crate::reload::export_remove(ctx, &name),
         Request::Grow {
             array,
             consistency_policy,

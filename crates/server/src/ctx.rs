@@ -29,4 +29,6 @@ pub struct ControlCtx {
     pub http_node_md_compat: bool,
     /// The arrays' volumes: what serves each, and changes through the control socket.
     pub volumes: crate::volumes::Volumes,
+    /// The configuration as started and as changed since (exports added and removed).
+    pub live: crate::reload::Live,
 }

@@ -2,6 +2,7 @@
 //! loop (acceptors, control socket, monitor, safe mode, signals) and the stop.
 
 use std::cell::Cell;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -38,7 +39,8 @@ struct Listeners {
 }
 
 /// Serves until a signal arrives, then stops.
-pub async fn serve(config: Config, signals: Signals) -> AdminResult {
+/// `path`: the file the configuration came from (read again on SIGHUP).
+pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> AdminResult {
     // Certificates first: a bad one should fail before any array is touched.
     let http_tls = match config.http.as_ref().and_then(|h| h.tls.as_ref()) {
         Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
@@ -46,6 +48,7 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
     };
     config.frontends.preflight()?;
     let (served, not_started) = arrays::assemble_all(&config).await?;
+    let started_config = config.clone();
     let config = without_not_started(config, &not_started);
     let resolved = volumes::resolve(config, &served).await;
     let config = resolved.config;
@@ -96,6 +99,11 @@ pub async fn serve(config: Config, signals: Signals) -> AdminResult {
         member_timeout: config.limits.member_timeout,
         http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
         volumes: resolved.volumes,
+        live: crate::reload::Live {
+            path,
+            started: started_config,
+            frontends: std::cell::RefCell::new(config.frontends.clone()),
+        },
     });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stop: Stop = stop_rx.shared();
@@ -388,12 +396,24 @@ async fn run_until_signal(
         raidd_rt::spawn_local(async move { lifecycle::safe_mode(&ctx.watched, &on).await })
     };
     let signal = async {
-        match signals.recv().await {
-            Ok(sig) => tracing::info!(
-                signal = sig,
-                "stopping: no new connections, draining requests"
-            ),
-            Err(e) => tracing::error!("waiting for signals failed ({e}); stopping"),
+        loop {
+            match signals.recv().await {
+                Ok(libc::SIGHUP) => {
+                    tracing::info!("SIGHUP: reading the config again");
+                    crate::reload::sighup(ctx).await;
+                }
+                Ok(sig) => {
+                    tracing::info!(
+                        signal = sig,
+                        "stopping: no new connections, draining requests"
+                    );
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!("waiting for signals failed ({e}); stopping");
+                    break;
+                }
+            }
         }
     };
     futures::pin_mut!(accept, control_task, signal);

@@ -160,6 +160,29 @@ pub trait Frontend {
 
     /// Its metrics, from the status report (which [`Running::report`] filled).
     fn metrics(_report: &StatusReport, _sink: &mut Sink) {}
+
+    /// Applies `new` in place of `old` while it runs (`running`; `None`: it did not start,
+    /// having had nothing to serve), as far as a running frontend can change: entries
+    /// added are resolved through `serve`. Returns the configuration now in effect, with a
+    /// line in `notes` for each change made and each one left for the next start; each
+    /// entry taken away is named to `release` as it was to `serve`. By default nothing
+    /// changes while it runs.
+    fn reload(
+        old: &Self::Config,
+        new: &Self::Config,
+        _running: Option<&dyn Running>,
+        _serve: &mut Resolver<'_>,
+        _release: &mut dyn FnMut(&str),
+        notes: &mut Vec<String>,
+    ) -> Self::Config {
+        if old != new {
+            notes.push(format!(
+                "[{}]: changed, applied at the next start (it cannot change while it serves)",
+                Self::SECTIONS.join("], [")
+            ));
+        }
+        old.clone()
+    }
 }
 
 /// What [`Frontend::resolve`] asks for each entry: array index, volume, and what the entry
@@ -190,6 +213,9 @@ pub fn keep_served<T>(
 pub trait Running: Send + Sync + fmt::Debug {
     /// Its name in log lines ("nbd", "iscsi", "ublk").
     fn name(&self) -> &'static str;
+
+    /// Itself, for its own [`Frontend::reload`] to reach its type.
+    fn as_any(&self) -> &dyn std::any::Any;
 
     /// Where it listens, if it takes connections.
     fn listen(&self) -> Option<SocketAddr> {

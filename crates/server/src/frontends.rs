@@ -115,6 +115,33 @@ macro_rules! frontends {
                 Ok(started)
             }
 
+            /// Applies `new` in place of these while they run (`running`: the frontends
+            /// started); the configuration now in effect, and a line per change made or left
+            /// for the next start.
+            pub(crate) fn reload(
+                &self,
+                new: &Frontends,
+                running: &[std::sync::Arc<dyn crate::frontend::Running>],
+                serve: &mut Resolver<'_>,
+                release: &mut dyn FnMut(&str),
+            ) -> (Frontends, Vec<String>) {
+                let mut notes = Vec::new();
+                let applied = Frontends {
+                    $($field: <$ty as Frontend>::reload(
+                        &self.$field,
+                        &new.$field,
+                        running
+                            .iter()
+                            .find(|r| r.name() == stringify!($field))
+                            .map(|r| &**r),
+                        serve,
+                        release,
+                        &mut notes,
+                    ),)*
+                };
+                (applied, notes)
+            }
+
             /// Every frontend's metrics, from the status report.
             pub(crate) fn metrics(report: &StatusReport, sink: &mut Sink) {
                 $(<$ty as Frontend>::metrics(report, sink);)*

@@ -1,8 +1,9 @@
 //! raidd-server: everything `raidd serve` runs. It assembles the configured arrays, serves
 //! their exports over NBD and iSCSI from a pool of worker threads (each with its own
 //! executor and io_uring), keeps them redundant (the monitor: spares, recovery, resync,
-//! safe mode), answers the control socket, and on SIGTERM/SIGINT stops accepting, drains
-//! in-flight requests, flushes the members and marks the superblocks clean.
+//! safe mode), answers the control socket, applies an edited config on SIGHUP (`reload`),
+//! and on SIGTERM/SIGINT stops accepting, drains in-flight requests, flushes the members and
+//! marks the superblocks clean.
 //!
 //! Threads: the main thread runs the acceptors, the control socket, the monitor and the
 //! signal wait; accepted connections are handed round-robin to the workers, and a connection
@@ -11,7 +12,8 @@
 //!
 //! Modules, from the outside in:
 //! - [`config`]: the configuration file, parsed and checked (pure);
-//! - `daemon`: start, the main thread's loop, and the stop;
+//! - `daemon`: start, the main thread's loop, and the stop; `reload`: exports changed while
+//!   it runs (the control socket, SIGHUP);
 //! - `accept` and `worker`: taking connections (within `max_connections`) and serving them
 //!   on the worker threads;
 //! - `budget` and `watch`: the memory and the time clients may make the server hold;
@@ -48,6 +50,7 @@ mod logtext;
 mod metrics;
 mod nbd;
 mod outq;
+mod reload;
 mod shared;
 mod status;
 mod ublk;
@@ -92,9 +95,9 @@ pub fn run(options: Options) -> AdminResult {
         ));
     }
     // Before any thread starts, so every thread inherits the blocked mask.
-    let signals = Signals::new(&[libc::SIGTERM, libc::SIGINT])
+    let signals = Signals::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
         .map_err(|e| AdminError::io("cannot set up signal handling", &e))?;
-    raidd_rt::block_on(daemon::serve(config, signals))
+    raidd_rt::block_on(daemon::serve(config, Some(options.config), signals))
 }
 
 /// A panic anywhere ends the process at once, after its message: a daemon with one worker

@@ -111,7 +111,7 @@ pub async fn resolve(mut config: Config, served: &[Served]) -> Resolved {
         serving,
         volumes: Volumes {
             tables: RefCell::new(tables),
-            users,
+            users: RefCell::new(users),
             lock: futures::lock::Mutex::new(()),
         },
     }
@@ -123,7 +123,7 @@ pub struct Volumes {
     tables: RefCell<Vec<Read>>,
     /// What serves each volume: (array index, volume GUID, `export NAME`, `LUN N of T` or
     /// `/dev/ublkbN`).
-    users: Vec<(usize, String, String)>,
+    users: RefCell<Vec<(usize, String, String)>>,
     /// One change to a table at a time: each reads the table, changes it and writes it back.
     lock: futures::lock::Mutex<()>,
 }
@@ -141,10 +141,41 @@ impl Volumes {
 
     fn users_of(&self, i: usize, guid: &str) -> Vec<String> {
         self.users
+            .borrow()
             .iter()
             .filter(|(a, g, _)| *a == i && g == guid)
             .map(|(_, _, by)| by.clone())
             .collect()
+    }
+
+    /// What an entry added while the daemon runs (`what`: "export NAME") serves of served
+    /// array `i` (`r`: a volume of it, from its table as last read; none: all of it), noted
+    /// as a user of its volume; `None`, logged, when it cannot be served.
+    pub fn serve(
+        &self,
+        served: &[Served],
+        i: usize,
+        r: Option<&VolumeRef>,
+        what: String,
+    ) -> Option<Serving> {
+        let got = serving(served, &self.tables.borrow(), i, r);
+        match got {
+            Ok(s) => {
+                if let Some(v) = &s.volume {
+                    self.users.borrow_mut().push((i, v.guid.clone(), what));
+                }
+                Some(s)
+            }
+            Err(e) => {
+                tracing::error!("{what} is not offered: {e}");
+                None
+            }
+        }
+    }
+
+    /// The entry `what` no longer serves its volume.
+    pub fn release(&self, what: &str) {
+        self.users.borrow_mut().retain(|(_, _, by)| by != what);
     }
 
     /// Reads served array `i`'s table again (a table written by a client of the whole

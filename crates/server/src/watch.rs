@@ -10,6 +10,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raidd_rt::net::Stream;
@@ -55,6 +57,11 @@ pub struct Watch {
     sending_since: Cell<Option<Instant>>,
     /// Why the watchdog closed the connection.
     closed_for: Cell<Option<&'static str>>,
+    /// Set when what the connection serves is taken away (an export removed): the watchdog
+    /// then shuts its read side, so it takes no more requests.
+    serves: RefCell<Option<Arc<AtomicBool>>>,
+    /// Its read side was shut for that.
+    read_stopped: Cell<bool>,
 }
 
 impl Watch {
@@ -66,7 +73,24 @@ impl Watch {
             since: Cell::new(Instant::now()),
             sending_since: Cell::new(None),
             closed_for: Cell::new(None),
+            serves: RefCell::new(None),
+            read_stopped: Cell::new(false),
         })
+    }
+
+    /// The connection serves what `gone` says is taken away once set.
+    pub fn serves(&self, gone: Arc<AtomicBool>) {
+        *self.serves.borrow_mut() = Some(gone);
+    }
+
+    /// Whether what it serves was taken away and its read side not yet shut.
+    fn taken_away(&self) -> bool {
+        !self.read_stopped.get()
+            && self
+                .serves
+                .borrow()
+                .as_ref()
+                .is_some_and(|g| g.load(Ordering::SeqCst))
     }
 
     /// The reader now waits for `w` (or, waiting for the same, got some of it: the clock
@@ -149,6 +173,11 @@ impl Registry {
         let mut c = self.conns.borrow_mut();
         c.retain(|(_, t)| !t.is_finished());
         for w in c.iter().filter_map(|(w, _)| w.upgrade()) {
+            if w.taken_away() {
+                tracing::info!(peer = ?w.sock.peer_addr().ok(), "what the connection serves was removed: it takes no more requests");
+                w.read_stopped.set(true);
+                let _ = w.sock.shutdown(std::net::Shutdown::Read);
+            }
             if let Some(why) = w.overdue(now, &w.limits) {
                 tracing::info!(peer = ?w.sock.peer_addr().ok(), "closing a connection: {why}");
                 w.close(why);

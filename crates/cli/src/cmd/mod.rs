@@ -4,6 +4,7 @@ pub mod config;
 pub mod create;
 pub mod detail;
 pub mod examine;
+pub mod export;
 pub mod grow;
 pub mod manage;
 pub mod pattern;

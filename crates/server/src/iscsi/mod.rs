@@ -193,6 +193,10 @@ impl Running for IscsiServer {
         "iscsi"
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn listen(&self) -> Option<std::net::SocketAddr> {
         Some(self.listen)
     }

@@ -1,7 +1,6 @@
 //! The NBD frontend's sections: `[nbd]` (where it listens, requests in flight, memory and
 //! idle time per connection, STARTTLS) and `[[export]]` (what it offers, by name).
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,16 +33,17 @@ pub(super) struct RawNbd {
     tls: Option<RawTls>,
 }
 
+/// An `[[export]]` as written (or as `raidd export add` gives it).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawExport {
-    name: String,
-    array: String,
+pub(crate) struct RawExport {
+    pub name: String,
+    pub array: String,
     /// A volume of the array (its name, or its number), instead of all of it.
-    volume: Option<VolumeRef>,
+    pub volume: Option<VolumeRef>,
     #[serde(default)]
-    read_only: bool,
-    description: Option<String>,
+    pub read_only: bool,
+    pub description: Option<String>,
 }
 
 /// `[nbd]` and the exports, checked.
@@ -133,32 +133,37 @@ fn exports_config(
             })
             .collect());
     }
-    let mut exports = Vec::new();
-    let mut export_names = HashSet::new();
+    let mut exports: Vec<ExportConfig> = Vec::new();
     for e in raw {
-        check_name("export", &e.name)?;
-        if !export_names.insert(e.name.clone()) {
+        let e = export_config(e, arrays)?;
+        if exports.iter().any(|x| x.name == e.name) {
             return Err(format!("export {:?} is defined twice", e.name));
         }
-        let array = arrays
-            .iter()
-            .position(|a| a.name == e.array)
-            .ok_or_else(|| format!("export {:?}: no array named {:?}", e.name, e.array))?;
-        let description = e.description.unwrap_or_default();
-        if description.len() > MAX_NAME {
-            return Err(format!(
-                "export {:?}: description longer than {MAX_NAME} bytes",
-                e.name
-            ));
-        }
-        check_volume_ref(e.volume.as_ref()).map_err(|m| format!("export {:?}: {m}", e.name))?;
-        exports.push(ExportConfig {
-            name: e.name,
-            array,
-            volume: e.volume,
-            read_only: e.read_only || arrays[array].read_only,
-            description,
-        });
+        exports.push(e);
     }
     Ok(exports)
+}
+
+/// One export, checked against the arrays (its name alone; the caller checks it is unique).
+pub(crate) fn export_config(e: RawExport, arrays: &[ArrayConfig]) -> Result<ExportConfig, String> {
+    check_name("export", &e.name)?;
+    let array = arrays
+        .iter()
+        .position(|a| a.name == e.array)
+        .ok_or_else(|| format!("export {:?}: no array named {:?}", e.name, e.array))?;
+    let description = e.description.unwrap_or_default();
+    if description.len() > MAX_NAME {
+        return Err(format!(
+            "export {:?}: description longer than {MAX_NAME} bytes",
+            e.name
+        ));
+    }
+    check_volume_ref(e.volume.as_ref()).map_err(|m| format!("export {:?}: {m}", e.name))?;
+    Ok(ExportConfig {
+        name: e.name,
+        array,
+        volume: e.volume,
+        read_only: e.read_only || arrays[array].read_only,
+        description,
+    })
 }

@@ -27,7 +27,7 @@ use raidd_nbd::{reply, Handshake, Negotiated, Step};
 use raidd_rt::net::Part;
 use raidd_rt::{AlignedBuf, IoVec, SharedBuf};
 
-use super::server::{NbdServer, MAX_PAYLOAD};
+use super::server::{Export, NbdServer, MAX_PAYLOAD};
 use crate::budget::{Account, Credit};
 use crate::latency::Op;
 use crate::link::{Input, Link};
@@ -65,7 +65,7 @@ pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: Arc<NbdServe
             Either::Right(_) => None,
         }
     };
-    let negotiated = match outcome {
+    let (negotiated, export) = match outcome {
         Some(Ok(n)) => n,
         Some(Err(why)) => {
             tracing::debug!(%peer, "handshake ended: {}", Escaped(&why));
@@ -76,7 +76,10 @@ pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: Arc<NbdServe
             return;
         }
     };
-    let export = &shared.exports[negotiated.export];
+    if export.gone.load(Ordering::SeqCst) {
+        tracing::info!(%peer, export = %export.name, "the export was removed during the handshake");
+        return;
+    }
     tracing::info!(
         %peer,
         export = %export.name,
@@ -84,9 +87,11 @@ pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: Arc<NbdServe
         "client connected"
     );
     export.connections.fetch_add(1, Ordering::Relaxed);
+    watch.serves(export.gone.clone());
     let conn = Rc::new(Conn::new(
         link,
         shared.clone(),
+        export.clone(),
         &negotiated,
         watch.clone(),
         stop,
@@ -97,16 +102,17 @@ pub async fn serve_connection(link: Link, watch: Rc<Watch>, shared: Arc<NbdServe
     tracing::info!(%peer, export = %export.name, "client disconnected: {}", Escaped(&why));
 }
 
+/// The handshake: what was negotiated, and the export the client chose.
 async fn handshake(
     link: &mut Link,
     input: &mut Input,
     shared: &NbdServer,
-) -> Result<Negotiated, String> {
+) -> Result<(Negotiated, Arc<Export>), String> {
     let err = |e: std::io::Error| e.to_string();
     link.send(vec![Part::Bytes(Handshake::greeting())])
         .await
         .map_err(err)?;
-    let offer = shared.offer_now();
+    let (offer, exports) = shared.offer_now();
     let mut hs = Handshake::new(&offer);
     let mut out = Vec::new();
     loop {
@@ -119,7 +125,12 @@ async fn handshake(
         }
         match step {
             Step::Continue => {}
-            Step::Done(n) => return Ok(n),
+            Step::Done(n) => {
+                let Some(e) = exports.get(n.export) else {
+                    return Err("the handshake chose an export it was not offered".into());
+                };
+                return Ok((n, e.clone()));
+            }
             Step::Close(why) => return Err(why.to_string()),
             Step::StartTls => {
                 let Some(config) = shared.tls.clone() else {
@@ -135,7 +146,7 @@ async fn handshake(
 struct Conn {
     link: Link,
     shared: Arc<NbdServer>,
-    export: usize,
+    export: Arc<Export>,
     structured: bool,
     limits: Limits,
     /// Replies ready to send.
@@ -152,15 +163,11 @@ impl Conn {
     fn new(
         link: Link,
         shared: Arc<NbdServer>,
+        e: Arc<Export>,
         n: &Negotiated,
         watch: Rc<Watch>,
         stop: Stop,
     ) -> Conn {
-        debug_assert!(
-            n.export < shared.exports.len(),
-            "the handshake chose an export"
-        );
-        let e = &shared.exports[n.export];
         let limits = Limits {
             size: e.extent.size_bytes(),
             read_only: e.read_only(),
@@ -172,7 +179,7 @@ impl Conn {
         let account = Account::new(shared.shared.budget.clone(), shared.connection_memory);
         Conn {
             link,
-            export: n.export,
+            export: e,
             structured: n.structured_replies,
             limits,
             shared,
@@ -186,7 +193,7 @@ impl Conn {
 
     /// What the export serves: the array, or a volume of it.
     fn extent(&self) -> &Extent {
-        &self.shared.exports[self.export].extent
+        &self.export.extent
     }
 
     /// Queues a reply for the writer; the connection's only request in flight sends its
@@ -412,9 +419,7 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
         };
         // Latency counts from the header's arrival: a write's payload time is the client's.
         let arrived = std::time::Instant::now();
-        conn.shared.exports[conn.export]
-            .requests
-            .fetch_add(1, Ordering::Relaxed);
+        conn.export.requests.fetch_add(1, Ordering::Relaxed);
         match request::validate(&req, &conn.limits) {
             Ok(()) => {}
             Err(Refusal::Disconnect(why)) => return why.into(),
@@ -446,7 +451,7 @@ async fn reader(conn: &Rc<Conn>, mut input: Input) -> String {
             match receive_payload(conn, &mut input, req.length as usize, &mut credit).await {
                 Ok(buf) => {
                     debug_assert_eq!(buf.len(), req.length as usize, "a payload whole");
-                    conn.shared.exports[conn.export]
+                    conn.export
                         .copied_bytes
                         .fetch_add(input.copied - copied, Ordering::Relaxed);
                     Some(buf)
@@ -491,7 +496,7 @@ impl Conn {
     /// Records a request of `op` for `length` bytes that arrived at `arrived` and has its
     /// reply queued now.
     fn timed(&self, op: Op, arrived: std::time::Instant, length: u32) {
-        self.shared.exports[self.export]
+        self.export
             .latency
             .record(op, arrived.elapsed(), u64::from(length));
     }

@@ -107,6 +107,68 @@ impl Frontend for Nbd {
         }))
     }
 
+    /// Exports are added and removed while it serves (one whose settings changed is
+    /// removed and offered anew); `[nbd]` itself changes at the next start.
+    fn reload(
+        old: &NbdConfig,
+        new: &NbdConfig,
+        running: Option<&dyn Running>,
+        serve: &mut Resolver<'_>,
+        release: &mut dyn FnMut(&str),
+        notes: &mut Vec<String>,
+    ) -> NbdConfig {
+        let settings = |c: &NbdConfig| NbdConfig {
+            exports: Vec::new(),
+            ..c.clone()
+        };
+        if settings(old) != settings(new) {
+            notes.push(
+                "[nbd]: changed, applied at the next start (its listener, limits and TLS are \
+                 set when it starts)"
+                    .into(),
+            );
+        }
+        let mut applied = old.clone();
+        let Some(server) = running.and_then(|r| r.as_any().downcast_ref::<NbdServer>()) else {
+            if old.exports != new.exports {
+                notes.push("[[export]]: changed, but NBD is not running".into());
+            }
+            return applied;
+        };
+        for e in old.exports.iter().filter(|e| !new.exports.contains(e)) {
+            if server.remove(&e.name).is_some() {
+                release(&format!("export {}", e.name));
+                notes.push(format!("export {:?} removed", e.name));
+            }
+            applied.exports.retain(|x| x.name != e.name);
+        }
+        for e in new.exports.iter().filter(|e| !old.exports.contains(e)) {
+            let Some(s) = serve(e.array, e.volume.as_ref(), format!("export {}", e.name)) else {
+                notes.push(format!(
+                    "export {:?} not offered: its volume cannot be served (see the log)",
+                    e.name
+                ));
+                continue;
+            };
+            match server.add(e, s) {
+                Ok(()) => {
+                    applied.exports.push(e.clone());
+                    notes.push(format!("export {:?} added", e.name));
+                }
+                Err(m) => {
+                    release(&format!("export {}", e.name));
+                    notes.push(m);
+                }
+            }
+        }
+        debug_assert_eq!(
+            applied.exports.len(),
+            server.exports().len(),
+            "the config in effect is what is offered"
+        );
+        applied
+    }
+
     fn metrics(report: &StatusReport, s: &mut Sink) {
         for a in &report.arrays {
             for e in &a.exports {
@@ -138,6 +200,10 @@ impl Running for NbdServer {
         "nbd"
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn listen(&self) -> Option<std::net::SocketAddr> {
         Some(self.listen)
     }
@@ -163,7 +229,7 @@ impl Running for NbdServer {
         debug_assert_eq!(report.arrays.len(), arrays.len(), "a served array each");
         for (served, array) in report.arrays.iter_mut().zip(arrays) {
             served.exports = self
-                .exports
+                .exports()
                 .iter()
                 .filter(|e| Arc::ptr_eq(e.extent.array(), array))
                 .map(|e| ExportStatus {
@@ -188,7 +254,7 @@ impl Running for NbdServer {
         tracing::info!(
             "serving NBD on {} ({} exports, at most {} connections, {} of buffer memory)",
             self.listen,
-            self.exports.len(),
+            self.exports().len(),
             self.shared.max_connections,
             raidd_admin::size::human(self.shared.budget.limit()),
         );

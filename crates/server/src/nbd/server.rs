@@ -2,14 +2,14 @@
 //! STARTTLS, the per-connection limits, and the server's budget and limits.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use raidd_engine::{Extent, Member};
 use raidd_nbd::consts::*;
 
-use super::config::NbdConfig;
+use super::config::{ExportConfig, NbdConfig};
 use crate::frontend::Serving;
 use crate::shared::SharedState;
 
@@ -59,9 +59,41 @@ pub struct Export {
     pub copied_bytes: AtomicU64,
     /// Reads, writes and flushes: counts, bytes, latency.
     pub latency: crate::latency::Latency,
+    /// Set once it is removed while the daemon runs: its connections take no more requests
+    /// (the watchdog shuts their read side).
+    pub gone: Arc<AtomicBool>,
 }
 
 impl Export {
+    fn new(e: &ExportConfig, s: Serving) -> Export {
+        Export {
+            name: e.name.clone(),
+            description: e.description.clone(),
+            configured_read_only: e.read_only,
+            extent: s.extent,
+            volume: s.volume.as_ref().map(|v| v.name.clone()),
+            connections: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            copied_bytes: AtomicU64::new(0),
+            latency: Default::default(),
+            gone: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// What the handshake offers of it now.
+    fn info(&self) -> raidd_nbd::ExportInfo {
+        let block = self.extent.block_size();
+        raidd_nbd::ExportInfo {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            size: self.extent.size_bytes(),
+            flags: export_flags(self.read_only(), self.extent.array().info().rotational),
+            min_block: block,
+            preferred_block: block.max(4096),
+            max_block: MAX_PAYLOAD,
+        }
+    }
+
     /// Whether it takes no writes now: configured so, or its array is read-only (which
     /// changes, e.g. when a new write journal is attached), as a new connection sees it.
     pub fn read_only(&self) -> bool {
@@ -74,12 +106,12 @@ impl Export {
 pub struct NbdServer {
     /// The budget, limits and connection count of every frontend.
     pub shared: SharedState,
-    pub exports: Vec<Export>,
-    /// What the handshake offers (the same exports, as the protocol sees them); each
-    /// connection's handshake offers the read-only flags of the moment ([`NbdServer::offer_now`]).
-    pub offer: raidd_nbd::Offer,
+    /// What it offers now: exports are added and removed while it runs (the control
+    /// socket, a reload), so each handshake offers those of its moment.
+    exports: RwLock<Vec<Arc<Export>>>,
     /// For STARTTLS, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    tls_required: bool,
     pub max_in_flight: usize,
     /// Bytes one connection's requests may hold.
     pub connection_memory: u64,
@@ -101,72 +133,62 @@ impl NbdServer {
             serving.len(),
             "one resolved extent per export"
         );
-        let exports: Vec<Export> = config
+        let exports = config
             .exports
             .iter()
             .zip(serving)
-            .map(|(e, s)| Export {
-                name: e.name.clone(),
-                description: e.description.clone(),
-                configured_read_only: e.read_only,
-                extent: s.extent,
-                volume: s.volume.as_ref().map(|v| v.name.clone()),
-                connections: AtomicUsize::new(0),
-                requests: AtomicU64::new(0),
-                copied_bytes: AtomicU64::new(0),
-                latency: Default::default(),
-            })
+            .map(|(e, s)| Arc::new(Export::new(e, s)))
             .collect();
-        let offer = offer(config, &exports, tls.is_some());
         NbdServer {
             shared,
-            exports,
-            offer,
+            exports: RwLock::new(exports),
             tls,
+            tls_required: config.tls.as_ref().is_some_and(|t| t.require),
             max_in_flight: config.max_in_flight,
             connection_memory: config.connection_memory,
             idle_timeout: config.idle_timeout,
             listen,
         }
     }
-}
 
-impl NbdServer {
-    /// The offer with each export's read-only flag as it stands now.
-    pub fn offer_now(&self) -> raidd_nbd::Offer {
-        let mut offer = self.offer.clone();
-        debug_assert_eq!(
-            offer.exports.len(),
-            self.exports.len(),
-            "an offer per export"
-        );
-        for (o, e) in offer.exports.iter_mut().zip(&self.exports) {
-            o.flags = export_flags(e.read_only(), e.extent.array().info().rotational);
-        }
-        offer
+    /// The exports offered now.
+    pub fn exports(&self) -> Vec<Arc<Export>> {
+        self.exports.read().expect(crate::POISONED).clone()
     }
-}
 
-/// What the NBD handshake offers.
-fn offer(config: &NbdConfig, exports: &[Export], tls: bool) -> raidd_nbd::Offer {
-    raidd_nbd::Offer {
-        exports: exports
-            .iter()
-            .map(|e| {
-                let block = e.extent.block_size();
-                raidd_nbd::ExportInfo {
-                    name: e.name.clone(),
-                    description: e.description.clone(),
-                    size: e.extent.size_bytes(),
-                    flags: export_flags(e.read_only(), e.extent.array().info().rotational),
-                    min_block: block,
-                    preferred_block: block.max(4096),
-                    max_block: MAX_PAYLOAD,
-                }
-            })
-            .collect(),
-        default_export: (exports.len() == 1).then_some(0),
-        tls,
-        tls_required: config.tls.as_ref().is_some_and(|t| t.require),
+    /// What a handshake offers now, each export's read-only flag as it stands, with the
+    /// exports in the offer's order (the handshake's choice is an index into them).
+    pub fn offer_now(&self) -> (raidd_nbd::Offer, Vec<Arc<Export>>) {
+        let exports = self.exports();
+        let offer = raidd_nbd::Offer {
+            exports: exports.iter().map(|e| e.info()).collect(),
+            default_export: (exports.len() == 1).then_some(0),
+            tls: self.tls.is_some(),
+            tls_required: self.tls_required,
+        };
+        debug_assert_eq!(offer.exports.len(), exports.len(), "an offer per export");
+        (offer, exports)
+    }
+
+    /// Offers `e` (serving `s`) from the next handshake on; refused when an export of its
+    /// name is offered.
+    pub fn add(&self, e: &ExportConfig, s: Serving) -> Result<(), String> {
+        let mut list = self.exports.write().expect(crate::POISONED);
+        if list.iter().any(|x| x.name == e.name) {
+            return Err(format!("export {:?} is already offered", e.name));
+        }
+        list.push(Arc::new(Export::new(e, s)));
+        Ok(())
+    }
+
+    /// Stops offering export `name`; its connections take no more requests. The export, or
+    /// `None` when none of that name is offered.
+    pub fn remove(&self, name: &str) -> Option<Arc<Export>> {
+        let mut list = self.exports.write().expect(crate::POISONED);
+        let i = list.iter().position(|x| x.name == name)?;
+        let e = list.remove(i);
+        e.gone.store(true, Ordering::SeqCst);
+        debug_assert!(list.iter().all(|x| x.name != name), "names are unique");
+        Some(e)
     }
 }

@@ -507,6 +507,10 @@ impl Running for UblkServer {
         "ublk"
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn worker_tasks(&self, worker: usize) -> Vec<futures::future::LocalBoxFuture<'static, ()>> {
         queues_of(&self.devices(), worker)
             .into_iter()

@@ -3,12 +3,13 @@
 
 raidd_need_apt=()
 # command:package. The NBD and iSCSI clients and peers are what the tests drive raidd with.
-# qemu, debootstrap and cpio build the Linux guest of the kernel-interoperability tests.
+# qemu, debootstrap and cpio build the Linux guest of the kernel-interoperability tests;
+# dpkg-dev, binutils and lintian build and check the Debian package.
 for tool in mdadm:mdadm xz:xz-utils losetup:mount cc:gcc pkg-config:pkg-config \
     qemu-img:qemu-utils nbdinfo:libnbd-bin nbdkit:nbdkit fio:fio \
     iscsi-test-cu:libiscsi-bin tgtd:tgt \
     qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio ip:iproute2 \
-    sgdisk:gdisk; do
+    sgdisk:gdisk lintian:lintian dpkg-shlibdeps:dpkg-dev strip:binutils; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || raidd_need_apt+=("${tool#*:}")
 done
 # qemu-img reaches iscsi:// URLs through this module.

@@ -42,4 +42,7 @@ cargo test -p raidd --test kernel --quiet -- --ignored --test-threads 3 2>&1
 echo "== raidd inside a guest on Debian 12's 6.12 kernel: arrays as ublk block devices"
 # Two guests at a time: their jobs wait on rate-limited fio much of the time.
 cargo test -p raidd --test ublk --quiet -- --ignored --test-threads 2 2>&1
+echo "== the Debian package: built, lintian, installed with dpkg -i and apt-get in fresh roots"
+deb=$(./scripts/package.sh | tail -1)
+./scripts/package_check.sh "$deb" "$RAIDD_VM" 2>&1
 echo "== all tests passed"

@@ -10,7 +10,7 @@ mod progress;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{ArgAction, Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use raidd_admin::exit::{AdminResult, Exit};
@@ -88,6 +88,9 @@ enum Command {
     Repair(cmd::manage::ScrubArgs),
     /// Stop the running check or repair of a served array.
     Idle(cmd::manage::Target),
+    /// Write the man pages and shell completions into DIR (for packaging).
+    #[command(hide = true)]
+    GenerateDocs { dir: std::path::PathBuf },
 }
 
 fn init_logging(verbose: u8) {
@@ -133,6 +136,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Check(a) => cmd::manage::scrub(a, false, json),
         Command::Repair(a) => cmd::manage::scrub(a, true, json),
         Command::Idle(a) => cmd::manage::idle(a, json),
+        Command::GenerateDocs { dir } => cmd::docs::generate(Cli::command(), &dir),
     }
 }
 

@@ -118,7 +118,13 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
         f.started().await;
     }
     announce(&config, &shared, &listeners, &frontends);
+    crate::service::ready(&format!(
+        "serving {} arrays, {} not started",
+        ctx.served.len(),
+        ctx.not_started.len()
+    ));
     run_until_signal(&ctx, listeners, started, to_workers, signals, stop_tx).await;
+    crate::service::stopping();
     // The frontends first: what they serve finishes its requests while the workers still
     // serve (ublk's devices).
     for f in &frontends {
@@ -235,6 +241,7 @@ fn shared_state(config: &Config, members: usize) -> SharedState {
         },
         connections: AtomicUsize::new(0),
         max_connections: connection_limit(config, members),
+        beats: crate::service::Beats::new(config.threads),
     })
 }
 
@@ -400,7 +407,9 @@ async fn run_until_signal(
             match signals.recv().await {
                 Ok(libc::SIGHUP) => {
                     tracing::info!("SIGHUP: reading the config again");
+                    crate::service::reloading();
                     crate::reload::sighup(ctx).await;
+                    crate::service::ready("serving; the config was read again");
                 }
                 Ok(sig) => {
                     tracing::info!(
@@ -416,8 +425,13 @@ async fn run_until_signal(
             }
         }
     };
+    let watchdog = crate::service::watchdog_interval().map(|i| {
+        tracing::info!(interval = ?i, "pinging systemd's watchdog");
+        raidd_rt::spawn_local(crate::service::watchdog(i, shared.clone()))
+    });
     futures::pin_mut!(accept, control_task, signal);
     let _ = future::select(future::select(accept, control_task), signal).await;
+    drop(watchdog);
     let _ = stop.send(());
     running.set(false);
     monitor.await;

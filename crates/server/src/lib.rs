@@ -51,6 +51,7 @@ mod metrics;
 mod nbd;
 mod outq;
 mod reload;
+mod service;
 mod shared;
 mod status;
 mod ublk;

@@ -25,6 +25,8 @@ pub struct ServerState {
     /// Client connections open now (a place each, held by its accept loop), and the most allowed.
     pub connections: AtomicUsize,
     pub max_connections: usize,
+    /// Each worker's watchdog ticks, for systemd's watchdog (`crate::service`).
+    pub beats: crate::service::Beats,
 }
 
 pub type SharedState = Arc<ServerState>;

@@ -39,12 +39,13 @@ pub async fn run(
     let registry = Rc::new(Registry::default());
     let done = Rc::new(Cell::new(false));
     let watchdog = {
-        let (registry, done) = (registry.clone(), done.clone());
+        let (registry, done, shared) = (registry.clone(), done.clone(), shared.clone());
         raidd_rt::spawn_local(async move {
             let mut ticks = 0u32;
             while !done.get() {
                 raidd_rt::time::sleep(watch::TICK).await;
                 registry.check();
+                shared.beats.beat(index);
                 ticks = ticks.wrapping_add(1);
                 if ticks.is_multiple_of(TRIM_EVERY) {
                     let freed = raidd_rt::buf::trim_idle_pool();

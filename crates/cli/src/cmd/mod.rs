@@ -3,6 +3,7 @@
 pub mod config;
 pub mod create;
 pub mod detail;
+pub mod docs;
 pub mod examine;
 pub mod export;
 pub mod grow;

@@ -295,7 +295,11 @@ impl Config {
         }
         let registered_buffers = registered_buffers(raw.registered_buffers.as_deref())?;
         if raw.arrays.is_empty() {
-            return Err("no [[array]] defined: there is nothing to serve".into());
+            return Err(
+                "no [[array]] defined: there is nothing to serve (`raidd config scan \
+                 PATTERN` prints the arrays it finds, to paste here)"
+                    .into(),
+            );
         }
         let scan = scan_patterns(&raw.scan, base)?;
         let mut all_members = HashSet::new();

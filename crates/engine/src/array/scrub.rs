@@ -306,6 +306,18 @@ async fn scrub_mirrors(
 
 /// Compares one stripe's parity with its data (and for repair/resync, rewrites it).
 async fn scrub_stripe(array: &Array, stripe: u64, kind: SyncKind, p: &SyncProgress) -> Result<()> {
+    // A member failed since the window's check (while its barrier was awaited, or during
+    // another stripe's reads) holds data that writes since have skipped: comparing with it
+    // would count false mismatches, and a repair would write parity made from it.
+    let lost = || {
+        Error::new(
+            ErrorKind::Io,
+            format!("{}: a member failed during the {kind}", array.name()),
+        )
+    };
+    if !array.slots().not_in_sync().is_empty() {
+        return Err(lost());
+    }
     let pio = array
         .parts()
         .parity
@@ -315,11 +327,8 @@ async fn scrub_stripe(array: &Array, stripe: u64, kind: SyncKind, p: &SyncProgre
     let map = pg.stripe_map(stripe);
     let all: SmallVec<[usize; 16]> = (0..array.slots().len()).collect();
     let blocks = pio.read_rows(array, stripe, &(0..chunk), &all).await?;
-    if blocks.iter().any(Option::is_none) {
-        return Err(Error::new(
-            ErrorKind::Io,
-            format!("{}: a member failed during the {kind}", array.name()),
-        ));
+    if blocks.iter().any(Option::is_none) || !array.slots().not_in_sync().is_empty() {
+        return Err(lost());
     }
     let block = |m: usize| blocks[m].as_ref().expect("every member read");
     let len = (chunk * SECTOR_SIZE) as usize;

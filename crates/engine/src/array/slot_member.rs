@@ -9,11 +9,14 @@
 //! takes every shard's lock at once, so a reader holding its shard's lock keeps the member
 //! from changing, as with one lock.
 
+use std::io;
 use std::ops::Deref;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use raidd_rt::{IoVec, IoVecMut};
 
 use super::counters::{Padded, PerThread};
-use crate::member::Member;
+use crate::member::{Member, MemberFuture, MemberInfo};
 
 /// A thread's reference to a slot's member, for the length of a member I/O: a clone counts on
 /// the thread's own line. Derefs to the member's `Arc`.
@@ -24,6 +27,58 @@ pub(super) struct MemberRef(Arc<Held>);
 /// the allocation) are alone on their lines.
 #[repr(align(128))]
 struct Held(Arc<dyn Member>);
+
+/// What an I/O planned to a slot gets when the slot was emptied before the I/O took its
+/// member: the administrator removed a member that failed meanwhile (from another thread,
+/// or during the await between a pass's plan and its reads). Every operation fails, as the
+/// removed member's own would have, and the caller handles it as a member I/O error: a
+/// failure of a member no longer in the slot is stale and changes nothing.
+#[derive(Debug)]
+struct Removed(MemberInfo);
+
+impl Removed {
+    fn error() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::NotConnected,
+            "the member was removed from its slot",
+        )
+    }
+}
+
+impl Member for Removed {
+    fn info(&self) -> &MemberInfo {
+        &self.0
+    }
+    fn read(&self, _: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
+        MemberFuture::new(std::future::ready((Err(Self::error()), iov)))
+    }
+    fn write(&self, _: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
+        raidd_rt::buf::give_iov(iov);
+        MemberFuture::new(std::future::ready(Err(Self::error())))
+    }
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(std::future::ready(Err(Self::error())))
+    }
+    fn discard(&self, _: u64, _: u64) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(std::future::ready(Err(Self::error())))
+    }
+}
+
+/// The one [`Removed`] stand-in.
+pub(super) fn removed() -> MemberRef {
+    static GONE: OnceLock<MemberRef> = OnceLock::new();
+    GONE.get_or_init(|| {
+        let info = MemberInfo {
+            name: "(removed)".into(),
+            size_bytes: u64::MAX,
+            block_size: 512,
+            rotational: false,
+            max_transfer: None,
+        };
+        MemberRef(Arc::new(Held(Arc::new(Removed(info)))))
+    })
+    .clone()
+}
 
 impl Deref for MemberRef {
     type Target = Arc<dyn Member>;

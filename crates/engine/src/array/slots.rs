@@ -404,12 +404,14 @@ impl Slots {
     }
 
     /// The member of a slot that I/O was planned to, as the data path takes it (no line
-    /// shared by all threads is written).
+    /// shared by all threads is written). A slot emptied since the plan (its failed member
+    /// removed) gives a stand-in whose every I/O fails, so the I/O is handled as a failed
+    /// member's.
     pub(super) fn member_ref(&self, role: usize) -> MemberRef {
         self.slots[role]
             .member
             .get()
-            .expect("I/O planned to an empty slot")
+            .unwrap_or_else(super::slot_member::removed)
     }
 
     /// Byte offset on the member of member-data sector `sector`.

@@ -717,3 +717,232 @@ fn https_with_the_certificate_nbd_uses() {
         "{e}"
     );
 }
+
+/// curl over HTTPS with the test's certificate: (HTTP status, headers and body).
+fn curl(cert: &Path, url: &str, args: &[&str]) -> (u16, String) {
+    let mut c = tool("curl");
+    c.args(["-sS", "-i", "--cacert", cert.to_str().unwrap()])
+        .args(args)
+        .arg(url);
+    let (ok, out, err) = common::daemon::run_tool(&mut c);
+    assert!(ok, "curl {args:?} {url}: {err}\n{out}");
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {out}"));
+    (status, out)
+}
+
+/// A listener other hosts can reach needs TLS and a token, and the start says how; a token
+/// in a file others may read is refused; the daemon starts on none of these.
+#[test]
+fn a_listener_off_loopback_needs_tls_and_a_token() {
+    let dir = scratch();
+    let (cert, key) = common::daemon::make_certificate(dir.path());
+    let members = create_array(dir.path(), "raid5", 3, &[]);
+    let token = dir.path().join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let tls = format!(
+        "[http.tls]\ncertificate = {:?}\nkey = {:?}\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let with_token = format!("token_file = {:?}\n", token.display().to_string());
+    for (http, want) in [
+        (String::new(), "reachable from other hosts"),
+        (tls.clone(), "needs [http.tls]"),
+        (with_token.clone(), "http.token_file"),
+    ] {
+        let cfg = format!(
+            "{}[http]\nlisten = \"0.0.0.0:9810\"\n{http}",
+            array_config("raid5", &members)
+        );
+        // [http.tls] is a table of its own: the token line goes before it.
+        let cfg = cfg.replace(&format!("{tls}{with_token}"), &format!("{with_token}{tls}"));
+        let e = Daemon::try_start(dir.path(), &cfg).err().expect("refused");
+        assert!(e.contains(want) && e.contains("127.0.0.1:9810"), "{e}");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cfg = format!(
+        "{}[http]\nlisten = \"127.0.0.1:0\"\n{with_token}",
+        array_config("raid5", &members)
+    );
+    let e = Daemon::try_start(dir.path(), &cfg).err().expect("refused");
+    assert!(e.contains("chmod 600"), "{e}");
+}
+
+/// Actions over HTTP (check, repair, fail, add: what the dashboard's forms post) need the
+/// token: refused without it (and with reads closed, so is everything but the login form);
+/// a bearer token acts; a browser session from the login form acts only with the page's
+/// CSRF value and from the listener's own origin.
+#[test]
+fn actions_need_the_token_and_a_browser_session_its_csrf_value() {
+    let dir = scratch();
+    let d0 = dir.path();
+    let (cert, key) = common::daemon::make_certificate(d0);
+    let members = create_array(d0, "raid5", 4, &[]);
+    let token = d0.join("token");
+    let secret = "0123456789abcdef0123456789abcdef";
+    std::fs::write(&token, format!("{secret}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cfg = format!(
+        "{}[http]\nlisten = \"127.0.0.1:0\"\nopen_reads = false\ntoken_file = {:?}\n\
+         [http.tls]\ncertificate = {:?}\nkey = {:?}\n",
+        array_config("raid5", &members),
+        token.display().to_string(),
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let d = Daemon::start(d0, &cfg);
+    let base = format!("https://{}", http(&d));
+    let bearer = format!("Authorization: Bearer {secret}");
+    let actions = format!("{base}/api/v1/arrays/raid5/actions");
+    let json = ["-H", "Content-Type: application/json"];
+
+    // Reads are closed: the metrics need the token, the dashboard asks for it.
+    assert_eq!(curl(&cert, &format!("{base}/metrics"), &[]).0, 401);
+    let (s, body) = curl(&cert, &format!("{base}/metrics"), &["-H", &bearer]);
+    assert!(s == 200 && body.contains("raidd_array_state{"), "{body}");
+    let (s, page) = curl(&cert, &format!("{base}/"), &[]);
+    assert!(
+        s == 200 && page.contains("Log in") && !page.contains("members"),
+        "{page}"
+    );
+
+    // An action without the token, with a wrong one, then with it.
+    let check = ["--data", r#"{"action":"check"}"#];
+    let (s, _) = curl(&cert, &actions, &[&json[..], &check[..]].concat());
+    assert_eq!(s, 401);
+    let wrong = "Authorization: Bearer 0123456789abcdef0123456789abcdee";
+    let (s, _) = curl(
+        &cert,
+        &actions,
+        &[&json[..], &check[..], &["-H", wrong]].concat(),
+    );
+    assert_eq!(s, 401);
+    let (s, body) = curl(
+        &cert,
+        &actions,
+        &[&json[..], &check[..], &["-H", &bearer]].concat(),
+    );
+    assert!(s == 200 && body.contains("check"), "{body}");
+    let ctl = d.control.display().to_string();
+    let start = Instant::now();
+    loop {
+        let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
+            .ok()
+            .json()["array"]
+            .clone();
+        if st["last_sync"]["kind"] == "check" || st["sync"]["kind"] == "check" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no check: {st}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A browser: the login form gives a session cookie.
+    let jar = d0.join("cookies");
+    let jar = jar.to_str().unwrap();
+    let login = format!("{base}/login");
+    let (s, _) = curl(
+        &cert,
+        &login,
+        &[
+            "-c",
+            jar,
+            "--data-urlencode",
+            "token=wrong-token-0123456789",
+        ],
+    );
+    assert_eq!(s, 401);
+    let token_field = format!("token={secret}");
+    let (s, head) = curl(
+        &cert,
+        &login,
+        &["-c", jar, "--data-urlencode", &token_field],
+    );
+    assert!(
+        s == 303 && head.contains("HttpOnly; SameSite=Strict; Secure"),
+        "{head}"
+    );
+    let (s, page) = curl(&cert, &format!("{base}/"), &["-b", jar]);
+    assert!(s == 200 && page.contains("Actions on raid5"), "{page}");
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(csrf.len(), 64, "{csrf}");
+    let fail = members[0].display().to_string();
+    let form = |csrf: Option<&str>, origin: Option<&str>, action: &str| {
+        let mut a: Vec<String> = vec![
+            "-b".into(),
+            jar.into(),
+            "--data-urlencode".into(),
+            format!("action={action}"),
+            "--data-urlencode".into(),
+            format!("member={fail}"),
+        ];
+        if let Some(c) = csrf {
+            a.extend(["--data-urlencode".into(), format!("csrf={c}")]);
+        }
+        if let Some(o) = origin {
+            a.extend(["-H".into(), format!("Origin: {o}")]);
+        }
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        curl(&cert, &actions, &a)
+    };
+    // The cookie alone is not enough, nor the CSRF value from another site's page.
+    let (s, body) = form(None, None, "fail");
+    assert!(s == 403 && body.contains("CSRF"), "{body}");
+    let (s, body) = form(Some(&csrf), Some("https://evil.example"), "fail");
+    assert!(s == 403 && body.contains("another site"), "{body}");
+    let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
+        .ok()
+        .json()["array"]
+        .clone();
+    assert!(
+        st["slots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["state"] == "insync"),
+        "{st}"
+    );
+    // The dashboard's own form acts, and sends the browser back to the page.
+    let (s, head) = form(Some(&csrf), Some(&base), "fail");
+    assert!(s == 303 && head.contains("Location: /"), "{head}");
+    let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
+        .ok()
+        .json()["array"]
+        .clone();
+    assert_eq!(st["slots"][0]["state"], "faulty", "{st}");
+    raidd(&["remove", "raid5", &fail, "--control", &ctl]).ok();
+    let (s, head) = form(Some(&csrf), Some(&base), "add");
+    assert!(s == 303, "{head}");
+    let start = Instant::now();
+    loop {
+        let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
+            .ok()
+            .json()["array"]
+            .clone();
+        if st["slots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["state"] == "insync")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "not rebuilt: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    d.stop();
+}

@@ -119,7 +119,7 @@ async fn control_connection(stream: Stream, ctx: &ControlCtx) -> std::io::Result
     r
 }
 
-async fn answer(ctx: &ControlCtx, req: Request) -> Response {
+pub(crate) async fn answer(ctx: &ControlCtx, req: Request) -> Response {
     let r = match req {
         Request::Status => {
             let report = crate::status::report(ctx).await;

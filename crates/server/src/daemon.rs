@@ -36,6 +36,8 @@ struct Listeners {
     http: Option<TcpListener>,
     /// `[http.tls]`: the HTTP listener speaks HTTPS only.
     http_tls: Option<Arc<rustls::ServerConfig>>,
+    /// Who may read and act over HTTP.
+    http_auth: Option<Rc<crate::http_auth::Auth>>,
 }
 
 /// Serves until a signal arrives, then stops.
@@ -44,6 +46,19 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
     // Certificates first: a bad one should fail before any array is touched.
     let http_tls = match config.http.as_ref().and_then(|h| h.tls.as_ref()) {
         Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
+        None => None,
+    };
+    // The token too: one that cannot be used stops the start as early.
+    let http_auth = match &config.http {
+        Some(h) => {
+            let token = h
+                .token_file
+                .as_deref()
+                .map(crate::http_auth::load_token)
+                .transpose()
+                .map_err(AdminError::usage)?;
+            Some(Rc::new(crate::http_auth::Auth::new(token, h.open_reads)))
+        }
         None => None,
     };
     config.frontends.preflight()?;
@@ -71,6 +86,7 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
         }
     };
     listeners.http_tls = http_tls;
+    listeners.http_auth = http_auth;
     let started = match config.frontends.start(resolved.serving, &ctx) {
         Ok(s) => s,
         Err(e) => {
@@ -178,6 +194,7 @@ fn bind(config: &Config) -> AdminResult<Listeners> {
         control,
         http,
         http_tls: None,
+        http_auth: None,
     })
 }
 
@@ -376,9 +393,12 @@ async fn run_until_signal(
     .then(|_| future::pending::<()>());
     let control_task = {
         let http_tls = listeners.http_tls;
+        let http_auth = listeners.http_auth;
         let http = listeners.http.map(|l| {
             let compat = ctx.http_node_md_compat;
-            http::serve(l, ctx.clone(), compat, http_tls)
+            let auth =
+                http_auth.unwrap_or_else(|| Rc::new(crate::http_auth::Auth::new(None, true)));
+            http::serve(l, ctx.clone(), compat, http_tls, auth)
         });
         let http = async move {
             match http {

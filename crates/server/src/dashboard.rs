@@ -98,8 +98,9 @@ pub fn duration_text(s: u64) -> String {
     }
 }
 
-/// The whole page.
-pub fn page(r: &StatusReport) -> String {
+/// The whole page; `csrf`: the viewer is logged in (the token's session) and actions exist,
+/// so each array gets its forms, carrying this CSRF value.
+pub fn page(r: &StatusReport, csrf: Option<&str>) -> String {
     let mut h = String::with_capacity(16 << 10);
     let _ = writeln!(
         h,
@@ -131,6 +132,9 @@ pub fn page(r: &StatusReport) -> String {
     );
     for a in &r.arrays {
         array(&mut h, a);
+        if let Some(c) = csrf {
+            actions(&mut h, a, c);
+        }
     }
     for n in &r.not_started {
         let _ = writeln!(
@@ -146,6 +150,91 @@ pub fn page(r: &StatusReport) -> String {
                 <script src=\"/assets/dashboard.js\"></script>\n</body></html>\n",
     );
     h
+}
+
+/// The array's actions as forms (they work without JavaScript): check, repair and stop a
+/// pass, fail a member, add one. Each posts to `/api/v1/arrays/NAME/actions` with the CSRF
+/// value; the answer sends the browser back here.
+fn actions(h: &mut String, a: &ServedArray, csrf: &str) {
+    debug_assert!(!csrf.is_empty(), "forms carry a CSRF value");
+    let target = format!("/api/v1/arrays/{}/actions", percent_encode(&a.name));
+    let form = |h: &mut String, inner: &str| {
+        let _ = write!(
+            h,
+            "<form class=\"action\" method=\"post\" action=\"{}\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{}\">{inner}</form>",
+            esc(&target),
+            esc(csrf)
+        );
+    };
+    let _ = write!(
+        h,
+        "<section class=\"actions\" data-actions=\"{}\"><h3>Actions on {}</h3>",
+        esc(&a.name),
+        esc(&a.name)
+    );
+    form(
+        h,
+        "<button name=\"action\" value=\"check\">Check</button>\
+         <button name=\"action\" value=\"repair\">Repair</button>\
+         <button name=\"action\" value=\"idle\">Stop check or repair</button>",
+    );
+    let members: String = a
+        .status
+        .slots
+        .iter()
+        .filter_map(|s| s.member.as_deref())
+        .map(|m| format!("<option>{}</option>", esc(m)))
+        .collect();
+    if !members.is_empty() {
+        form(
+            h,
+            &format!(
+                "<input type=\"hidden\" name=\"action\" value=\"fail\">\
+                 <select name=\"member\">{members}</select><button>Fail member</button>"
+            ),
+        );
+    }
+    form(
+        h,
+        "<input type=\"hidden\" name=\"action\" value=\"add\">\
+         <input name=\"member\" placeholder=\"/dev/disk/by-id/...\" required>\
+         <button>Add member</button>",
+    );
+    h.push_str("</section>\n");
+}
+
+/// A path segment with everything but unreserved characters escaped.
+fn percent_encode(s: &str) -> String {
+    let out: String = s
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    debug_assert!(out.is_ascii(), "an encoded segment is ASCII");
+    out
+}
+
+/// The login form: the token, once, for a session cookie; `message` says why it is shown
+/// again.
+pub fn login_page(message: Option<&str>) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\"><title>raidd: log in</title>\
+         <link rel=\"stylesheet\" href=\"/assets/dashboard.css\"></head><body>\
+         <header><h1>raidd</h1></header>{}\
+         <form class=\"login\" method=\"post\" action=\"/login\">\
+         <label>Token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" \
+         required></label> <button>Log in</button></form></body></html>\n",
+        message.map_or(String::new(), |m| format!(
+            "<div class=\"banner bad\" role=\"alert\">{}</div>",
+            esc(m)
+        ))
+    )
 }
 
 /// What is wrong, arrays first: one line per degraded, failed or unstarted array, and per
@@ -366,7 +455,7 @@ mod tests {
             spare_pool: Vec::new(),
             ublk: Vec::new(),
         };
-        let p = page(&r);
+        let p = page(&r, None);
         for name in p
             .split("/assets/")
             .skip(1)
@@ -377,5 +466,14 @@ mod tests {
         assert!(p.contains("All arrays healthy"));
         assert!(!p.contains("style="), "the CSP allows no inline styles");
         assert!(!p.contains("<script>"), "the CSP allows no inline scripts");
+    }
+
+    #[test]
+    fn the_login_form_escapes_its_message_and_paths_are_encoded() {
+        let p = login_page(Some("<wrong> token"));
+        assert!(p.contains("&lt;wrong&gt; token") && p.contains("action=\"/login\""));
+        assert!(!login_page(None).contains("banner"));
+        assert_eq!(percent_encode("a b/ü"), "a%20b%2F%C3%BC");
+        assert_eq!(percent_encode("vol-1_x.y~"), "vol-1_x.y~");
     }
 }

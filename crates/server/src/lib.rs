@@ -42,6 +42,7 @@ mod dashboard;
 mod frontend;
 mod frontends;
 mod http;
+mod http_auth;
 mod iscsi;
 mod latency;
 mod lifecycle;

@@ -35,6 +35,15 @@ fn apply(ctx: &ControlCtx, new: &Frontends) -> Vec<String> {
     };
     let mut release = |what: &str| ctx.volumes.release(what);
     let (applied, notes) = old.reload(new, &ctx.frontends, &mut serve, &mut release);
+    debug_assert!(
+        applied
+            .nbd
+            .exports
+            .iter()
+            .enumerate()
+            .all(|(i, e)| applied.nbd.exports[..i].iter().all(|x| x.name != e.name)),
+        "export names stay unique"
+    );
     *ctx.live.frontends.borrow_mut() = applied;
     for n in &notes {
         tracing::info!("reload: {n}");

@@ -72,6 +72,11 @@ struct RawHttp {
     #[serde(default)]
     node_md_compat: bool,
     tls: Option<RawTls>,
+    /// A file holding the bearer token that actions (and, off loopback, reads) need.
+    token_file: Option<PathBuf>,
+    /// Whether `/metrics`, `/api/*` and the dashboard answer without the token (default:
+    /// on loopback only).
+    open_reads: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -129,6 +134,10 @@ pub struct HttpConfig {
     /// Also emit node_exporter's mdadm collector metrics (`node_md_*`) for each array.
     pub node_md_compat: bool,
     pub tls: Option<TlsConfig>,
+    /// The bearer token's file: actions need the token, and so do reads unless open.
+    pub token_file: Option<PathBuf>,
+    /// Reads (`/metrics`, `/api/*`, the dashboard) answer without the token.
+    pub open_reads: bool,
 }
 
 /// Where `[http]` listens unless it says: loopback only.
@@ -393,10 +402,21 @@ fn http_config(raw: RawHttp, resolve: &dyn Fn(PathBuf) -> PathBuf) -> Result<Htt
             "http.tls.require: with [http.tls] every connection is HTTPS; leave require out".into(),
         );
     }
+    let loopback = listen.ip().is_loopback();
+    if !loopback && (raw.tls.is_none() || raw.token_file.is_none()) {
+        return Err(format!(
+            "http.listen = {text:?} is reachable from other hosts: it needs [http.tls] \
+             (certificate and key) and http.token_file (a file holding the bearer token \
+             clients send as \"Authorization: Bearer TOKEN\"), or a loopback address \
+             such as \"127.0.0.1:9810\""
+        ));
+    }
     Ok(HttpConfig {
         listen,
         node_md_compat: raw.node_md_compat,
         tls: raw.tls.map(|t| TlsConfig::from_raw(t, resolve)),
+        open_reads: raw.open_reads.unwrap_or(loopback),
+        token_file: raw.token_file.map(resolve),
     })
 }
 

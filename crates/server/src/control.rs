@@ -147,25 +147,7 @@ pub(crate) async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::Check { array } => scrub(ctx, &array, raidd_engine::SyncKind::Check),
         Request::Repair { array } => scrub(ctx, &array, raidd_engine::SyncKind::Repair),
         Request::Idle { array } => idle(ctx, &array),
-        Request::SpareAdd { member, group } => {
-            if let Some(g) = &group {
-                if let Err(e) = config::check_spare_group(g) {
-                    return Response::err(Exit::Usage, e);
-                }
-            }
-            if let Some(owner) = owner_of(ctx, &member.display().to_string()) {
-                return Response::err(
-                    Exit::Conflict,
-                    format!("{} is a member of {owner}", member.display()),
-                );
-            }
-            ctx.life.pool_add(&member, group).map(|()| {
-                (
-                    format!("{} is in the spare pool\n", member.display()),
-                    serde_json::json!({ "spare": member }),
-                )
-            })
-        }
+        Request::SpareAdd { member, group } => spare_add(ctx, &member, group),
         Request::SpareRemove { member } => ctx.life.pool_remove(&member).map(|()| {
             (
                 format!("{} left the spare pool\n", member.display()),
@@ -222,6 +204,25 @@ pub(crate) async fn answer(ctx: &ControlCtx, req: Request) -> Response {
 }
 
 type Answer = AdminResult<(String, serde_json::Value)>;
+
+/// Puts `member` in the spare pool, unless it serves somewhere already.
+fn spare_add(ctx: &ControlCtx, member: &Path, group: Option<String>) -> Answer {
+    if let Some(g) = &group {
+        config::check_spare_group(g).map_err(AdminError::usage)?;
+    }
+    if let Some(owner) = owner_of(ctx, &member.display().to_string()) {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!("{} is a member of {owner}", member.display()),
+        ));
+    }
+    ctx.life.pool_add(member, group).map(|()| {
+        (
+            format!("{} is in the spare pool\n", member.display()),
+            serde_json::json!({ "spare": member }),
+        )
+    })
+}
 
 fn served<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<&'a Served> {
     served_at(ctx, array).map(|(_, s)| s)

@@ -30,5 +30,17 @@ pub struct ControlCtx {
     /// The arrays' volumes: what serves each, and changes through the control socket.
     pub volumes: crate::volumes::Volumes,
     /// The configuration as started and as changed since (exports added and removed).
-    pub live: crate::reload::Live,
+    pub live: Live,
+}
+
+/// The daemon's configuration as it started and as changed since: the file it came from,
+/// the settings it started with, and the frontends' entries in effect.
+#[derive(Debug)]
+pub struct Live {
+    pub path: Option<std::path::PathBuf>,
+    /// The configuration it started with (every array named, before those that did not
+    /// start were left out): SIGHUP names what else changed in the file.
+    pub started: crate::config::Config,
+    /// The frontends' configuration in effect, indices as the served arrays'.
+    pub frontends: std::cell::RefCell<crate::frontends::Frontends>,
 }

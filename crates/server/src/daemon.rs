@@ -43,37 +43,14 @@ struct Listeners {
 /// Serves until a signal arrives, then stops.
 /// `path`: the file the configuration came from (read again on SIGHUP).
 pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> AdminResult {
-    // Certificates first: a bad one should fail before any array is touched.
-    let http_tls = match config.http.as_ref().and_then(|h| h.tls.as_ref()) {
-        Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
-        None => None,
-    };
-    // The token too: one that cannot be used stops the start as early.
-    let http_auth = match &config.http {
-        Some(h) => {
-            let token = h
-                .token_file
-                .as_deref()
-                .map(crate::http_auth::load_token)
-                .transpose()
-                .map_err(AdminError::usage)?;
-            Some(Rc::new(crate::http_auth::Auth::new(token, h.open_reads)))
-        }
-        None => None,
-    };
+    let (http_tls, http_auth) = http_security(&config)?;
     config.frontends.preflight()?;
     let (served, not_started) = arrays::assemble_all(&config).await?;
     let started_config = config.clone();
     let config = without_not_started(config, &not_started);
     let resolved = volumes::resolve(config, &served).await;
     let config = resolved.config;
-    // Members found by UUID are known only now.
-    let opened: usize = served
-        .iter()
-        .flat_map(|s| s.session.arrays.iter())
-        .map(|a| a.report.len())
-        .sum();
-    let shared = shared_state(&config, opened + config.spares.len());
+    let shared = shared_state(&config, members_open(&served, &config));
     let ctx = StartCtx {
         shared: &shared,
         threads: config.threads,
@@ -115,7 +92,7 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
         member_timeout: config.limits.member_timeout,
         http_node_md_compat: config.http.as_ref().is_some_and(|h| h.node_md_compat),
         volumes: resolved.volumes,
-        live: crate::reload::Live {
+        live: crate::ctx::Live {
             path,
             started: started_config,
             frontends: std::cell::RefCell::new(config.frontends.clone()),
@@ -160,6 +137,44 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
             "stopped, but not every array closed cleanly (see the log)",
         ))
     }
+}
+
+/// The members open (those found by UUID are known only once assembled) and the pool's
+/// spares: descriptors the connections cannot have.
+fn members_open(served: &[Served], config: &Config) -> usize {
+    served
+        .iter()
+        .flat_map(|s| s.session.arrays.iter())
+        .map(|a| a.report.len())
+        .sum::<usize>()
+        + config.spares.len()
+}
+
+/// `[http]`'s certificate and token, loaded before any array is touched: one that cannot be
+/// used stops the start there.
+type HttpSecurity = (
+    Option<Arc<rustls::ServerConfig>>,
+    Option<Rc<crate::http_auth::Auth>>,
+);
+
+fn http_security(config: &Config) -> AdminResult<HttpSecurity> {
+    let Some(h) = &config.http else {
+        return Ok((None, None));
+    };
+    let tls = match &h.tls {
+        Some(t) => Some(link::server_config(&t.certificate, &t.key).map_err(AdminError::usage)?),
+        None => None,
+    };
+    let token = h
+        .token_file
+        .as_deref()
+        .map(crate::http_auth::load_token)
+        .transpose()
+        .map_err(AdminError::usage)?;
+    Ok((
+        tls,
+        Some(Rc::new(crate::http_auth::Auth::new(token, h.open_reads))),
+    ))
 }
 
 /// The configuration without the arrays that did not start: their exports and LUNs go
@@ -258,7 +273,7 @@ fn shared_state(config: &Config, members: usize) -> SharedState {
         },
         connections: AtomicUsize::new(0),
         max_connections: connection_limit(config, members),
-        beats: crate::service::Beats::new(config.threads),
+        beats: crate::shared::Beats::new(config.threads),
     })
 }
 

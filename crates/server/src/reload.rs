@@ -4,8 +4,6 @@
 //! what a running frontend can change and names what waits for the next start; the
 //! frontends' configuration in effect is kept here for the next change to start from.
 
-use std::path::PathBuf;
-
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::volume::VolumeRef;
 
@@ -13,18 +11,6 @@ use crate::config::Config;
 use crate::ctx::ControlCtx;
 use crate::frontends::Frontends;
 use crate::nbd::config::{export_config, RawExport};
-
-/// The daemon's configuration as it started and as changed since: the file it came from,
-/// the settings it started with, and the frontends' entries in effect.
-#[derive(Debug)]
-pub struct Live {
-    pub path: Option<PathBuf>,
-    /// The configuration it started with (every array named, before those that did not
-    /// start were left out): SIGHUP names what else changed in the file.
-    pub started: Config,
-    /// The frontends' configuration in effect, indices as the served arrays'.
-    pub frontends: std::cell::RefCell<Frontends>,
-}
 
 /// Applies `new` in place of the frontends' configuration in effect; the lines saying what
 /// changed and what waits for the next start.

@@ -4,7 +4,6 @@
 //! watchdog keeps ticking, so a wedged worker or main thread gets the service restarted.
 //! Without `$NOTIFY_SOCKET` (not started by systemd) every call is a no-op.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sd_notify::NotifyState;
@@ -28,28 +27,6 @@ pub fn reloading() {
 
 pub fn stopping() {
     notify(&[NotifyState::Stopping]);
-}
-
-/// Each worker's watchdog ticks: counted by the worker, read by the main thread.
-#[derive(Debug)]
-pub struct Beats(Box<[AtomicU64]>);
-
-impl Beats {
-    pub fn new(workers: usize) -> Beats {
-        Beats((0..workers).map(|_| AtomicU64::new(0)).collect())
-    }
-
-    /// Worker `i`'s watchdog ticked.
-    pub fn beat(&self, i: usize) {
-        debug_assert!(i < self.0.len(), "a beat per worker");
-        if let Some(b) = self.0.get(i) {
-            b.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    fn snapshot(&self) -> Vec<u64> {
-        self.0.iter().map(|b| b.load(Ordering::Relaxed)).collect()
-    }
 }
 
 /// The workers whose beat did not move between `before` and `now`.
@@ -95,6 +72,7 @@ pub async fn watchdog(interval: Duration, shared: SharedState) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::Beats;
 
     #[test]
     fn a_worker_that_did_not_tick_is_named() {

@@ -2,7 +2,7 @@
 //! limits, the count of connections against `max_connections`, and the signal that the
 //! daemon is stopping. What a frontend's connections share besides is the frontend's own.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::channel::oneshot;
@@ -25,8 +25,30 @@ pub struct ServerState {
     /// Client connections open now (a place each, held by its accept loop), and the most allowed.
     pub connections: AtomicUsize,
     pub max_connections: usize,
-    /// Each worker's watchdog ticks, for systemd's watchdog (`crate::service`).
-    pub beats: crate::service::Beats,
+    /// Each worker's watchdog ticks, for systemd's watchdog.
+    pub beats: Beats,
 }
 
 pub type SharedState = Arc<ServerState>;
+
+/// Each worker's watchdog ticks: counted by the worker, read by the main thread.
+#[derive(Debug)]
+pub struct Beats(Box<[AtomicU64]>);
+
+impl Beats {
+    pub fn new(workers: usize) -> Beats {
+        Beats((0..workers).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// Worker `i`'s watchdog ticked.
+    pub fn beat(&self, i: usize) {
+        debug_assert!(i < self.0.len(), "a beat per worker");
+        if let Some(b) = self.0.get(i) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.0.iter().map(|b| b.load(Ordering::Relaxed)).collect()
+    }
+}

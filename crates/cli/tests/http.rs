@@ -811,6 +811,12 @@ fn actions_need_the_token_and_a_browser_session_its_csrf_value() {
         s == 200 && page.contains("Log in") && !page.contains("members"),
         "{page}"
     );
+    // With the token but no session: the dashboard, without forms, links to the login.
+    let (s, page) = curl(&cert, &format!("{base}/"), &["-H", &bearer]);
+    assert!(
+        s == 200 && page.contains("Log in for actions") && !page.contains("Actions on"),
+        "{page}"
+    );
 
     // An action without the token, with a wrong one, then with it.
     let check = ["--data", r#"{"action":"check"}"#];

@@ -98,9 +98,19 @@ pub fn duration_text(s: u64) -> String {
     }
 }
 
-/// The whole page; `csrf`: the viewer is logged in (the token's session) and actions exist,
-/// so each array gets its forms, carrying this CSRF value.
-pub fn page(r: &StatusReport, csrf: Option<&str>) -> String {
+/// What the viewer may do on the page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ui<'a> {
+    /// Look only: no token is configured, so there are no actions.
+    Look,
+    /// Actions exist, after logging in with the token: the page links to the login form.
+    LogIn,
+    /// Logged in: each array gets its forms, carrying this CSRF value.
+    Act { csrf: &'a str },
+}
+
+/// The whole page.
+pub fn page(r: &StatusReport, ui: Ui<'_>) -> String {
     let mut h = String::with_capacity(16 << 10);
     let _ = writeln!(
         h,
@@ -111,13 +121,18 @@ pub fn page(r: &StatusReport, csrf: Option<&str>) -> String {
          <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\
          <noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>\
          </head><body>\n<header><h1>raidd</h1><span class=\"meta\">version {} · {} threads · \
-         {} of {} connections · buffers {} of {}</span></header>",
+         {} of {} connections · buffers {} of {}</span>{}</header>",
         esc(&r.version),
         r.threads,
         r.connections,
         r.max_connections,
         size::short(r.buffer_memory_used_bytes),
         size::short(r.buffer_memory_bytes),
+        if ui == Ui::LogIn {
+            " <a class=\"login\" href=\"/login\">Log in for actions</a>"
+        } else {
+            ""
+        },
     );
     banner(&mut h, r);
     h.push_str(
@@ -132,8 +147,8 @@ pub fn page(r: &StatusReport, csrf: Option<&str>) -> String {
     );
     for a in &r.arrays {
         array(&mut h, a);
-        if let Some(c) = csrf {
-            actions(&mut h, a, c);
+        if let Ui::Act { csrf } = ui {
+            actions(&mut h, a, csrf);
         }
     }
     for n in &r.not_started {
@@ -455,7 +470,9 @@ mod tests {
             spare_pool: Vec::new(),
             ublk: Vec::new(),
         };
-        let p = page(&r, None);
+        let p = page(&r, Ui::Look);
+        assert!(!p.contains("/login"));
+        assert!(page(&r, Ui::LogIn).contains("href=\"/login\""));
         for name in p
             .split("/assets/")
             .skip(1)

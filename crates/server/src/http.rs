@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use crate::config::HttpConfig;
 use crate::ctx::ControlCtx;
+use crate::dashboard::Ui;
 use crate::http_auth::{Auth, Credentials, Need, Verdict};
 use crate::link::{Input, Link};
 use crate::watch::Watch;
@@ -161,8 +162,12 @@ async fn connection(
                     let om = crate::metrics::wants_openmetrics(req.accept.as_deref());
                     let mut reply = match auth.check(need(&page), &creds) {
                         Verdict::Allowed { session } => {
-                            let csrf = (session && auth.has_token()).then(|| auth.csrf());
-                            answer(ctx, page, compat, om, &asked, auth, csrf).await
+                            let ui = match (auth.has_token(), session) {
+                                (false, _) => Ui::Look,
+                                (true, false) => Ui::LogIn,
+                                (true, true) => Ui::Act { csrf: auth.csrf() },
+                            };
+                            answer(ctx, page, compat, om, &asked, auth, ui).await
                         }
                         Verdict::Unauthorized if page == Route::Dashboard => {
                             response(200, HTML, crate::dashboard::login_page(None).as_bytes())
@@ -404,8 +409,8 @@ fn head_len(reply: &[u8]) -> usize {
 }
 
 /// The response to a request for `route` (allowed); `/metrics` in OpenMetrics when `om`
-/// (the client asked for it), else in the older text format; `csrf`: the viewer's session
-/// may act, and the dashboard shows its forms.
+/// (the client asked for it), else in the older text format; `ui`: what the dashboard
+/// offers the viewer.
 async fn answer(
     ctx: &ControlCtx,
     route: Route,
@@ -413,7 +418,7 @@ async fn answer(
     om: bool,
     asked: &Asked,
     auth: &Auth,
-    csrf: Option<&str>,
+    ui: Ui<'_>,
 ) -> Vec<u8> {
     match route {
         Route::LoginForm => response(200, HTML, crate::dashboard::login_page(None).as_bytes()),
@@ -443,7 +448,7 @@ async fn answer(
         },
         Route::Dashboard => {
             let report = crate::status::report(ctx).await;
-            response(200, HTML, crate::dashboard::page(&report, csrf).as_bytes())
+            response(200, HTML, crate::dashboard::page(&report, ui).as_bytes())
         }
         Route::Asset(name) => match crate::dashboard::asset(&name) {
             Some((ct, bytes)) => response(200, ct, bytes),

@@ -51,6 +51,22 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
         .map_err(|e| format!("scan pattern {pattern:?}: {e}"))
 }
 
+/// `pattern` as an absolute pattern: a relative one is taken from `dir` (made absolute),
+/// whose own glob characters are escaped so they are not read as a pattern.
+pub fn absolute_pattern(pattern: &str, dir: &Path) -> String {
+    if Path::new(pattern).is_absolute() {
+        return pattern.to_string();
+    }
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let escaped = glob::Pattern::escape(&dir.display().to_string());
+    format!("{}/{pattern}", escaped.trim_end_matches('/'))
+}
+
 /// Whether `path` is among what `patterns` name (so the next scan finds it).
 pub fn matches_any(patterns: &[String], path: &Path) -> bool {
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());

@@ -836,12 +836,15 @@ fn actions_need_the_token_and_a_browser_session_its_csrf_value() {
     );
     assert!(s == 200 && body.contains("check"), "{body}");
     let ctl = d.control.display().to_string();
-    let start = Instant::now();
-    loop {
-        let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
+    let detail = || {
+        raidd(&["detail", "raid5", "--json", "--control", &ctl])
             .ok()
             .json()["array"]
-            .clone();
+            .clone()
+    };
+    let start = Instant::now();
+    loop {
+        let st = detail();
         if st["last_sync"]["kind"] == "check" || st["sync"]["kind"] == "check" {
             break;
         }
@@ -907,10 +910,7 @@ fn actions_need_the_token_and_a_browser_session_its_csrf_value() {
     assert!(s == 403 && body.contains("CSRF"), "{body}");
     let (s, body) = form(Some(&csrf), Some("https://evil.example"), "fail");
     assert!(s == 403 && body.contains("another site"), "{body}");
-    let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
-        .ok()
-        .json()["array"]
-        .clone();
+    let st = detail();
     assert!(
         st["slots"]
             .as_array()
@@ -922,20 +922,14 @@ fn actions_need_the_token_and_a_browser_session_its_csrf_value() {
     // The dashboard's own form acts, and sends the browser back to the page.
     let (s, head) = form(Some(&csrf), Some(&base), "fail");
     assert!(s == 303 && head.contains("Location: /"), "{head}");
-    let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
-        .ok()
-        .json()["array"]
-        .clone();
+    let st = detail();
     assert_eq!(st["slots"][0]["state"], "faulty", "{st}");
     raidd(&["remove", "raid5", &fail, "--control", &ctl]).ok();
     let (s, head) = form(Some(&csrf), Some(&base), "add");
     assert!(s == 303, "{head}");
     let start = Instant::now();
     loop {
-        let st = raidd(&["detail", "raid5", "--json", "--control", &ctl])
-            .ok()
-            .json()["array"]
-            .clone();
+        let st = detail();
         if st["slots"]
             .as_array()
             .unwrap()

@@ -225,38 +225,11 @@ fn spare_add(ctx: &ControlCtx, member: &Path, group: Option<String>) -> Answer {
 }
 
 fn served<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<&'a Served> {
-    served_at(ctx, array).map(|(_, s)| s)
-}
-
-/// The served array named `array`, and its index.
-fn served_at<'a>(ctx: &'a ControlCtx, array: &str) -> AdminResult<(usize, &'a Served)> {
-    debug_assert!(
-        ctx.not_started
-            .iter()
-            .all(|n| ctx.served.iter().all(|s| s.config.name != n.name)),
-        "an array is served or not started, not both"
-    );
-    ctx.served
-        .iter()
-        .enumerate()
-        .find(|(_, s)| s.config.name == array)
-        .ok_or_else(|| {
-            if let Some(n) = ctx.not_started.iter().find(|n| n.name == array) {
-                return AdminError::new(
-                    Exit::Conflict,
-                    format!("array {array:?} was not started: {}", n.error),
-                );
-            }
-            let names: Vec<&str> = ctx.served.iter().map(|s| s.config.name.as_str()).collect();
-            AdminError::new(
-                Exit::NotFound,
-                format!("no array named {array:?} (arrays: {})", names.join(", ")),
-            )
-        })
+    ctx.served_at(array).map(|(_, s)| s)
 }
 
 async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
-    let (i, s) = served_at(ctx, array)?;
+    let (i, s) = ctx.served_at(array)?;
     debug_assert!(
         s.session.root < s.session.arrays.len(),
         "a served array has its root"
@@ -275,7 +248,7 @@ async fn detail(ctx: &ControlCtx, array: &str) -> Answer {
 
 /// `volume list` through the daemon: the table read again.
 async fn volume_list(ctx: &ControlCtx, array: &str) -> Answer {
-    let (i, s) = served_at(ctx, array)?;
+    let (i, s) = ctx.served_at(array)?;
     let t = ctx.volumes.rescan(i, s).await?;
     let mut json = serde_json::to_value(&t).unwrap_or(serde_json::Value::Null);
     json["array"] = serde_json::Value::String(array.to_string());
@@ -284,7 +257,7 @@ async fn volume_list(ctx: &ControlCtx, array: &str) -> Answer {
 
 /// `volume create|resize|delete` through the daemon.
 async fn volume_change(ctx: &ControlCtx, array: &str, change: Change) -> Answer {
-    let (i, s) = served_at(ctx, array)?;
+    let (i, s) = ctx.served_at(array)?;
     let done = change.done();
     let v = ctx.volumes.change(i, s, change).await?;
     let text = format!("{done}: {}", volume_line(&v).trim_start());

@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::status::NotStarted;
 
 use crate::arrays::Served;
@@ -31,6 +32,35 @@ pub struct ControlCtx {
     pub volumes: crate::volumes::Volumes,
     /// The configuration as started and as changed since (exports added and removed).
     pub live: Live,
+}
+
+impl ControlCtx {
+    /// The served array named `array`, and its index.
+    pub fn served_at(&self, array: &str) -> AdminResult<(usize, &Served)> {
+        debug_assert!(
+            self.not_started
+                .iter()
+                .all(|n| self.served.iter().all(|s| s.config.name != n.name)),
+            "an array is served or not started, not both"
+        );
+        self.served
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.config.name == array)
+            .ok_or_else(|| {
+                if let Some(n) = self.not_started.iter().find(|n| n.name == array) {
+                    return AdminError::new(
+                        Exit::Conflict,
+                        format!("array {array:?} was not started: {}", n.error),
+                    );
+                }
+                let names: Vec<&str> = self.served.iter().map(|s| s.config.name.as_str()).collect();
+                AdminError::new(
+                    Exit::NotFound,
+                    format!("no array named {array:?} (arrays: {})", names.join(", ")),
+                )
+            })
+    }
 }
 
 /// The daemon's configuration as it started and as changed since: the file it came from,

@@ -40,14 +40,8 @@ fn apply(ctx: &ControlCtx, new: &Frontends) -> Vec<String> {
 /// The served array called `name`'s index, after its volume table is read again (so a
 /// volume made by a client of the whole array can be served).
 async fn array_index(ctx: &ControlCtx, name: &str) -> AdminResult<usize> {
-    let i = ctx
-        .served
-        .iter()
-        .position(|s| s.config.name == name)
-        .ok_or_else(|| {
-            AdminError::new(Exit::NotFound, format!("no array named {name:?} is served"))
-        })?;
-    ctx.volumes.rescan(i, &ctx.served[i]).await.map(|_| i)
+    let (i, served) = ctx.served_at(name)?;
+    ctx.volumes.rescan(i, served).await.map(|_| i)
 }
 
 /// `raidd export add`: offers the export from the next handshake on.

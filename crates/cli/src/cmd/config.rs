@@ -2,7 +2,7 @@
 //! each array named by its UUID (as `mdadm --detail --scan` prints ARRAY lines), so the
 //! daemon finds the members wherever they are at its next start.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::{Args, Subcommand};
 use raidd_admin::exit::AdminResult;
@@ -61,7 +61,13 @@ pub fn run(args: ConfigArgs, json: bool) -> AdminResult {
 }
 
 fn scan_cmd(args: ScanArgs, json: bool) -> AdminResult {
-    let patterns: Vec<String> = args.patterns.iter().map(|p| absolute(p)).collect();
+    // The printed config may be saved anywhere: a relative pattern would then mean another
+    // place.
+    let patterns: Vec<String> = args
+        .patterns
+        .iter()
+        .map(|p| scan::absolute_pattern(p, Path::new(".")))
+        .collect();
     for p in &patterns {
         scan::check_pattern(p).map_err(raidd_admin::exit::AdminError::usage)?;
     }
@@ -86,17 +92,6 @@ fn scan_cmd(args: ScanArgs, json: bool) -> AdminResult {
         }
         output::emit(&config_text(&patterns, &arrays))
     })
-}
-
-/// A pattern made absolute against the current directory (the printed config may be saved
-/// anywhere; a relative pattern would then mean another place).
-fn absolute(p: &str) -> String {
-    if Path::new(p).is_absolute() {
-        return p.to_string();
-    }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let dir = glob::Pattern::escape(&cwd.display().to_string());
-    format!("{}/{p}", dir.trim_end_matches('/'))
 }
 
 /// The array whose superblock the array `g` carries in its data (`g` is then an inner array
@@ -247,6 +242,7 @@ fn config_text(patterns: &[String], arrays: &[ScanArray]) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::path::PathBuf;
 
     fn seen(uuid: u8, name: &str, paths: &[&str]) -> Seen {
         Seen {

@@ -356,22 +356,9 @@ impl Config {
 /// `scan`: glob patterns, each checked, relative ones taken from `base` (made absolute, so
 /// the patterns mean the same wherever the daemon runs).
 fn scan_patterns(raw: &[String], base: &Path) -> Result<Vec<String>, String> {
-    let base = if base.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        base
-    };
-    let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
     raw.iter()
         .map(|p| {
-            let full = if Path::new(p).is_absolute() {
-                p.clone()
-            } else {
-                // Glob metacharacters in the config's own directory would be read as a
-                // pattern: escape them.
-                let dir = glob::Pattern::escape(&base.display().to_string());
-                format!("{}/{p}", dir.trim_end_matches('/'))
-            };
+            let full = raidd_admin::scan::absolute_pattern(p, base);
             debug_assert!(Path::new(&full).is_absolute(), "patterns mean one place");
             raidd_admin::scan::check_pattern(&full).map(|()| full)
         })

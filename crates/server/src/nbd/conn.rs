@@ -16,7 +16,7 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::future::{self, Either};
@@ -249,20 +249,25 @@ impl Conn {
         .await
     }
 
-    /// Waits until `bytes` fit the connection's and the server's budgets; `None` when the
-    /// replies can no longer be sent.
+    /// Polls `room` until it is ready; `None` once the replies can no longer be sent (a
+    /// wait for the budgets must not outlive the connection).
+    async fn room<T>(&self, mut room: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Option<T> {
+        poll_fn(|cx| {
+            if self.out.is_broken() {
+                return Poll::Ready(None);
+            }
+            room(cx).map(Some)
+        })
+        .await
+    }
+
+    /// Waits until `bytes` fit the connection's and the server's budgets.
     async fn reserve(&self, bytes: u64) -> Option<Credit> {
         debug_assert!(
             bytes <= self.shared.connection_memory,
             "a request fits its connection"
         );
-        poll_fn(|cx| {
-            if self.out.is_broken() {
-                return Poll::Ready(None);
-            }
-            self.account.poll_reserve(bytes, cx).map(Some)
-        })
-        .await
+        self.room(|cx| self.account.poll_reserve(bytes, cx)).await
     }
 
     /// As `reserve`, for a WRITE payload of `bytes`: the server's budget is taken only as
@@ -272,27 +277,14 @@ impl Conn {
             bytes <= self.shared.connection_memory,
             "a request fits its connection"
         );
-        poll_fn(|cx| {
-            if self.out.is_broken() {
-                return Poll::Ready(None);
-            }
-            let first = if bytes <= WHOLE_UP_TO { bytes } else { 0 };
-            self.account
-                .poll_reserve_payload(bytes, first, cx)
-                .map(Some)
-        })
-        .await
+        let first = if bytes <= WHOLE_UP_TO { bytes } else { 0 };
+        self.room(|cx| self.account.poll_reserve_payload(bytes, first, cx))
+            .await
     }
 
     /// Grows `credit` to cover `to` bytes; false when the replies can no longer be sent.
     async fn grow(&self, credit: &mut Credit, to: u64) -> bool {
-        poll_fn(|cx| {
-            if self.out.is_broken() {
-                return Poll::Ready(false);
-            }
-            credit.poll_grow(to, cx).map(|()| true)
-        })
-        .await
+        self.room(|cx| credit.poll_grow(to, cx)).await.is_some()
     }
 }
 

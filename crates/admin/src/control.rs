@@ -125,6 +125,26 @@ pub enum Request {
     ExportRemove {
         name: String,
     },
+    /// Offer a LUN of a served iSCSI target while the daemon runs (not written to the
+    /// config).
+    #[serde(rename = "lun-add")]
+    LunAdd {
+        target: String,
+        /// Its number; none: the lowest free one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lun: Option<u64>,
+        array: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<VolumeRef>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        read_only: bool,
+    },
+    /// Stop offering a LUN (not a target's last one).
+    #[serde(rename = "lun-remove")]
+    LunRemove {
+        target: String,
+        lun: u64,
+    },
     /// Change the array's shape or policy while it serves (mdadm's --grow): for now its
     /// consistency policy.
     Grow {

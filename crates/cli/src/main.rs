@@ -80,6 +80,9 @@ enum Command {
     /// The running daemon's NBD exports: export add NAME --array A [--volume V], export
     /// remove NAME (until the next start; SIGHUP applies an edited config's).
     Export(cmd::export::ExportArgs),
+    /// The running daemon's iSCSI LUNs: lun add TARGET --array A [--lun N] [--volume V],
+    /// lun remove TARGET N.
+    Lun(cmd::lun::LunArgs),
     /// The hot-spare pool shared by all arrays: spare add|remove MEMBER.
     Spare(cmd::manage::SpareArgs),
     /// Read every stripe of a served array and count mismatches (md's check).
@@ -132,6 +135,7 @@ fn dispatch(cli: Cli) -> AdminResult {
         Command::Add(a) => cmd::manage::add(a, json),
         Command::Spare(a) => cmd::manage::spare(a, json),
         Command::Export(a) => cmd::export::run(a, json),
+        Command::Lun(a) => cmd::lun::run(a, json),
         Command::Replace(a) => cmd::manage::replace(a, json),
         Command::Check(a) => cmd::manage::scrub(a, false, json),
         Command::Repair(a) => cmd::manage::scrub(a, true, json),

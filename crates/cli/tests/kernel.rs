@@ -518,20 +518,46 @@ echo NBD-OK
 /// The kernel's iSCSI initiator (open-iscsi) against raidd's target: discovery, a login
 /// with a wrong CHAP secret refused, then mutual CHAP; the LUN appears as a SCSI disk,
 /// gets ext4, files, a remount, a clean fsck and compared files, then fio with crc32c
-/// verification; after logout raidd's check finds the RAID6 consistent.
+/// verification. While it is logged in, `raidd lun add` gives the target a second LUN (a
+/// RAID1): the kernel logs the unit attention, a rescan finds the disk, fio verifies on it;
+/// `raidd lun remove` takes it away and reads of it fail. After logout raidd's check finds
+/// both arrays consistent.
 #[test]
 #[ignore = "needs the qemu guest: scripts/test.sh runs it"]
 fn kernel_iscsi_initiator_uses_raidd() {
     let dir = scratch();
     let members = common::daemon::create_array(dir.path(), "raid6", 5, &["--chunk", "64K"]);
+    let mirror: Vec<PathBuf> = ["m0.img", "m1.img"]
+        .iter()
+        .map(|n| dir.path().join(n))
+        .collect();
+    for m in &mirror {
+        std::fs::File::create(m)
+            .unwrap()
+            .set_len(MEMBER_BYTES)
+            .unwrap();
+    }
+    raidd(&common::args_with(
+        &[
+            "create",
+            "--level",
+            "raid1",
+            "--name",
+            "mirror",
+            "--assume-clean",
+        ],
+        &mirror,
+    ))
+    .ok();
     let ns = Netns::new("iscsi");
     let target = "iqn.2026-11.org.raidd:kernel";
     let cfg = format!(
-        "{}[[target]]\nname = \"{target}\"\ninitiators = [\"iqn.2026-11.org.raidd:guest\"]\n\
+        "{}{}[[target]]\nname = \"{target}\"\ninitiators = [\"iqn.2026-11.org.raidd:guest\"]\n\
          chap = {{ user = \"guest\", secret = \"guest-secret-1\" }}\n\
          mutual_chap = {{ user = \"raidd\", secret = \"target-secret-2\" }}\n\
          [[target.lun]]\narray = \"vol\"\n",
-        common::daemon::array_config("vol", &members)
+        common::daemon::array_config("vol", &members),
+        common::daemon::array_config("mirror", &mirror)
     );
     let d = NsDaemon::start(&ns, dir.path(), &cfg);
     let share = dir.path().join("share");
@@ -577,17 +603,76 @@ fio --name=verify --filename=/dev/sda --direct=1 --ioengine=libaio --iodepth=8 \
     --rw=randwrite --bs=16k --size=32m --verify=crc32c --verify_fatal=1 \
     --output-format=terse >/dev/null || exit 16
 sync
+# The host adds LUN 1 while the session runs (the files in /share are the hand-over).
+await() {{
+  for i in $(seq 1 600); do [ -e "$1" ] && return 0; sleep 0.1; done
+  echo "the host did not answer $1"; exit 18
+}}
+touch want-add; await added
+dd if=/dev/sda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+dmesg | grep -q "LUN assignments on this target have changed" && echo "kernel told"
+iscsiadm -m session --rescan >/dev/null || exit 19
+for i in $(seq 1 60); do [ -b /dev/sdb ] && break; sleep 0.5; done
+[ -b /dev/sdb ] || exit 20
+echo "LUN 1: $(blockdev --getsize64 /dev/sdb) bytes"
+fio --name=verify --filename=/dev/sdb --direct=1 --ioengine=libaio --iodepth=8 \
+    --rw=randwrite --bs=16k --size=8m --verify=crc32c --verify_fatal=1 \
+    --output-format=terse >/dev/null || exit 21
+touch want-remove; await removed
+if dd if=/dev/sdb of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null; then
+  echo "a removed LUN still reads"; exit 22
+fi
+echo "removed LUN refused"
 iscsiadm -m node -T $T -p $P --logout || exit 17
 echo ISCSI-OK
 "#
     );
+    // The host's half of the hand-over: each file the guest leaves is answered by a change
+    // made through the control socket.
+    let ctl = d.ctl();
+    let host = {
+        let (share, target) = (share.clone(), target.to_string());
+        std::thread::spawn(move || {
+            let steps: [(&str, Vec<&str>, &str); 2] = [
+                (
+                    "want-add",
+                    vec!["lun", "add", &target, "--array", "mirror"],
+                    "added",
+                ),
+                (
+                    "want-remove",
+                    vec!["lun", "remove", &target, "1"],
+                    "removed",
+                ),
+            ];
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+            for (wait, args, answer) in steps {
+                while !share.join(wait).exists() {
+                    if std::time::Instant::now() > deadline {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                let mut a = args.clone();
+                a.extend(["--control", &ctl]);
+                raidd(&a).ok();
+                std::fs::write(share.join(answer), b"").unwrap();
+            }
+        })
+    };
     let (ok, log) = boot(&share, &job, &[], Some(&ns.0));
+    host.join().unwrap();
     assert!(
         ok && log.contains("ISCSI-OK") && log.contains("wrong secret refused"),
         "the guest job failed:\n{log}"
     );
-    let check = raidd(&["check", "vol", "--wait", "--control", &d.ctl()]).ok();
-    assert!(check.text().contains(" 0 mismatched"), "{}", check.text());
+    for want in ["kernel told", "LUN 1: ", "removed LUN refused"] {
+        assert!(log.contains(want), "no {want:?} in\n{log}");
+    }
+    for array in ["vol", "mirror"] {
+        let check = raidd(&["check", array, "--wait", "--control", &d.ctl()]).ok();
+        assert!(check.text().contains(" 0 mismatched"), "{}", check.text());
+    }
     d.stop();
 }
 

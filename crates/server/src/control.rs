@@ -184,6 +184,22 @@ pub(crate) async fn answer(ctx: &ControlCtx, req: Request) -> Response {
             crate::reload::export_add(ctx, raw).await
         }
         Request::ExportRemove { name } => crate::reload::export_remove(ctx, &name),
+        Request::LunAdd {
+            target,
+            lun,
+            array,
+            volume,
+            read_only,
+        } => {
+            let raw = crate::iscsi::config::RawLun {
+                lun,
+                array,
+                volume,
+                read_only,
+            };
+            crate::reload::lun_add(ctx, &target, raw).await
+        }
+        Request::LunRemove { target, lun } => crate::reload::lun_remove(ctx, &target, lun),
         Request::Grow {
             array,
             consistency_policy,

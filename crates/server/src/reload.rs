@@ -1,5 +1,6 @@
-//! Changing what is served while the daemon runs: NBD exports added and removed through the
-//! control socket (`raidd export add|remove`), and the edited config file applied on
+//! Changing what is served while the daemon runs: NBD exports and iSCSI LUNs added and
+//! removed through the control socket (`raidd export|lun add|remove`), and the edited
+//! config file applied on
 //! SIGHUP. Each change goes through the frontends' `reload` (`frontends.rs`), which changes
 //! what a running frontend can change and names what waits for the next start; the
 //! frontends' configuration in effect is kept here for the next change to start from.
@@ -10,6 +11,7 @@ use raidd_admin::volume::VolumeRef;
 use crate::config::Config;
 use crate::ctx::ControlCtx;
 use crate::frontends::Frontends;
+use crate::iscsi::config::{lun_config, RawLun, TargetConfig};
 use crate::nbd::config::{export_config, RawExport};
 
 /// Applies `new` in place of the frontends' configuration in effect; the lines saying what
@@ -97,6 +99,105 @@ pub fn export_remove(ctx: &ControlCtx, name: &str) -> AdminResult<(String, serde
         format!("export {name} is no longer offered; its clients are disconnected\n"),
         serde_json::json!({ "export": name, "notes": notes }),
     ))
+}
+
+/// `raidd lun add`: a LUN of a served target from now on; the target's initiators are told
+/// (REPORTED LUNS DATA HAS CHANGED) and find it when they scan again.
+pub async fn lun_add(
+    ctx: &ControlCtx,
+    target: &str,
+    raw: RawLun,
+) -> AdminResult<(String, serde_json::Value)> {
+    array_index(ctx, &raw.array).await?;
+    let arrays: Vec<_> = ctx.served.iter().map(|s| s.config.clone()).collect();
+    let mut new = ctx.live.frontends.borrow().clone();
+    let t = served_target(&mut new, target)?;
+    // Where no number is given: the lowest one free.
+    let free = (0..)
+        .find(|n| t.luns.iter().all(|l| l.lun != *n))
+        .unwrap_or(0);
+    let entry = lun_config(raw, free, &arrays).map_err(AdminError::usage)?;
+    let number = entry.lun;
+    if t.luns.iter().any(|l| l.lun == number) {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!("target {target} has a LUN {number} already"),
+        ));
+    }
+    t.luns.push(entry);
+    let notes = apply(ctx, &new);
+    let live = ctx.live.frontends.borrow();
+    let added = live
+        .iscsi
+        .iter()
+        .flat_map(|c| &c.targets)
+        .any(|t| t.name == target && t.luns.iter().any(|l| l.lun == number));
+    if !added {
+        return Err(AdminError::new(Exit::NotFound, notes.join("; ")));
+    }
+    Ok((
+        format!(
+            "LUN {number} of {target} is offered (not in the config file: a SIGHUP or a restart \
+             follows the file)\n"
+        ),
+        serde_json::json!({ "target": target, "lun": number, "notes": notes }),
+    ))
+}
+
+/// `raidd lun remove`: commands sent to the LUN from now on find no unit there; those it
+/// runs finish. A target's only LUN stays.
+pub fn lun_remove(
+    ctx: &ControlCtx,
+    target: &str,
+    number: u64,
+) -> AdminResult<(String, serde_json::Value)> {
+    let mut new = ctx.live.frontends.borrow().clone();
+    let t = served_target(&mut new, target)?;
+    if !t.luns.iter().any(|l| l.lun == number) {
+        return Err(AdminError::new(
+            Exit::NotFound,
+            format!("target {target} has no LUN {number}"),
+        ));
+    }
+    if t.luns.len() == 1 {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!(
+                "LUN {number} is target {target}'s only LUN: a target keeps one while it serves \
+                 (take the target out of the config and restart to end it)"
+            ),
+        ));
+    }
+    t.luns.retain(|l| l.lun != number);
+    let notes = apply(ctx, &new);
+    Ok((
+        format!("LUN {number} of {target} is no longer offered\n"),
+        serde_json::json!({ "target": target, "lun": number, "notes": notes }),
+    ))
+}
+
+/// The served target called `name` in `frontends`.
+fn served_target<'a>(
+    frontends: &'a mut Frontends,
+    name: &str,
+) -> AdminResult<&'a mut TargetConfig> {
+    let Some(ic) = frontends.iscsi.as_mut() else {
+        return Err(AdminError::new(
+            Exit::NotFound,
+            "iSCSI is not served (the config has no [iscsi] or [[target]])",
+        ));
+    };
+    ic.targets
+        .iter_mut()
+        .find(|t| t.name == name)
+        .ok_or_else(|| {
+            AdminError::new(
+                Exit::NotFound,
+                format!(
+                "no target named {name:?} is served (a new target needs the config and a restart)"
+            ),
+            )
+        })
 }
 
 /// SIGHUP: reads the config file again and applies what can change while serving (exports

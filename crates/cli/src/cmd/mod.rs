@@ -7,6 +7,7 @@ pub mod docs;
 pub mod examine;
 pub mod export;
 pub mod grow;
+pub mod lun;
 pub mod manage;
 pub mod pattern;
 pub mod read;

@@ -207,6 +207,18 @@ impl Daemon {
         self.log.lock().unwrap().clone()
     }
 
+    /// SIGHUP, and waits until the daemon says it applied the config file.
+    pub fn reload(&self) {
+        const APPLIED: &str = "SIGHUP: the config is applied";
+        let before = self.log().matches(APPLIED).count();
+        self.signal(libc::SIGHUP);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.log().matches(APPLIED).count() == before {
+            assert!(Instant::now() < deadline, "no reload:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on the PID of a child we started and have not reaped.
         let r = unsafe { libc::kill(self.pid() as i32, sig) };

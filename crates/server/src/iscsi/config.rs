@@ -58,15 +58,16 @@ struct RawTarget {
     luns: Vec<RawLun>,
 }
 
+/// A `[[target.lun]]` as written (or as `raidd lun add` sends it).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawLun {
-    lun: Option<u64>,
-    array: String,
+pub(crate) struct RawLun {
+    pub lun: Option<u64>,
+    pub array: String,
     /// A volume of the array (its name, or its number), instead of all of it.
-    volume: Option<VolumeRef>,
+    pub volume: Option<VolumeRef>,
     #[serde(default)]
-    read_only: bool,
+    pub read_only: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -267,24 +268,11 @@ fn target_config(t: RawTarget, arrays: &[ArrayConfig]) -> Result<TargetConfig, S
     }
     let mut luns: Vec<LunConfig> = Vec::new();
     for (n, l) in t.luns.into_iter().enumerate() {
-        let lun = l.lun.unwrap_or(n as u64);
-        if lun > MAX_LUN {
-            return Err(what(&format!("lun {lun}: at most {MAX_LUN}")));
+        let l = lun_config(l, n as u64, arrays).map_err(|m| what(&m))?;
+        if luns.iter().any(|o| o.lun == l.lun) {
+            return Err(what(&format!("lun {} is defined twice", l.lun)));
         }
-        if luns.iter().any(|o| o.lun == lun) {
-            return Err(what(&format!("lun {lun} is defined twice")));
-        }
-        let array = arrays
-            .iter()
-            .position(|a| a.name == l.array)
-            .ok_or_else(|| what(&format!("lun {lun}: no array named {:?}", l.array)))?;
-        check_volume_ref(l.volume.as_ref()).map_err(|m| what(&format!("lun {lun}: {m}")))?;
-        luns.push(LunConfig {
-            lun,
-            array,
-            volume: l.volume,
-            read_only: l.read_only || arrays[array].read_only,
-        });
+        luns.push(l);
     }
     Ok(TargetConfig {
         name: t.name,
@@ -293,5 +281,28 @@ fn target_config(t: RawTarget, arrays: &[ArrayConfig]) -> Result<TargetConfig, S
         chap: c,
         mutual_chap: m,
         luns,
+    })
+}
+
+/// One LUN checked against `arrays` (`number` where it names none).
+pub(crate) fn lun_config(
+    l: RawLun,
+    number: u64,
+    arrays: &[ArrayConfig],
+) -> Result<LunConfig, String> {
+    let lun = l.lun.unwrap_or(number);
+    if lun > MAX_LUN {
+        return Err(format!("lun {lun}: at most {MAX_LUN}"));
+    }
+    let array = arrays
+        .iter()
+        .position(|a| a.name == l.array)
+        .ok_or_else(|| format!("lun {lun}: no array named {:?}", l.array))?;
+    check_volume_ref(l.volume.as_ref()).map_err(|m| format!("lun {lun}: {m}"))?;
+    Ok(LunConfig {
+        lun,
+        array,
+        volume: l.volume,
+        read_only: l.read_only || arrays[array].read_only,
     })
 }

@@ -611,7 +611,7 @@ fn task_management(conn: &Rc<Conn>, function: u8, lun: u64, itt: u32, referenced
                     Some(conn.nexus.as_str()),
                 )
             };
-            for l in &t.luns {
+            for l in t.luns() {
                 if function == tmf::TARGET_WARM_RESET || Some(l.number) == lun_no {
                     l.attention_for(&nexuses, except, &sense);
                     lock(&l.reservations).reset();

@@ -42,7 +42,8 @@ pub(super) enum Plan {
     /// `residual`: what the initiator's expected length leaves over or short of the
     /// command's Data-Out, when it differs.
     Run {
-        lun: usize,
+        /// Held from the command's arrival: a LUN removed meanwhile still finishes it.
+        lun: std::sync::Arc<super::target::Lun>,
         op: Op,
         residual: Option<Residual>,
     },

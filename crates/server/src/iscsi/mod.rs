@@ -33,7 +33,7 @@ use raidd_admin::status::{IscsiStatus, LunStatus, StatusReport, TargetStatus};
 use raidd_engine::Array;
 use raidd_rt::net::TcpListener;
 
-use config::{IscsiConfig, DEFAULT_CONNECTION_MEMORY};
+use config::{IscsiConfig, LunConfig, DEFAULT_CONNECTION_MEMORY};
 use target::IscsiState;
 
 use crate::config::arrays::ArrayConfig;
@@ -154,6 +154,50 @@ impl Frontend for Iscsi {
         }))
     }
 
+    fn reload(
+        old: &Option<IscsiConfig>,
+        new: &Option<IscsiConfig>,
+        running: Option<&dyn Running>,
+        serve: &mut Resolver<'_>,
+        release: &mut dyn FnMut(&str),
+        notes: &mut Vec<String>,
+    ) -> Option<IscsiConfig> {
+        if settings(old) != settings(new) {
+            notes.push(
+                "[iscsi], [[target]]: changed, applied at the next start (the listener and the \
+                 targets, their names, CHAP and initiators, are set when it starts; their LUNs \
+                 change while it serves)"
+                    .into(),
+            );
+        }
+        let server = running.and_then(|r| r.as_any().downcast_ref::<IscsiServer>());
+        let (Some(server), Some(old_c), Some(new_c)) = (server, old, new) else {
+            if old.as_ref().map(|c| &c.targets) != new.as_ref().map(|c| &c.targets) {
+                notes.push("[[target.lun]]: changed, but iSCSI is not running".into());
+            }
+            return old.clone();
+        };
+        let mut applied = old_c.clone();
+        for t in &mut applied.targets {
+            let (Some(nt), Some(ti)) = (
+                new_c.targets.iter().find(|x| x.name == t.name),
+                server.state.target_index(&t.name),
+            ) else {
+                continue;
+            };
+            let mut change = LunChange {
+                state: &server.state,
+                t: ti,
+                luns: &mut t.luns,
+                serve: &mut *serve,
+                release: &mut *release,
+                notes: &mut *notes,
+            };
+            change.to(&nt.luns);
+        }
+        Some(applied)
+    }
+
     fn metrics(report: &StatusReport, s: &mut Sink) {
         let Some(i) = &report.iscsi else { return };
         for t in &i.targets {
@@ -174,6 +218,89 @@ impl Frontend for Iscsi {
                     ],
                 );
             }
+        }
+    }
+}
+
+/// The iSCSI configuration without its LUNs: what changes only with a restart.
+fn settings(c: &Option<IscsiConfig>) -> Option<IscsiConfig> {
+    let mut c = c.clone()?;
+    for t in &mut c.targets {
+        t.luns.clear();
+    }
+    Some(c)
+}
+
+/// One running target's LUNs changed from `luns` (the configuration in effect, updated as
+/// each change is made) towards a new list.
+struct LunChange<'a, 'r> {
+    state: &'a IscsiState,
+    t: usize,
+    luns: &'a mut Vec<LunConfig>,
+    serve: &'a mut Resolver<'r>,
+    release: &'a mut dyn FnMut(&str),
+    notes: &'a mut Vec<String>,
+}
+
+impl LunChange<'_, '_> {
+    /// New numbers are added first and removed ones taken away after, so a target whose
+    /// LUNs are all replaced keeps one throughout; a LUN changed in place is removed and
+    /// added again.
+    fn to(&mut self, new: &[LunConfig]) {
+        let old = self.luns.clone();
+        let has = |list: &[LunConfig], n: u64| list.iter().any(|l| l.lun == n);
+        for l in new.iter().filter(|l| !has(&old, l.lun)) {
+            self.add(l);
+        }
+        for l in old.iter().filter(|l| !new.contains(l)) {
+            self.remove(l.lun);
+        }
+        for l in new.iter().filter(|l| has(&old, l.lun) && !old.contains(l)) {
+            if !has(self.luns, l.lun) {
+                self.add(l);
+            }
+        }
+        debug_assert_eq!(
+            self.luns.len(),
+            self.state.targets[self.t].luns().len(),
+            "the config in effect is what is served"
+        );
+    }
+
+    fn what(&self, lun: u64) -> String {
+        format!("LUN {lun} of {}", self.state.targets[self.t].name)
+    }
+
+    fn add(&mut self, l: &LunConfig) {
+        let what = self.what(l.lun);
+        let Some(s) = (self.serve)(l.array, l.volume.as_ref(), what.clone()) else {
+            self.notes.push(format!(
+                "{what} not offered: what it serves cannot be served (see the log)"
+            ));
+            return;
+        };
+        let lun = self.state.build_lun(self.t, l, &s);
+        match self.state.add_lun(self.t, lun) {
+            Ok(()) => {
+                self.luns.push(l.clone());
+                self.notes.push(format!("{what} added"));
+            }
+            Err(m) => {
+                (self.release)(&what);
+                self.notes.push(m);
+            }
+        }
+    }
+
+    fn remove(&mut self, lun: u64) {
+        let what = self.what(lun);
+        match self.state.remove_lun(self.t, lun) {
+            Ok(_) => {
+                (self.release)(&what);
+                self.luns.retain(|l| l.lun != lun);
+                self.notes.push(format!("{what} removed"));
+            }
+            Err(m) => self.notes.push(m),
         }
     }
 }
@@ -231,7 +358,7 @@ impl Running for IscsiServer {
                 name: t.name.clone(),
                 sessions: st.nexuses_of(i).len(),
                 luns: t
-                    .luns
+                    .luns()
                     .iter()
                     .map(|l| LunStatus {
                         lun: l.number,

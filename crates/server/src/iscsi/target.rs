@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -15,8 +15,9 @@ use raidd_iscsi::login::{Portal, TargetEntry};
 use raidd_iscsi::{Secret, TargetLimits};
 use raidd_scsi::{LunInfo, ModeState, Reservations, Sense};
 
-use super::config::{ChapConfig, IscsiConfig};
+use super::config::{ChapConfig, IscsiConfig, LunConfig};
 use super::pr_store;
+use crate::frontend::Serving;
 
 /// What raidd accepts in one data segment (declared as MaxRecvDataSegmentLength).
 pub const MAX_RECV_SEGMENT: u32 = 256 * 1024;
@@ -105,15 +106,78 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().expect(crate::POISONED)
 }
 
+/// A target and its LUNs. LUNs come and go while it serves (`raidd lun add|remove`,
+/// SIGHUP); a command holds its LUN from the moment it arrives, so one removed under it
+/// still finishes against the array it began on.
 #[derive(Debug)]
 pub struct Target {
     pub name: String,
-    pub luns: Vec<Lun>,
+    /// Never empty: a target's last LUN is not removed while it serves.
+    luns: RwLock<Vec<Arc<Lun>>>,
 }
 
 impl Target {
-    pub fn lun(&self, number: u64) -> Option<&Lun> {
-        self.luns.iter().find(|l| l.number == number)
+    pub fn new(name: String, luns: Vec<Lun>) -> Target {
+        assert!(!luns.is_empty(), "a target serves at least one LUN");
+        Target {
+            name,
+            luns: RwLock::new(luns.into_iter().map(Arc::new).collect()),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Lun>>> {
+        self.luns.read().expect(crate::POISONED)
+    }
+
+    pub fn lun(&self, number: u64) -> Option<Arc<Lun>> {
+        self.read().iter().find(|l| l.number == number).cloned()
+    }
+
+    /// Its LUNs as they are now.
+    pub fn luns(&self) -> Vec<Arc<Lun>> {
+        self.read().clone()
+    }
+
+    /// Its LUN numbers now, as REPORT LUNS lists them.
+    pub fn numbers(&self) -> Vec<u64> {
+        self.read().iter().map(|l| l.number).collect()
+    }
+
+    /// A LUN of it (REPORT LUNS answers through any address, an absent LUN's too).
+    pub fn any(&self) -> Arc<Lun> {
+        let luns = self.read();
+        debug_assert!(!luns.is_empty(), "a target keeps a LUN");
+        luns[0].clone()
+    }
+
+    fn add(&self, lun: Lun) -> Result<(), String> {
+        let mut luns = self.luns.write().expect(crate::POISONED);
+        if luns.iter().any(|l| l.number == lun.number) {
+            return Err(format!(
+                "target {} has a LUN {} already",
+                self.name, lun.number
+            ));
+        }
+        luns.push(Arc::new(lun));
+        Ok(())
+    }
+
+    fn remove(&self, number: u64) -> Result<Arc<Lun>, String> {
+        let mut luns = self.luns.write().expect(crate::POISONED);
+        let at = luns
+            .iter()
+            .position(|l| l.number == number)
+            .ok_or_else(|| format!("target {} has no LUN {number}", self.name))?;
+        if luns.len() == 1 {
+            return Err(format!(
+                "LUN {number} is target {}'s only LUN: a target keeps one while it serves \
+                 (take the target out of the config and restart to end it)",
+                self.name
+            ));
+        }
+        let gone = luns.remove(at);
+        debug_assert!(!luns.is_empty(), "a target keeps a LUN");
+        Ok(gone)
     }
 }
 
@@ -128,6 +192,8 @@ pub struct IscsiState {
     pub nexuses: Mutex<Vec<(usize, String)>>,
     /// Where persistent reservations are saved.
     pub pr_store: pr_store::Store,
+    /// The directory of the reservation files (APTPL).
+    state_dir: PathBuf,
 }
 
 impl IscsiState {
@@ -135,7 +201,7 @@ impl IscsiState {
     /// reservations end (persistent ones stay, as SPC says).
     pub fn nexus_gone(&self, t: usize, nexus: &str) {
         debug_assert!(t < self.targets.len(), "target {t} is configured");
-        for l in &self.targets[t].luns {
+        for l in self.targets[t].luns() {
             if l.reservations_used.load(Ordering::Acquire) {
                 lock(&l.reservations).nexus_lost(&raidd_scsi::Nexus {
                     initiator: nexus.to_string(),
@@ -151,6 +217,48 @@ impl IscsiState {
             if t != 0 {
                 return t;
             }
+        }
+    }
+
+    /// The index of the target called `name`.
+    pub fn target_index(&self, name: &str) -> Option<usize> {
+        self.targets.iter().position(|t| t.name == name)
+    }
+
+    /// The LUN `config` describes, of target `t`, serving `serving`: its reservations
+    /// restored from an earlier run (APTPL).
+    pub fn build_lun(&self, t: usize, config: &LunConfig, serving: &Serving) -> Lun {
+        build_lun(&self.state_dir, &self.targets[t].name, config, serving)
+    }
+
+    /// Adds `lun` to target `t`; every initiator port logged in to it is told its LUNs
+    /// changed (a unit attention on each LUN it had), so it scans again.
+    pub fn add_lun(&self, t: usize, lun: Lun) -> Result<(), String> {
+        let number = lun.number;
+        self.targets[t].add(lun)?;
+        self.luns_changed(t, number);
+        Ok(())
+    }
+
+    /// Takes LUN `number` out of target `t` (not its last one): commands sent to it from
+    /// now on find no unit there; the initiator ports are told as for an added one.
+    pub fn remove_lun(&self, t: usize, number: u64) -> Result<Arc<Lun>, String> {
+        let gone = self.targets[t].remove(number)?;
+        self.luns_changed(t, number);
+        Ok(gone)
+    }
+
+    /// REPORTED LUNS DATA HAS CHANGED for every nexus of target `t`, on each of its LUNs
+    /// but `changed` (SPC-4 leaves it on the units the nexus can reach).
+    fn luns_changed(&self, t: usize, changed: u64) {
+        let nexuses = self.nexuses_of(t);
+        let sense = Sense::reported_luns_changed();
+        for l in self.targets[t]
+            .luns()
+            .iter()
+            .filter(|l| l.number != changed)
+        {
+            l.attention_for(&nexuses, None, &sense);
         }
     }
 
@@ -258,7 +366,7 @@ fn load_reservations(path: &Path) -> Reservations {
 /// target t's LUN k's).
 pub fn state(
     config: &IscsiConfig,
-    serving: &[Vec<crate::frontend::Serving>],
+    serving: &[Vec<Serving>],
     listen: std::net::SocketAddr,
 ) -> std::io::Result<IscsiState> {
     debug_assert_eq!(
@@ -278,36 +386,10 @@ pub fn state(
         .targets
         .iter()
         .zip(serving)
-        .map(|(t, serving)| Target {
-            name: t.name.clone(),
-            luns: t
-                .luns
-                .iter()
-                .zip(serving)
-                .map(|(l, s)| {
-                    let extent = s.extent.clone();
-                    // Configured read-only; the array's own state is asked per command
-                    // (`Lun::read_only`): it changes, e.g. when a new journal is attached.
-                    let info = lun_info(&extent, l.read_only);
-                    let file = reservations_file(&config.state_dir, &extent, l.lun, &t.name);
-                    let reservations = load_reservations(&file);
-                    let used = !reservations.encode().is_empty() && reservations.aptpl();
-                    Lun {
-                        number: l.lun,
-                        mode: Mutex::new(ModeState::new(&info)),
-                        info,
-                        volume: s.volume.as_ref().map(|v| v.name.clone()),
-                        extent,
-                        reservations: Mutex::new(reservations),
-                        reservations_used: AtomicBool::new(used),
-                        reservations_file: file,
-                        attentions: Mutex::new(HashMap::new()),
-                        attentions_pending: AtomicBool::new(false),
-                        atomic: WriteGate::default(),
-                        latency: Default::default(),
-                    }
-                })
-                .collect(),
+        .map(|(t, serving)| {
+            let luns = t.luns.iter().zip(serving);
+            let luns = luns.map(|(l, s)| build_lun(&config.state_dir, &t.name, l, s));
+            Target::new(t.name.clone(), luns.collect())
         })
         .collect();
     let portal = Portal {
@@ -342,7 +424,32 @@ pub fn state(
         next_tsih: AtomicU16::new(1),
         nexuses: Mutex::new(Vec::new()),
         pr_store: pr_store::Store::new()?,
+        state_dir: config.state_dir.clone(),
     })
+}
+
+fn build_lun(state_dir: &Path, target: &str, l: &LunConfig, s: &Serving) -> Lun {
+    let extent = s.extent.clone();
+    // Configured read-only; the array's own state is asked per command
+    // (`Lun::read_only`): it changes, e.g. when a new journal is attached.
+    let info = lun_info(&extent, l.read_only);
+    let file = reservations_file(state_dir, &extent, l.lun, target);
+    let reservations = load_reservations(&file);
+    let used = !reservations.encode().is_empty() && reservations.aptpl();
+    Lun {
+        number: l.lun,
+        mode: Mutex::new(ModeState::new(&info)),
+        info,
+        volume: s.volume.as_ref().map(|v| v.name.clone()),
+        extent,
+        reservations: Mutex::new(reservations),
+        reservations_used: AtomicBool::new(used),
+        reservations_file: file,
+        attentions: Mutex::new(HashMap::new()),
+        attentions_pending: AtomicBool::new(false),
+        atomic: WriteGate::default(),
+        latency: Default::default(),
+    }
 }
 
 /// Writes share the LUN; COMPARE AND WRITE takes it alone, so its compare and its write

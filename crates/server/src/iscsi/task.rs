@@ -5,6 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::Poll;
 
 use raidd_engine::{ErrorKind, Extent};
@@ -53,7 +54,7 @@ pub fn prepare(conn: &Conn, c: &ScsiCommand, imm: Immediate, first_burst: usize)
     });
     let (want, extra) = match &plan {
         Plan::Run { lun, op, .. } => {
-            let info = &lun_ref(conn, *lun).info;
+            let info = &lun.info;
             (op.data_out_len(info), buffer_cost(op, info.block_size))
         }
         _ => (0, 0),
@@ -112,14 +113,9 @@ pub fn prepare(conn: &Conn, c: &ScsiCommand, imm: Immediate, first_burst: usize)
     ctl
 }
 
-fn lun_of<'a>(conn: &'a Conn, ctl: &TaskCtl) -> Option<&'a Lun> {
+fn lun_of(conn: &Conn, ctl: &TaskCtl) -> Option<Arc<Lun>> {
     let t = conn.target?;
     conn.state.targets[t].lun(lun_number(ctl.lun)?)
-}
-
-fn lun_ref(conn: &Conn, index: usize) -> &Lun {
-    let t = conn.target.unwrap_or(0);
-    &conn.state.targets[t].luns[index]
 }
 
 fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
@@ -127,13 +123,12 @@ fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
         return Plan::Fail(Status::CheckCondition, Some(Sense::invalid_lun()));
     };
     let target = &conn.state.targets[t];
-    let index = lun_number(c.lun).and_then(|n| target.luns.iter().position(|l| l.number == n));
-    let Some(index) = index else {
+    let Some(lun) = lun_number(c.lun).and_then(|n| target.lun(n)) else {
         // REPORT LUNS works through any LUN; INQUIRY says "no unit here"; the rest fail.
-        let any = &target.luns[0].info;
-        return match raidd_scsi::decode(&c.cdb, any) {
+        let any = target.any();
+        return match raidd_scsi::decode(&c.cdb, &any.info) {
             Ok(op @ Op::ReportLuns { .. }) => Plan::Run {
-                lun: 0,
+                lun: any,
                 op,
                 residual: None,
             },
@@ -141,7 +136,7 @@ fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
             _ => Plan::Fail(Status::CheckCondition, Some(Sense::invalid_lun())),
         };
     };
-    let info = &target.luns[index].info_now();
+    let info = &lun.info_now();
     match raidd_scsi::decode(&c.cdb, info) {
         // COMPARE AND WRITE's verify and write halves must both be there: an initiator
         // that sends another amount has the NUMBER OF LOGICAL BLOCKS wrong.
@@ -154,11 +149,7 @@ fn plan(conn: &Conn, c: &ScsiCommand) -> Plan {
             )
         }
         Ok(op) => match fit_to_expected(op, info, c.expected_len) {
-            Ok((op, residual)) => Plan::Run {
-                lun: index,
-                op,
-                residual,
-            },
+            Ok((op, residual)) => Plan::Run { lun, op, residual },
             Err(r) => Plan::Refuse(r),
         },
         Err(sense) => Plan::Fail(Status::CheckCondition, Some(sense)),
@@ -340,7 +331,7 @@ pub async fn run(conn: &Conn, ctl: &TaskCtl, c: ScsiCommand) {
             o
         }
         Some(Plan::Run { lun, op, residual }) => {
-            let l = lun_ref(conn, lun);
+            let l = &*lun;
             let timed = timed_as(&op, l.info.block_size);
             let mut o = execute(conn, l, op, data_out).await;
             if let Some((kind, bytes)) = timed {
@@ -847,12 +838,6 @@ fn describe(conn: &Conn, l: &Lun, op: &Op, pending: Option<&Sense>, keep_empty: 
 
 fn luns_of(conn: &Conn) -> Vec<u64> {
     conn.target
-        .map(|t| {
-            conn.state.targets[t]
-                .luns
-                .iter()
-                .map(|l| l.number)
-                .collect()
-        })
+        .map(|t| conn.state.targets[t].numbers())
         .unwrap_or_default()
 }

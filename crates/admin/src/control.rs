@@ -145,6 +145,29 @@ pub enum Request {
         target: String,
         lun: u64,
     },
+    /// Make a ublk device of a served array while the daemon runs (not written to the
+    /// config).
+    #[serde(rename = "ublk-add")]
+    UblkAdd {
+        array: String,
+        /// Its number (N of /dev/ublkbN); none: the lowest one no entry uses.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<VolumeRef>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        read_only: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue_depth: Option<u16>,
+        /// The largest request, as a size ("512K").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_io: Option<String>,
+    },
+    /// Stop and remove a ublk device the daemon serves.
+    #[serde(rename = "ublk-remove")]
+    UblkRemove {
+        id: u32,
+    },
     /// Change the array's shape or policy while it serves (mdadm's --grow): for now its
     /// consistency policy.
     Grow {

@@ -57,7 +57,8 @@ enum Command {
     /// Change an array as mdadm --grow does, served (--array NAME) or offline on its
     /// members: its consistency policy (the partial parity log on or off).
     Grow(cmd::grow::GrowArgs),
-    /// The ublk devices on this host (/dev/ublkbN): list them, delete one a dead server left.
+    /// The ublk devices on this host (/dev/ublkbN): list them, delete one a dead server left;
+    /// ask the running daemon to add or remove one.
     Ublk(cmd::ublk::UblkArgs),
     /// Benchmarks.
     Bench(raidd_bench::BenchArgs),

@@ -14,7 +14,8 @@ use common::daemon::{array_config, create_array, Daemon};
 use common::scratch;
 
 /// `raidd serve` with a `[[ublk]]` entry on a kernel without ublk: the device is not made,
-/// the reason names ublk_drv and NBD, and the array is still served.
+/// the reason names ublk_drv and NBD, and the array is still served; `raidd ublk add` is
+/// refused with the same reason (and bad requests with theirs), changing nothing.
 #[test]
 fn without_ublk_drv_the_device_is_refused_clearly_and_nbd_serves_on() {
     if Path::new("/dev/ublk-control").exists() {
@@ -47,6 +48,23 @@ fn without_ublk_drv_the_device_is_refused_clearly_and_nbd_serves_on() {
         "{text}"
     );
     assert!(d.export_size("raid1") > 20 << 20);
+    // Asked of the running daemon: refused the same way, nothing changed.
+    let ctl = d.control.to_str().unwrap();
+    let add = |args: &[&str]| {
+        let mut a = vec!["ublk", "add", "--control", ctl];
+        a.extend_from_slice(args);
+        common::raidd(&a)
+    };
+    let e = add(&["--array", "raid1", "--id", "4"]).expect(1);
+    assert!(e.error().contains("modprobe ublk_drv"), "{}", e.error());
+    let e = add(&["--array", "nosuch"]).expect(3);
+    assert!(e.error().contains("no array named"), "{}", e.error());
+    let e = add(&["--array", "raid1", "--max-io", "3K"]).expect(2);
+    assert!(e.error().contains("4K to 4M"), "{}", e.error());
+    let e = common::raidd(&["ublk", "remove", "4", "--control", ctl]).expect(3);
+    assert!(e.error().contains("not served"), "{}", e.error());
+    let st = d.status();
+    assert_eq!(st["ublk"].as_array().map(Vec::len), Some(1), "{st}");
     d.stop();
     let e = common::raidd(&["ublk", "list"]).expect(3);
     assert!(e.error().contains("ublk_drv"), "{}", e.error());
@@ -118,7 +136,10 @@ fio_verify() {{
 /// RAID5 over four members as /dev/ublkb0 in the guest: ext4 made, a file tree copied,
 /// unmounted, mounted again, `fsck -fn` clean and every checksum equal; fio's verified 4K
 /// random writes at QD32 and 1 MiB sequential writes; WRITE_ZEROES zeroes its range and no
-/// more; a clean stop leaves no ublk device.
+/// more. While it serves, `raidd ublk add` makes a read-only /dev/ublkb1 of the same array
+/// (same bytes, writes refused) and `raidd ublk remove` takes it away (both refused when
+/// repeated); a SIGHUP with an edited config makes /dev/ublkb2 and the next one removes
+/// it, the filesystem staying clean. A clean stop leaves no ublk device.
 #[test]
 #[ignore = "needs the ublk guest: scripts/test.sh runs it"]
 fn a_raid5_is_a_local_disk_with_a_filesystem_on_it() {
@@ -150,6 +171,34 @@ mount /dev/ublkb0 /mnt/x || fail=1
 (cd /mnt/x && md5sum --quiet -c /tmp/sums) || { echo 'CHECKSUMS DIFFER'; fail=1; }
 umount /mnt/x || fail=1
 fsck.ext4 -fn /dev/ublkb0 >/tmp/fsck.out 2>&1 || { echo 'FSCK FAILED'; cat /tmp/fsck.out; fail=1; }
+# Devices come and go while it serves: one added and removed over the control socket, one
+# from the edited config on SIGHUP and gone with the next.
+wait_dev() {
+  n=0
+  while [ "$([ -b "$1" ] && echo present || echo absent)" != "$2" ]; do
+    n=$((n + 1)); [ $n -lt 300 ] || { echo "$1 NOT $2"; fail=1; return; }
+    sleep 0.1
+  done
+}
+./raidd ublk add --array vol --id 1 --read-only --control /tmp/raidd.sock || { echo 'UBLK ADD FAILED'; fail=1; }
+wait_dev /dev/ublkb1 present
+cmp -n 16777216 /dev/ublkb0 /dev/ublkb1 && echo 'ADDED SERVES THE ARRAY'
+echo "ADDED RO $(blockdev --getro /dev/ublkb1)"
+dd if=/dev/zero of=/dev/ublkb1 bs=4k count=1 oflag=direct 2>/dev/null && { echo 'READ-ONLY WRITTEN'; fail=1; }
+./raidd ublk add --array vol --id 1 --control /tmp/raidd.sock 2>/dev/null; echo "ADD AGAIN RC $?"
+./raidd ublk remove 1 --control /tmp/raidd.sock || { echo 'UBLK REMOVE FAILED'; fail=1; }
+wait_dev /dev/ublkb1 absent
+./raidd ublk remove 1 --control /tmp/raidd.sock 2>/dev/null; echo "REMOVE AGAIN RC $?"
+cp /tmp/raidd.toml /tmp/raidd.orig
+printf '[[ublk]]\narray = "vol"\nid = 2\n' >>/tmp/raidd.toml
+kill -HUP $pid
+wait_dev /dev/ublkb2 present
+cmp -n 16777216 /dev/ublkb0 /dev/ublkb2 && echo 'RELOADED SERVES THE ARRAY'
+cp /tmp/raidd.orig /tmp/raidd.toml
+kill -HUP $pid
+wait_dev /dev/ublkb2 absent
+fsck.ext4 -fn /dev/ublkb0 >/tmp/fsck.out 2>&1 || { echo 'FSCK AFTER FAILED'; cat /tmp/fsck.out; fail=1; }
+grep 'reload: /dev/ublkb2' /tmp/serve.log | sed 's/.*reload: /RELOAD /'
 kill $pid
 wait $pid
 echo "SERVE RC $?"
@@ -161,6 +210,17 @@ exit $fail
     let (ok, log) = boot(&share, &job, &disks);
     assert!(ok, "the guest job failed:\n{log}");
     assert!(log.contains("SERVE RC 0"), "{log}");
+    for want in [
+        "ADDED SERVES THE ARRAY",
+        "ADDED RO 1",
+        "ADD AGAIN RC 4",
+        "REMOVE AGAIN RC 3",
+        "RELOADED SERVES THE ARRAY",
+        "RELOAD /dev/ublkb2 added",
+        "RELOAD /dev/ublkb2 removed",
+    ] {
+        assert!(log.contains(want), "no {want:?} in\n{log}");
+    }
     assert!(log.contains("CACHE write back"), "{log}");
     // RAID5 does not discard (a chunk would no longer match its parity); it writes zeros.
     assert!(log.contains("DISCARD MAX 0 ZEROES MAX 524288"), "{log}");

@@ -736,15 +736,16 @@ fn luns_are_added_and_removed_while_serving_and_on_sighup() {
     let d0 = dir.path();
     let m = three_volumes(d0);
     pattern("write", "gamma", 5, &m).ok();
-    let config = |lun3: &str, alias: &str| {
+    pattern("write", "beta", 6, &m).ok();
+    let config = |lun0: &str, lun3: &str, alias: &str| {
         format!(
             "[iscsi]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\nnop_interval = 0\n\
              [[target]]\nname = \"{IQN}\"\n{alias}[[target.lun]]\narray = \"raid5\"\n\
-             volume = \"gamma\"\n{lun3}{}",
+             volume = \"{lun0}\"\n{lun3}{}",
             array_config("raid5", &m)
         )
     };
-    let d = Daemon::start(d0, &config("", ""));
+    let d = Daemon::start(d0, &config("gamma", "", ""));
     let ctl = d.control.display().to_string();
     let run = |args: &[&str]| {
         let mut a = args.to_vec();
@@ -834,7 +835,7 @@ fn luns_are_added_and_removed_while_serving_and_on_sighup() {
     let lun3 = "[[target.lun]]\nlun = 3\narray = \"raid5\"\nvolume = \"alpha\"\nread_only = true\n";
     let edited = format!(
         "control_socket = {ctl:?}\n{}",
-        config(lun3, "alias = \"renamed\"\n")
+        config("gamma", lun3, "alias = \"renamed\"\n")
     );
     std::fs::write(d0.join("raidd.toml"), edited).unwrap();
     d.reload();
@@ -854,6 +855,24 @@ fn luns_are_added_and_removed_while_serving_and_on_sighup() {
         (Some(3), Some(true)),
         "{st}"
     );
+
+    // The next: LUN 0 serves beta instead (swapped in place, the initiator told on it too),
+    // LUN 3 goes.
+    let edited = format!("control_socket = {ctl:?}\n{}", config("beta", "", ""));
+    std::fs::write(d0.join("raidd.toml"), edited).unwrap();
+    d.reload();
+    let log = d.log();
+    for want in [
+        format!("LUN 0 of {IQN} changed"),
+        format!("LUN 3 of {IQN} removed"),
+    ] {
+        assert!(log.contains(&want), "no {want:?} in\n{log}");
+    }
+    told_luns_changed(&mut r);
+    assert_eq!(report_luns(&mut r), [0]);
+    let got = d0.join("lun0.got");
+    qemu(&d.iscsi_url("", IQN, 0), got.to_str().unwrap(), true);
+    sectors::verify_file(&got, 6, SEED, "LUN 0, now beta");
     drop(r);
     d.stop();
     pattern("verify", "delta", 31, &m).ok();

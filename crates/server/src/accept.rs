@@ -12,6 +12,7 @@ use futures::channel::mpsc;
 use raidd_rt::net::{Stream, TcpListener};
 
 use crate::frontend::Running;
+use crate::frontend::WorkerTask;
 use crate::shared::SharedState;
 
 /// A connection on its way to a worker, holding its place among `max_connections`, with
@@ -21,6 +22,16 @@ pub struct Accepted {
     pub frontend: Arc<dyn Running>,
     pub stream: Stream,
     pub place: Place,
+}
+
+/// What the main thread hands a worker.
+#[allow(missing_debug_implementations)] // holds a closure
+pub enum ToWorker {
+    /// A connection to serve.
+    Connection(Accepted),
+    /// A task to run beside the connections; the stop waits for it as for the frontends'
+    /// own.
+    Task(WorkerTask),
 }
 
 /// One of the `max_connections` places; given back when dropped (the connection's task
@@ -84,7 +95,7 @@ pub async fn run(
     listener: TcpListener,
     frontend: Arc<dyn Running>,
     shared: SharedState,
-    workers: Vec<mpsc::UnboundedSender<Accepted>>,
+    workers: Vec<mpsc::UnboundedSender<ToWorker>>,
 ) {
     assert!(!workers.is_empty(), "connections go to at least one worker");
     let proto = frontend.name();
@@ -112,7 +123,8 @@ pub async fn run(
                     stream,
                     place,
                 };
-                if workers[next % workers.len()].unbounded_send(a).is_err() {
+                let to = &workers[next % workers.len()];
+                if to.unbounded_send(ToWorker::Connection(a)).is_err() {
                     tracing::error!("a worker thread has gone; connection dropped");
                 }
                 next = next.wrapping_add(1);

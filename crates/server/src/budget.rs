@@ -172,6 +172,30 @@ impl Budget {
     }
 }
 
+/// Bytes of the budget held outside any connection's account for as long as this lives (a
+/// ublk device added while serving: its tags' buffers); given back when dropped.
+#[derive(Debug)]
+pub struct Held {
+    budget: Arc<Budget>,
+    bytes: u64,
+}
+
+impl Held {
+    /// Holds `bytes` of `budget` if they fit now beside what is taken and the reserve.
+    pub fn take(budget: &Arc<Budget>, bytes: u64) -> Option<Held> {
+        budget.try_take(bytes).then(|| Held {
+            budget: budget.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.give(self.bytes);
+    }
+}
+
 /// Where a payload's growth came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Grown {
@@ -386,6 +410,24 @@ mod tests {
     fn waker() -> (Arc<Flag>, Waker) {
         let f = Arc::new(Flag(AtomicBool::new(false)));
         (f.clone(), Waker::from(f))
+    }
+
+    #[test]
+    fn held_bytes_leave_connections_less_room_until_dropped() {
+        let server = Arc::new(Budget::new(100, 0));
+        let held = Held::take(&server, 70).expect("room");
+        assert!(Held::take(&server, 31).is_none(), "past the limit");
+        let a = Account::new(server.clone(), 60);
+        let (fa, wa) = waker();
+        let ca = Context::from_waker(&wa);
+        assert!(a.poll_reserve(40, &ca).is_pending());
+        drop(held);
+        assert_eq!(server.used(), 0);
+        assert!(
+            fa.0.load(Ordering::SeqCst),
+            "the waiting connection is woken"
+        );
+        assert!(a.poll_reserve(40, &ca).is_ready());
     }
 
     #[test]

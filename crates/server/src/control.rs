@@ -167,39 +167,12 @@ pub(crate) async fn answer(ctx: &ControlCtx, req: Request) -> Response {
         Request::VolumeDelete { array, name } => {
             volume_change(ctx, &array, Change::Delete { name }).await
         }
-        Request::ExportAdd {
-            name,
-            array,
-            volume,
-            read_only,
-            description,
-        } => {
-            let raw = crate::nbd::config::RawExport {
-                name,
-                array,
-                volume,
-                read_only,
-                description,
-            };
-            crate::reload::export_add(ctx, raw).await
-        }
-        Request::ExportRemove { name } => crate::reload::export_remove(ctx, &name),
-        Request::LunAdd {
-            target,
-            lun,
-            array,
-            volume,
-            read_only,
-        } => {
-            let raw = crate::iscsi::config::RawLun {
-                lun,
-                array,
-                volume,
-                read_only,
-            };
-            crate::reload::lun_add(ctx, &target, raw).await
-        }
-        Request::LunRemove { target, lun } => crate::reload::lun_remove(ctx, &target, lun),
+        req @ (Request::ExportAdd { .. }
+        | Request::ExportRemove { .. }
+        | Request::LunAdd { .. }
+        | Request::LunRemove { .. }
+        | Request::UblkAdd { .. }
+        | Request::UblkRemove { .. }) => crate::reload::answer(ctx, req).await,
         Request::Grow {
             array,
             consistency_policy,

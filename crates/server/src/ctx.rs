@@ -19,6 +19,8 @@ pub struct ControlCtx {
     /// The frontends started (what they serve, for `status`).
     pub frontends: Vec<std::sync::Arc<dyn crate::frontend::Running>>,
     pub threads: usize,
+    /// The worker threads' channels (a device added while serving hands them its queues).
+    pub to_workers: Vec<futures::channel::mpsc::UnboundedSender<crate::accept::ToWorker>>,
     pub life: Rc<Lifecycle>,
     /// Every array of every configured array (inner ones of nested arrays too).
     pub watched: Vec<Watched>,
@@ -73,4 +75,6 @@ pub struct Live {
     pub started: crate::config::Config,
     /// The frontends' configuration in effect, indices as the served arrays'.
     pub frontends: std::cell::RefCell<crate::frontends::Frontends>,
+    /// Held while a change is applied.
+    pub changing: futures::lock::Mutex<()>,
 }

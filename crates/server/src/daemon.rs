@@ -15,7 +15,8 @@ use raidd_admin::status::NotStarted;
 use raidd_rt::net::{TcpListener, UnixListener};
 use raidd_rt::signal::Signals;
 
-use crate::accept::{self, Accepted};
+use crate::accept;
+use crate::accept::ToWorker;
 use crate::arrays::{self, close_all, Served};
 use crate::budget::Budget;
 use crate::config::Config;
@@ -72,20 +73,20 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
         }
     };
     let frontends: Vec<Arc<dyn Running>> = started.iter().map(|s| s.running.clone()).collect();
-    let pool = arrays::open_pool(&config, &served);
-    let life = Rc::new(Lifecycle::new(
-        config.sync,
-        config.program.clone(),
-        pool,
-        config.limits.member_timeout,
-    ));
+    let life = lifecycle(&config, &served);
     let watched = watched(&served);
+    // The channels to the workers, made before them: the control context hands devices
+    // added while serving to the workers through them.
+    let (to_workers, from_main): (Vec<_>, Vec<_>) = (0..config.threads)
+        .map(|_| mpsc::unbounded::<ToWorker>())
+        .unzip();
     let ctx = Rc::new(ControlCtx {
         served,
         not_started,
         shared: shared.clone(),
         frontends: frontends.clone(),
         threads: config.threads,
+        to_workers,
         life,
         watched,
         scan: config.scan.clone(),
@@ -96,11 +97,12 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
             path,
             started: started_config,
             frontends: std::cell::RefCell::new(config.frontends.clone()),
+            changing: futures::lock::Mutex::new(()),
         },
     });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stop: Stop = stop_rx.shared();
-    let (workers, to_workers) = match start_workers(&config, &shared, &stop, &frontends) {
+    let workers = match start_workers(&config, from_main, &shared, &stop, &frontends) {
         Ok(w) => w,
         Err(e) => {
             close_all(&ctx.served).await;
@@ -116,7 +118,7 @@ pub async fn serve(config: Config, path: Option<PathBuf>, signals: Signals) -> A
         ctx.served.len(),
         ctx.not_started.len()
     ));
-    run_until_signal(&ctx, listeners, started, to_workers, signals, stop_tx).await;
+    run_until_signal(&ctx, listeners, started, signals, stop_tx).await;
     crate::service::stopping();
     // The frontends first: what they serve finishes its requests while the workers still
     // serve (ublk's devices).
@@ -277,6 +279,16 @@ fn shared_state(config: &Config, members: usize) -> SharedState {
     })
 }
 
+/// The monitor, rebuilds and spare pool of the served arrays.
+fn lifecycle(config: &Config, served: &[Served]) -> Rc<Lifecycle> {
+    Rc::new(Lifecycle::new(
+        config.sync,
+        config.program.clone(),
+        arrays::open_pool(config, served),
+        config.limits.member_timeout,
+    ))
+}
+
 /// Every array of every configured array (inner ones of nested arrays too), as the monitor
 /// looks after them.
 fn watched(served: &[Served]) -> Vec<Watched> {
@@ -292,24 +304,21 @@ fn watched(served: &[Served]) -> Vec<Watched> {
         .collect()
 }
 
-type Workers = (
-    Vec<std::thread::JoinHandle<()>>,
-    Vec<mpsc::UnboundedSender<Accepted>>,
-);
-
+/// Starts a worker thread per channel in `from_main`.
 fn start_workers(
     config: &Config,
+    from_main: Vec<mpsc::UnboundedReceiver<ToWorker>>,
     shared: &SharedState,
     stop: &Stop,
     frontends: &[Arc<dyn Running>],
-) -> AdminResult<Workers> {
-    let mut to_workers = Vec::new();
+) -> AdminResult<Vec<std::thread::JoinHandle<()>>> {
     let mut workers = Vec::new();
     let poll = config.poll;
-    debug_assert!(config.threads > 0, "the config has at least one worker");
-    for i in 0..config.threads {
-        let (tx, rx) = mpsc::unbounded::<Accepted>();
-        to_workers.push(tx);
+    debug_assert!(
+        config.threads > 0 && from_main.len() == config.threads,
+        "a channel per worker, at least one"
+    );
+    for (i, rx) in from_main.into_iter().enumerate() {
         let (shared, stop, frontends) = (shared.clone(), stop.clone(), frontends.to_vec());
         let handle = std::thread::Builder::new()
             .name(format!("raidd-worker-{i}"))
@@ -330,8 +339,7 @@ fn start_workers(
             .map_err(|e| AdminError::io("cannot start a worker thread", &e))?;
         workers.push(handle);
     }
-    debug_assert_eq!(workers.len(), to_workers.len(), "a channel per worker");
-    Ok((workers, to_workers))
+    Ok(workers)
 }
 
 fn announce(
@@ -382,15 +390,14 @@ fn announce(
 
 /// The main thread's work until SIGTERM or SIGINT: the acceptors, the control socket, the
 /// monitor and safe mode. Then tells the workers to stop (`stop`), and returns with all of
-/// them stopped: the acceptors and the control loop dropped (which closes the channels to
-/// the workers), the monitor and safe mode at the end of a round (dropped in the middle of
-/// one, a superblock or bitmap write they started would still be in flight when the arrays
-/// close).
+/// them stopped: the acceptors and the control loop dropped (the workers leave their
+/// channels at the stop), the monitor and safe mode at the end of a round (dropped in the
+/// middle of one, a superblock or bitmap write they started would still be in flight when
+/// the arrays close).
 async fn run_until_signal(
     ctx: &Rc<ControlCtx>,
     listeners: Listeners,
     started: Vec<Started>,
-    to_workers: Vec<mpsc::UnboundedSender<Accepted>>,
     signals: Signals,
     stop: oneshot::Sender<()>,
 ) {
@@ -402,7 +409,7 @@ async fn run_until_signal(
             l,
             s.running,
             shared.clone(),
-            to_workers.clone(),
+            ctx.to_workers.clone(),
         ))
     }))
     .then(|_| future::pending::<()>());

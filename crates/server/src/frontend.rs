@@ -162,27 +162,41 @@ pub trait Frontend {
     fn metrics(_report: &StatusReport, _sink: &mut Sink) {}
 
     /// Applies `new` in place of `old` while it runs (`running`; `None`: it did not start,
-    /// having had nothing to serve), as far as a running frontend can change: entries
-    /// added are resolved through `serve`. Returns the configuration now in effect, with a
-    /// line in `notes` for each change made and each one left for the next start; each
-    /// entry taken away is named to `release` as it was to `serve`. By default nothing
-    /// changes while it runs.
-    fn reload(
-        old: &Self::Config,
-        new: &Self::Config,
-        _running: Option<&dyn Running>,
-        _serve: &mut Resolver<'_>,
-        _release: &mut dyn FnMut(&str),
-        notes: &mut Vec<String>,
-    ) -> Self::Config {
+    /// having had nothing to serve), as far as a running frontend can change, through `rc`
+    /// (entries added are resolved through its `serve`, and each one taken away is named to
+    /// its `release` as it was to `serve`). Returns the configuration now in effect, with a
+    /// line in `rc.notes` for each change made and each one left for the next start. By
+    /// default nothing changes while it runs.
+    fn reload<'a>(
+        old: &'a Self::Config,
+        new: &'a Self::Config,
+        _running: Option<&'a dyn Running>,
+        rc: &'a mut ReloadCtx<'_, '_>,
+    ) -> LocalBoxFuture<'a, Self::Config> {
         if old != new {
-            notes.push(format!(
+            rc.notes.push(format!(
                 "[{}]: changed, applied at the next start (it cannot change while it serves)",
                 Self::SECTIONS.join("], [")
             ));
         }
-        old.clone()
+        Box::pin(std::future::ready(old.clone()))
     }
+}
+
+/// What a frontend's [`Frontend::reload`] works with besides its configurations.
+#[allow(missing_debug_implementations)] // holds closures
+pub struct ReloadCtx<'a, 'r> {
+    /// Resolves what an entry added serves, as at the start (`None`: logged, left out).
+    pub serve: &'a mut Resolver<'r>,
+    /// Names an entry taken away, as it was named to `serve`.
+    pub release: &'a mut dyn FnMut(&str),
+    /// Runs a task on worker thread `w` beside its connections (a ublk queue); an error
+    /// when the worker has stopped.
+    pub spawn: &'a dyn Fn(usize, WorkerTask) -> Result<(), String>,
+    /// Worker threads (a ublk device has a queue on each).
+    pub threads: usize,
+    /// A line for each change made and each one left for the next start.
+    pub notes: Vec<String>,
 }
 
 /// What [`Frontend::resolve`] asks for each entry: array index, volume, and what the entry
@@ -208,6 +222,10 @@ pub fn keep_served<T>(
         "a serving per entry kept"
     );
 }
+
+/// A task a frontend hands a worker thread while serving (a ublk queue of a device added):
+/// made there, run there beside the connections.
+pub type WorkerTask = Box<dyn FnOnce() -> LocalBoxFuture<'static, ()> + Send>;
 
 /// A started frontend, shared by the main thread and the workers.
 pub trait Running: Send + Sync + fmt::Debug {

@@ -9,7 +9,9 @@ use raidd_admin::exit::AdminResult;
 use raidd_admin::status::StatusReport;
 
 use crate::config::arrays::ArrayConfig;
-use crate::frontend::{Frontend, ParseCtx, Resolver, Sections, Serving, StartCtx, Started};
+use crate::frontend::{
+    Frontend, ParseCtx, ReloadCtx, Resolver, Sections, Serving, StartCtx, Started,
+};
 use crate::metrics::Sink;
 
 macro_rules! frontends {
@@ -116,17 +118,15 @@ macro_rules! frontends {
             }
 
             /// Applies `new` in place of these while they run (`running`: the frontends
-            /// started); the configuration now in effect, and a line per change made or left
-            /// for the next start.
-            pub(crate) fn reload(
+            /// started); the configuration now in effect (a line per change made or left for
+            /// the next start is in `rc.notes`).
+            pub(crate) async fn reload(
                 &self,
                 new: &Frontends,
                 running: &[std::sync::Arc<dyn crate::frontend::Running>],
-                serve: &mut Resolver<'_>,
-                release: &mut dyn FnMut(&str),
-            ) -> (Frontends, Vec<String>) {
-                let mut notes = Vec::new();
-                let applied = Frontends {
+                rc: &mut ReloadCtx<'_, '_>,
+            ) -> Frontends {
+                Frontends {
                     $($field: <$ty as Frontend>::reload(
                         &self.$field,
                         &new.$field,
@@ -134,12 +134,9 @@ macro_rules! frontends {
                             .iter()
                             .find(|r| r.name() == stringify!($field))
                             .map(|r| &**r),
-                        serve,
-                        release,
-                        &mut notes,
-                    ),)*
-                };
-                (applied, notes)
+                        rc,
+                    ).await,)*
+                }
             }
 
             /// Every frontend's metrics, from the status report.

@@ -1,28 +1,47 @@
-//! Changing what is served while the daemon runs: NBD exports and iSCSI LUNs added and
-//! removed through the control socket (`raidd export|lun add|remove`), and the edited
-//! config file applied on
+//! Changing what is served while the daemon runs: NBD exports, iSCSI LUNs and ublk devices
+//! added and removed through the control socket (`raidd export|lun|ublk add|remove`), and
+//! the edited config file applied on
 //! SIGHUP. Each change goes through the frontends' `reload` (`frontends.rs`), which changes
 //! what a running frontend can change and names what waits for the next start; the
 //! frontends' configuration in effect is kept here for the next change to start from.
 
+use raidd_admin::control::Request;
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
 use raidd_admin::volume::VolumeRef;
 
+use crate::accept::ToWorker;
 use crate::config::Config;
 use crate::ctx::ControlCtx;
+use crate::frontend::{ReloadCtx, WorkerTask};
 use crate::frontends::Frontends;
 use crate::iscsi::config::{lun_config, RawLun, TargetConfig};
 use crate::nbd::config::{export_config, RawExport};
+use crate::ublk::config::{ublk_entry, RawUblk};
 
 /// Applies `new` in place of the frontends' configuration in effect; the lines saying what
-/// changed and what waits for the next start.
-fn apply(ctx: &ControlCtx, new: &Frontends) -> Vec<String> {
+/// changed and what waits for the next start. One change at a time: a device's start waits,
+/// and another change meanwhile would start from what this one replaces.
+async fn apply(ctx: &ControlCtx, new: &Frontends) -> Vec<String> {
+    let _one = ctx.live.changing.lock().await;
     let old = ctx.live.frontends.borrow().clone();
     let mut serve = |array: usize, volume: Option<&VolumeRef>, what: String| {
         ctx.volumes.serve(&ctx.served, array, volume, what)
     };
     let mut release = |what: &str| ctx.volumes.release(what);
-    let (applied, notes) = old.reload(new, &ctx.frontends, &mut serve, &mut release);
+    let spawn = |w: usize, task: WorkerTask| {
+        let to = ctx.to_workers.get(w).ok_or("no such worker thread")?;
+        to.unbounded_send(ToWorker::Task(task))
+            .map_err(|_| "the worker threads are stopping".to_string())
+    };
+    let mut rc = ReloadCtx {
+        serve: &mut serve,
+        release: &mut release,
+        spawn: &spawn,
+        threads: ctx.threads,
+        notes: Vec::new(),
+    };
+    let applied = old.reload(new, &ctx.frontends, &mut rc).await;
+    let notes = rc.notes;
     debug_assert!(
         applied
             .nbd
@@ -31,6 +50,22 @@ fn apply(ctx: &ControlCtx, new: &Frontends) -> Vec<String> {
             .enumerate()
             .all(|(i, e)| applied.nbd.exports[..i].iter().all(|x| x.name != e.name)),
         "export names stay unique"
+    );
+    debug_assert!(
+        applied
+            .ublk
+            .iter()
+            .enumerate()
+            .all(|(i, u)| applied.ublk[..i].iter().all(|x| x.id != u.id)),
+        "ublk device numbers stay unique"
+    );
+    debug_assert!(
+        applied.iscsi.iter().flat_map(|c| &c.targets).all(|t| t
+            .luns
+            .iter()
+            .enumerate()
+            .all(|(i, l)| t.luns[..i].iter().all(|x| x.lun != l.lun))),
+        "a target's LUN numbers stay unique"
     );
     *ctx.live.frontends.borrow_mut() = applied;
     for n in &notes {
@@ -44,6 +79,67 @@ fn apply(ctx: &ControlCtx, new: &Frontends) -> Vec<String> {
 async fn array_index(ctx: &ControlCtx, name: &str) -> AdminResult<usize> {
     let (i, served) = ctx.served_at(name)?;
     ctx.volumes.rescan(i, served).await.map(|_| i)
+}
+
+/// A request that changes what the frontends serve, answered.
+pub async fn answer(ctx: &ControlCtx, req: Request) -> AdminResult<(String, serde_json::Value)> {
+    match req {
+        Request::ExportAdd {
+            name,
+            array,
+            volume,
+            read_only,
+            description,
+        } => {
+            let raw = RawExport {
+                name,
+                array,
+                volume,
+                read_only,
+                description,
+            };
+            export_add(ctx, raw).await
+        }
+        Request::ExportRemove { name } => export_remove(ctx, &name).await,
+        Request::LunAdd {
+            target,
+            lun,
+            array,
+            volume,
+            read_only,
+        } => {
+            let raw = RawLun {
+                lun,
+                array,
+                volume,
+                read_only,
+            };
+            lun_add(ctx, &target, raw).await
+        }
+        Request::UblkAdd {
+            array,
+            id,
+            volume,
+            read_only,
+            queue_depth,
+            max_io,
+        } => {
+            let raw = RawUblk {
+                array,
+                volume,
+                id,
+                read_only,
+                queue_depth,
+                max_io,
+            };
+            ublk_add(ctx, raw).await
+        }
+        Request::UblkRemove { id } => ublk_remove(ctx, id).await,
+        Request::LunRemove { target, lun } => lun_remove(ctx, &target, lun).await,
+        other => Err(AdminError::usage(format!(
+            "{other:?} does not change what is served"
+        ))),
+    }
 }
 
 /// `raidd export add`: offers the export from the next handshake on.
@@ -63,7 +159,7 @@ pub async fn export_add(
         ));
     }
     new.nbd.exports.push(entry);
-    let notes = apply(ctx, &new);
+    let notes = apply(ctx, &new).await;
     if !ctx
         .live
         .frontends
@@ -84,7 +180,10 @@ pub async fn export_add(
 }
 
 /// `raidd export remove`: stops offering it; its connections take no more requests.
-pub fn export_remove(ctx: &ControlCtx, name: &str) -> AdminResult<(String, serde_json::Value)> {
+pub async fn export_remove(
+    ctx: &ControlCtx,
+    name: &str,
+) -> AdminResult<(String, serde_json::Value)> {
     let mut new = ctx.live.frontends.borrow().clone();
     let before = new.nbd.exports.len();
     new.nbd.exports.retain(|e| e.name != name);
@@ -94,7 +193,7 @@ pub fn export_remove(ctx: &ControlCtx, name: &str) -> AdminResult<(String, serde
             format!("no export named {name:?} is offered"),
         ));
     }
-    let notes = apply(ctx, &new);
+    let notes = apply(ctx, &new).await;
     Ok((
         format!("export {name} is no longer offered; its clients are disconnected\n"),
         serde_json::json!({ "export": name, "notes": notes }),
@@ -125,7 +224,7 @@ pub async fn lun_add(
         ));
     }
     t.luns.push(entry);
-    let notes = apply(ctx, &new);
+    let notes = apply(ctx, &new).await;
     let live = ctx.live.frontends.borrow();
     let added = live
         .iscsi
@@ -146,7 +245,7 @@ pub async fn lun_add(
 
 /// `raidd lun remove`: commands sent to the LUN from now on find no unit there; those it
 /// runs finish. A target's only LUN stays.
-pub fn lun_remove(
+pub async fn lun_remove(
     ctx: &ControlCtx,
     target: &str,
     number: u64,
@@ -169,10 +268,61 @@ pub fn lun_remove(
         ));
     }
     t.luns.retain(|l| l.lun != number);
-    let notes = apply(ctx, &new);
+    let notes = apply(ctx, &new).await;
     Ok((
         format!("LUN {number} of {target} is no longer offered\n"),
         serde_json::json!({ "target": target, "lun": number, "notes": notes }),
+    ))
+}
+
+/// `raidd ublk add`: /dev/ublkbN made (or taken over from a raidd that died) and started.
+pub async fn ublk_add(ctx: &ControlCtx, raw: RawUblk) -> AdminResult<(String, serde_json::Value)> {
+    array_index(ctx, &raw.array).await?;
+    let arrays: Vec<_> = ctx.served.iter().map(|s| s.config.clone()).collect();
+    let mut new = ctx.live.frontends.borrow().clone();
+    let free = (0..)
+        .find(|n| new.ublk.iter().all(|u| u.id != *n))
+        .unwrap_or(0);
+    let entry = ublk_entry(raw, free, &arrays).map_err(AdminError::usage)?;
+    let (id, device) = (entry.id, raidd_ublk::abi::block_path(entry.id));
+    if new.ublk.iter().any(|u| u.id == id) {
+        return Err(AdminError::new(
+            Exit::Conflict,
+            format!("{device} is served already"),
+        ));
+    }
+    new.ublk.push(entry);
+    let notes = apply(ctx, &new).await;
+    if !ctx.live.frontends.borrow().ublk.iter().any(|u| u.id == id) {
+        return Err(AdminError::new(Exit::Failure, notes.join("; ")));
+    }
+    Ok((
+        format!(
+            "{device} is served (not in the config file: a SIGHUP or a restart follows the file)\n"
+        ),
+        serde_json::json!({ "device": device, "id": id, "notes": notes }),
+    ))
+}
+
+/// `raidd ublk remove`: the device stops (its requests in flight finish) and is deleted.
+pub async fn ublk_remove(ctx: &ControlCtx, id: u32) -> AdminResult<(String, serde_json::Value)> {
+    let device = raidd_ublk::abi::block_path(id);
+    let mut new = ctx.live.frontends.borrow().clone();
+    let before = new.ublk.len();
+    new.ublk.retain(|u| u.id != id);
+    if new.ublk.len() == before {
+        return Err(AdminError::new(
+            Exit::NotFound,
+            format!("{device} is not served by this daemon"),
+        ));
+    }
+    let notes = apply(ctx, &new).await;
+    if ctx.live.frontends.borrow().ublk.iter().any(|u| u.id == id) {
+        return Err(AdminError::new(Exit::Failure, notes.join("; ")));
+    }
+    Ok((
+        format!("{device} is removed\n"),
+        serde_json::json!({ "device": device, "id": id, "notes": notes }),
     ))
 }
 
@@ -234,7 +384,7 @@ pub async fn sighup(ctx: &ControlCtx) {
             tracing::warn!(array = %ctx.served[i].config.name, "volumes not read again: {}", e.message);
         }
     }
-    let notes = apply(ctx, &frontends);
+    let notes = apply(ctx, &frontends).await;
     tracing::info!(changes = notes.len(), "SIGHUP: the config is applied");
 }
 

@@ -1,8 +1,9 @@
 //! A worker thread: serves the connections the acceptors hand it (each on a task of its
 //! own, for its whole life, by the frontend that took it) and what the frontends run on
-//! every worker (ublk's queues), watches the connections' time limits, and at the stop
-//! stops them reading and waits for their requests to finish (and for the frontends' tasks
-//! to end, which they do once the frontends have stopped).
+//! every worker (ublk's queues: those of the devices made at the start, and those of
+//! devices added while serving, handed over like connections), watches the connections'
+//! time limits, and at the stop stops them reading and waits for their requests to finish
+//! (and for the frontends' tasks to end, which they do once the frontends have stopped).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -12,7 +13,7 @@ use futures::channel::mpsc;
 use futures::future::{self, Either};
 use futures::StreamExt;
 
-use crate::accept::Accepted;
+use crate::accept::{Accepted, ToWorker};
 use crate::frontend::Running;
 use crate::link::Link;
 use crate::shared::{SharedState, Stop};
@@ -26,12 +27,12 @@ const TRIM_EVERY: u32 = 10;
 /// Runs worker `index` until the daemon stops and its connections have drained.
 pub async fn run(
     index: usize,
-    mut rx: mpsc::UnboundedReceiver<Accepted>,
+    mut rx: mpsc::UnboundedReceiver<ToWorker>,
     shared: SharedState,
     stop: Stop,
     frontends: Vec<Arc<dyn Running>>,
 ) {
-    let tasks: Vec<_> = frontends
+    let mut tasks: Vec<_> = frontends
         .iter()
         .flat_map(|f| f.worker_tasks(index))
         .map(raidd_rt::spawn_local)
@@ -65,7 +66,12 @@ pub async fn run(
         let stopping = stop.clone();
         futures::pin_mut!(next);
         match future::select(next, stopping).await {
-            Either::Left((Some(a), _)) => serve(a, &registry, &shared, &stop),
+            Either::Left((Some(ToWorker::Connection(a)), _)) => serve(a, &registry, &shared, &stop),
+            Either::Left((Some(ToWorker::Task(t)), _)) => {
+                // Tasks of devices removed since are done with: not kept.
+                tasks.retain(|t| !t.is_finished());
+                tasks.push(raidd_rt::spawn_local(t()));
+            }
             Either::Left((None, _)) | Either::Right(_) => break,
         }
     }

@@ -38,7 +38,8 @@ use target::IscsiState;
 
 use crate::config::arrays::ArrayConfig;
 use crate::frontend::{
-    keep_served, Frontend, ParseCtx, Resolver, Running, Sections, Serving, StartCtx, Started,
+    keep_served, Frontend, ParseCtx, ReloadCtx, Resolver, Running, Sections, Serving, StartCtx,
+    Started,
 };
 use crate::link::Link;
 use crate::metrics::Sink;
@@ -154,48 +155,13 @@ impl Frontend for Iscsi {
         }))
     }
 
-    fn reload(
-        old: &Option<IscsiConfig>,
-        new: &Option<IscsiConfig>,
-        running: Option<&dyn Running>,
-        serve: &mut Resolver<'_>,
-        release: &mut dyn FnMut(&str),
-        notes: &mut Vec<String>,
-    ) -> Option<IscsiConfig> {
-        if settings(old) != settings(new) {
-            notes.push(
-                "[iscsi], [[target]]: changed, applied at the next start (the listener and the \
-                 targets, their names, CHAP and initiators, are set when it starts; their LUNs \
-                 change while it serves)"
-                    .into(),
-            );
-        }
-        let server = running.and_then(|r| r.as_any().downcast_ref::<IscsiServer>());
-        let (Some(server), Some(old_c), Some(new_c)) = (server, old, new) else {
-            if old.as_ref().map(|c| &c.targets) != new.as_ref().map(|c| &c.targets) {
-                notes.push("[[target.lun]]: changed, but iSCSI is not running".into());
-            }
-            return old.clone();
-        };
-        let mut applied = old_c.clone();
-        for t in &mut applied.targets {
-            let (Some(nt), Some(ti)) = (
-                new_c.targets.iter().find(|x| x.name == t.name),
-                server.state.target_index(&t.name),
-            ) else {
-                continue;
-            };
-            let mut change = LunChange {
-                state: &server.state,
-                t: ti,
-                luns: &mut t.luns,
-                serve: &mut *serve,
-                release: &mut *release,
-                notes: &mut *notes,
-            };
-            change.to(&nt.luns);
-        }
-        Some(applied)
+    fn reload<'a>(
+        old: &'a Option<IscsiConfig>,
+        new: &'a Option<IscsiConfig>,
+        running: Option<&'a dyn Running>,
+        rc: &'a mut ReloadCtx<'_, '_>,
+    ) -> LocalBoxFuture<'a, Option<IscsiConfig>> {
+        Box::pin(std::future::ready(luns_changed(old, new, running, rc)))
     }
 
     fn metrics(report: &StatusReport, s: &mut Sink) {
@@ -233,32 +199,31 @@ fn settings(c: &Option<IscsiConfig>) -> Option<IscsiConfig> {
 
 /// One running target's LUNs changed from `luns` (the configuration in effect, updated as
 /// each change is made) towards a new list.
-struct LunChange<'a, 'r> {
+struct LunChange<'a, 'b, 'r> {
     state: &'a IscsiState,
     t: usize,
     luns: &'a mut Vec<LunConfig>,
-    serve: &'a mut Resolver<'r>,
-    release: &'a mut dyn FnMut(&str),
-    notes: &'a mut Vec<String>,
+    rc: &'a mut ReloadCtx<'b, 'r>,
 }
 
-impl LunChange<'_, '_> {
-    /// New numbers are added first and removed ones taken away after, so a target whose
-    /// LUNs are all replaced keeps one throughout; a LUN changed in place is removed and
-    /// added again.
+impl LunChange<'_, '_, '_> {
+    /// New numbers are added first, LUNs whose entry changed are swapped in place, and
+    /// numbers gone are taken away last, so a target whose LUNs are all replaced keeps one
+    /// throughout.
     fn to(&mut self, new: &[LunConfig]) {
         let old = self.luns.clone();
-        let has = |list: &[LunConfig], n: u64| list.iter().any(|l| l.lun == n);
-        for l in new.iter().filter(|l| !has(&old, l.lun)) {
+        let find = |list: &[LunConfig], n: u64| list.iter().find(|l| l.lun == n).cloned();
+        for l in new.iter().filter(|l| find(&old, l.lun).is_none()) {
             self.add(l);
         }
-        for l in old.iter().filter(|l| !new.contains(l)) {
-            self.remove(l.lun);
-        }
-        for l in new.iter().filter(|l| has(&old, l.lun) && !old.contains(l)) {
-            if !has(self.luns, l.lun) {
-                self.add(l);
+        for l in new {
+            match find(&old, l.lun) {
+                Some(was) if was != *l => self.replace(&was, l),
+                _ => {}
             }
+        }
+        for l in old.iter().filter(|l| find(new, l.lun).is_none()) {
+            self.remove(l.lun);
         }
         debug_assert_eq!(
             self.luns.len(),
@@ -273,8 +238,8 @@ impl LunChange<'_, '_> {
 
     fn add(&mut self, l: &LunConfig) {
         let what = self.what(l.lun);
-        let Some(s) = (self.serve)(l.array, l.volume.as_ref(), what.clone()) else {
-            self.notes.push(format!(
+        let Some(s) = (self.rc.serve)(l.array, l.volume.as_ref(), what.clone()) else {
+            self.rc.notes.push(format!(
                 "{what} not offered: what it serves cannot be served (see the log)"
             ));
             return;
@@ -283,12 +248,38 @@ impl LunChange<'_, '_> {
         match self.state.add_lun(self.t, lun) {
             Ok(()) => {
                 self.luns.push(l.clone());
-                self.notes.push(format!("{what} added"));
+                self.rc.notes.push(format!("{what} added"));
             }
             Err(m) => {
-                (self.release)(&what);
-                self.notes.push(m);
+                (self.rc.release)(&what);
+                self.rc.notes.push(m);
             }
+        }
+    }
+
+    /// LUN `was.lun` serves what `l` says from now on; where that cannot be served, it
+    /// stays as it was.
+    fn replace(&mut self, was: &LunConfig, l: &LunConfig) {
+        debug_assert_eq!(was.lun, l.lun, "a LUN is replaced by one of its number");
+        let what = self.what(l.lun);
+        // Both are known by one name to the volumes' users: the old one's goes first.
+        (self.rc.release)(&what);
+        let Some(s) = (self.rc.serve)(l.array, l.volume.as_ref(), what.clone()) else {
+            let _ = (self.rc.serve)(was.array, was.volume.as_ref(), what.clone());
+            self.rc.notes.push(format!(
+                "{what} kept as it was: what it is to serve cannot be served (see the log)"
+            ));
+            return;
+        };
+        let lun = self.state.build_lun(self.t, l, &s);
+        match self.state.replace_lun(self.t, lun) {
+            Ok(_) => {
+                for x in self.luns.iter_mut().filter(|x| x.lun == l.lun) {
+                    *x = l.clone();
+                }
+                self.rc.notes.push(format!("{what} changed"));
+            }
+            Err(m) => self.rc.notes.push(m),
         }
     }
 
@@ -296,11 +287,11 @@ impl LunChange<'_, '_> {
         let what = self.what(lun);
         match self.state.remove_lun(self.t, lun) {
             Ok(_) => {
-                (self.release)(&what);
+                (self.rc.release)(&what);
                 self.luns.retain(|l| l.lun != lun);
-                self.notes.push(format!("{what} removed"));
+                self.rc.notes.push(format!("{what} removed"));
             }
-            Err(m) => self.notes.push(m),
+            Err(m) => self.rc.notes.push(m),
         }
     }
 }
@@ -387,4 +378,47 @@ impl Running for IscsiServer {
     fn ready_line(&self) -> Option<String> {
         Some(format!("iSCSI on {}", self.listen))
     }
+}
+
+/// [`Iscsi::reload`]'s work: a running target's LUNs change (nothing in it waits); the
+/// rest of the section waits for the next start.
+fn luns_changed(
+    old: &Option<IscsiConfig>,
+    new: &Option<IscsiConfig>,
+    running: Option<&dyn Running>,
+    rc: &mut ReloadCtx<'_, '_>,
+) -> Option<IscsiConfig> {
+    if settings(old) != settings(new) {
+        rc.notes.push(
+            "[iscsi], [[target]]: changed, applied at the next start (the listener and the \
+             targets, their names, CHAP and initiators, are set when it starts; their LUNs \
+             change while it serves)"
+                .into(),
+        );
+    }
+    let server = running.and_then(|r| r.as_any().downcast_ref::<IscsiServer>());
+    let (Some(server), Some(old_c), Some(new_c)) = (server, old, new) else {
+        if old.as_ref().map(|c| &c.targets) != new.as_ref().map(|c| &c.targets) {
+            rc.notes
+                .push("[[target.lun]]: changed, but iSCSI is not running".into());
+        }
+        return old.clone();
+    };
+    let mut applied = old_c.clone();
+    for t in &mut applied.targets {
+        let (Some(nt), Some(ti)) = (
+            new_c.targets.iter().find(|x| x.name == t.name),
+            server.state.target_index(&t.name),
+        ) else {
+            continue;
+        };
+        let mut change = LunChange {
+            state: &server.state,
+            t: ti,
+            luns: &mut t.luns,
+            rc: &mut *rc,
+        };
+        change.to(&nt.luns);
+    }
+    Some(applied)
 }

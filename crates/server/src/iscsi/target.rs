@@ -70,12 +70,16 @@ impl Lun {
         std::borrow::Cow::Owned(info)
     }
 
-    /// Queues a unit attention for every nexus in `nexuses` (except `except`).
+    /// Queues a unit attention for every nexus in `nexuses` (except `except`); one that
+    /// waits already is not queued twice (as a SCSI target keeps one condition of a kind).
     pub fn attention_for(&self, nexuses: &[String], except: Option<&str>, sense: &Sense) {
         let mut map = lock(&self.attentions);
         for n in nexuses {
             if Some(n.as_str()) != except {
-                map.entry(n.clone()).or_default().push_back(sense.clone());
+                let q = map.entry(n.clone()).or_default();
+                if !q.contains(sense) {
+                    q.push_back(sense.clone());
+                }
             }
         }
         debug_assert!(
@@ -162,6 +166,15 @@ impl Target {
         Ok(())
     }
 
+    fn replace(&self, lun: Lun) -> Result<Arc<Lun>, String> {
+        let mut luns = self.luns.write().expect(crate::POISONED);
+        let slot = luns
+            .iter_mut()
+            .find(|l| l.number == lun.number)
+            .ok_or_else(|| format!("target {} has no LUN {}", self.name, lun.number))?;
+        Ok(std::mem::replace(slot, Arc::new(lun)))
+    }
+
     fn remove(&self, number: u64) -> Result<Arc<Lun>, String> {
         let mut luns = self.luns.write().expect(crate::POISONED);
         let at = luns
@@ -236,28 +249,35 @@ impl IscsiState {
     pub fn add_lun(&self, t: usize, lun: Lun) -> Result<(), String> {
         let number = lun.number;
         self.targets[t].add(lun)?;
-        self.luns_changed(t, number);
+        self.luns_changed(t, Some(number));
         Ok(())
+    }
+
+    /// Puts `lun` in place of target `t`'s LUN of its number (a changed entry: another
+    /// array or volume); every initiator port is told on every LUN, this one too. Commands
+    /// that arrived before finish on the one replaced.
+    pub fn replace_lun(&self, t: usize, lun: Lun) -> Result<Arc<Lun>, String> {
+        let was = self.targets[t].replace(lun)?;
+        self.luns_changed(t, None);
+        Ok(was)
     }
 
     /// Takes LUN `number` out of target `t` (not its last one): commands sent to it from
     /// now on find no unit there; the initiator ports are told as for an added one.
     pub fn remove_lun(&self, t: usize, number: u64) -> Result<Arc<Lun>, String> {
         let gone = self.targets[t].remove(number)?;
-        self.luns_changed(t, number);
+        self.luns_changed(t, Some(number));
         Ok(gone)
     }
 
     /// REPORTED LUNS DATA HAS CHANGED for every nexus of target `t`, on each of its LUNs
-    /// but `changed` (SPC-4 leaves it on the units the nexus can reach).
-    fn luns_changed(&self, t: usize, changed: u64) {
+    /// but `except` (SPC-4 leaves it on the units the nexus can reach; a LUN just added is
+    /// new to it).
+    fn luns_changed(&self, t: usize, except: Option<u64>) {
         let nexuses = self.nexuses_of(t);
         let sense = Sense::reported_luns_changed();
-        for l in self.targets[t]
-            .luns()
-            .iter()
-            .filter(|l| l.number != changed)
-        {
+        let luns = self.targets[t].luns();
+        for l in luns.iter().filter(|l| Some(l.number) != except) {
             l.attention_for(&nexuses, None, &sense);
         }
     }

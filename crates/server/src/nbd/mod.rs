@@ -20,7 +20,8 @@ use server::NbdServer;
 
 use crate::config::arrays::ArrayConfig;
 use crate::frontend::{
-    keep_served, Frontend, ParseCtx, Resolver, Running, Sections, Serving, StartCtx, Started,
+    keep_served, Frontend, ParseCtx, ReloadCtx, Resolver, Running, Sections, Serving, StartCtx,
+    Started,
 };
 use crate::link::{self, Link};
 use crate::metrics::Sink;
@@ -109,64 +110,13 @@ impl Frontend for Nbd {
 
     /// Exports are added and removed while it serves (one whose settings changed is
     /// removed and offered anew); `[nbd]` itself changes at the next start.
-    fn reload(
-        old: &NbdConfig,
-        new: &NbdConfig,
-        running: Option<&dyn Running>,
-        serve: &mut Resolver<'_>,
-        release: &mut dyn FnMut(&str),
-        notes: &mut Vec<String>,
-    ) -> NbdConfig {
-        let settings = |c: &NbdConfig| NbdConfig {
-            exports: Vec::new(),
-            ..c.clone()
-        };
-        if settings(old) != settings(new) {
-            notes.push(
-                "[nbd]: changed, applied at the next start (its listener, limits and TLS are \
-                 set when it starts)"
-                    .into(),
-            );
-        }
-        let mut applied = old.clone();
-        let Some(server) = running.and_then(|r| r.as_any().downcast_ref::<NbdServer>()) else {
-            if old.exports != new.exports {
-                notes.push("[[export]]: changed, but NBD is not running".into());
-            }
-            return applied;
-        };
-        for e in old.exports.iter().filter(|e| !new.exports.contains(e)) {
-            if server.remove(&e.name).is_some() {
-                release(&format!("export {}", e.name));
-                notes.push(format!("export {:?} removed", e.name));
-            }
-            applied.exports.retain(|x| x.name != e.name);
-        }
-        for e in new.exports.iter().filter(|e| !old.exports.contains(e)) {
-            let Some(s) = serve(e.array, e.volume.as_ref(), format!("export {}", e.name)) else {
-                notes.push(format!(
-                    "export {:?} not offered: its volume cannot be served (see the log)",
-                    e.name
-                ));
-                continue;
-            };
-            match server.add(e, s) {
-                Ok(()) => {
-                    applied.exports.push(e.clone());
-                    notes.push(format!("export {:?} added", e.name));
-                }
-                Err(m) => {
-                    release(&format!("export {}", e.name));
-                    notes.push(m);
-                }
-            }
-        }
-        debug_assert_eq!(
-            applied.exports.len(),
-            server.exports().len(),
-            "the config in effect is what is offered"
-        );
-        applied
+    fn reload<'a>(
+        old: &'a NbdConfig,
+        new: &'a NbdConfig,
+        running: Option<&'a dyn Running>,
+        rc: &'a mut ReloadCtx<'_, '_>,
+    ) -> LocalBoxFuture<'a, NbdConfig> {
+        Box::pin(std::future::ready(exports_changed(old, new, running, rc)))
     }
 
     fn metrics(report: &StatusReport, s: &mut Sink) {
@@ -259,4 +209,64 @@ impl Running for NbdServer {
             raidd_admin::size::human(self.shared.budget.limit()),
         );
     }
+}
+
+/// [`Nbd::reload`]'s work: nothing in it waits.
+fn exports_changed(
+    old: &NbdConfig,
+    new: &NbdConfig,
+    running: Option<&dyn Running>,
+    rc: &mut ReloadCtx<'_, '_>,
+) -> NbdConfig {
+    let settings = |c: &NbdConfig| NbdConfig {
+        exports: Vec::new(),
+        ..c.clone()
+    };
+    if settings(old) != settings(new) {
+        rc.notes.push(
+            "[nbd]: changed, applied at the next start (its listener, limits and TLS are \
+             set when it starts)"
+                .into(),
+        );
+    }
+    let mut applied = old.clone();
+    let Some(server) = running.and_then(|r| r.as_any().downcast_ref::<NbdServer>()) else {
+        if old.exports != new.exports {
+            rc.notes
+                .push("[[export]]: changed, but NBD is not running".into());
+        }
+        return applied;
+    };
+    for e in old.exports.iter().filter(|e| !new.exports.contains(e)) {
+        if server.remove(&e.name).is_some() {
+            (rc.release)(&format!("export {}", e.name));
+            rc.notes.push(format!("export {:?} removed", e.name));
+        }
+        applied.exports.retain(|x| x.name != e.name);
+    }
+    for e in new.exports.iter().filter(|e| !old.exports.contains(e)) {
+        let Some(s) = (rc.serve)(e.array, e.volume.as_ref(), format!("export {}", e.name)) else {
+            rc.notes.push(format!(
+                "export {:?} not offered: its volume cannot be served (see the log)",
+                e.name
+            ));
+            continue;
+        };
+        match server.add(e, s) {
+            Ok(()) => {
+                applied.exports.push(e.clone());
+                rc.notes.push(format!("export {:?} added", e.name));
+            }
+            Err(m) => {
+                (rc.release)(&format!("export {}", e.name));
+                rc.notes.push(m);
+            }
+        }
+    }
+    debug_assert_eq!(
+        applied.exports.len(),
+        server.exports().len(),
+        "the config in effect is what is offered"
+    );
+    applied
 }

@@ -7,20 +7,21 @@ use crate::config::arrays::ArrayConfig;
 use crate::config::keys::check_volume_ref;
 use crate::frontend::{ParseCtx, Sections};
 
-#[derive(Debug, Deserialize)]
+/// A `[[ublk]]` as written (or as `raidd ublk add` sends it).
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawUblk {
-    array: String,
+pub(crate) struct RawUblk {
+    pub array: String,
     /// A volume of the array (its name, or its number), instead of all of it.
-    volume: Option<VolumeRef>,
+    pub volume: Option<VolumeRef>,
     /// The device's number (/dev/ublkbN); absent: the entry's position among `[[ublk]]`.
-    id: Option<u32>,
+    pub id: Option<u32>,
     #[serde(default)]
-    read_only: bool,
+    pub read_only: bool,
     /// Requests in flight per queue (one queue per worker thread).
-    queue_depth: Option<u16>,
+    pub queue_depth: Option<u16>,
     /// The largest request (a size): each in-flight request's buffer.
-    max_io: Option<String>,
+    pub max_io: Option<String>,
 }
 
 /// `[[ublk]]`: an array or a volume as /dev/ublkbN while the daemon runs.
@@ -53,41 +54,54 @@ pub(super) fn parse(mut s: Sections, ctx: &ParseCtx) -> Result<Vec<UblkConfig>, 
 fn ublk_config(raw: Vec<RawUblk>, arrays: &[ArrayConfig]) -> Result<Vec<UblkConfig>, String> {
     let mut out: Vec<UblkConfig> = Vec::new();
     for (n, u) in raw.into_iter().enumerate() {
-        let id = u.id.unwrap_or(n as u32);
-        let what = |m: &str| format!("[[ublk]] {id}: {m}");
-        if id > UBLK_MAX_ID {
-            return Err(what(&format!("id: at most {UBLK_MAX_ID}")));
+        let u = ublk_entry(u, n as u32, arrays)?;
+        if out.iter().any(|o| o.id == u.id) {
+            return Err(format!(
+                "[[ublk]] {}: the device number is given twice",
+                u.id
+            ));
         }
-        if out.iter().any(|o| o.id == id) {
-            return Err(what("the device number is given twice"));
-        }
-        let array = arrays
-            .iter()
-            .position(|a| a.name == u.array)
-            .ok_or_else(|| what(&format!("no array named {:?}", u.array)))?;
-        check_volume_ref(u.volume.as_ref()).map_err(|m| what(&m))?;
-        let queue_depth = u.queue_depth.unwrap_or(64);
-        if !UBLK_DEPTH.contains(&queue_depth) {
-            return Err(what(&format!("queue_depth = {queue_depth}: 1 to 1024")));
-        }
-        let max_io = match u.max_io.as_deref() {
-            None => 512 << 10,
-            Some(t) => raidd_admin::size::parse_size(t)
-                .ok()
-                .filter(|b| UBLK_MAX_IO.contains(b) && b.is_multiple_of(4096))
-                .ok_or_else(|| what(&format!("max_io = {t:?}: 4K to 4M, in whole 4K pages")))?
-                as u32,
-        };
-        out.push(UblkConfig {
-            array,
-            volume: u.volume,
-            id,
-            read_only: u.read_only || arrays[array].read_only,
-            queue_depth,
-            max_io,
-        });
+        out.push(u);
     }
     Ok(out)
+}
+
+/// One `[[ublk]]` checked against `arrays` (`number` where it names no id).
+pub(crate) fn ublk_entry(
+    u: RawUblk,
+    number: u32,
+    arrays: &[ArrayConfig],
+) -> Result<UblkConfig, String> {
+    let id = u.id.unwrap_or(number);
+    let what = |m: &str| format!("[[ublk]] {id}: {m}");
+    if id > UBLK_MAX_ID {
+        return Err(what(&format!("id: at most {UBLK_MAX_ID}")));
+    }
+    let array = arrays
+        .iter()
+        .position(|a| a.name == u.array)
+        .ok_or_else(|| what(&format!("no array named {:?}", u.array)))?;
+    check_volume_ref(u.volume.as_ref()).map_err(|m| what(&m))?;
+    let queue_depth = u.queue_depth.unwrap_or(64);
+    if !UBLK_DEPTH.contains(&queue_depth) {
+        return Err(what(&format!("queue_depth = {queue_depth}: 1 to 1024")));
+    }
+    let max_io = match u.max_io.as_deref() {
+        None => 512 << 10,
+        Some(t) => raidd_admin::size::parse_size(t)
+            .ok()
+            .filter(|b| UBLK_MAX_IO.contains(b) && b.is_multiple_of(4096))
+            .ok_or_else(|| what(&format!("max_io = {t:?}: 4K to 4M, in whole 4K pages")))?
+            as u32,
+    };
+    Ok(UblkConfig {
+        array,
+        volume: u.volume,
+        id,
+        read_only: u.read_only || arrays[array].read_only,
+        queue_depth,
+        max_io,
+    })
 }
 
 /// The bytes of buffers the ublk devices hold.

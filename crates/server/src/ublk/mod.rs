@@ -13,12 +13,14 @@
 //! made with user recovery: if raidd dies, the kernel keeps /dev/ublkbN and holds its
 //! requests, and the next `raidd serve` with the same entry takes it over and reissues them.
 
-mod config;
+pub(crate) mod config;
 pub mod queue;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::channel::oneshot;
 
 use raidd_admin::status::{StatusReport, UblkStatus};
 use raidd_engine::{Extent, Member};
@@ -28,9 +30,11 @@ use raidd_ublk::request::Limits;
 
 pub use config::UblkConfig;
 
+use crate::budget::{Budget, Held};
 use crate::config::arrays::ArrayConfig;
 use crate::frontend::{
-    keep_served, Frontend, ParseCtx, Resolver, Running, Sections, Serving, StartCtx, Started,
+    keep_served, Frontend, ParseCtx, ReloadCtx, Resolver, Running, Sections, Serving, StartCtx,
+    Started, WorkerTask,
 };
 use queue::{Descs, Queue};
 use raidd_admin::ublk::{pid_alive, Control};
@@ -51,6 +55,28 @@ pub struct Device {
     pub recovered: bool,
     /// One per worker thread, queue `q` on worker `q`.
     pub queues: Vec<Arc<Queue>>,
+    /// Each queue's task says here that it ended (its sender dropped unsent: it was
+    /// dropped, which ends it too): the device is deleted only after, since the kernel
+    /// waits for /dev/ublkcN to be closed.
+    ended: Vec<oneshot::Receiver<()>>,
+    /// Its tags' buffers, for a device added while serving (those of the start were taken
+    /// off the budget's limit).
+    held: Option<Held>,
+}
+
+impl Device {
+    /// Queue `w`'s task for its worker thread; its end is noted in `ended`.
+    fn queue_task(&mut self, w: usize) -> Option<WorkerTask> {
+        let q = self.queues.get(w)?.clone();
+        let (tx, rx) = oneshot::channel();
+        self.ended.push(rx);
+        Some(Box::new(move || {
+            Box::pin(async move {
+                queue::run(q).await;
+                let _ = tx.send(());
+            })
+        }))
+    }
 }
 
 /// A configured device that could not be made, and why.
@@ -235,6 +261,8 @@ fn prepare_one(
             size_bytes: p.size_bytes,
             recovered,
             queues,
+            ended: Vec::new(),
+            held: None,
         }),
         Err(e) => {
             if !recovered {
@@ -302,14 +330,6 @@ fn prepare(
         "every entry made or reported"
     );
     (made, not)
-}
-
-/// The queues worker `w` runs.
-fn queues_of(devices: &[Device], w: usize) -> Vec<Arc<Queue>> {
-    devices
-        .iter()
-        .filter_map(|d| d.queues.get(w).cloned())
-        .collect()
 }
 
 /// Runs `f` on a helper thread (control commands block) and waits for it on this thread's
@@ -463,26 +483,76 @@ impl Frontend for Ublk {
     }
 
     /// Prepares the devices on the main thread, before the workers start: their queues
-    /// go to the workers. One that cannot be made is reported and left out.
+    /// go to the workers. One that cannot be made is reported and left out. It runs with
+    /// no device too, so that devices can be added while serving.
     fn start(
         config: &Vec<UblkConfig>,
         serving: Vec<Serving>,
         ctx: &StartCtx,
     ) -> raidd_admin::exit::AdminResult<Option<Started>> {
-        if config.is_empty() {
-            return Ok(None);
-        }
         assert_eq!(config.len(), serving.len(), "a serving per device");
         let (devices, not_made) = prepare(config, &serving, ctx.threads);
-        let ids = devices.iter().map(|d| d.id).collect();
         Ok(Some(Started {
             running: Arc::new(UblkServer {
                 devices: std::sync::Mutex::new(devices),
-                ids,
                 not_made: std::sync::Mutex::new(not_made),
+                budget: ctx.shared.budget.clone(),
             }),
             listener: None,
         }))
+    }
+
+    /// Devices are added and removed while it serves (one whose entry changed is removed
+    /// and made anew).
+    fn reload<'a>(
+        old: &'a Vec<UblkConfig>,
+        new: &'a Vec<UblkConfig>,
+        running: Option<&'a dyn Running>,
+        rc: &'a mut ReloadCtx<'_, '_>,
+    ) -> futures::future::LocalBoxFuture<'a, Vec<UblkConfig>> {
+        Box::pin(async move {
+            let server = running.and_then(|r| r.as_any().downcast_ref::<UblkServer>());
+            let Some(server) = server else {
+                debug_assert!(false, "the ublk frontend always runs");
+                return old.clone();
+            };
+            let mut applied = old.clone();
+            for u in old.iter().filter(|u| !new.contains(u)) {
+                let what = abi::block_path(u.id);
+                match server.remove(u.id).await {
+                    Ok(()) => {
+                        (rc.release)(&what);
+                        applied.retain(|x| x.id != u.id);
+                        rc.notes.push(format!("{what} removed"));
+                    }
+                    Err(m) => rc.notes.push(m),
+                }
+            }
+            for u in new.iter().filter(|u| !old.contains(u)) {
+                let what = abi::block_path(u.id);
+                if applied.iter().any(|x| x.id == u.id) {
+                    rc.notes
+                        .push(format!("{what}: its old entry is still served"));
+                    continue;
+                }
+                let Some(s) = (rc.serve)(u.array, u.volume.as_ref(), what.clone()) else {
+                    rc.notes
+                        .push(format!("{what} not made: what it serves cannot be served"));
+                    continue;
+                };
+                match server.add(u, s, rc).await {
+                    Ok(()) => {
+                        applied.push(u.clone());
+                        rc.notes.push(format!("{what} added"));
+                    }
+                    Err(m) => {
+                        (rc.release)(&what);
+                        rc.notes.push(m);
+                    }
+                }
+            }
+            applied
+        })
     }
 }
 
@@ -492,13 +562,110 @@ struct UblkServer {
     /// Dropped after the workers ended, before the devices are deleted (the kernel waits
     /// for /dev/ublkcN to be closed).
     devices: std::sync::Mutex<Vec<Device>>,
-    ids: Vec<u32>,
     not_made: std::sync::Mutex<Vec<NotMade>>,
+    /// Where a device added while serving takes its buffers from.
+    budget: Arc<Budget>,
 }
 
 impl UblkServer {
     fn devices(&self) -> std::sync::MutexGuard<'_, Vec<Device>> {
         self.devices.lock().expect(crate::POISONED)
+    }
+
+    fn not_made(&self) -> std::sync::MutexGuard<'_, Vec<NotMade>> {
+        self.not_made.lock().expect(crate::POISONED)
+    }
+
+    /// Makes device `u.id` serving `s` while the workers run (or takes it over from a
+    /// raidd that died): its buffers from the budget, the control commands on a helper
+    /// thread, a queue handed to each worker, then started.
+    async fn add(&self, u: &UblkConfig, s: Serving, rc: &ReloadCtx<'_, '_>) -> Result<(), String> {
+        let what = abi::block_path(u.id);
+        if self.devices().iter().any(|d| d.id == u.id) {
+            return Err(format!("{what} is served already"));
+        }
+        let bytes = config::buffer_bytes(std::slice::from_ref(u), rc.threads);
+        let held = Held::take(&self.budget, bytes).ok_or_else(|| {
+            format!(
+                "{what} not made: its buffers ({}) do not fit the buffer memory left now",
+                raidd_admin::size::human(bytes)
+            )
+        })?;
+        let (entry, threads) = (u.clone(), rc.threads);
+        let mut device = on_helper(what.clone(), move || {
+            prepare_one(&mut Control::open()?, &entry, &s, threads)
+        })
+        .await?;
+        device.held = Some(held);
+        let made = (
+            device.id,
+            device.recovered,
+            device.name.clone(),
+            device.size_bytes,
+        );
+        let tasks: Vec<_> = (0..threads).filter_map(|w| device.queue_task(w)).collect();
+        debug_assert_eq!(tasks.len(), threads, "a queue per worker");
+        // Kept from here on, so whatever happens next the stop ends and deletes it.
+        {
+            let mut devices = self.devices();
+            devices.push(device);
+            debug_assert_eq!(
+                devices.iter().filter(|d| d.id == u.id).count(),
+                1,
+                "a device number is served once"
+            );
+        }
+        for (w, task) in tasks.into_iter().enumerate() {
+            if let Err(e) = (rc.spawn)(w, task) {
+                self.remove(u.id).await?;
+                return Err(format!("{what} not made: {e}"));
+            }
+        }
+        if let Some(failed) = start(std::slice::from_ref(&made)).await.pop() {
+            let removed = self.remove(u.id).await;
+            return Err(match removed {
+                Ok(()) => failed.error,
+                Err(m) => format!("{}; {m}", failed.error),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stops device `id` (its requests in flight finish), waits for its queues to end and
+    /// deletes it; one that was not made is forgotten.
+    async fn remove(&self, id: u32) -> Result<(), String> {
+        let what = abi::block_path(id);
+        let ended = {
+            let mut devices = self.devices();
+            match devices.iter_mut().find(|d| d.id == id) {
+                Some(d) => std::mem::take(&mut d.ended),
+                None => {
+                    let mut not_made = self.not_made();
+                    let before = not_made.len();
+                    not_made.retain(|n| n.id != id);
+                    return if not_made.len() < before {
+                        Ok(())
+                    } else {
+                        Err(format!("{what} is not served"))
+                    };
+                }
+            }
+        };
+        stop(&[id]).await;
+        let all = futures::future::join_all(ended);
+        let wait = raidd_rt::time::sleep(CONTROL_WAIT);
+        futures::pin_mut!(all, wait);
+        if let futures::future::Either::Right(_) = futures::future::select(all, wait).await {
+            return Err(format!(
+                "{what} did not stop in {CONTROL_WAIT:?}: it is deleted when the daemon stops"
+            ));
+        }
+        // Its queues have ended: dropping it closes /dev/ublkcN, which the deletion waits
+        // for.
+        self.devices().retain(|d| d.id != id);
+        self.not_made().retain(|n| n.id != id);
+        delete(vec![id]).await;
+        Ok(())
     }
 }
 
@@ -512,9 +679,10 @@ impl Running for UblkServer {
     }
 
     fn worker_tasks(&self, worker: usize) -> Vec<futures::future::LocalBoxFuture<'static, ()>> {
-        queues_of(&self.devices(), worker)
-            .into_iter()
-            .map(|q| Box::pin(queue::run(q)) as futures::future::LocalBoxFuture<'static, ()>)
+        self.devices()
+            .iter_mut()
+            .filter_map(|d| d.queue_task(worker))
+            .map(|t| t())
             .collect()
     }
 
@@ -539,13 +707,13 @@ impl Running for UblkServer {
 
     fn stopped(&self) -> futures::future::LocalBoxFuture<'_, ()> {
         Box::pin(async move {
-            self.devices().clear();
-            delete(self.ids.clone()).await;
+            let ids: Vec<u32> = self.devices().drain(..).map(|d| d.id).collect();
+            delete(ids).await;
         })
     }
 
     fn report(&self, report: &mut StatusReport, _arrays: &[Arc<raidd_engine::Array>]) {
-        let not_made = self.not_made.lock().expect(crate::POISONED);
+        let not_made = self.not_made();
         let mut out: Vec<UblkStatus> = self
             .devices()
             .iter()

@@ -1,5 +1,6 @@
 //! Linux md v1.x metadata as bytes: parse with the kernel's validation rules, encode exactly
-//! as md and mdadm do. No I/O here; the engine reads and writes these bytes.
+//! as md and mdadm do; and raidd's own checksum tags (`tags`), kept past md's data area
+//! where md never looks. No I/O here; the engine reads and writes these bytes.
 
 pub mod badblocks;
 pub mod bitmap;
@@ -9,6 +10,7 @@ mod le;
 pub mod policy;
 pub mod ppl;
 pub mod superblock;
+pub mod tags;
 
 pub use bitmap::{BitmapError, BitmapSuper};
 pub use superblock::{DevRole, SbError, Superblock};

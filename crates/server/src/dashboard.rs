@@ -109,19 +109,25 @@ pub enum Ui<'a> {
     Act { csrf: &'a str },
 }
 
-/// The whole page.
+/// The whole page. Without JavaScript it reloads itself every 5 s, unless it shows forms
+/// (a reload would wipe what is being typed into them): then it links to itself instead.
 pub fn page(r: &StatusReport, ui: Ui<'_>) -> String {
     let mut h = String::with_capacity(16 << 10);
+    let forms = matches!(ui, Ui::Act { .. });
     let _ = writeln!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width\">\
          <title>raidd</title>\
          <link rel=\"stylesheet\" href=\"/assets/uPlot.min.css\">\
-         <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\
-         <noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>\
+         <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">{}\
          </head><body>\n<header><h1>raidd</h1><span class=\"meta\">version {} · {} threads · \
          {} of {} connections · buffers {} of {}</span>{}</header>",
+        if forms {
+            ""
+        } else {
+            "<noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>"
+        },
         esc(&r.version),
         r.threads,
         r.connections,
@@ -135,11 +141,18 @@ pub fn page(r: &StatusReport, ui: Ui<'_>) -> String {
         },
     );
     banner(&mut h, r);
-    h.push_str(
+    h.push_str(if forms {
+        "<section class=\"graphs\"><h2>Load</h2>\
+         <noscript><p>The graphs need JavaScript; everything else here does not (<a \
+         href=\"/\">reload</a> for the state now: this page does not reload by itself while \
+         it shows forms).</p></noscript>"
+    } else {
         "<section class=\"graphs\"><h2>Load</h2>\
          <noscript><p>The graphs need JavaScript; everything else here does not (this page \
-         reloads every 5 s).</p></noscript>\
-         <div class=\"graph\" id=\"g-iops\" data-title=\"IOPS\"></div>\
+         reloads every 5 s).</p></noscript>"
+    });
+    h.push_str(
+        "<div class=\"graph\" id=\"g-iops\" data-title=\"IOPS\"></div>\
          <div class=\"graph\" id=\"g-mbs\" data-title=\"MB/s\"></div>\
          <div class=\"graph\" id=\"g-p99\" data-title=\"p99 latency (ms)\"></div>\
          <div class=\"graph\" id=\"g-hits\" data-title=\"cache hits/s\"></div>\
@@ -472,6 +485,15 @@ mod tests {
         };
         let p = page(&r, Ui::Look);
         assert!(!p.contains("/login"));
+        assert!(
+            p.contains("http-equiv=\"refresh\""),
+            "without JavaScript it reloads"
+        );
+        let acting = page(&r, Ui::Act { csrf: "x" });
+        assert!(
+            !acting.contains("http-equiv") && acting.contains("<a href=\"/\">reload</a>"),
+            "a page with forms does not reload under the one typing"
+        );
         assert!(page(&r, Ui::LogIn).contains("href=\"/login\""));
         for name in p
             .split("/assets/")

@@ -17,6 +17,7 @@ mod md_io;
 pub mod member;
 mod meta;
 pub mod pattern;
+pub mod tags;
 
 pub use array::{
     Added, Alone, Array, ArrayParts, ArrayState, ArrayStatus, Closed, ConsistencyPolicy,

@@ -197,6 +197,33 @@ fn settings(c: &Option<IscsiConfig>) -> Option<IscsiConfig> {
     Some(c)
 }
 
+/// One change to a running target's LUNs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LunStep {
+    Add(LunConfig),
+    /// The LUN of this number serves something else.
+    Replace(LunConfig, LunConfig),
+    Remove(u64),
+}
+
+/// The changes from `old` to `new`, in the order they are made: new numbers added first,
+/// LUNs whose entry changed swapped in place, numbers gone removed last, so that a target
+/// whose LUNs are all replaced keeps one throughout.
+fn lun_steps(old: &[LunConfig], new: &[LunConfig]) -> Vec<LunStep> {
+    let find = |list: &[LunConfig], n: u64| list.iter().find(|l| l.lun == n).cloned();
+    let added = new.iter().filter(|l| find(old, l.lun).is_none());
+    let mut steps: Vec<LunStep> = added.cloned().map(LunStep::Add).collect();
+    for l in new {
+        match find(old, l.lun) {
+            Some(was) if was != *l => steps.push(LunStep::Replace(was, l.clone())),
+            _ => {}
+        }
+    }
+    let gone = old.iter().filter(|l| find(new, l.lun).is_none());
+    steps.extend(gone.map(|l| LunStep::Remove(l.lun)));
+    steps
+}
+
 /// One running target's LUNs changed from `luns` (the configuration in effect, updated as
 /// each change is made) towards a new list.
 struct LunChange<'a, 'b, 'r> {
@@ -207,23 +234,14 @@ struct LunChange<'a, 'b, 'r> {
 }
 
 impl LunChange<'_, '_, '_> {
-    /// New numbers are added first, LUNs whose entry changed are swapped in place, and
-    /// numbers gone are taken away last, so a target whose LUNs are all replaced keeps one
-    /// throughout.
+    /// Makes the changes [`lun_steps`] plans, in its order.
     fn to(&mut self, new: &[LunConfig]) {
-        let old = self.luns.clone();
-        let find = |list: &[LunConfig], n: u64| list.iter().find(|l| l.lun == n).cloned();
-        for l in new.iter().filter(|l| find(&old, l.lun).is_none()) {
-            self.add(l);
-        }
-        for l in new {
-            match find(&old, l.lun) {
-                Some(was) if was != *l => self.replace(&was, l),
-                _ => {}
+        for step in lun_steps(self.luns, new) {
+            match step {
+                LunStep::Add(l) => self.add(&l),
+                LunStep::Replace(was, l) => self.replace(&was, &l),
+                LunStep::Remove(n) => self.remove(n),
             }
-        }
-        for l in old.iter().filter(|l| find(new, l.lun).is_none()) {
-            self.remove(l.lun);
         }
         debug_assert_eq!(
             self.luns.len(),
@@ -421,4 +439,63 @@ fn luns_changed(
         change.to(&nt.luns);
     }
     Some(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lun(lun: u64, array: usize) -> LunConfig {
+        LunConfig {
+            lun,
+            array,
+            volume: None,
+            read_only: false,
+        }
+    }
+
+    /// Every pair of LUN lists over numbers 0..3 and arrays 0..2 (each number at most
+    /// once): the steps turn old into new, and a target that had LUNs and keeps some is
+    /// never left without one on the way.
+    #[test]
+    fn lun_changes_end_where_asked_and_never_empty_a_target() {
+        let lists: Vec<Vec<LunConfig>> = (0..27u32)
+            .map(|code| {
+                (0..3u64)
+                    .filter_map(|n| match code / 3u32.pow(n as u32) % 3 {
+                        0 => None,
+                        a => Some(lun(n, a as usize - 1)),
+                    })
+                    .collect()
+            })
+            .collect();
+        for old in &lists {
+            for new in &lists {
+                let mut now = old.clone();
+                for step in lun_steps(old, new) {
+                    match step {
+                        LunStep::Add(l) => {
+                            assert!(now.iter().all(|x| x.lun != l.lun), "{old:?} -> {new:?}");
+                            now.push(l);
+                        }
+                        LunStep::Replace(was, l) => {
+                            let at = now.iter().position(|x| *x == was).unwrap();
+                            now[at] = l;
+                        }
+                        LunStep::Remove(n) => {
+                            now.retain(|x| x.lun != n);
+                            assert!(
+                                !now.is_empty() || new.is_empty(),
+                                "{old:?} -> {new:?} emptied the target"
+                            );
+                        }
+                    }
+                }
+                now.sort_by_key(|l| l.lun);
+                let mut want = new.clone();
+                want.sort_by_key(|l| l.lun);
+                assert_eq!(now, want, "{old:?} -> {new:?}");
+            }
+        }
+    }
 }

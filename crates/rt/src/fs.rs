@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::buf::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
-use crate::driver::{cqe_result, Dispatch, Op, OpKind};
+use crate::driver::{cqe_result, Dispatch, Op, OpKind, WORKER_MAX_OP};
 use crate::executor::driver;
 use crate::recycle;
 
@@ -173,9 +173,47 @@ impl File {
         (cqe_result(res), iov)
     }
 
-    /// Reads exactly the windows' total length at `offset`, resuming after short reads.
+    /// Reads exactly the windows' total length at `offset`, resuming after short reads. On
+    /// a [`Dispatch::Worker`] file, in pieces of at most [`WORKER_MAX_OP`] bytes read
+    /// together (see there why); the windows come back as they were lent.
     pub async fn readv_exact_at(&self, iov: IoVecMut, offset: u64) -> (io::Result<()>, IoVecMut) {
         let total: usize = iov.iter().map(BufSliceMut::len).sum();
+        if self.dispatch == Dispatch::Worker && total > WORKER_MAX_OP {
+            return self.readv_exact_in_pieces(iov, offset).await;
+        }
+        self.readv_exact_once(iov, offset, total).await
+    }
+
+    async fn readv_exact_in_pieces(
+        &self,
+        iov: IoVecMut,
+        offset: u64,
+    ) -> (io::Result<()>, IoVecMut) {
+        let (groups, continues) = cut_mut(iov, WORKER_MAX_OP);
+        let mut at = offset;
+        let reads = groups.into_iter().map(|g| {
+            let len = crate::buf::iov_mut_len(&g);
+            let o = at;
+            at += len as u64;
+            self.readv_exact_once(g, o, len)
+        });
+        let mut res = Ok(());
+        let mut back = Vec::new();
+        for (r, g) in futures::future::join_all(reads).await {
+            if res.is_ok() {
+                res = r;
+            }
+            back.push(g);
+        }
+        (res, rejoin_mut(back, &continues))
+    }
+
+    async fn readv_exact_once(
+        &self,
+        iov: IoVecMut,
+        offset: u64,
+        total: usize,
+    ) -> (io::Result<()>, IoVecMut) {
         let (res, iov) = self.readv_at(iov, offset).await;
         match res {
             Ok(n) if n == total => (Ok(()), iov),
@@ -185,9 +223,38 @@ impl File {
         }
     }
 
-    /// Writes all of the windows at `offset`, resuming after short writes.
+    /// Writes all of the windows at `offset`, resuming after short writes. On a
+    /// [`Dispatch::Worker`] file, in pieces of at most [`WORKER_MAX_OP`] bytes written
+    /// together (see there why); what comes back is those pieces' windows.
     pub async fn writev_all_at(&self, iov: IoVec, offset: u64) -> (io::Result<()>, IoVec) {
         let total: usize = iov.iter().map(BufSlice::len).sum();
+        if self.dispatch == Dispatch::Worker && total > WORKER_MAX_OP {
+            let mut at = offset;
+            let writes = cut(iov, WORKER_MAX_OP).into_iter().map(|g| {
+                let len = crate::buf::iov_len(&g);
+                let o = at;
+                at += len as u64;
+                self.writev_all_once(g, o, len)
+            });
+            let mut res = Ok(());
+            let mut back = IoVec::new();
+            for (r, g) in futures::future::join_all(writes).await {
+                if res.is_ok() {
+                    res = r;
+                }
+                back.extend(g);
+            }
+            return (res, back);
+        }
+        self.writev_all_once(iov, offset, total).await
+    }
+
+    async fn writev_all_once(
+        &self,
+        iov: IoVec,
+        offset: u64,
+        total: usize,
+    ) -> (io::Result<()>, IoVec) {
         let (res, iov) = self.writev_at(iov, offset).await;
         match res {
             Ok(n) if n == total => (Ok(()), iov),
@@ -367,4 +434,167 @@ fn scatter(iov: &mut [BufSliceMut], mut skip: usize, mut data: &[u8]) {
         skip = 0;
     }
     debug_assert!(data.is_empty(), "the windows hold every byte scattered");
+}
+
+/// Cuts `iov` into consecutive groups of at most `max` bytes, splitting a window where a
+/// group ends inside it; `continues[k]` says whether the k-th piece (counted over all the
+/// groups in order) continues the window before it.
+fn cut_mut(iov: IoVecMut, max: usize) -> (Vec<IoVecMut>, Vec<bool>) {
+    assert!(max > 0, "pieces of at least a byte");
+    let mut groups = Vec::new();
+    let mut continues = Vec::new();
+    let mut group = IoVecMut::new();
+    let mut room = max;
+    for w in iov {
+        let mut w = w;
+        let mut first = true;
+        while w.len() > room {
+            let (head, tail) = w.split_at(room);
+            group.push(head);
+            continues.push(!first);
+            first = false;
+            groups.push(std::mem::take(&mut group));
+            room = max;
+            w = tail;
+        }
+        room -= w.len();
+        group.push(w);
+        continues.push(!first);
+        if room == 0 {
+            groups.push(std::mem::take(&mut group));
+            room = max;
+        }
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    debug_assert!(
+        groups.iter().all(|g| crate::buf::iov_mut_len(g) <= max),
+        "no group longer than its limit"
+    );
+    (groups, continues)
+}
+
+/// The windows [`cut_mut`] cut, joined back as they were.
+fn rejoin_mut(groups: Vec<IoVecMut>, continues: &[bool]) -> IoVecMut {
+    let mut out = IoVecMut::new();
+    for (w, &cont) in groups.into_iter().flatten().zip(continues) {
+        match (cont, out.pop()) {
+            (true, Some(prev)) => match prev.join(w) {
+                Ok(joined) => out.push(joined),
+                Err((prev, w)) => {
+                    out.push(prev);
+                    out.push(w);
+                }
+            },
+            (_, prev) => {
+                out.extend(prev);
+                out.push(w);
+            }
+        }
+    }
+    out
+}
+
+/// Cuts `iov` into consecutive groups of at most `max` bytes (shared windows: a window a
+/// group ends inside is taken as two sub-windows).
+fn cut(iov: IoVec, max: usize) -> Vec<IoVec> {
+    assert!(max > 0, "pieces of at least a byte");
+    let mut groups = Vec::new();
+    let mut group = IoVec::new();
+    let mut room = max;
+    for w in iov {
+        let mut from = 0;
+        while w.len() - from > room {
+            group.push(w.sub(from..from + room));
+            from += room;
+            groups.push(std::mem::take(&mut group));
+            room = max;
+        }
+        room -= w.len() - from;
+        group.push(if from == 0 { w } else { w.sub(from..w.len()) });
+        if room == 0 {
+            groups.push(std::mem::take(&mut group));
+            room = max;
+        }
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SharedBuf;
+
+    /// Windows of every length from 0 to 9 over two buffers, cut at every limit from 1 to
+    /// 12: no group passes its limit, the pieces keep their order and bytes, and the
+    /// windows join back as they were lent.
+    #[test]
+    fn transfers_are_cut_into_pieces_and_joined_back() {
+        for max in 1..=12 {
+            let a = SharedBuf::new(AlignedBuf::zeroed(64));
+            let b = SharedBuf::new(AlignedBuf::zeroed(64));
+            let mut lent = IoVecMut::new();
+            let mut spans = Vec::new();
+            let mut at = 0;
+            for len in 0..10usize {
+                let buf = if len % 3 == 0 { &b } else { &a };
+                let start = if len % 3 == 0 { 6 * len } else { at };
+                lent.push(buf.slice_mut(start..start + len).unwrap());
+                spans.push((len % 3 == 0, start, len));
+                if len % 3 != 0 {
+                    at += len;
+                }
+            }
+            let total: usize = spans.iter().map(|s| s.2).sum();
+            let (mut groups, continues) = cut_mut(lent, max);
+            assert!(groups.iter().all(|g| crate::buf::iov_mut_len(g) <= max));
+            assert_eq!(
+                groups
+                    .iter()
+                    .map(|g| crate::buf::iov_mut_len(g))
+                    .sum::<usize>(),
+                total
+            );
+            assert!(groups[..groups.len() - 1]
+                .iter()
+                .all(|g| crate::buf::iov_mut_len(g) == max));
+            // Each byte written through the pieces lands where the window put it.
+            let mut n = 0u8;
+            for w in groups.iter_mut().flatten() {
+                for x in w.as_mut_slice() {
+                    n = n.wrapping_add(1);
+                    *x = n;
+                }
+            }
+            let back = rejoin_mut(groups, &continues);
+            let shape: Vec<(usize, usize)> = back.iter().map(|w| (w.offset(), w.len())).collect();
+            let want: Vec<(usize, usize)> = spans.iter().map(|s| (s.1, s.2)).collect();
+            assert_eq!(shape, want, "max {max}");
+            let bytes: Vec<u8> = back.iter().flat_map(|w| w.as_slice().to_vec()).collect();
+            assert_eq!(bytes, (1..=total as u8).collect::<Vec<u8>>(), "max {max}");
+        }
+    }
+
+    #[test]
+    fn shared_windows_are_cut_into_pieces() {
+        let a = SharedBuf::new(AlignedBuf::from_slice(&(0..40u8).collect::<Vec<_>>()));
+        for max in 1..=12 {
+            let iov: IoVec = [0..7, 7..20, 20..21, 21..40]
+                .into_iter()
+                .map(|r| a.slice(r).unwrap())
+                .collect();
+            let groups = cut(iov, max);
+            assert!(groups.iter().all(|g| crate::buf::iov_len(g) <= max));
+            let bytes: Vec<u8> = groups
+                .iter()
+                .flatten()
+                .flat_map(|w| w.as_slice().to_vec())
+                .collect();
+            assert_eq!(bytes, (0..40u8).collect::<Vec<_>>(), "max {max}");
+        }
+    }
 }

@@ -30,7 +30,7 @@ pub mod time;
 
 pub use arena::{register_arena, MAX_ARENA};
 pub use buf::{AlignedBuf, BorrowError, BufSlice, BufSliceMut, IoVec, IoVecMut, SharedBuf, ALIGN};
-pub use driver::{Backend, Dispatch, IoStats, RingWait};
+pub use driver::{Backend, Dispatch, IoStats, RingWait, WORKER_MAX_OP};
 pub use executor::{
     backend, block_on, idle, io_stats, ring_wait, set_gather, set_poll, shutdown, spawn_detached,
     spawn_local, unplugged, yield_now, JoinHandle,

@@ -50,11 +50,23 @@ pub enum Dispatch {
     /// filesystem blocks even when asked not to (FUSE, network filesystems), which would
     /// otherwise stall the submitting thread, and everything on it, for as long as the
     /// file's server takes (for ever, when it hangs).
+    ///
+    /// These filesystems split a transfer into requests to their server, and one of them
+    /// may fail alone. Linux 6.18's io_uring then finishes the transfer from the wrong file
+    /// offset and reports success (`fio --ioengine=io_uring` shows it on a FUSE file whose
+    /// second 128 KiB of a 256 KiB read fails: the read succeeds and fails verification;
+    /// `pread` gets EIO). So their positioned transfers are never gathered, and
+    /// `File` (`fs.rs`) cuts them into pieces of at most [`WORKER_MAX_OP`] bytes, one
+    /// request each on FUSE's default: a piece fails whole or not at all.
     Worker,
     /// On the spot, as a system call: for memory-backed files (tmpfs), whose I/O is a copy
     /// that never waits, where a ring would pay a worker's context switches for it.
     Inline,
 }
+
+/// The longest positioned transfer sent to a [`Dispatch::Worker`] file: FUSE's default
+/// request size (32 pages).
+pub const WORKER_MAX_OP: usize = 128 << 10;
 
 /// Gathered operations whose storage is kept for reuse.
 const GATHERED_KEPT: usize = 32;
@@ -151,7 +163,8 @@ impl Driver {
         );
         if let Some(e) = kind.extent() {
             self.count(|s| s.file_ops += 1);
-            if self.gather.get() {
+            // Never a worker's: see `Dispatch::Worker`.
+            if self.gather.get() && !worker {
                 self.plug.borrow_mut().add(e, (key, kind, e.len, worker));
                 return;
             }

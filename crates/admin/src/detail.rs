@@ -362,8 +362,11 @@ impl Gathered<'_> {
             }
             if s.io.read_errors + s.io.write_errors > 0 {
                 how.push_str(&format!(
-                    " (errors: {} read, {} write)",
-                    s.io.read_errors, s.io.write_errors
+                    " (errors: {} read, {} write; {} corrected, {} repaired)",
+                    s.io.read_errors,
+                    s.io.write_errors,
+                    s.io.corrected_errors,
+                    crate::size::short(s.io.repaired_bytes)
                 ));
             }
             text.push_str(&format!(

@@ -7,11 +7,15 @@ stop answering, as a network or FUSE-backed image does when its server hangs.
 Every read, write and fsync goes to this process (direct_io: no page cache in between).
 While CONTROL_DIR/hang exists, every read, write and fsync waits for ever (the filesystem
 hangs); while CONTROL_DIR/slow exists, every write first waits SLOW_MS milliseconds
-(default 3000), and CONTROL_DIR/slow-writes counts those waiting. (Files, not signals: the main thread sits in libfuse's loop,
-where Python's signal handlers never run.) Runs in the foreground until killed; the tests
-unmount it and kill it by PID.
+(default 3000), and CONTROL_DIR/slow-writes counts those waiting. CONTROL_DIR/bad-NAME
+lists byte ranges of image NAME, one "START END" a line, that are unreadable as a disk's
+pending sectors are: a read touching one fails with EIO, and a write over part of one
+makes that part readable again (the file is rewritten without it). (Files, not signals:
+the main thread sits in libfuse's loop, where Python's signal handlers never run.) Runs in
+the foreground until killed; the tests unmount it and kill it by PID.
 """
 
+import errno
 import os
 import sys
 import threading
@@ -22,6 +26,7 @@ from fusepy import FUSE, FuseOSError, Operations
 SLOW_S = int(os.environ.get("SLOW_MS", "3000")) / 1000.0
 SLOW_LOCK = threading.Lock()
 SLOW_WAITING = [0]
+BAD_LOCK = threading.Lock()
 
 
 class Images(Operations):
@@ -48,6 +53,33 @@ class Images(Operations):
             time.sleep(SLOW_S)
             self._count_slow(-1)
 
+    def _bad_file(self, path):
+        return os.path.join(self.control, "bad-" + path.lstrip("/"))
+
+    def _bad(self, path):
+        try:
+            with open(self._bad_file(path)) as f:
+                return [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def _unreadable(self, path, start, end):
+        with BAD_LOCK:
+            return any(s < end and start < e for s, e in self._bad(path))
+
+    def _written(self, path, start, end):
+        with BAD_LOCK:
+            bad = self._bad(path)
+            if not bad:
+                return
+            left = []
+            for s, e in bad:
+                left += [r for r in ((s, min(e, start)), (max(s, end), e)) if r[0] < r[1]]
+            tmp = self._bad_file(path) + ".tmp"
+            with open(tmp, "w") as f:
+                f.writelines("%d %d\n" % r for r in left)
+            os.rename(tmp, self._bad_file(path))
+
     def getattr(self, path, fh=None):
         try:
             st = os.lstat(self._path(path))
@@ -66,11 +98,15 @@ class Images(Operations):
 
     def read(self, path, size, offset, fh):
         self._gate(False)
+        if self._unreadable(path, offset, offset + size):
+            raise FuseOSError(errno.EIO)
         return os.pread(fh, size, offset)
 
     def write(self, path, data, offset, fh):
         self._gate(True)
-        return os.pwrite(fh, data, offset)
+        n = os.pwrite(fh, data, offset)
+        self._written(path, offset, offset + n)
+        return n
 
     def fsync(self, path, datasync, fh):
         self._gate(False)

@@ -522,6 +522,76 @@ fn a_stop_with_writes_in_flight_leaves_the_array_unclean_and_the_resync_loses_no
     drop(fuse);
 }
 
+/// A member with unreadable sectors (latent sector errors, behind FUSE) in a served RAID5:
+/// a client reading the whole export gets every sector right, the member keeps its slot,
+/// the blocks a read met are rewritten from redundancy (FUSE sees the writes that clear
+/// them), a check rewrites those no read met (parity), and status and the log say what was
+/// corrected.
+#[test]
+fn unreadable_sectors_are_corrected_from_redundancy_while_serving() {
+    let dir = scratch();
+    let (fuse, members) = raid5_on_fuse(dir.path(), 0);
+    let cfg = format!(
+        "threads = 2\n{}[nbd]\nlisten = \"127.0.0.1:0\"\n",
+        array_config("raid5", &members)
+    );
+    let ex = raidd(&args_with(&["examine", "--json"], &members[3..])).ok();
+    let j: serde_json::Value = serde_json::from_slice(&ex.stdout).unwrap();
+    let base = j["members"][0]["superblock"]["data_offset_sectors"]
+        .as_u64()
+        .unwrap()
+        * 512;
+    let d = Daemon::start(dir.path(), &cfg);
+    let size = d.export_size("raid5");
+    d.write_pattern("raid5", dir.path(), size, 1, SEED);
+    // 4 KiB every 1.5 MiB of the member: chunks of data and of parity (512 KiB chunks,
+    // parity on the last member every fourth stripe).
+    let bad: Vec<std::ops::Range<u64>> = (0..8)
+        .map(|k| base + k * 3 * MIB / 2 + 4096 * (k % 3))
+        .map(|at| at..at + 4096)
+        .collect();
+    fuse.set_bad("m3.img", &bad);
+    let out = dir.path().join("all.bin");
+    must(tool("nbdcopy").args([&d.uri("raid5"), out.to_str().unwrap()]));
+    verify_file(&out, 1, SEED, "read with unreadable sectors");
+    let left = fuse.bad("m3.img");
+    assert!(!left.is_empty() && left.len() < bad.len(), "{left:?}");
+    let ctl = d.control.display().to_string();
+    let check = raidd(&["check", "raid5", "--wait", "--control", &ctl]).ok();
+    assert!(
+        check.text().contains("0 mismatched sectors"),
+        "{}",
+        check.text()
+    );
+    assert!(fuse.bad("m3.img").is_empty(), "{:?}", fuse.bad("m3.img"));
+    let st = d.status();
+    let slot = &st["arrays"][0]["status"]["slots"][3];
+    assert_eq!(slot["state"], "insync", "{st}");
+    let io = &slot["io"];
+    let corrected = io["corrected_errors"].as_u64().unwrap();
+    assert!(corrected >= bad.len() as u64, "{io}");
+    assert!(
+        io["repaired_bytes"].as_u64().unwrap() >= 4096 * bad.len() as u64,
+        "{io}"
+    );
+    assert!(io["read_errors"].as_u64().unwrap() > corrected, "{io}");
+    let others = &st["arrays"][0]["status"]["slots"];
+    for k in 0..3 {
+        assert_eq!(others[k]["io"]["read_errors"], 0, "{st}");
+    }
+    let detail = raidd(&["detail", "raid5", "--control", &ctl]).ok();
+    assert!(detail.text().contains("corrected"), "{}", detail.text());
+    let log = d.stop();
+    assert!(log.contains("read error corrected"), "{log}");
+    assert!(!log.contains("member failed"), "{log}");
+    let out2 = dir.path().join("again.bin");
+    let d = Daemon::start(dir.path(), &cfg);
+    must(tool("nbdcopy").args([&d.uri("raid5"), out2.to_str().unwrap()]));
+    verify_file(&out2, 1, SEED, "read after the corrections");
+    d.stop();
+    drop(fuse);
+}
+
 /// A member that stops answering under fio's verified random writes: it is failed within its
 /// timeout, the pool spare rebuilds in its place, and fio finishes with every block
 /// verified.

@@ -12,7 +12,7 @@ use common::{random_writes, verify_all, Model, Rng};
 use raidd_engine::assemble::{assemble, assemble_all, examine, AssembleOptions, Decision};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::MemMember;
-use raidd_engine::{ArrayState, ErrorKind, Member, SlotState};
+use raidd_engine::{ArrayState, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
 use raidd_lab::{FaultControl, FaultMember, FaultPlan};
 use raidd_layout::Level;
 use raidd_md::{DevRole, Superblock};
@@ -131,7 +131,8 @@ fn members_failing_under_load_are_survived_and_recorded() {
     }
 }
 
-/// Reads that fail on one member are served from the others, and the member is failed.
+/// Reads that fail on one member are served from the others; a member that fails every
+/// read (the read-back of a correction too) is failed.
 #[test]
 fn read_errors_are_served_from_redundancy() {
     for (level, n) in [
@@ -169,6 +170,261 @@ fn read_errors_are_served_from_redundancy() {
             assert_eq!(others, 0, "{level}: only member 0 failed");
         });
     }
+}
+
+/// Byte ranges of the 4 KiB blocks at member `sectors` of slot `role`'s member.
+fn blocks_at(
+    a: &raidd_engine::Array,
+    role: usize,
+    sectors: impl IntoIterator<Item = u64>,
+) -> Vec<std::ops::Range<u64>> {
+    let base = a.slots().data_offset(role);
+    sectors
+        .into_iter()
+        .map(|s| base + s * 512..base + s * 512 + 4096)
+        .collect()
+}
+
+/// Unreadable sectors (latent sector errors: a read fails until the sectors are written) on
+/// two members of an array with redundancy, in data and in parity: every read returns the
+/// right bytes; what a client's read meets is rebuilt from the others, written back and
+/// read back (md's read error correction), and a check corrects the rest (md's check does).
+/// No member leaves its slot, and each member's counts say what was corrected.
+#[test]
+fn latent_sector_errors_are_corrected_from_redundancy() {
+    for (level, n) in [
+        (Level::Raid1, 3),
+        (Level::Raid5, 3),
+        (Level::Raid6, 4),
+        (Level::Raid10, 4),
+        (Level::Raid10, 3),
+    ] {
+        raidd_rt::block_on(async move {
+            let raw = mems("l", n, 16 * MIB);
+            let (members, controls) = faulty(&raw);
+            let a = create(spec("lat", level, members.into_iter().map(Some).collect()))
+                .await
+                .unwrap();
+            let mut model = Model::new(a.array.size_bytes() / 512, 7);
+            random_writes(&a.array, &mut model, &mut Rng(5), 60).await;
+            // Never two in one stripe of 64 KiB chunks: a RAID5 stripe rebuilds one block.
+            let planted = [
+                (
+                    0,
+                    blocks_at(&a.array, 0, (0..9).map(|k| k * 1820 + 8 * (k % 5))),
+                ),
+                (1, blocks_at(&a.array, 1, (0..4).map(|k| k * 4096 + 640))),
+            ];
+            let mut count = 0;
+            for (role, ranges) in planted {
+                for r in ranges {
+                    controls[role].add_latent_error(r);
+                    count += 1;
+                }
+            }
+            verify_all(&a.array, &model, &format!("{level} with bad sectors")).await;
+            let hits0 = controls[0].latent_hits() + controls[1].latent_hits();
+            assert!(hits0 >= 2, "{level}: the reads met {hits0} bad sectors");
+            let found = a
+                .array
+                .scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                .await
+                .unwrap();
+            assert_eq!(
+                found, 0,
+                "{level}: a check after corrections finds no mismatch"
+            );
+            for (role, c) in controls.iter().enumerate() {
+                assert!(
+                    c.latent_errors().is_empty(),
+                    "{level} slot {role}: {:?} left",
+                    c.latent_errors()
+                );
+            }
+            let st = a.array.status().await;
+            assert!(
+                matches!(st.state, ArrayState::Clean | ArrayState::Active),
+                "{level}: {:?}",
+                st.state
+            );
+            let mut corrected = 0;
+            for (role, c) in controls.iter().enumerate() {
+                let io = st.slots[role].io;
+                assert_eq!(
+                    a.array.slots().state(role),
+                    SlotState::InSync,
+                    "{level} slot {role}"
+                );
+                // A correction follows a read that failed and a read of its blocks one by
+                // one that failed again.
+                assert_eq!(
+                    io.read_errors,
+                    c.latent_hits(),
+                    "{level} slot {role}: {io:?}"
+                );
+                assert!(
+                    io.corrected_errors + u64::from(io.read_errors > 0) <= io.read_errors,
+                    "{level} slot {role}: {io:?}"
+                );
+                assert!(
+                    io.repaired_bytes >= 512 * io.corrected_errors,
+                    "{level}: {io:?}"
+                );
+                assert_eq!(io.write_errors, 0, "{level}: {io:?}");
+                corrected += io.corrected_errors;
+            }
+            // Each planted block failed a read at least once (a block a read only partly
+            // covered, twice); blocks one scrub window covers share one correction.
+            assert!(
+                corrected >= 2 && count >= 13,
+                "{level}: {corrected} for {count}"
+            );
+            // Corrected for good: read again, nothing fails and the data is right.
+            let hits: u64 = controls.iter().map(|c| c.latent_hits()).sum();
+            verify_all(&a.array, &model, &format!("{level} after")).await;
+            assert_eq!(hits, controls.iter().map(|c| c.latent_hits()).sum::<u64>());
+        });
+    }
+}
+
+/// A correction rewrites a block from redundancy while a write of the same stripe races
+/// it: the write waits for the correction's barrier, so the block ends with the write's
+/// data, never the older data the correction rebuilt. The write starts at each of many
+/// moments of the correction (slow members stretch it), on a fresh array each time.
+#[test]
+fn a_correction_never_writes_older_data_over_a_racing_write() {
+    raidd_rt::block_on(async {
+        let mut raced = 0;
+        for delay in (0..240).step_by(8) {
+            let raw = mems("race", 3, 16 * MIB);
+            let (members, controls) = faulty(&raw);
+            let a = create(spec(
+                "race",
+                Level::Raid5,
+                members.into_iter().map(Some).collect(),
+            ))
+            .await
+            .unwrap();
+            let array = a.array.clone();
+            let mut model = Model::new(array.size_bytes() / 512, 11);
+            // Stripe 0: 64 KiB chunks, data on slots 0 and 1.
+            common::write_pattern(&array, &mut model, 0, 256).await;
+            let x = 40; // a block of slot 0's data chunk
+            assert!(matches!(
+                array.geometry().reverse(0, x),
+                raidd_layout::Reverse::Data {
+                    array_sector: 40,
+                    ..
+                }
+            ));
+            controls[0].add_latent_error(blocks_at(&array, 0, [x])[0].clone());
+            for c in &controls[1..] {
+                c.set_plan(FaultPlan {
+                    delay_yields: Some((40, 40)),
+                    ..FaultPlan::default()
+                });
+            }
+            let started = std::rc::Rc::new(std::cell::Cell::new(false));
+            let reader = raidd_rt::spawn_local({
+                let (array, started) = (array.clone(), started.clone());
+                async move {
+                    let r = array.read_to_buf(x * 512, 4096).await;
+                    (r, started.get())
+                }
+            });
+            let g = model.next;
+            model.next += 1;
+            let writer = raidd_rt::spawn_local({
+                let (array, started) = (array.clone(), started.clone());
+                let seed = model.seed;
+                async move {
+                    for _ in 0..delay {
+                        raidd_rt::yield_now().await;
+                    }
+                    started.set(true);
+                    let mut buf = raidd_rt::AlignedBuf::zeroed(256 * 512);
+                    raidd_engine::pattern::fill(&mut buf, 0, g, seed);
+                    array.write_buf(0, buf).await
+                }
+            });
+            let (read, during) = reader.await;
+            let read = read.unwrap();
+            writer.await.unwrap();
+            for s in 0..256 {
+                model.generation[s] = g;
+            }
+            // The read saw one whole version of its block, the old or the new.
+            let old = raidd_engine::pattern::verify(&read, x, model.seed, |_| g - 1);
+            let new = raidd_engine::pattern::verify(&read, x, model.seed, |_| g);
+            assert!(
+                old.is_empty() || new.is_empty(),
+                "delay {delay}: a torn read"
+            );
+            // Counted where the write began before the read (and its correction) ended.
+            raced += usize::from(during);
+            for c in &controls[1..] {
+                c.set_plan(FaultPlan::default());
+            }
+            verify_all(&array, &model, &format!("delay {delay}")).await;
+            let st = array.status().await;
+            assert_eq!(
+                st.slots[0].io.corrected_errors, 1,
+                "delay {delay}: {:?}",
+                st.slots[0].io
+            );
+            let found = array
+                .scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                .await
+                .unwrap();
+            assert_eq!(found, 0, "delay {delay}");
+        }
+        assert!(
+            raced > 3,
+            "writes must begin while corrections run: {raced}"
+        );
+    });
+}
+
+/// md's limit: a member whose corrected read errors pass 20 is failed at the next one, and
+/// the read is still served from redundancy.
+#[test]
+fn too_many_read_errors_fail_the_member() {
+    raidd_rt::block_on(async {
+        let raw = mems("m", 3, 16 * MIB);
+        let (members, controls) = faulty(&raw);
+        let a = create(spec(
+            "many",
+            Level::Raid5,
+            members.into_iter().map(Some).collect(),
+        ))
+        .await
+        .unwrap();
+        let mut model = Model::new(a.array.size_bytes() / 512, 9);
+        random_writes(&a.array, &mut model, &mut Rng(6), 60).await;
+        // One block in each of 30 chunks of slot 0 that hold data.
+        let data: Vec<u64> = (0..60u64)
+            .map(|k| k * 128 + 16)
+            .filter(|&s| {
+                matches!(
+                    a.array.geometry().reverse(0, s),
+                    raidd_layout::Reverse::Data { .. }
+                )
+            })
+            .take(30)
+            .collect();
+        assert_eq!(data.len(), 30);
+        for r in blocks_at(&a.array, 0, data) {
+            controls[0].add_latent_error(r);
+        }
+        verify_all(&a.array, &model, "raid5 with many bad sectors").await;
+        assert_eq!(a.array.slots().state(0), SlotState::Faulty);
+        let st = a.array.status().await;
+        assert_eq!(st.state, ArrayState::Degraded);
+        assert_eq!(st.slots[0].io.corrected_errors, 20, "{:?}", st.slots[0].io);
+        // Each correction: the read, and the block's read again; then the read that failed
+        // the member.
+        assert_eq!(st.slots[0].io.read_errors, 41, "{:?}", st.slots[0].io);
+    });
 }
 
 /// Losing more members than the level survives fails I/O with an error, never wrong data.

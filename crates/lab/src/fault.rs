@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,6 +57,12 @@ pub struct FaultControl {
     hung_ops: AtomicU64,
     /// Read windows that hung operations were lent: kept for good.
     stuck: Mutex<Vec<IoVecMut>>,
+    /// Latent sector errors: byte ranges of the device that fail every read touching them
+    /// until they are written (a disk remaps a pending sector when it is written), sorted
+    /// and apart.
+    latent: Mutex<Vec<Range<u64>>>,
+    /// Reads that failed on a latent sector error.
+    latent_hits: AtomicU64,
 }
 
 impl FaultControl {
@@ -100,6 +107,67 @@ impl FaultControl {
     pub fn injected_corruptions(&self) -> u64 {
         self.injected_corruptions.load(Ordering::SeqCst)
     }
+    /// Bytes `range` of the device fail every read that touches them until they are
+    /// written: a latent sector error, as a disk reports an unreadable sector it will
+    /// remap on the next write there.
+    pub fn add_latent_error(&self, range: Range<u64>) {
+        assert!(range.start < range.end, "an empty latent error range");
+        let mut l = self.latent.lock().expect(crate::POISONED);
+        l.push(range);
+        *l = merged(std::mem::take(&mut *l));
+    }
+    /// The byte ranges whose latent errors no write has cleared yet.
+    pub fn latent_errors(&self) -> Vec<Range<u64>> {
+        self.latent.lock().expect(crate::POISONED).clone()
+    }
+    /// Reads that failed on a latent sector error.
+    pub fn latent_hits(&self) -> u64 {
+        self.latent_hits.load(Ordering::SeqCst)
+    }
+
+    /// Whether a read of `range` touches a latent error (and counts it if so).
+    fn reads_latent(&self, range: Range<u64>) -> bool {
+        let hit = self
+            .latent
+            .lock()
+            .expect(crate::POISONED)
+            .iter()
+            .any(|l| l.start < range.end && range.start < l.end);
+        if hit {
+            self.latent_hits.fetch_add(1, Ordering::SeqCst);
+        }
+        hit
+    }
+
+    /// A write of `range` landed: the latent errors under it are gone.
+    fn wrote(&self, range: Range<u64>) {
+        let mut l = self.latent.lock().expect(crate::POISONED);
+        if l.is_empty() {
+            return;
+        }
+        *l = l
+            .iter()
+            .flat_map(|e| {
+                let before = e.start..e.end.min(range.start);
+                let after = e.start.max(range.end)..e.end;
+                [before, after]
+            })
+            .filter(|r| r.start < r.end)
+            .collect();
+    }
+}
+
+/// Ranges sorted by start, with overlapping and touching ones merged.
+fn merged(mut v: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    v.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 /// splitmix64: a well-mixed u64 from (seed, op number, purpose).
@@ -274,7 +342,11 @@ impl Member for FaultMember {
                 if let Some(e) = v.error {
                     return Err(e);
                 }
-                self.inner.write(offset, iov).await
+                let r = self.inner.write(offset, iov).await;
+                if r.is_ok() {
+                    self.control.wrote(offset..offset + len);
+                }
+                r
             },
             Err,
         ))
@@ -341,6 +413,9 @@ impl FaultMember {
         if let Some(e) = v.error {
             return (Err(e), iov);
         }
+        if self.control.reads_latent(offset..offset + len) {
+            return (Err(io::Error::from_raw_os_error(libc::EIO)), iov);
+        }
         let Some(at) = v.corrupt_at else {
             return self.inner.read(offset, iov).await;
         };
@@ -368,5 +443,27 @@ impl FaultMember {
             .injected_corruptions
             .fetch_add(1, Ordering::SeqCst);
         (Ok(()), iov)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latent_errors_merge_and_are_cleared_by_writes_under_them() {
+        let c = FaultControl::default();
+        c.add_latent_error(4096..8192);
+        c.add_latent_error(8192..12288);
+        c.add_latent_error(0..512);
+        assert_eq!(c.latent_errors(), vec![0..512, 4096..12288]);
+        assert!(!c.reads_latent(512..4096));
+        assert!(c.reads_latent(4000..4100));
+        assert_eq!(c.latent_hits(), 1);
+        c.wrote(6144..7168);
+        assert_eq!(c.latent_errors(), vec![0..512, 4096..6144, 7168..12288]);
+        assert!(!c.reads_latent(6144..7168));
+        c.wrote(0..16384);
+        assert!(c.latent_errors().is_empty());
     }
 }

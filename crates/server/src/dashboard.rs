@@ -406,14 +406,15 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
     }
     h.push_str(
         "<table class=\"members\"><tr><th>slot</th><th>member</th><th>state</th>\
-         <th>reads</th><th>writes</th><th>read errors</th><th>write errors</th></tr>",
+         <th>reads</th><th>writes</th><th>read errors</th><th>write errors</th>\
+         <th>corrected</th></tr>",
     );
     for s in &st.slots {
         let errs = s.io.read_errors + s.io.write_errors > 0;
         let _ = write!(
             h,
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td{}>{}</td><td{}>{}</td></tr>",
+             <td{}>{}</td><td{}>{}</td><td title=\"{} bytes repaired\">{}</td></tr>",
             if s.state == SlotState::InSync {
                 "ok"
             } else {
@@ -428,12 +429,14 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
             s.io.read_errors,
             if errs { " class=\"err\"" } else { "" },
             s.io.write_errors,
+            s.io.repaired_bytes,
+            s.io.corrected_errors,
         );
     }
     for sp in &st.spares {
         let _ = write!(
             h,
-            "<tr><td>—</td><td>{}</td><td>spare</td><td colspan=\"4\"></td></tr>",
+            "<tr><td>—</td><td>{}</td><td>spare</td><td colspan=\"5\"></td></tr>",
             esc(sp)
         );
     }
@@ -441,7 +444,7 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
         let _ = write!(
             h,
             "<tr class=\"bad\"><td>—</td><td>{}</td><td>failed, out of its slot</td>\
-             <td colspan=\"4\"></td></tr>",
+             <td colspan=\"5\"></td></tr>",
             esc(f)
         );
     }

@@ -729,6 +729,16 @@ fn member_io(s: &mut Sink, l: &[(&str, &str)], io: &MemberIoStatus) {
             "Writes and flushes the slot's member failed (zpool status's WRITE column).",
             io.write_errors,
         ),
+        (
+            "raidd_member_corrected_errors",
+            "Read errors of the slot's member corrected from redundancy (md's errors).",
+            io.corrected_errors,
+        ),
+        (
+            "raidd_member_repaired_bytes",
+            "Bytes rewritten on the slot's member by those corrections.",
+            io.repaired_bytes,
+        ),
     ] {
         s.counter(name, help, l, v);
     }

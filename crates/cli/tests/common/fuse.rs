@@ -73,6 +73,30 @@ impl FuseImages {
         }
     }
 
+    /// Byte ranges of image `name` that fail every read until written (latent sector
+    /// errors), replacing any listed before.
+    pub fn set_bad(&self, name: &str, ranges: &[std::ops::Range<u64>]) {
+        let text: String = ranges
+            .iter()
+            .map(|r| format!("{} {}\n", r.start, r.end))
+            .collect();
+        let tmp = self.control.join(format!("bad-{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, self.control.join(format!("bad-{name}"))).unwrap();
+    }
+
+    /// The byte ranges of image `name` still unreadable.
+    pub fn bad(&self, name: &str) -> Vec<std::ops::Range<u64>> {
+        std::fs::read_to_string(self.control.join(format!("bad-{name}")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace().map(|x| x.parse::<u64>().ok());
+                Some(it.next()??..it.next()??)
+            })
+            .collect()
+    }
+
     /// Writes waiting in their slow pause now.
     pub fn slow_writes(&self) -> u64 {
         std::fs::read_to_string(self.control.join("slow-writes"))

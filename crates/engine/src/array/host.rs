@@ -6,6 +6,8 @@
 use std::future::Future;
 use std::io;
 
+use futures::future::LocalBoxFuture;
+
 use raidd_layout::{Loc, ParityGeometry, Piece};
 use raidd_rt::{BufSlice, BufSliceMut};
 
@@ -13,9 +15,10 @@ use super::counters::Counters;
 use super::join::Results;
 use super::journal::{Journal, JournalHost};
 use super::member_io;
+use super::misread::Misreads;
 use super::ppl::Ppl;
 use crate::error::{Error, Result};
-use crate::iov::{MemberIos, ReadBack, Tagged};
+use crate::iov::MemberIos;
 
 /// What a level path needs of the array that holds it. Each member I/O goes out through
 /// the array's member I/O, which fails a member whose I/O fails before the results come
@@ -33,8 +36,13 @@ pub(crate) trait Host: JournalHost {
     /// The error of a read whose windows slot `role`'s member kept (it timed out).
     fn lost_windows(&self, role: usize) -> Error;
     fn counters(&self) -> &Counters;
-    /// A copy of a mirrored piece that can be read now (the array's read policy).
-    fn readable_copy(&self, p: &Piece) -> Option<Loc>;
+    /// A copy of a mirrored piece that can be read now (the array's read policy), on no
+    /// slot `avoid` names.
+    fn readable_copy(&self, p: &Piece, avoid: &Misreads) -> Option<Loc>;
+    /// Corrects what a client's read could not get from members that stay in their slots
+    /// (`correct.rs`): rebuilt from redundancy and rewritten, or the member is failed.
+    /// Boxed: only a read that met an error takes it.
+    fn correct(&self, misreads: Misreads) -> LocalBoxFuture<'_, ()>;
     /// The partial parity log every RAID5 stripe write goes through first, where the
     /// array keeps one (md's PPL).
     fn ppl(&self) -> Option<Ppl>;
@@ -52,20 +60,21 @@ pub(crate) trait Host: JournalHost {
         self.slots().member_offset(role, sector)
     }
 
-    /// Reads into a request's windows.
-    fn issue_reads(
-        &self,
-        ios: MemberIos<Tagged>,
-    ) -> impl Future<Output = Results<(usize, io::Result<()>, ReadBack)>> {
-        member_io::issue_reads(self, ios)
-    }
-
     /// Reads into scratch buffers.
     fn issue_scratch_reads(
         &self,
         ios: MemberIos<BufSliceMut>,
     ) -> impl Future<Output = Results<(usize, io::Result<()>)>> {
         member_io::issue_scratch_reads(self, ios)
+    }
+
+    /// Reads into scratch buffers for a caller that corrects what fails (see
+    /// [`member_io::OnReadError`]).
+    fn issue_scratch_reads_keeping(
+        &self,
+        ios: MemberIos<BufSliceMut>,
+    ) -> impl Future<Output = Results<(usize, io::Result<()>, bool)>> {
+        member_io::issue_scratch_reads_keeping(self, ios)
     }
 
     /// Writes a batch.

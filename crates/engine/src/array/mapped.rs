@@ -6,13 +6,14 @@
 
 use std::collections::HashSet;
 
-use raidd_layout::{Piece, SECTOR_SIZE};
+use raidd_layout::{Loc, Piece, SECTOR_SIZE};
 use raidd_rt::recycle::Table;
 use raidd_rt::{IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::host::Host;
 use super::member_io;
+use super::misread::Misreads;
 use crate::error::{Error, ErrorKind, Result};
 use crate::iov::{Batch, Req, ReqMut};
 
@@ -44,31 +45,40 @@ fn lost_piece(host: &impl Host, p: &Piece) -> Error {
 }
 
 impl MappedIo {
-    /// Reads `iov` at `offset`, whose `pieces` the caller mapped.
+    /// Reads `iov` at `offset`, whose `pieces` the caller mapped. A copy whose member
+    /// failed the read but stays in its slot is noted in `misreads` for the caller to
+    /// correct, and no copy of a slot noted there is read.
     pub(crate) async fn read(
         &self,
         host: &impl Host,
         offset: u64,
         iov: IoVecMut,
         pieces: &[Piece],
+        misreads: &mut Misreads,
     ) -> (Result<()>, IoVecMut) {
         let mut req = ReqMut::new(iov);
         // Inline for a request of up to 16 pieces (a 1 MiB read of 64K chunks).
         let mut pending: Table<[usize; 16]> = (0..pieces.len()).collect();
-        // Each failed attempt fails at least one member, so this ends.
+        // Each failed attempt fails a member or notes it in `misreads`, which no later
+        // attempt reads, so this ends.
         for _attempt in 0..=host.slots().len() {
             if pending.is_empty() {
                 return (Ok(()), req.into_iov());
             }
-            let mut batch = Batch::default();
-            let mut chosen: Table<[(usize, usize); 16]> = Table::with_room(pending.len());
+            // Every piece's copy is chosen before any window is lent to a read: a request
+            // that fails for a piece with no copy left gets all its windows back.
+            let mut chosen: Table<[(usize, Loc); 16]> = Table::with_room(pending.len());
             for &i in &pending {
                 let p = &pieces[i];
-                let Some(loc) = host.readable_copy(p) else {
+                let Some(loc) = host.readable_copy(p, misreads) else {
                     let e = lost_piece(host, p);
                     return (Err(e), req.into_iov());
                 };
-                chosen.push((i, loc.member));
+                chosen.push((i, loc));
+            }
+            let mut batch = Batch::default();
+            for &(i, loc) in &chosen {
+                let p = &pieces[i];
                 let range = piece_range(offset, p);
                 let base = host.member_offset(loc.member, loc.sector);
                 for t in req.take(range.clone()) {
@@ -76,21 +86,23 @@ impl MappedIo {
                     batch.push(loc.member, at, t);
                 }
             }
-            let mut failed = HashSet::new();
-            for (member, r, (iov, layout)) in host.issue_reads(batch.into_ios()).await {
-                if crate::member::windows_lost(&r) {
-                    return (Err(host.lost_windows(member)), req.into_partial());
-                }
-                req.restore(&layout, iov);
-                if r.is_err() {
-                    failed.insert(member);
+            let failed = match member_io::read_into(host, batch, &mut req).await {
+                Ok(failed) => failed,
+                Err(member) => return (Err(host.lost_windows(member)), req.into_partial()),
+            };
+            // The pieces those I/Os held are read again elsewhere; where the member stays,
+            // they are noted for correction.
+            pending = Table::with_room(chosen.len());
+            for (i, loc) in chosen {
+                let sectors = pieces[i].sectors;
+                let at = host.member_offset(loc.member, loc.sector);
+                if let Some(kept) = failed.of(loc.member, at, sectors * SECTOR_SIZE) {
+                    if kept {
+                        misreads.push(host.slots(), loc.member, loc.sector, sectors);
+                    }
+                    pending.push(i);
                 }
             }
-            pending = chosen
-                .into_iter()
-                .filter(|(_, m)| failed.contains(m))
-                .map(|(i, _)| i)
-                .collect();
         }
         (Err(host.lost_error()), req.into_iov())
     }

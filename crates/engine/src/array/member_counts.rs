@@ -1,8 +1,12 @@
-//! What each slot's member did: reads, writes, their bytes, and the I/O errors it
-//! returned (`zpool status`'s READ and WRITE columns). Kept per thread ([`PerThread`]) as
-//! the array's own counters are; zeroed when another member takes the slot.
+//! What each slot's member did: reads, writes, their bytes, the I/O errors it returned
+//! (`zpool status`'s READ and WRITE columns) and the read errors the array corrected by
+//! rewriting the blocks from redundancy (md's per-device `errors`, with md's limit on how
+//! many it corrects before it fails the member). Kept per thread ([`PerThread`]) as the
+//! array's own counters are; zeroed when another member takes the slot.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use raidd_rt::shard::{bump, sum, PerThread};
 
@@ -17,12 +21,29 @@ pub(super) struct Shard {
     written_bytes: AtomicU64,
     read_errors: AtomicU64,
     write_errors: AtomicU64,
+    corrected_errors: AtomicU64,
+    repaired_bytes: AtomicU64,
 }
+
+/// md's `max_read_errors`: corrected read errors a member may have (halved for each hour
+/// without one) before the next one fails it instead.
+pub(crate) const MAX_READ_ERRORS: u32 = 20;
 
 /// One slot's counters.
 #[derive(Debug, Default)]
 pub(super) struct MemberCounts {
     shards: PerThread<Shard>,
+    /// The member's recent read errors as md counts them, and when the last one came.
+    recent: Mutex<(u32, Option<Instant>)>,
+}
+
+/// md's decay of a member's read error count: halved for each whole hour since the last.
+pub(crate) fn decayed(count: u32, hours: u64) -> u32 {
+    if hours >= 32 {
+        0
+    } else {
+        count >> hours
+    }
 }
 
 impl MemberCounts {
@@ -53,6 +74,24 @@ impl MemberCounts {
         );
     }
 
+    /// A read error the array will try to correct, at `now`: the member's recent count
+    /// with this one, decayed as md does. Above [`MAX_READ_ERRORS`] the member is failed.
+    pub(super) fn note_read_error(&self, now: Instant) -> u32 {
+        let mut r = self.recent.lock().expect(crate::POISONED);
+        let hours =
+            r.1.map_or(0, |t| now.saturating_duration_since(t).as_secs() / 3600);
+        r.0 = decayed(r.0, hours).saturating_add(1);
+        r.1 = Some(now);
+        r.0
+    }
+
+    /// A read error corrected: `bytes` rewritten from redundancy and read back.
+    pub(super) fn corrected(&self, bytes: u64) {
+        let (s, owned) = self.shards.mine();
+        bump(&s.corrected_errors, 1, owned);
+        bump(&s.repaired_bytes, bytes, owned);
+    }
+
     pub(super) fn status(&self) -> MemberIoStatus {
         let g = |f: fn(&Shard) -> &AtomicU64| sum(&self.shards, f);
         MemberIoStatus {
@@ -62,6 +101,8 @@ impl MemberCounts {
             written_bytes: g(|s| &s.written_bytes),
             read_errors: g(|s| &s.read_errors),
             write_errors: g(|s| &s.write_errors),
+            corrected_errors: g(|s| &s.corrected_errors),
+            repaired_bytes: g(|s| &s.repaired_bytes),
         }
     }
 
@@ -76,10 +117,13 @@ impl MemberCounts {
                 &s.written_bytes,
                 &s.read_errors,
                 &s.write_errors,
+                &s.corrected_errors,
+                &s.repaired_bytes,
             ] {
                 c.store(0, Ordering::Relaxed);
             }
         }
+        *self.recent.lock().expect(crate::POISONED) = (0, None);
     }
 }
 
@@ -94,6 +138,7 @@ mod tests {
         c.issued(true, 512);
         c.issued(true, 512);
         c.failed(false);
+        c.corrected(4096);
         assert_eq!(
             c.status(),
             MemberIoStatus {
@@ -103,9 +148,32 @@ mod tests {
                 written_bytes: 1024,
                 read_errors: 1,
                 write_errors: 0,
+                corrected_errors: 1,
+                repaired_bytes: 4096,
             }
         );
+        let t = Instant::now();
+        assert_eq!(c.note_read_error(t), 1);
+        assert_eq!(c.note_read_error(t), 2);
         c.reset();
         assert_eq!(c.status(), MemberIoStatus::default());
+        assert_eq!(c.note_read_error(t), 1, "a new member starts afresh");
+    }
+
+    #[test]
+    fn read_errors_decay_as_md_counts_them() {
+        assert_eq!(decayed(20, 0), 20);
+        assert_eq!(decayed(20, 1), 10);
+        assert_eq!(decayed(20, 4), 1);
+        assert_eq!(decayed(u32::MAX, 31), 1);
+        assert_eq!(decayed(u32::MAX, 32), 0);
+        assert_eq!(decayed(u32::MAX, u64::MAX), 0);
+        let c = MemberCounts::default();
+        let t = Instant::now();
+        for k in 1..=MAX_READ_ERRORS {
+            assert_eq!(c.note_read_error(t), k);
+        }
+        let later = t + std::time::Duration::from_secs(2 * 3600 + 5);
+        assert_eq!(c.note_read_error(later), MAX_READ_ERRORS / 4 + 1);
     }
 }

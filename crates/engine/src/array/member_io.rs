@@ -17,10 +17,13 @@ use raidd_rt::{AlignedBuf, BufSlice, BufSliceMut, IoVec, IoVecMut};
 use smallvec::SmallVec;
 
 use super::join::{join_inline, join_slots, Futures, Joined, Results, INLINE};
+use super::misread::{FailedReads, MemberSpan};
 use super::slot_member::MemberRef;
 use super::slots::Slots;
 use crate::error::{Error, Result};
-use crate::iov::{untag, MemberIo, MemberIos, ReadBack, ReadLayout, Tagged, Window, Windows};
+use crate::iov::{
+    untag, Batch, MemberIo, MemberIos, ReadBack, ReadLayout, ReqMut, Tagged, Window, Windows,
+};
 use crate::member::{Member, MemberFuture};
 
 /// What member I/O needs of the array that owns the members.
@@ -39,7 +42,22 @@ pub(crate) trait Owner {
         member: &'a Arc<dyn Member>,
         why: &'a io::Error,
     ) -> LocalBoxFuture<'a, ()>;
+    /// Whether slot `role`'s member stays in its slot after a read that failed with `why`,
+    /// its blocks to be rebuilt from redundancy and rewritten by the caller (md's read
+    /// error correction); counts the error against the member's limit.
+    fn keeps_after_read_error(&self, role: usize, why: &io::Error) -> bool;
 }
+
+/// Whether a batch's read errors may leave their members in their slots
+/// ([`Owner::keeps_after_read_error`]): only reads whose caller corrects what failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnReadError {
+    Fail,
+    Keep,
+}
+
+/// The outputs of a batch that failed and whose members were kept (their indices).
+pub(crate) type Kept = SmallVec<[usize; 2]>;
 
 /// A write's copy to a slot's replacement: (slot, replacement, byte offset, windows).
 type ReplacementCopy = (usize, Arc<dyn Member>, u64, IoVec);
@@ -86,7 +104,8 @@ async fn join_member_ios<O: Owner + ?Sized, W: Window, T, U>(
     start: Start<W, T>,
     keep: fn(T) -> U,
     error: fn(&U) -> Option<&io::Error>,
-) -> Results<(usize, U)> {
+    on_read_error: OnReadError,
+) -> (Results<(usize, U)>, Kept) {
     let slots = o.slots();
     // Each I/O's slot and member, held while its future borrows the member; the futures
     // join in place and the outputs are kept straight from them (three tables per batch:
@@ -117,21 +136,30 @@ async fn join_member_ios<O: Owner + ?Sized, W: Window, T, U>(
         members.len(),
         "every I/O of a batch has a result"
     );
-    for ((role, out), (_, member)) in outputs.iter().zip(&members) {
+    let mut kept = Kept::new();
+    for (i, ((role, out), (_, member))) in outputs.iter().zip(&members).enumerate() {
         if let Some(e) = error(out) {
             slots.io(*role).failed(W::WRITES);
+            if !W::WRITES
+                && on_read_error == OnReadError::Keep
+                && o.keeps_after_read_error(*role, e)
+            {
+                kept.push(i);
+                continue;
+            }
             o.fail_member_io(*role, member, e).await;
         }
     }
-    outputs
+    (outputs, kept)
 }
 
 /// Reads into the request's windows; returns each I/O's member, result, windows and the
-/// layout to restore them by.
+/// layout to restore them by, and whether the member of a failed read was kept in its
+/// slot for the caller to correct (see [`OnReadError`]).
 pub(crate) async fn issue_reads<O: Owner + ?Sized>(
     o: &O,
     mut ios: MemberIos<Tagged>,
-) -> Results<(usize, io::Result<()>, ReadBack)> {
+) -> Results<(usize, io::Result<()>, ReadBack, bool)> {
     let mut layouts: Table<[ReadLayout; INLINE]> = Table::with_room(ios.len());
     let mut plain = MemberIos::<BufSliceMut>::with_room(ios.len());
     plain.extend(ios.drain(..).map(|io| {
@@ -144,12 +172,41 @@ pub(crate) async fn issue_reads<O: Owner + ?Sized>(
             windows,
         }
     }));
-    join_member_ios(o, &mut plain, read_at, same, read_error)
-        .await
+    let (outputs, kept) =
+        join_member_ios(o, &mut plain, read_at, same, read_error, OnReadError::Keep).await;
+    outputs
         .into_iter()
         .zip(layouts)
-        .map(|((role, (r, iov)), layout)| (role, r, (iov, layout)))
+        .enumerate()
+        .map(|(i, ((role, (r, iov)), layout))| (role, r, (iov, layout), kept.contains(&i)))
         .collect()
+}
+
+/// Reads a batch into a request's windows and gives them back to `req`; returns the reads
+/// that failed, or the slot whose member kept its windows (it timed out: the caller
+/// returns what it has, [`ReqMut::into_partial`]).
+pub(crate) async fn read_into<O: Owner + ?Sized>(
+    o: &O,
+    batch: Batch<Tagged>,
+    req: &mut ReqMut,
+) -> std::result::Result<FailedReads, usize> {
+    let ios = batch.into_ios();
+    let spans: Table<[MemberSpan; INLINE]> = ios
+        .iter()
+        .map(|io| (io.member, io.offset, io.len))
+        .collect();
+    let mut failed = FailedReads::default();
+    for ((member, r, (iov, layout), kept), span) in issue_reads(o, ios).await.into_iter().zip(spans)
+    {
+        if crate::member::windows_lost(&r) {
+            return Err(member);
+        }
+        req.restore(&layout, iov);
+        if r.is_err() {
+            failed.note(span, kept);
+        }
+    }
+    Ok(failed)
 }
 
 /// Reads into scratch windows; returns each I/O's member and result.
@@ -157,7 +214,38 @@ pub(crate) async fn issue_scratch_reads<O: Owner + ?Sized>(
     o: &O,
     mut ios: MemberIos<BufSliceMut>,
 ) -> Results<(usize, io::Result<()>)> {
-    join_member_ios(o, &mut ios, read_at, result_only, result_error).await
+    join_member_ios(
+        o,
+        &mut ios,
+        read_at,
+        result_only,
+        result_error,
+        OnReadError::Fail,
+    )
+    .await
+    .0
+}
+
+/// [`issue_scratch_reads`] for a caller that corrects what fails: also whether each failed
+/// read's member was kept in its slot (see [`OnReadError`]).
+pub(crate) async fn issue_scratch_reads_keeping<O: Owner + ?Sized>(
+    o: &O,
+    mut ios: MemberIos<BufSliceMut>,
+) -> Results<(usize, io::Result<()>, bool)> {
+    let (outputs, kept) = join_member_ios(
+        o,
+        &mut ios,
+        read_at,
+        result_only,
+        result_error,
+        OnReadError::Keep,
+    )
+    .await;
+    outputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (role, r))| (role, r, kept.contains(&i)))
+        .collect()
 }
 
 /// Writes a batch; returns each I/O's member and result. A slot being replaced gets what
@@ -174,7 +262,9 @@ pub(crate) async fn issue_writes<O: Owner + ?Sized>(
         }
     }
     if copies.is_empty() {
-        return join_member_ios(o, &mut ios, write_at, same, result_error).await;
+        return join_member_ios(o, &mut ios, write_at, same, result_error, OnReadError::Fail)
+            .await
+            .0;
     }
     // Rare (a `raidd replace` in progress): boxed, so that its second join does not
     // enlarge every write's state in flight.
@@ -184,10 +274,11 @@ pub(crate) async fn issue_writes<O: Owner + ?Sized>(
             .map(|(_, m, at, iov)| m.write(*at, std::mem::take(iov)))
             .collect();
         let (results, extra) = futures::future::join(
-            join_member_ios(o, &mut ios, write_at, same, result_error),
+            join_member_ios(o, &mut ios, write_at, same, result_error, OnReadError::Fail),
             join_inline(extra),
         )
         .await;
+        let results = results.0;
         for ((role, ..), r) in copies.iter().zip(extra) {
             if let Err(e) = r {
                 abandon_replacement(o, *role, &e);
@@ -216,21 +307,23 @@ pub(crate) async fn write_same<O: Owner + ?Sized>(
         })
         .collect();
     drop(iov);
-    join_member_ios(o, &mut ios, write_at, same, result_error)
+    join_member_ios(o, &mut ios, write_at, same, result_error, OnReadError::Fail)
         .await
+        .0
         .into_iter()
         .map(|(_, r)| r)
         .collect()
 }
 
 /// Reads slot `role`'s member at byte `offset` into `iov` (a single I/O; batches go through
-/// [`issue_reads`]).
+/// [`issue_reads`]); a member whose read fails is failed, or kept for the caller to correct
+/// (the `bool`, see [`OnReadError`]).
 pub(crate) async fn read_member<O: Owner + ?Sized>(
     o: &O,
     role: usize,
     offset: u64,
     iov: IoVecMut,
-) -> (io::Result<()>, IoVecMut) {
+) -> (io::Result<()>, IoVecMut, bool) {
     let member = o.slots().member_ref(role);
     let (r, iov) = member.read(offset, iov).await;
     // Counted once done, by the windows that came back (none after a timeout): counted
@@ -240,9 +333,12 @@ pub(crate) async fn read_member<O: Owner + ?Sized>(
     counts.issued(false, raidd_rt::buf::iov_mut_len(&iov) as u64);
     if let Err(e) = &r {
         counts.failed(false);
+        if o.keeps_after_read_error(role, e) {
+            return (r, iov, true);
+        }
         o.fail_member_io(role, &member, e).await;
     }
-    (r, iov)
+    (r, iov, false)
 }
 
 /// Writes `iov` to slot `role`'s member at byte `offset` (see [`read_member`]).

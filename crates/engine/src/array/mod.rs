@@ -16,6 +16,7 @@
 
 mod bitmap;
 mod consistency;
+mod correct;
 mod counters;
 mod gate;
 mod host;
@@ -28,6 +29,7 @@ mod mapped;
 mod member_counts;
 mod member_io;
 mod membership;
+mod misread;
 mod parity;
 mod pass;
 mod passes;
@@ -67,6 +69,7 @@ pub(crate) use ppl::{log_area as ppl_log_area, write_empty as write_empty_ppl, L
 
 use mapped::MappedIo;
 use member_io::Owner;
+use misread::Misreads;
 use parity::ParityIo;
 pub use parity::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub use pass::{Added, LastSync, SyncKind, SyncLimits, SyncProgress, SyncStatus};
@@ -1055,31 +1058,62 @@ async fn read_members(a: &Array, offset: u64, len: u64, iov: IoVecMut) -> (Resul
     // One piece of an in-sync member goes straight to it, unless the parity path must
     // see every read (its read bypass turned off).
     let direct = a.levels.read_bypass();
-    let iov = match pieces.as_slice() {
-        [p] if direct => match Host::readable_copy(a, p) {
-            Some(loc) => {
-                let at = a.slots.member_offset(loc.member, loc.sector);
-                match member_io::read_member(a, loc.member, at, iov).await {
-                    (Ok(()), iov) => return (Ok(()), iov),
-                    (r, iov) if crate::member::windows_lost(&r) => {
-                        return (Err(Host::lost_windows(a, loc.member)), iov)
-                    }
-                    (Err(_), iov) => iov, // that member is failed now: plan without it
+    // The copy is chosen before the read: nothing of the choice is held while it runs.
+    let single = match pieces.as_slice() {
+        [p] if direct => {
+            Host::readable_copy(a, p, &Misreads::default()).map(|loc| (loc, p.sectors))
+        }
+        _ => None,
+    };
+    let (iov, misread) = match single {
+        Some((loc, sectors)) => {
+            let at = a.slots.member_offset(loc.member, loc.sector);
+            match member_io::read_member(a, loc.member, at, iov).await {
+                (Ok(()), iov, _) => return (Ok(()), iov),
+                (r, iov, _) if crate::member::windows_lost(&r) => {
+                    return (Err(Host::lost_windows(a, loc.member)), iov)
                 }
+                // Kept in its slot: read the piece elsewhere, then correct it.
+                (Err(_), iov, true) => (iov, Some((loc, sectors))),
+                (Err(_), iov, false) => (iov, None), // that member is failed now: plan without it
             }
-            None => iov,
-        },
-        _ => iov,
+        }
+        None => (iov, None),
     };
     // The general path runs in a block of its own (from the thread's pool): it holds a
     // batch of member reads while it waits, and inline it would make every read's state
     // in flight that large, the small reads that never take it included (about 4.7 KB
     // instead of 0.9 KB). It is taken by reads the layout splits and by reads whose
     // member failed.
-    match &a.levels {
-        Levels::Parity(p) => raidd_rt::PooledFuture::new(p.read(a, offset, iov, &pieces)).await,
-        Levels::Mapped(m) => raidd_rt::PooledFuture::new(m.read(a, offset, iov, &pieces)).await,
-    }
+    raidd_rt::PooledFuture::new(async move {
+        let mut misreads = Misreads::default();
+        if let Some((loc, sectors)) = misread {
+            misreads.push(&a.slots, loc.member, loc.sector, sectors);
+        }
+        let mut iov = iov;
+        // A read that failed only because every copy of some piece could not give part of
+        // it is read again once those parts are corrected from the copies that could (md
+        // corrects, then reads again).
+        let mut again = true;
+        loop {
+            let (r, back) = match &a.levels {
+                Levels::Parity(p) => p.read(a, offset, iov, &pieces, &mut misreads).await,
+                Levels::Mapped(m) => m.read(a, offset, iov, &pieces, &mut misreads).await,
+            };
+            if misreads.is_empty() {
+                return (r, back);
+            }
+            Host::correct(a, std::mem::take(&mut misreads)).await;
+            match r {
+                Err(e) if again && e.kind() == ErrorKind::Io => {
+                    again = false;
+                    iov = back;
+                }
+                r => return (r, back),
+            }
+        }
+    })
+    .await
 }
 
 impl Member for Array {

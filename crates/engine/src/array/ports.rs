@@ -12,6 +12,7 @@ use super::counters::Counters;
 use super::host::Host;
 use super::journal::{Journal, JournalHost};
 use super::member_io::Owner;
+use super::misread::Misreads;
 use super::ppl::Ppl;
 use super::slots::Failed;
 use super::slots::Slots;
@@ -36,6 +37,28 @@ impl Owner for Array {
         why: &'a io::Error,
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(self.fail_slot_with(role, Some(member), why))
+    }
+
+    fn keeps_after_read_error(&self, role: usize, why: &io::Error) -> bool {
+        // Correcting writes the member: never on an array that must not be written, nor
+        // where no other member holds what it could not read.
+        if self.is_read_only()
+            || self.geometry().redundancy() == 0
+            || !crate::member::medium_error(why)
+        {
+            return false;
+        }
+        let n = self
+            .slots()
+            .io(role)
+            .note_read_error(std::time::Instant::now());
+        if n > super::member_counts::MAX_READ_ERRORS {
+            tracing::error!(array = %self.name(), role,
+                "too many read errors ({n} recent, the limit is {}): failing the member",
+                super::member_counts::MAX_READ_ERRORS);
+            return false;
+        }
+        true
     }
 }
 
@@ -131,9 +154,16 @@ impl Host for Array {
     /// where writes were in flight: every read then goes to the first in-sync copy, the one
     /// the resync keeps (md's choose_first), so no read returns a version the resync then
     /// replaces.
-    fn readable_copy(&self, p: &Piece) -> Option<Loc> {
+    fn correct(&self, misreads: Misreads) -> LocalBoxFuture<'_, ()> {
+        Box::pin(super::correct::correct(self, misreads))
+    }
+
+    fn readable_copy(&self, p: &Piece, avoid: &Misreads) -> Option<Loc> {
         let slots = self.slots();
-        let readable = |l: &Loc| slots.in_sync_at(l.member, l.sector + p.sectors);
+        let readable = |l: &Loc| {
+            !avoid.avoids(l.member, l.sector..l.sector + p.sectors)
+                && slots.in_sync_at(l.member, l.sector + p.sectors)
+        };
         let n = p.copies.len();
         if n == 1 || self.needs_resync() {
             return p.copies.iter().copied().find(readable);

@@ -21,6 +21,7 @@ use smallvec::SmallVec;
 use super::host::Host;
 use super::mapped::MappedIo;
 use super::member_io;
+use super::misread::Misreads;
 use super::pass::{SyncKind, SyncLimits, SyncProgress};
 use super::passes::{SyncGuard, Throttle};
 use super::{Array, MetaWrite, SlotState};
@@ -303,7 +304,7 @@ async fn recover_window(
         }
         _ => {
             let runs = data_runs(array, role, range.clone());
-            futures::future::try_join_all(runs.iter().map(|r| copy_run(array, role, r))).await?;
+            futures::future::try_join_all(runs.iter().map(|r| recover_run(array, role, r))).await?;
         }
     }
     Ok((range.end, barrier))
@@ -311,7 +312,11 @@ async fn recover_window(
 
 /// The array regions (sector, count) that member sectors `range` of `role` hold: what a
 /// pass over that range must keep writes out of.
-fn regions_of(array: &Array, role: usize, range: std::ops::Range<u64>) -> Vec<(u64, u64)> {
+pub(super) fn regions_of(
+    array: &Array,
+    role: usize,
+    range: std::ops::Range<u64>,
+) -> Vec<(u64, u64)> {
     match array.geometry() {
         Geometry::Parity(pg) => {
             let chunk = u64::from(pg.chunk_sectors);
@@ -429,7 +434,7 @@ async fn copy_to_replacement(
 
 /// The array data that member sectors `range` of `role` hold, as runs contiguous on both
 /// sides (mirrored levels).
-fn data_runs(array: &Array, role: usize, range: std::ops::Range<u64>) -> Vec<Run> {
+pub(super) fn data_runs(array: &Array, role: usize, range: std::ops::Range<u64>) -> Vec<Run> {
     let g = array.geometry();
     let chunk = u64::from(g.chunk_sectors());
     let mut runs: Vec<Run> = Vec::new();
@@ -460,52 +465,88 @@ fn data_runs(array: &Array, role: usize, range: std::ops::Range<u64>) -> Vec<Run
     runs
 }
 
-/// Copies one run from the working copies onto the recovering member.
-async fn copy_run(array: &Array, role: usize, run: &Run) -> Result<()> {
+/// Copies one run from the working copies onto the recovering member; a copy that cannot
+/// give its blocks now is failed, as it always was: this is a pass under a barrier, not a
+/// client's read.
+async fn recover_run(array: &Array, role: usize, run: &Run) -> Result<()> {
+    let (r, misreads) = copy_run(array, role, run).await;
+    for m in misreads.into_list() {
+        let why = std::io::Error::from_raw_os_error(libc::EIO);
+        array.fail_slot_with(m.role, m.member.as_ref(), &why).await;
+    }
+    r
+}
+
+/// Copies one run from the other copies onto slot `role`'s member (never read from it: it
+/// is recovering, or its copy is the one being corrected); returns what other copies could
+/// not give (their members kept in their slots), for the caller to fail or correct.
+pub(super) async fn copy_run(array: &Array, role: usize, run: &Run) -> (Result<()>, Misreads) {
     let len = (run.sectors * SECTOR_SIZE) as usize;
     let buf = SharedBuf::new(AlignedBuf::for_overwrite(len));
     let mut iov = IoVecMut::new();
     iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
     let (offset, bytes) = (run.array_sector * SECTOR_SIZE, run.sectors * SECTOR_SIZE);
     let pieces = array.parts().shapes.current().pieces_of(offset, bytes);
-    let (r, iov) = MappedIo.read(array, offset, iov, &pieces).await;
+    let mut misreads = Misreads::avoiding(role);
+    let (r, iov) = MappedIo
+        .read(array, offset, iov, &pieces, &mut misreads)
+        .await;
     drop(iov);
-    r?;
+    if let Err(e) = r {
+        return (Err(e), misreads);
+    }
     let data = buf.try_into_inner().expect("read released the buffer");
-    member_io::write_data(array, role, run.member_sector, data).await
+    let r = member_io::write_data(array, role, run.member_sector, data).await;
+    (r, misreads)
 }
 
 /// Rebuilds `role`'s chunk of `stripe` (data or parity) from the other members.
 async fn recover_stripe(array: &Array, role: usize, stripe: u64) -> Result<()> {
+    let chunk = u64::from(Host::parity_shape(array).chunk_sectors);
+    recover_rows(array, role, stripe, 0..chunk).await
+}
+
+/// Rebuilds `rows` of `role`'s chunk of `stripe` (data or parity) from the other members
+/// and writes them to it.
+pub(super) async fn recover_rows(
+    array: &Array,
+    role: usize,
+    stripe: u64,
+    rows: std::ops::Range<u64>,
+) -> Result<()> {
     let p = array.parts();
     let pio = p.parity.expect("parity stripes on a parity array");
     let pg = Host::parity_shape(array);
-    let chunk = u64::from(pg.chunk_sectors);
+    debug_assert!(
+        rows.start < rows.end && rows.end <= u64::from(pg.chunk_sectors),
+        "rows {rows:?} within a chunk"
+    );
     let map = pg.stripe_map(stripe);
     let end = super::parity::stripe_end(pg, stripe);
-    let len = (chunk * SECTOR_SIZE) as usize;
+    let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
     for _attempt in 0..=p.slots.len() {
         array.check_alive()?;
         let present: SmallVec<[usize; 16]> = (0..p.slots.len())
             .filter(|&m| m != role && p.slots.in_sync_at(m, end))
             .collect();
-        let mut blocks = pio.read_rows(array, stripe, &(0..chunk), &present).await?;
+        let mut blocks = pio.read_rows(array, stripe, &rows, &present).await?;
         if present.iter().any(|&m| blocks[m].is_none()) {
             continue; // a read failed and its member is now faulty: try again
         }
         super::parity::rebuild_blocks(&map, &mut blocks, len)?;
         let data = blocks[role].take().expect("rebuilt");
-        return member_io::write_data(array, role, pg.member_sector(stripe, 0), data).await;
+        let sector = pg.member_sector(stripe, rows.start);
+        return member_io::write_data(array, role, sector, data).await;
     }
     Err(Host::lost_error(array))
 }
 
 /// Array data held contiguously by a member.
 #[derive(Clone, Copy, Debug)]
-struct Run {
-    member_sector: u64,
-    array_sector: u64,
-    sectors: u64,
+pub(super) struct Run {
+    pub(super) member_sector: u64,
+    pub(super) array_sector: u64,
+    pub(super) sectors: u64,
 }
 
 /// What a replace copies: slot `role`'s member `old` onto `new`, whose data starts at

@@ -76,10 +76,17 @@ pub struct MemberIoStatus {
     pub writes: u64,
     pub read_bytes: u64,
     pub written_bytes: u64,
-    /// Reads the member failed (each one fails the member, unless it was failed already).
+    /// Reads the member failed. An unreadable block of a member in an array with
+    /// redundancy is rewritten from the other members (`corrected_errors`); any other read
+    /// error fails the member.
     pub read_errors: u64,
     /// Writes and flushes the member failed.
     pub write_errors: u64,
+    /// Read errors corrected: the blocks rebuilt from redundancy, written back to the
+    /// member and read back (md's per-device `errors`).
+    pub corrected_errors: u64,
+    /// Bytes rewritten on the member by those corrections (`zpool status`'s "repaired").
+    pub repaired_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

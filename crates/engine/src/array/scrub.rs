@@ -19,6 +19,7 @@ use smallvec::SmallVec;
 
 use super::host::Host;
 use super::member_io;
+use super::parity::Blocks;
 use super::pass::{SyncKind, SyncLimits, SyncProgress};
 use super::passes::{SyncGuard, Throttle};
 use super::{Array, MetaWrite};
@@ -260,20 +261,35 @@ async fn scrub_mirrors(
                 b.slice_mut(0..len).expect("fresh"),
             );
         }
-        let mut failed = false;
-        for (_, r) in member_io::issue_scratch_reads(array, batch.into_ios()).await {
-            failed |= r.is_err();
-        }
-        if failed {
-            return Err(Error::new(
+        let results = member_io::issue_scratch_reads_keeping(array, batch.into_ios()).await;
+        let lost = || {
+            Error::new(
                 ErrorKind::Io,
                 format!("{}: a member failed during the {kind}", array.name()),
-            ));
+            )
+        };
+        if results.iter().any(|(_, r, kept)| r.is_err() && !kept) {
+            return Err(lost());
         }
-        let bufs: Vec<AlignedBuf> = bufs
+        // By member: a batch's I/O may come back in another order than the copies'.
+        let unread: SmallVec<[usize; 2]> = (0..copies.len())
+            .filter(|&k| {
+                results
+                    .iter()
+                    .any(|(role, r, _)| *role == copies[k].member && r.is_err())
+            })
+            .collect();
+        let mut bufs: Vec<AlignedBuf> = bufs
             .into_iter()
             .map(|b| b.try_into_inner().expect("scratch released"))
             .collect();
+        // Blocks a copy could not give are rewritten from another copy's (md's check and
+        // repair both correct read errors) before the copies are compared.
+        if !unread.is_empty()
+            && !super::correct::mend_copies(array, &copies, &mut bufs, &unread).await
+        {
+            return Err(lost());
+        }
         let first = &bufs[0];
         let mut fixes = Vec::new();
         for (k, other) in bufs.iter().enumerate().skip(1) {
@@ -306,30 +322,10 @@ async fn scrub_mirrors(
 
 /// Compares one stripe's parity with its data (and for repair/resync, rewrites it).
 async fn scrub_stripe(array: &Array, stripe: u64, kind: SyncKind, p: &SyncProgress) -> Result<()> {
-    // A member failed since the window's check (while its barrier was awaited, or during
-    // another stripe's reads) holds data that writes since have skipped: comparing with it
-    // would count false mismatches, and a repair would write parity made from it.
-    let lost = || {
-        Error::new(
-            ErrorKind::Io,
-            format!("{}: a member failed during the {kind}", array.name()),
-        )
-    };
-    if !array.slots().not_in_sync().is_empty() {
-        return Err(lost());
-    }
-    let pio = array
-        .parts()
-        .parity
-        .expect("parity stripes on a parity array");
     let pg = Host::parity_shape(array);
     let chunk = u64::from(pg.chunk_sectors);
     let map = pg.stripe_map(stripe);
-    let all: SmallVec<[usize; 16]> = (0..array.slots().len()).collect();
-    let blocks = pio.read_rows(array, stripe, &(0..chunk), &all).await?;
-    if blocks.iter().any(Option::is_none) || !array.slots().not_in_sync().is_empty() {
-        return Err(lost());
-    }
+    let blocks = read_stripe(array, stripe, kind).await?;
     let block = |m: usize| blocks[m].as_ref().expect("every member read");
     let len = (chunk * SECTOR_SIZE) as usize;
     let k = map.data.len();
@@ -389,6 +385,58 @@ async fn scrub_stripe(array: &Array, stripe: u64, kind: SyncKind, p: &SyncProgre
         }
     }
     Ok(())
+}
+
+/// Every member's chunk of `stripe`, for a pass of `kind` to compare: blocks that could not
+/// be read are rebuilt from the others and rewritten first (md's check and repair both
+/// correct read errors), except by a resync, whose parity is not trusted. An error when a
+/// member is (or becomes) not in sync: it holds data that writes since have skipped, and
+/// comparing with it would count false mismatches, a repair write parity made from it.
+async fn read_stripe(array: &Array, stripe: u64, kind: SyncKind) -> Result<Blocks> {
+    let lost = || {
+        Error::new(
+            ErrorKind::Io,
+            format!("{}: a member failed during the {kind}", array.name()),
+        )
+    };
+    if !array.slots().not_in_sync().is_empty() {
+        return Err(lost());
+    }
+    let pio = array
+        .parts()
+        .parity
+        .expect("parity stripes on a parity array");
+    let pg = Host::parity_shape(array);
+    let chunk = u64::from(pg.chunk_sectors);
+    let all: SmallVec<[usize; 16]> = (0..array.slots().len()).collect();
+    let (mut blocks, unread) = if kind == SyncKind::Resync {
+        let blocks = pio.read_rows(array, stripe, &(0..chunk), &all).await?;
+        (blocks, SmallVec::new())
+    } else {
+        pio.read_rows_keeping(array, stripe, &(0..chunk), &all)
+            .await?
+    };
+    let failed = blocks
+        .iter()
+        .enumerate()
+        .any(|(m, b)| b.is_none() && !unread.contains(&m));
+    if failed || !array.slots().not_in_sync().is_empty() {
+        return Err(lost());
+    }
+    if !unread.is_empty() {
+        let at = pg.member_sector(stripe, 0);
+        let map = pg.stripe_map(stripe);
+        if !super::correct::mend_stripe(array, &map, (at, chunk), &mut blocks, &unread).await
+            || !array.slots().not_in_sync().is_empty()
+        {
+            return Err(lost());
+        }
+    }
+    debug_assert!(
+        blocks.iter().all(Option::is_some),
+        "every member's chunk in hand"
+    );
+    Ok(blocks)
 }
 
 fn member_name(array: &Array, role: usize) -> String {

@@ -34,6 +34,17 @@ pub fn windows_lost(r: &io::Result<()>) -> bool {
     matches!(r, Err(e) if e.kind() == io::ErrorKind::TimedOut)
 }
 
+/// Whether a read error says the medium could not give these blocks (EIO, ENODATA,
+/// EILSEQ, EBADMSG: an unreadable sector, a failed checksum), which rewriting them from
+/// redundancy may cure, rather than that the device is gone or does not answer (ENODEV,
+/// ENXIO, a timeout), which fails the member.
+pub fn medium_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::ENODATA | libc::EILSEQ | libc::EBADMSG)
+    )
+}
+
 /// Runs a member operation within `limit` (none: as long as it takes): `lost` makes its
 /// result from the timeout's error when it gives up (`io::ErrorKind::TimedOut`, naming the
 /// member). The operation is dropped then; what it lent the device stays with it.

@@ -10,8 +10,8 @@ mod memory;
 mod syncs;
 
 pub use contract::{
-    assert_request, read_bytes, windows_lost, within, write_bytes, DabCounts, Member, MemberFuture,
-    MemberInfo,
+    assert_request, medium_error, read_bytes, windows_lost, within, write_bytes, DabCounts, Member,
+    MemberFuture, MemberInfo,
 };
 pub use dab::{
     block_for, DabCounters, DabMember, DabMode, DabPool, DEFAULT_BLOCK as DAB_DEFAULT_BLOCK,

@@ -45,6 +45,7 @@ use super::report::StripeCacheStatus;
 use cache::StripeCache;
 use lock::StripeLocks;
 
+pub(crate) use cache::Blocks;
 pub use policy::{Alone, Gather, DEFAULT_CACHE_BYTES, DEFAULT_INFLIGHT_STRIPES};
 pub(crate) use rebuild::{q_index, rebuild_blocks};
 

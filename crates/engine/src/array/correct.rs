@@ -1,0 +1,402 @@
+//! Read errors the array corrects instead of failing the member (md's read error
+//! correction: raid1's `fix_read_error`, raid5's `R5_ReadError` then `R5_ReWrite`, and the
+//! same in md's check and repair).
+//!
+//! A read that a member fails with a medium error ([`crate::member::medium_error`]) leaves
+//! the member in its slot while its limit allows
+//! ([`super::member_io::Owner::keeps_after_read_error`], md's `max_read_errors`). Two kinds
+//! of reads do this, the two that hold nothing a write may wait for:
+//! - **A client's read.** The level path reads what failed from another copy or rebuilds
+//!   it from parity, and notes it here ([`super::misread::Misreads`]): for the rest of that read those
+//!   member sectors are not asked for again. Once the read has its bytes, and before it
+//!   returns, [`correct`] reads the failed range again one 4 KiB block at a time (md's
+//!   unit), and rewrites each run of blocks that still fail under a barrier, as a rebuild
+//!   window does: writes in flight there finish first and new ones wait, so what is
+//!   rewritten is the newest data. A read that failed because every copy of a piece had a
+//!   bad block somewhere in it is read again once the blocks are corrected.
+//! - **A scrub** (check, repair; not a resync, whose parity is not trusted) already holds a
+//!   barrier over its window: [`mend_copies`] and [`mend_stripe`] narrow the failed reads
+//!   down to blocks the same way and rewrite them from the other copies or from parity.
+//!
+//! Each rewritten range is read back. A member whose rewrite or read-back fails is failed,
+//! as md fails it; one whose read-back works counts a corrected error (md's per-device
+//! `errors`) and the bytes repaired. A write's read-modify-write, a rebuild and a replace
+//! still fail a member whose read fails: they run under a stripe lock or a pass of the
+//! gate that a correction's barrier would wait for.
+
+use std::io;
+use std::sync::Arc;
+
+use raidd_layout::{Geometry, SECTOR_SIZE};
+use raidd_rt::{IoVecMut, SharedBuf};
+use smallvec::SmallVec;
+
+use super::host::Host;
+use super::misread::{Misread, Misreads};
+use super::recovery::{copy_run, data_runs, recover_rows, regions_of};
+use super::slots::same_member;
+use super::Array;
+use crate::error::Result;
+use crate::member::Member;
+
+/// Runs of member sectors.
+type Runs = SmallVec<[std::ops::Range<u64>; 4]>;
+
+fn unreadable() -> io::Error {
+    io::Error::from_raw_os_error(libc::EIO)
+}
+
+/// Corrects each misread of a client's read whose bytes are in hand (see the module's
+/// comment): rewritten from redundancy and read back, or the member is failed. What the
+/// rebuilding itself could not read on another member is corrected in turn (each one
+/// counted against that member's limit, so this ends).
+pub(super) async fn correct(array: &Array, misreads: Misreads) {
+    let mut queue: std::collections::VecDeque<Misread> = misreads.into_list().into_iter().collect();
+    while let Some(m) = queue.pop_front() {
+        queue.extend(correct_one(array, m).await);
+    }
+}
+
+/// Narrows a misread down to the 4 KiB blocks that still fail, and corrects each run of
+/// them under a barrier; returns what the rebuilding could not read elsewhere.
+async fn correct_one(array: &Array, m: Misread) -> SmallVec<[Misread; 2]> {
+    let slots = array.slots();
+    let mut more = SmallVec::new();
+    let Some(member) = m.member else {
+        return more;
+    };
+    let range = m.sector..m.sector + m.sectors;
+    let still = || {
+        slots
+            .member(m.role)
+            .is_some_and(|now| same_member(&now, &member))
+            && slots.in_sync_at(m.role, range.end)
+    };
+    if !still() {
+        return more; // failed or replaced meanwhile: nothing of it to correct
+    }
+    let mut scratch = vec![0u8; (m.sectors * SECTOR_SIZE) as usize];
+    let Ok(bad) = narrow(array, m.role, range.start, &mut scratch).await else {
+        return more; // the member failed a read outright: it is failed
+    };
+    for run in bad {
+        if !still() {
+            break;
+        }
+        let barrier = array
+            .parts()
+            .gate
+            .barrier(regions_of(array, m.role, run.clone()))
+            .await;
+        let rewritten = rewrite(array, m.role, run.clone(), &mut more).await;
+        let outcome = match rewritten {
+            Ok(()) => read_back(array, m.role, &member, run.clone()).await,
+            Err(e) => Err(io::Error::other(e.to_string())),
+        };
+        drop(barrier);
+        settle(array, m.role, &member, run, outcome).await;
+    }
+    more
+}
+
+/// Block size of a correction: md corrects 4 KiB pages.
+const BLOCK_SECTORS: u64 = 8;
+
+/// Reads member sectors of slot `role` from `sector` into `buf` again, one 4 KiB block
+/// (aligned on the member) at a time; returns the runs of member sectors that still fail,
+/// their bytes in `buf` left as they were. `Err` when the member was failed by a read.
+/// These reads look again at an error already counted against the member's limit, and do
+/// not count against it a second time.
+pub(super) async fn narrow(
+    array: &Array,
+    role: usize,
+    sector: u64,
+    buf: &mut [u8],
+) -> std::result::Result<Runs, ()> {
+    let end = sector + buf.len() as u64 / SECTOR_SIZE;
+    let mut bad = Runs::new();
+    let mut s = sector;
+    while s < end {
+        let next = ((s / BLOCK_SECTORS + 1) * BLOCK_SECTORS).min(end);
+        let len = ((next - s) * SECTOR_SIZE) as usize;
+        let block = SharedBuf::new(raidd_rt::AlignedBuf::for_overwrite(len));
+        let mut iov = IoVecMut::new();
+        iov.push(block.slice_mut(0..len).expect("fresh buffer"));
+        let at = array.slots().member_offset(role, s);
+        let member = array.slots().member_ref(role);
+        let counts = array.slots().io(role);
+        counts.issued(false, len as u64);
+        let (r, iov) = member.read(at, iov).await;
+        drop(iov);
+        match r {
+            Ok(()) => {
+                let off = ((s - sector) * SECTOR_SIZE) as usize;
+                let data = block.try_into_inner().expect("read released the buffer");
+                buf[off..off + len].copy_from_slice(&data);
+            }
+            Err(e) => {
+                counts.failed(false);
+                if !crate::member::medium_error(&e) {
+                    array.fail_slot_with(role, Some(&member), &e).await;
+                    return Err(());
+                }
+                match bad.last_mut() {
+                    Some(last) if last.end == s => last.end = next,
+                    _ => bad.push(s..next),
+                }
+            }
+        }
+        s = next;
+    }
+    debug_assert!(
+        bad.iter()
+            .all(|r| sector <= r.start && r.start < r.end && r.end <= end),
+        "the runs that fail lie in what was read again"
+    );
+    Ok(bad)
+}
+
+/// Writes `data`, rebuilt from redundancy, over member sectors at `sector` of slot `role`'s
+/// `member`, whose read failed, and reads it back; counts the correction or fails the
+/// member. The caller holds a barrier over what `data` covers (a scrub's window).
+pub(super) async fn write_back(
+    array: &Array,
+    role: usize,
+    member: &Arc<dyn Member>,
+    sector: u64,
+    data: raidd_rt::AlignedBuf,
+) {
+    let range = sector..sector + data.len() as u64 / SECTOR_SIZE;
+    let outcome = match super::member_io::write_data(array, role, sector, data).await {
+        Ok(()) => read_back(array, role, member, range.clone()).await,
+        Err(e) => Err(io::Error::other(e.to_string())),
+    };
+    settle(array, role, member, range, outcome).await;
+}
+
+/// How a correction of member sectors `range` of slot `role` ended: counted and logged, or
+/// the member failed (where the rewrite or read-back failed on the member itself, it is
+/// failed already).
+async fn settle(
+    array: &Array,
+    role: usize,
+    member: &Arc<dyn Member>,
+    range: std::ops::Range<u64>,
+    outcome: io::Result<()>,
+) {
+    debug_assert!(range.start < range.end, "an empty correction");
+    let slots = array.slots();
+    let sectors = range.end - range.start;
+    let at = slots.member_offset(role, range.start) / SECTOR_SIZE;
+    let name = &member.info().name;
+    match outcome {
+        Ok(()) => {
+            slots.io(role).corrected(sectors * SECTOR_SIZE);
+            tracing::warn!(array = %array.name(), member = %name, role,
+                "read error corrected ({sectors} sectors at {at} on {name})");
+        }
+        Err(e) => {
+            tracing::error!(array = %array.name(), member = %name, role,
+                "read error not correctable ({sectors} sectors at {at} on {name}): {e}");
+            array
+                .fail_slot_with(role, Some(member), &unreadable())
+                .await;
+        }
+    }
+}
+
+/// Fails slot `role`'s `member` after a read it could not correct.
+pub(super) async fn fail_unreadable(array: &Array, role: usize, member: Option<&Arc<dyn Member>>) {
+    array.fail_slot_with(role, member, &unreadable()).await;
+}
+
+/// Rebuilds member sectors `range` of slot `role` from the other members and writes them
+/// to it; what another copy could not give is noted in `more`.
+async fn rewrite(
+    array: &Array,
+    role: usize,
+    range: std::ops::Range<u64>,
+    more: &mut SmallVec<[Misread; 2]>,
+) -> Result<()> {
+    match array.geometry() {
+        Geometry::Parity(pg) => {
+            let chunk = u64::from(pg.chunk_sectors);
+            let mut sec = range.start;
+            while sec < range.end {
+                let stripe = sec / chunk;
+                let rows = sec % chunk..(range.end - stripe * chunk).min(chunk);
+                if !Host::parity_trusted(array, super::parity::stripe_end(pg, stripe)) {
+                    return Err(crate::error::Error::new(
+                        crate::error::ErrorKind::Io,
+                        "parity there is not in sync yet",
+                    ));
+                }
+                recover_rows(array, role, stripe, rows.clone()).await?;
+                sec = stripe * chunk + rows.end;
+            }
+            Ok(())
+        }
+        _ => {
+            for run in data_runs(array, role, range) {
+                let (r, misreads) = copy_run(array, role, &run).await;
+                more.extend(misreads.into_list());
+                r?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Reads member sectors `range` of slot `role`'s `member` back after their rewrite.
+async fn read_back(
+    array: &Array,
+    role: usize,
+    member: &Arc<dyn Member>,
+    range: std::ops::Range<u64>,
+) -> io::Result<()> {
+    let len = ((range.end - range.start) * SECTOR_SIZE) as usize;
+    let buf = SharedBuf::new(raidd_rt::AlignedBuf::for_overwrite(len));
+    let mut iov = IoVecMut::new();
+    iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
+    let counts = array.slots().io(role);
+    counts.issued(false, len as u64);
+    let (r, iov) = member
+        .read(array.slots().member_offset(role, range.start), iov)
+        .await;
+    drop(iov);
+    if r.is_err() {
+        counts.failed(false);
+    }
+    r
+}
+
+/// A scrub's copies of one mirrored piece, `bufs[k]` read from `copies[k]`, where the
+/// copies `unread` failed their read: each is read again block by block, and each block
+/// still unreadable is rewritten from a copy that gave it (and put in its buffer). False
+/// when a member failed, or no copy could give some block (its members are failed).
+pub(super) async fn mend_copies(
+    array: &Array,
+    copies: &[raidd_layout::Loc],
+    bufs: &mut [raidd_rt::AlignedBuf],
+    unread: &[usize],
+) -> bool {
+    debug_assert_eq!(copies.len(), bufs.len(), "a buffer per copy");
+    // The runs each copy could not give, in sectors from the piece's start.
+    let mut bad: SmallVec<[Runs; 4]> = (0..copies.len()).map(|_| SmallVec::new()).collect();
+    for &k in unread {
+        let loc = copies[k];
+        match narrow(array, loc.member, loc.sector, &mut bufs[k]).await {
+            Ok(runs) => {
+                bad[k] = runs
+                    .into_iter()
+                    .map(|r| r.start - loc.sector..r.end - loc.sector)
+                    .collect()
+            }
+            Err(()) => return false,
+        }
+    }
+    let overlaps = |runs: &[std::ops::Range<u64>], r: &std::ops::Range<u64>| {
+        runs.iter().any(|b| b.start < r.end && r.start < b.end)
+    };
+    for &k in unread {
+        for r in bad[k].clone() {
+            let bytes = (r.start * SECTOR_SIZE) as usize..(r.end * SECTOR_SIZE) as usize;
+            let loc = copies[k];
+            let member = array.slots().member(loc.member);
+            let Some(j) = (0..copies.len()).find(|&j| j != k && !overlaps(&bad[j], &r)) else {
+                tracing::error!(array = %array.name(), role = loc.member,
+                    "no copy of member sectors {}..{} can be read", loc.sector + r.start, loc.sector + r.end);
+                fail_unreadable(array, loc.member, member.as_ref()).await;
+                return false;
+            };
+            let mut data = raidd_rt::AlignedBuf::for_overwrite(bytes.len());
+            data.copy_from_slice(&bufs[j][bytes.clone()]);
+            bufs[k][bytes].copy_from_slice(&data);
+            let Some(member) = member else {
+                return false;
+            };
+            write_back(array, loc.member, &member, loc.sector + r.start, data).await;
+        }
+    }
+    unread
+        .iter()
+        .all(|&k| array.slots().in_sync(copies[k].member))
+}
+
+/// A scrub's blocks of one parity stripe over a whole chunk of `chunk` sectors from member
+/// sector `at`, where
+/// the members `unread` failed their read: each is read again block by block, and each
+/// 4 KiB row that no more members fail than parity covers is rebuilt and rewritten on
+/// them (and put in their blocks). False when a member failed, or a row lost too many.
+pub(super) async fn mend_stripe(
+    array: &Array,
+    map: &raidd_layout::StripeMap,
+    (at, chunk): (u64, u64),
+    blocks: &mut [Option<raidd_rt::AlignedBuf>],
+    unread: &[usize],
+) -> bool {
+    debug_assert!(chunk > 0 && at % chunk == 0, "a whole chunk at {at}");
+    let chunk_bytes = (chunk * SECTOR_SIZE) as usize;
+    let mut bad: SmallVec<[(usize, Runs); 2]> = SmallVec::new();
+    for &m in unread {
+        let mut buf = raidd_rt::AlignedBuf::zeroed(chunk_bytes);
+        match narrow(array, m, at, &mut buf).await {
+            Ok(runs) => bad.push((m, runs)),
+            Err(()) => return false,
+        }
+        blocks[m] = Some(buf);
+    }
+    let redundancy = 1 + usize::from(map.q.is_some());
+    let mut row = 0;
+    while row < chunk {
+        let rows = at + row..at + (row + BLOCK_SECTORS).min(chunk);
+        let lost: SmallVec<[usize; 2]> = bad
+            .iter()
+            .filter(|(_, runs)| {
+                runs.iter()
+                    .any(|b| b.start < rows.end && rows.start < b.end)
+            })
+            .map(|(m, _)| *m)
+            .collect();
+        row += BLOCK_SECTORS;
+        if lost.is_empty() {
+            continue;
+        }
+        if lost.len() > redundancy {
+            tracing::error!(array = %array.name(), "member sectors {rows:?} of {} members cannot be read", lost.len());
+            for &m in &lost {
+                let member = array.slots().member(m);
+                fail_unreadable(array, m, member.as_ref()).await;
+            }
+            return false;
+        }
+        let bytes =
+            ((rows.start - at) * SECTOR_SIZE) as usize..((rows.end - at) * SECTOR_SIZE) as usize;
+        let mut part: SmallVec<[Option<raidd_rt::AlignedBuf>; 8]> = blocks
+            .iter()
+            .enumerate()
+            .map(|(m, b)| {
+                let b = b.as_ref()?;
+                (!lost.contains(&m)).then(|| {
+                    let mut p = raidd_rt::AlignedBuf::for_overwrite(bytes.len());
+                    p.copy_from_slice(&b[bytes.clone()]);
+                    p
+                })
+            })
+            .collect();
+        if super::parity::rebuild_blocks(map, &mut part, bytes.len()).is_err() {
+            return false;
+        }
+        for &m in &lost {
+            let data = part[m].take().expect("rebuilt");
+            if let Some(b) = blocks[m].as_mut() {
+                b[bytes.clone()].copy_from_slice(&data);
+            }
+            let Some(member) = array.slots().member(m) else {
+                return false;
+            };
+            write_back(array, m, &member, rows.start, data).await;
+        }
+    }
+    unread.iter().all(|&m| array.slots().in_sync(m))
+}

@@ -189,6 +189,7 @@ fn blocks_at(
 /// two members of an array with redundancy, in data and in parity: every read returns the
 /// right bytes; what a client's read meets is rebuilt from the others, written back and
 /// read back (md's read error correction), and a check corrects the rest (md's check does).
+/// (A write's read-modify-write that meets them: `simulation.rs`.)
 /// No member leaves its slot, and each member's counts say what was corrected.
 #[test]
 fn latent_sector_errors_are_corrected_from_redundancy() {
@@ -383,6 +384,55 @@ fn a_correction_never_writes_older_data_over_a_racing_write() {
             "writes must begin while corrections run: {raced}"
         );
     });
+}
+
+/// A small write into a stripe whose old rows are unreadable on the member it writes
+/// (read-modify-write over five members reads that member's old rows and the parity):
+/// the write rebuilds the rows from the others and writes them back before it plans, the
+/// member keeps its slot, and everything reads back right.
+#[test]
+fn a_read_modify_write_mends_the_rows_it_cannot_read() {
+    for level in [Level::Raid5, Level::Raid6] {
+        raidd_rt::block_on(async move {
+            let raw = mems("rmw", 6, 16 * MIB);
+            let (members, controls) = faulty(&raw);
+            let a = create(spec("rmw", level, members.into_iter().map(Some).collect()))
+                .await
+                .unwrap();
+            let mut model = Model::new(a.array.size_bytes() / 512, 13);
+            random_writes(&a.array, &mut model, &mut Rng(9), 40).await;
+            // Bad blocks on slot 0's data in three stripes; a one-sector write into each.
+            let data: Vec<(u64, u64)> = (0..40u64)
+                .map(|k| k * 128 + 40)
+                .filter_map(|s| match a.array.geometry().reverse(0, s) {
+                    raidd_layout::Reverse::Data { array_sector, .. } => Some((s, array_sector)),
+                    _ => None,
+                })
+                .take(3)
+                .collect();
+            assert_eq!(data.len(), 3);
+            for r in blocks_at(&a.array, 0, data.iter().map(|d| d.0)) {
+                controls[0].add_latent_error(r);
+            }
+            for &(_, array_sector) in &data {
+                common::write_pattern(&a.array, &mut model, array_sector + 1, 1).await;
+            }
+            let io = a.array.status().await.slots[0].io;
+            assert_eq!(a.array.slots().state(0), SlotState::InSync, "{level}");
+            assert!(
+                io.corrected_errors >= 1,
+                "{level}: the writes mended nothing: {io:?}"
+            );
+            verify_all(&a.array, &model, &format!("{level} after the writes")).await;
+            let found = a
+                .array
+                .scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                .await
+                .unwrap();
+            assert_eq!(found, 0, "{level}");
+            assert!(controls[0].latent_errors().is_empty(), "{level}");
+        });
+    }
 }
 
 /// md's limit: a member whose corrected read errors pass 20 is failed at the next one, and

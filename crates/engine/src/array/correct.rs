@@ -4,11 +4,11 @@
 //!
 //! A read that a member fails with a medium error ([`crate::member::medium_error`]) leaves
 //! the member in its slot while its limit allows
-//! ([`super::member_io::Owner::keeps_after_read_error`], md's `max_read_errors`). Two kinds
-//! of reads do this, the two that hold nothing a write may wait for:
+//! ([`super::member_io::Owner::keeps_after_read_error`], md's `max_read_errors`). This file
+//! corrects for the two kinds of reads that hold nothing a write may wait for:
 //! - **A client's read.** The level path reads what failed from another copy or rebuilds
-//!   it from parity, and notes it here ([`super::misread::Misreads`]): for the rest of that read those
-//!   member sectors are not asked for again. Once the read has its bytes, and before it
+//!   it from parity, and notes it ([`super::misread::Misreads`]): for the rest of that
+//!   read those member sectors are not asked for again. Once the read has its bytes, and before it
 //!   returns, [`correct`] reads the failed range again one 4 KiB block at a time (md's
 //!   unit), and rewrites each run of blocks that still fail under a barrier, as a rebuild
 //!   window does: writes in flight there finish first and new ones wait, so what is
@@ -20,9 +20,10 @@
 //!
 //! Each rewritten range is read back. A member whose rewrite or read-back fails is failed,
 //! as md fails it; one whose read-back works counts a corrected error (md's per-device
-//! `errors`) and the bytes repaired. A write's read-modify-write, a rebuild and a replace
-//! still fail a member whose read fails: they run under a stripe lock or a pass of the
-//! gate that a correction's barrier would wait for.
+//! `errors`) and the bytes repaired. A RAID4/5/6 write that reads old rows mends them
+//! itself while it holds the stripe (`ParityIo::read_rows_mended`): it runs under a pass
+//! of the gate that a barrier would wait for. A rebuild and a replace still fail a member
+//! whose read fails.
 
 use std::io;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use raidd_rt::{IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::host::Host;
+use super::member_io;
 use super::misread::{Misread, Misreads};
 use super::recovery::{copy_run, data_runs, recover_rows, regions_of};
 use super::slots::same_member;
@@ -41,10 +43,6 @@ use crate::member::Member;
 
 /// Runs of member sectors.
 type Runs = SmallVec<[std::ops::Range<u64>; 4]>;
-
-fn unreadable() -> io::Error {
-    io::Error::from_raw_os_error(libc::EIO)
-}
 
 /// Corrects each misread of a client's read whose bytes are in hand (see the module's
 /// comment): rewritten from redundancy and read back, or the member is failed. What the
@@ -90,11 +88,11 @@ async fn correct_one(array: &Array, m: Misread) -> SmallVec<[Misread; 2]> {
             .await;
         let rewritten = rewrite(array, m.role, run.clone(), &mut more).await;
         let outcome = match rewritten {
-            Ok(()) => read_back(array, m.role, &member, run.clone()).await,
+            Ok(()) => member_io::read_back(array, m.role, &member, run.clone()).await,
             Err(e) => Err(io::Error::other(e.to_string())),
         };
         drop(barrier);
-        settle(array, m.role, &member, run, outcome).await;
+        member_io::settle(array, m.role, &member, run, outcome).await;
     }
     more
 }
@@ -167,47 +165,11 @@ pub(super) async fn write_back(
     data: raidd_rt::AlignedBuf,
 ) {
     let range = sector..sector + data.len() as u64 / SECTOR_SIZE;
-    let outcome = match super::member_io::write_data(array, role, sector, data).await {
-        Ok(()) => read_back(array, role, member, range.clone()).await,
+    let outcome = match member_io::write_data(array, role, sector, data).await {
+        Ok(()) => member_io::read_back(array, role, member, range.clone()).await,
         Err(e) => Err(io::Error::other(e.to_string())),
     };
-    settle(array, role, member, range, outcome).await;
-}
-
-/// How a correction of member sectors `range` of slot `role` ended: counted and logged, or
-/// the member failed (where the rewrite or read-back failed on the member itself, it is
-/// failed already).
-async fn settle(
-    array: &Array,
-    role: usize,
-    member: &Arc<dyn Member>,
-    range: std::ops::Range<u64>,
-    outcome: io::Result<()>,
-) {
-    debug_assert!(range.start < range.end, "an empty correction");
-    let slots = array.slots();
-    let sectors = range.end - range.start;
-    let at = slots.member_offset(role, range.start) / SECTOR_SIZE;
-    let name = &member.info().name;
-    match outcome {
-        Ok(()) => {
-            slots.io(role).corrected(sectors * SECTOR_SIZE);
-            tracing::warn!(array = %array.name(), member = %name, role,
-                "read error corrected ({sectors} sectors at {at} on {name})");
-        }
-        Err(e) => {
-            tracing::error!(array = %array.name(), member = %name, role,
-                "read error not correctable ({sectors} sectors at {at} on {name}): {e}");
-            array
-                .fail_slot_with(role, Some(member), &unreadable())
-                .await;
-        }
-    }
-}
-
-/// Fails slot `role`'s `member` after a read it could not correct.
-pub(super) async fn fail_unreadable(array: &Array, role: usize, member: Option<&Arc<dyn Member>>) {
-    array.fail_slot_with(role, member, &unreadable()).await;
+    member_io::settle(array, role, member, range, outcome).await;
 }
 
 /// Rebuilds member sectors `range` of slot `role` from the other members and writes them
@@ -247,29 +209,6 @@ async fn rewrite(
     }
 }
 
-/// Reads member sectors `range` of slot `role`'s `member` back after their rewrite.
-async fn read_back(
-    array: &Array,
-    role: usize,
-    member: &Arc<dyn Member>,
-    range: std::ops::Range<u64>,
-) -> io::Result<()> {
-    let len = ((range.end - range.start) * SECTOR_SIZE) as usize;
-    let buf = SharedBuf::new(raidd_rt::AlignedBuf::for_overwrite(len));
-    let mut iov = IoVecMut::new();
-    iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
-    let counts = array.slots().io(role);
-    counts.issued(false, len as u64);
-    let (r, iov) = member
-        .read(array.slots().member_offset(role, range.start), iov)
-        .await;
-    drop(iov);
-    if r.is_err() {
-        counts.failed(false);
-    }
-    r
-}
-
 /// A scrub's copies of one mirrored piece, `bufs[k]` read from `copies[k]`, where the
 /// copies `unread` failed their read: each is read again block by block, and each block
 /// still unreadable is rewritten from a copy that gave it (and put in its buffer). False
@@ -306,7 +245,7 @@ pub(super) async fn mend_copies(
             let Some(j) = (0..copies.len()).find(|&j| j != k && !overlaps(&bad[j], &r)) else {
                 tracing::error!(array = %array.name(), role = loc.member,
                     "no copy of member sectors {}..{} can be read", loc.sector + r.start, loc.sector + r.end);
-                fail_unreadable(array, loc.member, member.as_ref()).await;
+                member_io::fail_unreadable(array, loc.member, member.as_ref()).await;
                 return false;
             };
             let mut data = raidd_rt::AlignedBuf::for_overwrite(bytes.len());
@@ -366,7 +305,7 @@ pub(super) async fn mend_stripe(
             tracing::error!(array = %array.name(), "member sectors {rows:?} of {} members cannot be read", lost.len());
             for &m in &lost {
                 let member = array.slots().member(m);
-                fail_unreadable(array, m, member.as_ref()).await;
+                member_io::fail_unreadable(array, m, member.as_ref()).await;
             }
             return false;
         }

@@ -412,3 +412,75 @@ fn abandon_replacement<O: Owner + ?Sized>(o: &O, role: usize, why: &io::Error) {
         tracing::error!(array = %o.name(), member = %m.info().name, role, "replacement failed, replace abandoned: {why}");
     }
 }
+
+/// Reads member sectors `range` of slot `role`'s `member` back after their rewrite by a
+/// correction (counted as a read; a failure fails nothing here).
+pub(crate) async fn read_back<O: Owner + ?Sized>(
+    o: &O,
+    role: usize,
+    member: &Arc<dyn Member>,
+    range: std::ops::Range<u64>,
+) -> io::Result<()> {
+    let len = ((range.end - range.start) * raidd_layout::SECTOR_SIZE) as usize;
+    let buf = raidd_rt::SharedBuf::new(AlignedBuf::for_overwrite(len));
+    let mut iov = IoVecMut::new();
+    iov.push(buf.slice_mut(0..len).expect("fresh buffer"));
+    let counts = o.slots().io(role);
+    counts.issued(false, len as u64);
+    let (r, iov) = member
+        .read(o.slots().member_offset(role, range.start), iov)
+        .await;
+    drop(iov);
+    if r.is_err() {
+        counts.failed(false);
+    }
+    r
+}
+
+/// How a correction of member sectors `range` of slot `role`'s `member` ended: counted and
+/// logged (md's "read error corrected"), or the member failed (where the rewrite or the
+/// read-back failed on the member itself, it is failed already).
+pub(crate) async fn settle<O: Owner + ?Sized>(
+    o: &O,
+    role: usize,
+    member: &Arc<dyn Member>,
+    range: std::ops::Range<u64>,
+    outcome: io::Result<()>,
+) {
+    debug_assert!(range.start < range.end, "an empty correction");
+    let slots = o.slots();
+    let sectors = range.end - range.start;
+    let at = slots.member_offset(role, range.start) / raidd_layout::SECTOR_SIZE;
+    let name = &member.info().name;
+    match outcome {
+        Ok(()) => {
+            slots
+                .io(role)
+                .corrected(sectors * raidd_layout::SECTOR_SIZE);
+            tracing::warn!(array = %o.name(), member = %name, role,
+                "read error corrected ({sectors} sectors at {at} on {name})");
+        }
+        Err(e) => {
+            tracing::error!(array = %o.name(), member = %name, role,
+                "read error not correctable ({sectors} sectors at {at} on {name}): {e}");
+            fail_unreadable(o, role, Some(member)).await;
+        }
+    }
+}
+
+/// Fails slot `role`'s `member` after a read that was not corrected.
+pub(crate) async fn fail_unreadable<O: Owner + ?Sized>(
+    o: &O,
+    role: usize,
+    member: Option<&Arc<dyn Member>>,
+) {
+    let why = io::Error::from_raw_os_error(libc::EIO);
+    match member {
+        Some(m) => o.fail_member_io(role, m, &why).await,
+        None => {
+            if let Some(m) = o.slots().member(role) {
+                o.fail_member_io(role, &m, &why).await;
+            }
+        }
+    }
+}

@@ -257,7 +257,10 @@ impl ParityIo {
             if reads.is_empty() {
                 return Ok(strategy);
             }
-            let got = self.read_rows(host, o.stripe, &o.rows, &reads).await?;
+            // Rows a member could not read are mended while the batch holds the stripe.
+            let got = self
+                .read_rows_mended(host, o.stripe, &o.rows, &reads)
+                .await?;
             let mut complete = true;
             for (m, b) in got.into_iter().enumerate() {
                 if let Some(b) = b {

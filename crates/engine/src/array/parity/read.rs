@@ -69,7 +69,9 @@ impl ParityIo {
                 slow.push(i);
             }
         }
-        let misreads = &*misreads;
+        // The reconstructions note what they could not read too (one at a time: a borrow
+        // never spans an await).
+        let noted = std::cell::RefCell::new(std::mem::take(misreads));
         // Reconstructions of different stripes run concurrently (each locks its stripe).
         let rebuilt = futures::future::join_all(slow.iter().map(|&i| {
             let p = &pieces[i];
@@ -78,9 +80,10 @@ impl ParityIo {
                 host.counters().add(|s| &s.degraded_reads, 1);
             }
             let (stripe, dd, off) = host.parity_shape().locate(p.array_sector);
-            self.reconstruct_chunk(host, stripe, dd, off..off + p.sectors, misreads)
+            self.reconstruct_chunk(host, stripe, dd, off..off + p.sectors, &noted)
         }))
         .await;
+        *misreads = noted.into_inner();
         for (&i, data) in slow.iter().zip(rebuilt) {
             match data {
                 Ok(data) => {
@@ -95,14 +98,15 @@ impl ParityIo {
     }
 
     /// Data of chunk `dd` of `stripe` over `rows`, rebuilt from the other members (read
-    /// from its own where it is in sync and not among the `misreads`).
+    /// from its own where it is in sync and not among the misreads `noted`). A member that
+    /// cannot give the rows but stays in its slot is noted too, for the caller to correct.
     async fn reconstruct_chunk(
         &self,
         host: &impl Host,
         stripe: u64,
         dd: usize,
         rows: Range<u64>,
-        misreads: &Misreads,
+        noted: &std::cell::RefCell<Misreads>,
     ) -> Result<AlignedBuf> {
         let _guard = self.locks.lock(stripe, stripe).await;
         let pg = host.parity_shape();
@@ -111,27 +115,97 @@ impl ParityIo {
         let end = stripe_end(pg, stripe);
         let at = pg.member_sector(stripe, rows.start);
         let span = at..at + (rows.end - rows.start);
-        let usable = |m: usize| !misreads.avoids(m, span.clone()) && host.in_sync_at(m, end);
+        let usable = |m: usize| !noted.borrow().avoids(m, span.clone()) && host.in_sync_at(m, end);
+        // Each attempt that fails fails a member or notes one, which no later one reads.
         for _attempt in 0..=pg.members {
             host.check_alive()?;
-            if usable(target) {
+            let direct = usable(target);
+            let present: SmallVec<[usize; 16]> = if direct {
                 // In sync (the bypass is off, or it recovered meanwhile): read it directly.
-                let mut blocks = self.read_rows(host, stripe, &rows, &[target]).await?;
-                if let Some(b) = blocks[target].take() {
-                    return Ok(b);
-                }
-                continue;
+                smallvec::smallvec![target]
+            } else {
+                (0..pg.members).filter(|&m| usable(m)).collect()
+            };
+            let (mut blocks, kept) = self
+                .read_rows_keeping(host, stripe, &rows, &present)
+                .await?;
+            for &m in &kept {
+                noted
+                    .borrow_mut()
+                    .push(host.slots(), m, at, rows.end - rows.start);
             }
-            let present: SmallVec<[usize; 16]> = (0..pg.members).filter(|&m| usable(m)).collect();
-            let mut blocks = self.read_rows(host, stripe, &rows, &present).await?;
             if present.iter().any(|&m| blocks[m].is_none()) {
-                continue; // a read failed and its member is now faulty: try again
+                continue; // a read failed: its member is faulty now, or noted
+            }
+            if direct {
+                return Ok(blocks[target].take().expect("read above"));
             }
             let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
             rebuild_blocks(&map, &mut blocks, len)?;
             return Ok(blocks[target].take().expect("rebuilt"));
         }
         Err(host.lost_error())
+    }
+
+    /// [`ParityIo::read_rows`] for a write, which holds the stripe: rows a member could not
+    /// give are mended ([`ParityIo::mend_rows`]) where it stays in its slot; an entry stays
+    /// `None` only where its member is failed now.
+    pub(crate) async fn read_rows_mended(
+        &self,
+        host: &impl Host,
+        stripe: u64,
+        rows: &Range<u64>,
+        members: &[usize],
+    ) -> Result<Blocks> {
+        let (mut blocks, kept) = self.read_rows_keeping(host, stripe, rows, members).await?;
+        for &m in &kept {
+            blocks[m] = self.mend_rows(host, stripe, rows, m).await?;
+        }
+        Ok(blocks)
+    }
+
+    /// Rows `rows` of `stripe` on slot `m`, whose read for a write failed but whose member
+    /// was kept ([`ParityIo::read_rows_keeping`]): rebuilt from the other members, written
+    /// back and read back (md's `R5_ReadError`, then `R5_ReWrite`). The caller holds the
+    /// stripe (a batch, or the lock of a write alone): nothing else writes these rows
+    /// meanwhile. The rebuilt rows, or `None` once the member is failed (no redundancy to
+    /// rebuild from, parity not yet trusted there, or the rewrite failed).
+    async fn mend_rows(
+        &self,
+        host: &impl Host,
+        stripe: u64,
+        rows: &Range<u64>,
+        m: usize,
+    ) -> Result<Option<AlignedBuf>> {
+        let pg = host.parity_shape();
+        let end = stripe_end(pg, stripe);
+        let Some(member) = host.slots().member(m) else {
+            return Ok(None);
+        };
+        let others: SmallVec<[usize; 16]> = (0..pg.members)
+            .filter(|&x| x != m && host.in_sync_at(x, end))
+            .collect();
+        let mut blocks = self.read_rows(host, stripe, rows, &others).await?;
+        let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
+        let rebuilt = host.parity_trusted(end)
+            && others.iter().all(|&x| blocks[x].is_some())
+            && rebuild_blocks(&pg.stripe_map(stripe), &mut blocks, len).is_ok();
+        let data = match blocks[m].take() {
+            Some(data) if rebuilt => data,
+            _ => {
+                member_io::fail_unreadable(host, m, Some(&member)).await;
+                return Ok(None);
+            }
+        };
+        let sector = pg.member_sector(stripe, rows.start);
+        let range = sector..sector + (rows.end - rows.start);
+        let outcome = match member_io::write_data(host, m, sector, data.clone()).await {
+            Ok(()) => member_io::read_back(host, m, &member, range.clone()).await,
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        let ok = outcome.is_ok();
+        member_io::settle(host, m, &member, range, outcome).await;
+        Ok(ok.then_some(data))
     }
 
     /// Reads `rows` of `stripe` from each of `members` into fresh buffers, indexed by member.

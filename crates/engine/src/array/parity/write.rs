@@ -130,7 +130,7 @@ impl ParityIo {
             return None;
         }
         give_cached_list(self.cache.claim(stripe)?);
-        let mut old = match self.read_rows(host, stripe, &rows, &members).await {
+        let mut old = match self.read_rows_mended(host, stripe, &rows, &members).await {
             Ok(old) => old,
             Err(e) => return Some(Err(e)),
         };

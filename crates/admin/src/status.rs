@@ -370,6 +370,24 @@ impl ServedArray {
         if let Some(b) = &st.bitmap {
             let _ = writeln!(text, "      bitmap: {}/{} chunks dirty", b.dirty, b.chunks);
         }
+        // Members that returned errors, as `zpool status`'s READ and WRITE columns, and
+        // what was corrected from redundancy.
+        for sl in &st.slots {
+            let io = &sl.io;
+            if io.read_errors + io.write_errors == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                text,
+                "      errors: {}[{}]: {} read, {} write; {} corrected, {} repaired",
+                sl.member.as_deref().unwrap_or("-"),
+                sl.role,
+                io.read_errors,
+                io.write_errors,
+                io.corrected_errors,
+                size::short(io.repaired_bytes)
+            );
+        }
         // Passes and loose members of the inner arrays, then of the array.
         for inner in &self.inner {
             write_passes(text, inner, &format!("{}: ", inner.name));

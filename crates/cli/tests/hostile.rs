@@ -581,6 +581,12 @@ fn unreadable_sectors_are_corrected_from_redundancy_while_serving() {
     }
     let detail = raidd(&["detail", "raid5", "--control", &ctl]).ok();
     assert!(detail.text().contains("corrected"), "{}", detail.text());
+    let status = raidd(&["status", "--control", &ctl]).ok();
+    let line = format!(
+        "m3.img[3]: {} read, 0 write; {corrected} corrected",
+        io["read_errors"]
+    );
+    assert!(status.text().contains(&line), "{line}\n{}", status.text());
     let log = d.stop();
     assert!(log.contains("read error corrected"), "{log}");
     assert!(!log.contains("member failed"), "{log}");

@@ -18,6 +18,9 @@ use crate::array::misread::Misreads;
 use crate::error::Result;
 use crate::iov::{Batch, ReqMut};
 
+/// Rows a write mends at a time: md's 4 KiB unit.
+const MEND_ROWS: u64 = 8;
+
 impl ParityIo {
     /// Reads `iov` at `offset`, whose `pieces` the caller mapped. A chunk whose member
     /// failed the read but stays in its slot is rebuilt from the others and noted in
@@ -165,11 +168,13 @@ impl ParityIo {
     }
 
     /// Rows `rows` of `stripe` on slot `m`, whose read for a write failed but whose member
-    /// was kept ([`ParityIo::read_rows_keeping`]): rebuilt from the other members, written
-    /// back and read back (md's `R5_ReadError`, then `R5_ReWrite`). The caller holds the
-    /// stripe (a batch, or the lock of a write alone): nothing else writes these rows
-    /// meanwhile. The rebuilt rows, or `None` once the member is failed (no redundancy to
-    /// rebuild from, parity not yet trusted there, or the rewrite failed).
+    /// was kept ([`ParityIo::read_rows_keeping`]), read again 4 KiB of rows at a time from
+    /// every member in sync; the rows a member cannot give, `m`'s or another's, are rebuilt
+    /// from the others, written back and read back (md's `R5_ReadError`, then
+    /// `R5_ReWrite`). The caller holds the stripe (a batch, or the lock of a write alone):
+    /// nothing else writes these rows meanwhile. `m`'s rows, or `None` once a member is
+    /// failed (more rows lost than parity covers, parity not yet trusted there, a rewrite
+    /// or a read that failed outright): the caller plans again.
     async fn mend_rows(
         &self,
         host: &impl Host,
@@ -179,33 +184,55 @@ impl ParityIo {
     ) -> Result<Option<AlignedBuf>> {
         let pg = host.parity_shape();
         let end = stripe_end(pg, stripe);
-        let Some(member) = host.slots().member(m) else {
-            return Ok(None);
-        };
-        let others: SmallVec<[usize; 16]> = (0..pg.members)
-            .filter(|&x| x != m && host.in_sync_at(x, end))
+        let map = pg.stripe_map(stripe);
+        let redundancy = 1 + usize::from(map.q.is_some());
+        let members: SmallVec<[usize; 16]> = (0..pg.members)
+            .filter(|&x| host.in_sync_at(x, end))
             .collect();
-        let mut blocks = self.read_rows(host, stripe, rows, &others).await?;
-        let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
-        let rebuilt = host.parity_trusted(end)
-            && others.iter().all(|&x| blocks[x].is_some())
-            && rebuild_blocks(&pg.stripe_map(stripe), &mut blocks, len).is_ok();
-        let data = match blocks[m].take() {
-            Some(data) if rebuilt => data,
-            _ => {
-                member_io::fail_unreadable(host, m, Some(&member)).await;
-                return Ok(None);
+        let mut out = AlignedBuf::zeroed(((rows.end - rows.start) * SECTOR_SIZE) as usize);
+        // 4 KiB of rows at a time (md's unit): another member may fail other rows of the
+        // stripe, and each row is rebuilt from the members that give it.
+        let mut row = rows.start;
+        while row < rows.end {
+            let next = ((row / MEND_ROWS + 1) * MEND_ROWS).min(rows.end);
+            let (mut blocks, kept) = self
+                .read_rows_keeping(host, stripe, &(row..next), &members)
+                .await?;
+            if members
+                .iter()
+                .any(|&x| blocks[x].is_none() && !kept.contains(&x))
+            {
+                return Ok(None); // a member failed outright: the caller plans again
             }
-        };
-        let sector = pg.member_sector(stripe, rows.start);
-        let range = sector..sector + (rows.end - rows.start);
-        let outcome = match member_io::write_data(host, m, sector, data.clone()).await {
-            Ok(()) => member_io::read_back(host, m, &member, range.clone()).await,
-            Err(e) => Err(std::io::Error::other(e.to_string())),
-        };
-        let ok = outcome.is_ok();
-        member_io::settle(host, m, &member, range, outcome).await;
-        Ok(ok.then_some(data))
+            let len = ((next - row) * SECTOR_SIZE) as usize;
+            if !kept.is_empty() {
+                let rebuilt = host.parity_trusted(end)
+                    && kept.len() <= redundancy
+                    && rebuild_blocks(&map, &mut blocks, len).is_ok();
+                for &x in &kept {
+                    let member = host.slots().member(x);
+                    let (Some(member), Some(data), true) = (member, &blocks[x], rebuilt) else {
+                        let member = host.slots().member(x);
+                        member_io::fail_unreadable(host, x, member.as_ref()).await;
+                        continue;
+                    };
+                    let sector = pg.member_sector(stripe, row);
+                    let range = sector..sector + (next - row);
+                    let outcome = match member_io::write_data(host, x, sector, data.clone()).await {
+                        Ok(()) => member_io::read_back(host, x, &member, range.clone()).await,
+                        Err(e) => Err(std::io::Error::other(e.to_string())),
+                    };
+                    member_io::settle(host, x, &member, range, outcome).await;
+                }
+                if !host.in_sync_at(m, end) || !rebuilt {
+                    return Ok(None);
+                }
+            }
+            let at = ((row - rows.start) * SECTOR_SIZE) as usize;
+            out[at..at + len].copy_from_slice(blocks[m].as_ref().expect("read or rebuilt"));
+            row = next;
+        }
+        Ok(Some(out))
     }
 
     /// Reads `rows` of `stripe` from each of `members` into fresh buffers, indexed by member.

@@ -161,8 +161,10 @@ impl ParityIo {
         members: &[usize],
     ) -> Result<Blocks> {
         let (mut blocks, kept) = self.read_rows_keeping(host, stripe, rows, members).await?;
+        // Boxed: the mend is rare, and inline its state would be part of every write's
+        // (past the pooled sizes: an allocation per large write).
         for &m in &kept {
-            blocks[m] = self.mend_rows(host, stripe, rows, m).await?;
+            blocks[m] = Box::pin(self.mend_rows(host, stripe, rows, m)).await?;
         }
         Ok(blocks)
     }
@@ -229,7 +231,11 @@ impl ParityIo {
                 }
             }
             let at = ((row - rows.start) * SECTOR_SIZE) as usize;
-            out[at..at + len].copy_from_slice(blocks[m].as_ref().expect("read or rebuilt"));
+            // Failed meanwhile (another I/O's error), it is out of `members`: plan again.
+            let Some(b) = blocks[m].as_ref() else {
+                return Ok(None);
+            };
+            out[at..at + len].copy_from_slice(b);
             row = next;
         }
         Ok(Some(out))

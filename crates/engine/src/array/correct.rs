@@ -15,8 +15,9 @@
 //!   rewritten is the newest data. A read that failed because every copy of a piece had a
 //!   bad block somewhere in it is read again once the blocks are corrected.
 //! - **A scrub** (check, repair; not a resync, whose parity is not trusted) already holds a
-//!   barrier over its window: [`mend_copies`] and [`mend_stripe`] narrow the failed reads
-//!   down to blocks the same way and rewrite them from the other copies or from parity.
+//!   barrier over its window: [`mend_copies`] narrows a mirror's failed reads down to
+//!   blocks the same way and rewrites them from the other copies; a parity stripe's are
+//!   mended as a write mends them (`ParityIo::read_rows_mended`).
 //!
 //! Each rewritten range is read back. A member whose rewrite or read-back fails is failed,
 //! as md fails it; one whose read-back works counts a corrected error (md's per-device
@@ -26,7 +27,6 @@
 //! whose read fails.
 
 use std::io;
-use std::sync::Arc;
 
 use raidd_layout::{Geometry, SECTOR_SIZE};
 use raidd_rt::{IoVecMut, SharedBuf};
@@ -39,7 +39,6 @@ use super::recovery::{copy_run, data_runs, recover_rows, regions_of};
 use super::slots::same_member;
 use super::Array;
 use crate::error::Result;
-use crate::member::Member;
 
 /// Runs of member sectors.
 type Runs = SmallVec<[std::ops::Range<u64>; 4]>;
@@ -154,24 +153,6 @@ pub(super) async fn narrow(
     Ok(bad)
 }
 
-/// Writes `data`, rebuilt from redundancy, over member sectors at `sector` of slot `role`'s
-/// `member`, whose read failed, and reads it back; counts the correction or fails the
-/// member. The caller holds a barrier over what `data` covers (a scrub's window).
-pub(super) async fn write_back(
-    array: &Array,
-    role: usize,
-    member: &Arc<dyn Member>,
-    sector: u64,
-    data: raidd_rt::AlignedBuf,
-) {
-    let range = sector..sector + data.len() as u64 / SECTOR_SIZE;
-    let outcome = match member_io::write_data(array, role, sector, data).await {
-        Ok(()) => member_io::read_back(array, role, member, range.clone()).await,
-        Err(e) => Err(io::Error::other(e.to_string())),
-    };
-    member_io::settle(array, role, member, range, outcome).await;
-}
-
 /// Rebuilds member sectors `range` of slot `role` from the other members and writes them
 /// to it; what another copy could not give is noted in `more`.
 async fn rewrite(
@@ -254,88 +235,10 @@ pub(super) async fn mend_copies(
             let Some(member) = member else {
                 return false;
             };
-            write_back(array, loc.member, &member, loc.sector + r.start, data).await;
+            member_io::rewrite(array, loc.member, &member, loc.sector + r.start, data).await;
         }
     }
     unread
         .iter()
         .all(|&k| array.slots().in_sync(copies[k].member))
-}
-
-/// A scrub's blocks of one parity stripe over a whole chunk of `chunk` sectors from member
-/// sector `at`, where
-/// the members `unread` failed their read: each is read again block by block, and each
-/// 4 KiB row that no more members fail than parity covers is rebuilt and rewritten on
-/// them (and put in their blocks). False when a member failed, or a row lost too many.
-pub(super) async fn mend_stripe(
-    array: &Array,
-    map: &raidd_layout::StripeMap,
-    (at, chunk): (u64, u64),
-    blocks: &mut [Option<raidd_rt::AlignedBuf>],
-    unread: &[usize],
-) -> bool {
-    debug_assert!(chunk > 0 && at % chunk == 0, "a whole chunk at {at}");
-    let chunk_bytes = (chunk * SECTOR_SIZE) as usize;
-    let mut bad: SmallVec<[(usize, Runs); 2]> = SmallVec::new();
-    for &m in unread {
-        let mut buf = raidd_rt::AlignedBuf::zeroed(chunk_bytes);
-        match narrow(array, m, at, &mut buf).await {
-            Ok(runs) => bad.push((m, runs)),
-            Err(()) => return false,
-        }
-        blocks[m] = Some(buf);
-    }
-    let redundancy = 1 + usize::from(map.q.is_some());
-    let mut row = 0;
-    while row < chunk {
-        let rows = at + row..at + (row + BLOCK_SECTORS).min(chunk);
-        let lost: SmallVec<[usize; 2]> = bad
-            .iter()
-            .filter(|(_, runs)| {
-                runs.iter()
-                    .any(|b| b.start < rows.end && rows.start < b.end)
-            })
-            .map(|(m, _)| *m)
-            .collect();
-        row += BLOCK_SECTORS;
-        if lost.is_empty() {
-            continue;
-        }
-        if lost.len() > redundancy {
-            tracing::error!(array = %array.name(), "member sectors {rows:?} of {} members cannot be read", lost.len());
-            for &m in &lost {
-                let member = array.slots().member(m);
-                member_io::fail_unreadable(array, m, member.as_ref()).await;
-            }
-            return false;
-        }
-        let bytes =
-            ((rows.start - at) * SECTOR_SIZE) as usize..((rows.end - at) * SECTOR_SIZE) as usize;
-        let mut part: SmallVec<[Option<raidd_rt::AlignedBuf>; 8]> = blocks
-            .iter()
-            .enumerate()
-            .map(|(m, b)| {
-                let b = b.as_ref()?;
-                (!lost.contains(&m)).then(|| {
-                    let mut p = raidd_rt::AlignedBuf::for_overwrite(bytes.len());
-                    p.copy_from_slice(&b[bytes.clone()]);
-                    p
-                })
-            })
-            .collect();
-        if super::parity::rebuild_blocks(map, &mut part, bytes.len()).is_err() {
-            return false;
-        }
-        for &m in &lost {
-            let data = part[m].take().expect("rebuilt");
-            if let Some(b) = blocks[m].as_mut() {
-                b[bytes.clone()].copy_from_slice(&data);
-            }
-            let Some(member) = array.slots().member(m) else {
-                return false;
-            };
-            write_back(array, m, &member, rows.start, data).await;
-        }
-    }
-    unread.iter().all(|&m| array.slots().in_sync(m))
 }

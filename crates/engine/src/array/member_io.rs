@@ -437,6 +437,24 @@ pub(crate) async fn read_back<O: Owner + ?Sized>(
     r
 }
 
+/// Writes `data`, rebuilt from redundancy, over member sectors at `sector` of slot `role`'s
+/// `member`, whose read failed, reads it back, and [`settle`]s the correction. The caller
+/// keeps writes out of those sectors meanwhile (a barrier, or the stripe it holds).
+pub(crate) async fn rewrite<O: Owner + ?Sized>(
+    o: &O,
+    role: usize,
+    member: &Arc<dyn Member>,
+    sector: u64,
+    data: AlignedBuf,
+) {
+    let range = sector..sector + data.len() as u64 / raidd_layout::SECTOR_SIZE;
+    let outcome = match write_data(o, role, sector, data).await {
+        Ok(()) => read_back(o, role, member, range.clone()).await,
+        Err(e) => Err(io::Error::other(e.to_string())),
+    };
+    settle(o, role, member, range, outcome).await;
+}
+
 /// How a correction of member sectors `range` of slot `role`'s `member` ended: counted and
 /// logged (md's "read error corrected"), or the member failed (where the rewrite or the
 /// read-back failed on the member itself, it is failed already).

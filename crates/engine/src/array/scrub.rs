@@ -409,33 +409,16 @@ async fn read_stripe(array: &Array, stripe: u64, kind: SyncKind) -> Result<Block
     let pg = Host::parity_shape(array);
     let chunk = u64::from(pg.chunk_sectors);
     let all: SmallVec<[usize; 16]> = (0..array.slots().len()).collect();
-    let (mut blocks, unread) = if kind == SyncKind::Resync {
-        let blocks = pio.read_rows(array, stripe, &(0..chunk), &all).await?;
-        (blocks, SmallVec::new())
+    // Rows a member could not read are mended first, as a write mends them.
+    let blocks = if kind == SyncKind::Resync {
+        pio.read_rows(array, stripe, &(0..chunk), &all).await?
     } else {
-        pio.read_rows_keeping(array, stripe, &(0..chunk), &all)
+        pio.read_rows_mended(array, stripe, &(0..chunk), &all)
             .await?
     };
-    let failed = blocks
-        .iter()
-        .enumerate()
-        .any(|(m, b)| b.is_none() && !unread.contains(&m));
-    if failed || !array.slots().not_in_sync().is_empty() {
+    if blocks.iter().any(Option::is_none) || !array.slots().not_in_sync().is_empty() {
         return Err(lost());
     }
-    if !unread.is_empty() {
-        let at = pg.member_sector(stripe, 0);
-        let map = pg.stripe_map(stripe);
-        if !super::correct::mend_stripe(array, &map, (at, chunk), &mut blocks, &unread).await
-            || !array.slots().not_in_sync().is_empty()
-        {
-            return Err(lost());
-        }
-    }
-    debug_assert!(
-        blocks.iter().all(Option::is_some),
-        "every member's chunk in hand"
-    );
     Ok(blocks)
 }
 

@@ -219,12 +219,7 @@ impl ParityIo {
                         continue;
                     };
                     let sector = pg.member_sector(stripe, row);
-                    let range = sector..sector + (next - row);
-                    let outcome = match member_io::write_data(host, x, sector, data.clone()).await {
-                        Ok(()) => member_io::read_back(host, x, &member, range.clone()).await,
-                        Err(e) => Err(std::io::Error::other(e.to_string())),
-                    };
-                    member_io::settle(host, x, &member, range, outcome).await;
+                    member_io::rewrite(host, x, &member, sector, data.clone()).await;
                 }
                 if !host.in_sync_at(m, end) || !rebuilt {
                     return Ok(None);

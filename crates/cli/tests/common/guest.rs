@@ -37,7 +37,7 @@ pub fn boot(
     disks: &[PathBuf],
     netns: Option<&str>,
 ) -> (bool, String) {
-    std::fs::copy(env!("CARGO_BIN_EXE_raidd"), share.join("raidd")).unwrap();
+    place_binary(&share.join("raidd"));
     let script = share.join("job.sh");
     std::fs::write(&script, format!("#!/bin/sh\nmodprobe md_mod\n{job}")).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -51,6 +51,17 @@ pub fn boot(
     let status = cmd.status().unwrap();
     let log = std::fs::read_to_string(share.join("job.log")).unwrap_or_default();
     (status.success(), log)
+}
+
+/// Puts the raidd binary at `to`: a hard link where the share is on the build's file system
+/// (several guests at a time would otherwise each hold a copy of a large debug binary), a
+/// copy where it is not.
+fn place_binary(to: &Path) {
+    let bin = Path::new(env!("CARGO_BIN_EXE_raidd"));
+    let _ = std::fs::remove_file(to);
+    if std::fs::hard_link(bin, to).is_err() {
+        std::fs::copy(bin, to).unwrap();
+    }
 }
 
 /// `n` empty member images of `bytes` named after `prefix` in `dir`, and an empty share for

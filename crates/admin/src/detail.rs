@@ -360,11 +360,12 @@ impl Gathered<'_> {
             if s.by_bitmap {
                 how.push_str(" (re-added: only the chunks its bitmap marks)");
             }
-            if s.io.read_errors + s.io.write_errors > 0 {
+            if s.io.read_errors + s.io.write_errors + s.io.checksum_errors > 0 {
                 how.push_str(&format!(
-                    " (errors: {} read, {} write; {} corrected, {} repaired)",
+                    " (errors: {} read, {} write, {} checksum; {} corrected, {} repaired)",
                     s.io.read_errors,
                     s.io.write_errors,
+                    s.io.checksum_errors,
                     s.io.corrected_errors,
                     crate::size::short(s.io.repaired_bytes)
                 ));

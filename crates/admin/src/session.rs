@@ -27,6 +27,8 @@ pub struct Start {
     /// The outermost array's write journal mode once started (md starts every array
     /// write-through); write-back on an array without a working journal is an error.
     pub journal_mode: raidd_engine::JournalMode,
+    /// Bytes of checksum tags held in memory per array (0: the engine's default).
+    pub tag_cache: u64,
 }
 
 /// A DMA-aligned buffer's memory and block size, in bytes, and how writes meet it.
@@ -149,6 +151,7 @@ pub async fn assemble(
     let opts = AssembleOptions {
         read_only: access != Access::ReadWrite,
         start_dirty_degraded: start.dirty_degraded,
+        tag_cache: start.tag_cache,
     };
     // Too few members: say which were set aside and why (busy, unreadable), the likely
     // cause.

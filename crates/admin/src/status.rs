@@ -374,16 +374,17 @@ impl ServedArray {
         // what was corrected from redundancy.
         for sl in &st.slots {
             let io = &sl.io;
-            if io.read_errors + io.write_errors == 0 {
+            if io.read_errors + io.write_errors + io.checksum_errors == 0 {
                 continue;
             }
             let _ = writeln!(
                 text,
-                "      errors: {}[{}]: {} read, {} write; {} corrected, {} repaired",
+                "      errors: {}[{}]: {} read, {} write, {} checksum; {} corrected, {} repaired",
                 sl.member.as_deref().unwrap_or("-"),
                 sl.role,
                 io.read_errors,
                 io.write_errors,
+                io.checksum_errors,
                 io.corrected_errors,
                 size::short(io.repaired_bytes)
             );

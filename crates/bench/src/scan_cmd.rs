@@ -207,6 +207,7 @@ fn array_scan(args: &ScanArgs) -> AdminResult<Scanned> {
             member_timeout: None,
             dab: None,
             journal_mode: raidd_engine::JournalMode::WriteThrough,
+            tag_cache: 0,
         };
         session::assemble(&paths, Access::ReadOnly, false, start).await
     })?;

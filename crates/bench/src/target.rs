@@ -163,6 +163,7 @@ pub fn make_array(
                 JOURNAL_BYTES,
             )) as Arc<dyn Member>
         }),
+        checksums: None,
     };
     let made = match sim {
         Some(w) => {

@@ -969,6 +969,7 @@ fn nested_arrays_show_as_a_tree() {
             bitmap_chunk: None,
             ppl: false,
             journal: None,
+            checksums: None,
         };
         let open = |p: &PathBuf| -> Arc<dyn Member> {
             Arc::new(FileMember::open(p, OpenOptions::default()).unwrap())

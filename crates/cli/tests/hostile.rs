@@ -583,7 +583,7 @@ fn unreadable_sectors_are_corrected_from_redundancy_while_serving() {
     assert!(detail.text().contains("corrected"), "{}", detail.text());
     let status = raidd(&["status", "--control", &ctl]).ok();
     let line = format!(
-        "m3.img[3]: {} read, 0 write; {corrected} corrected",
+        "m3.img[3]: {} read, 0 write, 0 checksum; {corrected} corrected",
         io["read_errors"]
     );
     assert!(status.text().contains(&line), "{line}\n{}", status.text());

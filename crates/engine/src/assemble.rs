@@ -135,7 +135,14 @@ pub struct AssembleOptions {
     /// computed from that parity, comes back wrong: md refuses to start such an array
     /// ("cannot start dirty degraded array") unless told to (`start_dirty_degraded`).
     pub start_dirty_degraded: bool,
+    /// Bytes of checksum tag pages held in memory for the whole array (0: the default,
+    /// [`DEFAULT_TAG_CACHE`]), shared out evenly among its members.
+    pub tag_cache: u64,
 }
+
+/// The tag cache of an array with checksums when none is configured: 16 MiB holds the tags
+/// of 16 TiB of data, so a 4 KiB random read costs no second member read once warm.
+pub const DEFAULT_TAG_CACHE: u64 = 16 << 20;
 
 impl AssembleOptions {
     /// Options that never write to the members.
@@ -329,6 +336,7 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
             d => tracing::warn!(member = %r.member, "not used: {d}"),
         }
     }
+    open_checksums(&mut found, &placed, newest, &opts).await?;
     let data_sectors: Vec<Option<u64>> = placed
         .slots
         .iter()
@@ -364,6 +372,71 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
         report: placed.report,
         superblock: reference,
     })
+}
+
+/// An array whose members carry checksum tags (a member's tag header that belongs to it,
+/// `raidd_md::tags`) gets each member in a slot or spare in a [`ChecksummedMember`]:
+/// tags found trusted are used, others re-derived from the data first. A read-only
+/// assembly re-derives nothing (it writes nothing): a member whose tags it cannot trust is
+/// read unverified, and says so.
+async fn open_checksums(
+    found: &mut [Found],
+    placed: &Placed,
+    events: u64,
+    opts: &AssembleOptions,
+) -> Result<()> {
+    let used: Vec<usize> = placed
+        .slots
+        .iter()
+        .flatten()
+        .chain(&placed.spares)
+        .copied()
+        .collect();
+    let mut headers = Vec::with_capacity(used.len());
+    for &i in &used {
+        let f = &found[i];
+        let facts = crate::member::TagFacts::of(&f.sb, events);
+        let h = crate::member::read_tag_header(&*f.member, &facts)
+            .await
+            .map_err(|e| {
+                Error::io(
+                    format!("{}: reading its tag header", f.member.info().name),
+                    e,
+                )
+            })?;
+        headers.push((i, facts, h));
+    }
+    let Some(algorithm) = headers
+        .iter()
+        .find_map(|(_, _, h)| h.as_ref().ok().map(|h| h.algorithm))
+    else {
+        return Ok(());
+    };
+    let cache = if opts.tag_cache == 0 {
+        DEFAULT_TAG_CACHE
+    } else {
+        opts.tag_cache
+    } / used.len().max(1) as u64;
+    for (i, facts, h) in headers {
+        let name = found[i].member.info().name.clone();
+        if opts.read_only && !h.as_ref().is_ok_and(|h| h.trusted_at(events)) {
+            tracing::warn!(member = %name, "checksums not verified (read-only, and its tags are not known to match its data)");
+            continue;
+        }
+        let (m, how) =
+            crate::member::open_checksums(found[i].member.clone(), &facts, h, algorithm, cache)
+                .await
+                .map_err(|e| Error::io(format!("{name}: opening its checksum tags"), e))?;
+        if let crate::member::ChecksumsOpened::Rebuilt(why) = how {
+            tracing::warn!(member = %name, "checksum tags re-derived from the data: {why}");
+        }
+        debug_assert!(
+            m.info().block_size >= 4096,
+            "checksummed members take 4 KiB blocks"
+        );
+        found[i].member = Arc::new(m);
+    }
+    Ok(())
 }
 
 /// Where assembly puts each member found (indexes into the members found).

@@ -50,6 +50,9 @@ pub struct CreateSpec {
     /// A write journal on this member (md's `--write-journal`, RAID4/5/6, neither with a
     /// bitmap nor a partial parity log): role 0xfffd, its data area the log.
     pub journal: Option<Arc<dyn Member>>,
+    /// Checksum tags of every 4 KiB block of every member (`raidd_md::tags`), in an area
+    /// past each member's data that md never touches; the data area shrinks to make room.
+    pub checksums: Option<raidd_md::tags::Algorithm>,
 }
 
 /// mdadm's bitmap daemon period, seconds.
@@ -198,6 +201,9 @@ pub async fn create(spec: CreateSpec) -> Result<Assembled> {
         sb.bblog_size = bblog_size;
         sb.bblog_shift = 0;
         write_member(&***m, &sb, bitmap.as_ref(), ppl).await?;
+        if let Some(algorithm) = spec.checksums {
+            write_tags(m, &sb, algorithm).await?;
+        }
     }
     let mut members: Vec<Arc<dyn Member>> = present.iter().map(|(_, m)| (*m).clone()).collect();
     if let (Some(j), Some(sb)) = (&spec.journal, journal_sb) {
@@ -410,7 +416,10 @@ fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -
             smallest / 2
         )));
     }
-    let avail: Vec<u64> = sizes.iter().map(|s| s - data_offset).collect();
+    let avail: Vec<u64> = match spec.checksums {
+        None => sizes.iter().map(|s| s - data_offset).collect(),
+        Some(_) => tagged_sizes(&sizes, data_offset, chunk)?,
+    };
     let min_avail = *avail.iter().min().expect("present is not empty");
     debug_assert!(min_avail >= 16, "room for data past the metadata area");
     let md_level = spec.level.md_number();
@@ -434,6 +443,50 @@ fn sizes(spec: &CreateSpec, present: &[(usize, &Arc<dyn Member>)], chunk: u32) -
         min_avail,
         component,
     })
+}
+
+/// Tags of every block of a new member's data area, built from what it holds now, and
+/// their header clean at the superblock's event count (`sb`: the member's superblock).
+async fn write_tags(
+    m: &Arc<dyn Member>,
+    sb: &Superblock,
+    algorithm: raidd_md::tags::Algorithm,
+) -> Result<()> {
+    let facts = crate::member::TagFacts::of(sb, sb.events);
+    crate::member::ChecksummedMember::create(
+        m.clone(),
+        &facts,
+        algorithm,
+        raidd_md::tags::PAGE as u64,
+    )
+    .await
+    .map_err(|e| Error::io(format!("{}: writing its checksum tags", m.info().name), e))?;
+    Ok(())
+}
+
+/// The data area of each member of `sizes` sectors once its checksum tags have room past it:
+/// whole chunks (or 4 KiB blocks), their data starting on a block boundary.
+fn tagged_sizes(sizes: &[u64], data_offset: u64, chunk: u32) -> Result<Vec<u64>> {
+    if !data_offset.is_multiple_of(raidd_md::tags::BLOCK_SECTORS) {
+        return Err(invalid(format!(
+            "checksums need the data to start on a 4 KiB boundary (sector {data_offset})"
+        )));
+    }
+    let unit = u64::from(chunk).max(raidd_md::tags::BLOCK_SECTORS);
+    sizes
+        .iter()
+        .map(|&s| {
+            raidd_md::tags::Geometry::fit(s, data_offset, unit)
+                .inspect(|g| debug_assert!(g.end() <= s && g.data_size % unit == 0, "{g:?}"))
+                .map(|g| g.data_size)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "a member of {} KiB has no room for data and its checksum tags",
+                        s / 2
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// An empty internal bitmap for the array `sb` describes: one bit per `chunk` bytes of the

@@ -99,6 +99,45 @@ impl TagCache {
         self.clock
     }
 
+    /// Block `block`'s tag on member `role` (of geometry `g`); `Err` names its page when the
+    /// cache does not hold it.
+    pub fn tag(&mut self, role: usize, g: &Geometry, block: u64) -> Result<u32, PageId> {
+        let place = g.place(block);
+        let id = PageId {
+            role,
+            page: place.page,
+        };
+        let now = self.tick();
+        let Some(held) = self.pages.get_mut(&id) else {
+            self.misses += 1;
+            return Err(id);
+        };
+        held.used = now;
+        self.hits += 1;
+        Ok(tags::get(&held.bytes, place.offset / tags::TAG_BYTES))
+    }
+
+    /// Sets block `block`'s tag on member `role` (its page dirty); `Err` names its page
+    /// when the cache does not hold it.
+    pub fn put(&mut self, role: usize, g: &Geometry, block: u64, tag: u32) -> Result<(), PageId> {
+        let place = g.place(block);
+        let id = PageId {
+            role,
+            page: place.page,
+        };
+        let now = self.tick();
+        let held = self.pages.get_mut(&id).ok_or(id)?;
+        tags::set(&mut held.bytes, place.offset / tags::TAG_BYTES, tag);
+        held.dirty = true;
+        held.used = now;
+        Ok(())
+    }
+
+    /// Whether the cache holds page `id`.
+    pub fn holds(&self, id: PageId) -> bool {
+        self.pages.contains_key(&id)
+    }
+
     /// Checks whole blocks read from member `role`'s data area (`data` starts at block
     /// `first` of its geometry `g`), stopping at the first bad block or missing page.
     pub fn check(&mut self, role: usize, g: &Geometry, first: u64, data: &[u8]) -> Check {
@@ -108,19 +147,10 @@ impl TagCache {
             if b >= g.blocks() {
                 break; // a tail shorter than a block has no tag
             }
-            let place = g.place(b);
-            let id = PageId {
-                role,
-                page: place.page,
+            let tag = match self.tag(role, g, b) {
+                Ok(t) => t,
+                Err(id) => return Check::Missing(id),
             };
-            let now = self.tick();
-            let Some(held) = self.pages.get_mut(&id) else {
-                self.misses += 1;
-                return Check::Missing(id);
-            };
-            held.used = now;
-            self.hits += 1;
-            let tag = tags::get(&held.bytes, place.offset / tags::TAG_BYTES);
             let computed = self.algorithm.tag(block);
             if tag != computed {
                 return Check::Bad {
@@ -149,17 +179,7 @@ impl TagCache {
             if b >= g.blocks() {
                 break;
             }
-            let place = g.place(b);
-            let id = PageId {
-                role,
-                page: place.page,
-            };
-            let now = self.tick();
-            let tag = self.algorithm.tag(block);
-            let held = self.pages.get_mut(&id).ok_or(id)?;
-            tags::set(&mut held.bytes, place.offset / tags::TAG_BYTES, tag);
-            held.dirty = true;
-            held.used = now;
+            self.put(role, g, b, self.algorithm.tag(block))?;
         }
         Ok(())
     }
@@ -210,6 +230,11 @@ impl TagCache {
             .collect();
         d.sort_by_key(|(id, _)| *id);
         d
+    }
+
+    /// Whether some page holds tags its member does not have yet.
+    pub fn has_dirty(&self) -> bool {
+        self.pages.values().any(|h| h.dirty)
     }
 
     /// Page `id` as written at `bytes` is on its member: clean, unless its tags changed

@@ -52,6 +52,7 @@ async fn array(level: Level, n: usize, dir: Option<&std::path::Path>) -> Arc<Arr
         bitmap_chunk: None,
         ppl: false,
         journal: None,
+        checksums: None,
     };
     let a = create(spec).await.unwrap().array;
     a.set_stripe_cache(0, Gather::None);

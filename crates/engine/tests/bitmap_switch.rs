@@ -60,6 +60,7 @@ fn a_bitmap_put_on_while_writing_narrows_the_next_resync_and_comes_off_again() {
             bitmap_chunk: None,
             ppl: false,
             journal: None,
+            checksums: None,
         })
         .await
         .unwrap()

@@ -99,6 +99,7 @@ fn loop_devices_as_members() {
                 bitmap_chunk: None,
                 ppl: false,
                 journal: None,
+                checksums: None,
             };
             let a = create(spec).await.unwrap();
             assert_eq!(a.array.block_size(), sector_size);

@@ -270,6 +270,7 @@ fn run_on(media: Media, seed: u64, level: Level, n: usize, gather: Gather) -> Ou
             bitmap_chunk: None,
             ppl: false,
             journal: None,
+            checksums: None,
         };
         let array = create(spec).await.unwrap().array;
         array.set_stripe_cache(64 << 10, gather);

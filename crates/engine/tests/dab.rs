@@ -69,6 +69,7 @@ fn run(seed: u64, blocks: u64, mode: DabMode) -> usize {
             bitmap_chunk: None,
             ppl: false,
             journal: None,
+            checksums: None,
         };
         let a = create(spec).await.unwrap().array;
         a.set_dab(pool.clone());
@@ -263,6 +264,7 @@ async fn buffered(pool: &Arc<DabPool>, level: Level, n: usize, tag: &str) -> Arc
         bitmap_chunk: None,
         ppl: false,
         journal: None,
+        checksums: None,
     };
     let a = create(spec).await.unwrap().array;
     a.set_dab(pool.clone());

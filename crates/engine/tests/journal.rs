@@ -50,6 +50,7 @@ fn spec(level: Level, slots: Vec<Option<Arc<dyn Member>>>, journal: Arc<dyn Memb
         bitmap_chunk: None,
         ppl: false,
         journal: Some(journal),
+        checksums: None,
     }
 }
 

@@ -39,6 +39,7 @@ fn spec(name: &str, level: Level, members: Vec<Option<Arc<dyn Member>>>) -> Crea
         bitmap_chunk: None,
         ppl: false,
         journal: None,
+        checksums: None,
     }
 }
 

@@ -57,6 +57,7 @@ fn spec(level: Level, members: &[Arc<dyn Member>]) -> CreateSpec {
         bitmap_chunk: None,
         ppl: false,
         journal: None,
+        checksums: None,
     }
 }
 

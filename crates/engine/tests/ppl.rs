@@ -50,6 +50,7 @@ async fn new_array_with(members: Vec<Option<Arc<dyn Member>>>, ppl: bool) -> Arc
         bitmap_chunk: None,
         ppl,
         journal: None,
+        checksums: None,
     })
     .await
     .unwrap()

@@ -55,6 +55,7 @@ fn spec(level: Level, layout: Option<u32>, members: Vec<Arc<dyn Member>>) -> Cre
         bitmap_chunk: None,
         ppl: false,
         journal: None,
+        checksums: None,
     }
 }
 

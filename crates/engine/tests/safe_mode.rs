@@ -93,6 +93,7 @@ fn spec(level: Level, members: Vec<Option<Arc<dyn Member>>>, bitmap: bool) -> Cr
         bitmap_chunk: bitmap.then_some(64 << 10),
         ppl: false,
         journal: None,
+        checksums: None,
     }
 }
 

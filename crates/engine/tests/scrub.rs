@@ -35,6 +35,7 @@ fn spec(level: Level, members: Vec<Arc<dyn Member>>, assume_clean: bool) -> Crea
         bitmap_chunk: None,
         ppl: false,
         journal: None,
+        checksums: None,
     }
 }
 

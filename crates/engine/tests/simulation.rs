@@ -74,6 +74,7 @@ fn run(seed: u64, level: Level, n: usize, failures: usize, latent: usize) -> Out
             bitmap_chunk: None,
             ppl: false,
             journal: None,
+            checksums: None,
         };
         let a = create(spec).await.unwrap();
         let array = a.array.clone();

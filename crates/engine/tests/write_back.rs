@@ -81,6 +81,7 @@ fn spec(
         bitmap_chunk: None,
         ppl: false,
         journal,
+        checksums: None,
     }
 }
 

@@ -101,6 +101,7 @@ fn crash_once(seed: u64, policy: Policy) -> Run {
             bitmap_chunk: None,
             ppl: policy == Policy::Ppl,
             journal: journal.then(|| faulty[at_start].clone() as Arc<dyn Member>),
+            checksums: None,
         })
         .await
         .unwrap()

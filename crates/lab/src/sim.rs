@@ -455,6 +455,7 @@ mod tests {
             bitmap_chunk: None,
             ppl: false,
             journal: None,
+            checksums: None,
         };
         let bad = raidd_rt::block_on({
             let w = w.clone();

@@ -36,6 +36,10 @@ pub const PAGE: usize = 4096;
 pub const TAGS_PER_PAGE: u64 = (PAGE / TAG_BYTES) as u64;
 /// Sectors of a page.
 pub const PAGE_SECTORS: u64 = (PAGE / 512) as u64;
+/// A tag that says nothing: its block is not verified (a discarded block, whose reads may
+/// return zeros or the old bytes). A block whose bytes compute to it is not verified either,
+/// one chance in 2^32.
+pub const NO_TAG: u32 = 0;
 /// The header's first bytes.
 pub const MAGIC: [u8; 8] = *b"raiddTAG";
 /// The header layout this code writes and reads.
@@ -65,8 +69,21 @@ impl Algorithm {
     /// The tag of one block's bytes.
     pub fn tag(self, block: &[u8]) -> u32 {
         debug_assert_eq!(block.len(), BLOCK, "a tag covers one whole block");
+        self.append(self.start(), block)
+    }
+
+    /// A tag computed piece by piece (a block split across buffers): `start`, then
+    /// `append` each piece in order; the result is [`Algorithm::tag`] of the whole.
+    pub fn start(self) -> u32 {
         match self {
-            Algorithm::Crc32c => crc32c::crc32c(block),
+            Algorithm::Crc32c => 0,
+        }
+    }
+
+    /// See [`Algorithm::start`].
+    pub fn append(self, sum: u32, piece: &[u8]) -> u32 {
+        match self {
+            Algorithm::Crc32c => crc32c::crc32c_append(sum, piece),
         }
     }
 
@@ -518,6 +535,24 @@ mod tests {
                     prop_assert!(offset >= member || one.end() > member);
                 }
             }
+        }
+
+        #[test]
+        fn a_tag_computed_in_pieces_is_the_tag_of_the_whole(
+            seed in any::<u64>(),
+            cuts in proptest::collection::vec(0usize..BLOCK, 0..6),
+        ) {
+            let block: Vec<u8> = (0..BLOCK)
+                .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 13) as u8)
+                .collect();
+            let mut cuts = cuts;
+            cuts.push(0);
+            cuts.push(BLOCK);
+            cuts.sort_unstable();
+            let a = Algorithm::Crc32c;
+            let sum = cuts.windows(2).fold(a.start(), |s, w| a.append(s, &block[w[0]..w[1]]));
+            prop_assert_eq!(sum, a.tag(&block));
+            prop_assert_eq!(sum, crc32c::crc32c(&block));
         }
 
         #[test]

@@ -407,14 +407,14 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
     h.push_str(
         "<table class=\"members\"><tr><th>slot</th><th>member</th><th>state</th>\
          <th>reads</th><th>writes</th><th>read errors</th><th>write errors</th>\
-         <th>corrected</th></tr>",
+         <th>checksum errors</th><th>corrected</th></tr>",
     );
     for s in &st.slots {
-        let errs = s.io.read_errors + s.io.write_errors > 0;
+        let errs = s.io.read_errors + s.io.write_errors + s.io.checksum_errors > 0;
         let _ = write!(
             h,
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td{}>{}</td><td{}>{}</td><td title=\"{} bytes repaired\">{}</td></tr>",
+             <td{}>{}</td><td{}>{}</td><td{}>{}</td><td title=\"{} bytes repaired\">{}</td></tr>",
             if s.state == SlotState::InSync {
                 "ok"
             } else {
@@ -429,6 +429,8 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
             s.io.read_errors,
             if errs { " class=\"err\"" } else { "" },
             s.io.write_errors,
+            if errs { " class=\"err\"" } else { "" },
+            s.io.checksum_errors,
             s.io.repaired_bytes,
             s.io.corrected_errors,
         );
@@ -436,7 +438,7 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
     for sp in &st.spares {
         let _ = write!(
             h,
-            "<tr><td>—</td><td>{}</td><td>spare</td><td colspan=\"5\"></td></tr>",
+            "<tr><td>—</td><td>{}</td><td>spare</td><td colspan=\"6\"></td></tr>",
             esc(sp)
         );
     }

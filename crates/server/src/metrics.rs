@@ -742,6 +742,22 @@ fn member_io(s: &mut Sink, l: &[(&str, &str)], io: &MemberIoStatus) {
     ] {
         s.counter(name, help, l, v);
     }
+    // The zpool status columns as one family, by kind: READ, WRITE and CKSUM.
+    for (kind, v) in [
+        ("read", io.read_errors),
+        ("write", io.write_errors),
+        ("checksum", io.checksum_errors),
+    ] {
+        let mut kl = l.to_vec();
+        kl.push(("kind", kind));
+        s.counter(
+            "raidd_member_errors",
+            "Errors of the slot's member by kind: reads and writes it failed, and blocks that \
+             did not match their checksum tags (zpool status's READ, WRITE and CKSUM).",
+            &kl,
+            v,
+        );
+    }
 }
 
 fn counters(s: &mut Sink, st: &ArrayStatus) {

@@ -108,6 +108,7 @@ async fn outer_of(g: &Seen) -> Option<Outer> {
     let opts = AssembleOptions {
         read_only: true,
         start_dirty_degraded: true,
+        tag_cache: 0,
     };
     let a = match raidd_engine::assemble::assemble(opened, opts).await {
         Ok(a) => a.array,

@@ -85,6 +85,7 @@ pub fn run(args: DetailArgs, json: bool) -> AdminResult {
             member_timeout: None,
             dab: None,
             journal_mode: raidd_engine::JournalMode::WriteThrough,
+            tag_cache: 0,
         };
         let session: Session =
             session::assemble(&args.members, Access::ReadOnly, true, start).await?;

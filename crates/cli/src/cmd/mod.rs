@@ -40,6 +40,7 @@ impl StartArgs {
             member_timeout: None,
             dab: None,
             journal_mode: self.journal_mode.unwrap_or_default(),
+            tag_cache: 0,
         }
     }
 }

@@ -21,7 +21,11 @@
 //!
 //! Each rewritten range is read back. A member whose rewrite or read-back fails is failed,
 //! as md fails it; one whose read-back works counts a corrected error (md's per-device
-//! `errors`) and the bytes repaired. A RAID4/5/6 write that reads old rows mends them
+//! `errors`) and the bytes repaired. Where no other member could give the bytes either
+//! (both copies of a block bad), a member with checksum tags stays in its slot, the block
+//! as it is, its reads failing (never wrong bytes) and the log naming it, as ZFS keeps a
+//! disk with a permanent error in one block: its other blocks read, and failing it would
+//! lose the redundancy of all of them. A member without tags is failed then, as md does. A RAID4/5/6 write that reads old rows mends them
 //! itself while it holds the stripe (`ParityIo::read_rows_mended`): it runs under a pass
 //! of the gate that a barrier would wait for. A rebuild and a replace still fail a member
 //! whose read fails.
@@ -35,7 +39,7 @@ use smallvec::SmallVec;
 use super::host::Host;
 use super::member_io;
 use super::misread::{Misread, Misreads};
-use super::recovery::{copy_run, data_runs, recover_rows, regions_of};
+use super::recovery::{copy_run, data_runs, recover_rows_keeping, regions_of};
 use super::slots::same_member;
 use super::Array;
 use crate::error::Result;
@@ -49,7 +53,18 @@ type Runs = SmallVec<[std::ops::Range<u64>; 4]>;
 /// counted against that member's limit, so this ends).
 pub(super) async fn correct(array: &Array, misreads: Misreads) {
     let mut queue: std::collections::VecDeque<Misread> = misreads.into_list().into_iter().collect();
+    // Each member range once: two copies bad at one block would otherwise send each
+    // other's correction back and forth.
+    let mut tried: SmallVec<[(usize, std::ops::Range<u64>); 4]> = SmallVec::new();
     while let Some(m) = queue.pop_front() {
+        let range = m.sector..m.sector + m.sectors;
+        if tried
+            .iter()
+            .any(|(r, t)| *r == m.role && t.start <= range.start && range.end <= t.end)
+        {
+            continue;
+        }
+        tried.push((m.role, range));
         queue.extend(correct_one(array, m).await);
     }
 }
@@ -88,12 +103,35 @@ async fn correct_one(array: &Array, m: Misread) -> SmallVec<[Misread; 2]> {
         let rewritten = rewrite(array, m.role, run.clone(), &mut more).await;
         let outcome = match rewritten {
             Ok(()) => member_io::read_back(array, m.role, &member, run.clone()).await,
+            // A member with checksums reads: its bad block is the block's, not the
+            // member's (without them, a block no copy gives fails the member, as in md).
+            Err(e) if still() && member.checksums().is_some() => {
+                drop(barrier);
+                unrecoverable(array, m.role, &member, run, &e);
+                continue;
+            }
             Err(e) => Err(io::Error::other(e.to_string())),
         };
         drop(barrier);
         member_io::settle(array, m.role, &member, run, outcome).await;
     }
     more
+}
+
+/// Member sectors `run` of slot `role` could not be rebuilt: no other member gave their
+/// bytes (`why`). They stay as they are, their reads failing.
+fn unrecoverable(
+    array: &Array,
+    role: usize,
+    member: &std::sync::Arc<dyn crate::member::Member>,
+    run: std::ops::Range<u64>,
+    why: &crate::error::Error,
+) {
+    let sectors = run.end - run.start;
+    let at = array.slots().member_offset(role, run.start) / SECTOR_SIZE;
+    let name = &member.info().name;
+    tracing::error!(array = %array.name(), member = %name, role,
+        "unrecoverable: no good copy of {sectors} sectors at {at} on {name} ({why}); reads there fail until they are written");
 }
 
 /// Block size of a correction: md corrects 4 KiB pages.
@@ -132,7 +170,7 @@ pub(super) async fn narrow(
                 buf[off..off + len].copy_from_slice(&data);
             }
             Err(e) => {
-                counts.failed(false);
+                counts.failed_read(&e);
                 if !crate::member::medium_error(&e) {
                     array.fail_slot_with(role, Some(&member), &e).await;
                     return Err(());
@@ -174,7 +212,7 @@ async fn rewrite(
                         "parity there is not in sync yet",
                     ));
                 }
-                recover_rows(array, role, stripe, rows.clone()).await?;
+                recover_rows_keeping(array, role, stripe, rows.clone()).await?;
                 sec = stripe * chunk + rows.end;
             }
             Ok(())

@@ -60,18 +60,21 @@ impl MemberCounts {
         }
     }
 
-    /// One I/O the member failed.
-    pub(super) fn failed(&self, write: bool) {
+    /// A write or flush the member failed.
+    pub(super) fn failed_write(&self) {
         let (s, owned) = self.shards.mine();
-        bump(
-            if write {
-                &s.write_errors
-            } else {
-                &s.read_errors
-            },
-            1,
-            owned,
-        );
+        bump(&s.write_errors, 1, owned);
+    }
+
+    /// A read the member failed with `e`. Not a block that did not match its checksum tag
+    /// (`EBADMSG`): the member's tags count those, each bad block once however often it
+    /// is read before it is rewritten (`member::ChecksummedMember`).
+    pub(super) fn failed_read(&self, e: &std::io::Error) {
+        if e.raw_os_error() == Some(libc::EBADMSG) || crate::member::known_bad(e) {
+            return;
+        }
+        let (s, owned) = self.shards.mine();
+        bump(&s.read_errors, 1, owned);
     }
 
     /// A read error the array will try to correct, at `now`: the member's recent count
@@ -101,6 +104,7 @@ impl MemberCounts {
             written_bytes: g(|s| &s.written_bytes),
             read_errors: g(|s| &s.read_errors),
             write_errors: g(|s| &s.write_errors),
+            checksum_errors: 0,
             corrected_errors: g(|s| &s.corrected_errors),
             repaired_bytes: g(|s| &s.repaired_bytes),
         }
@@ -137,7 +141,8 @@ mod tests {
         c.issued(false, 4096);
         c.issued(true, 512);
         c.issued(true, 512);
-        c.failed(false);
+        c.failed_read(&std::io::Error::from_raw_os_error(libc::EIO));
+        c.failed_read(&std::io::Error::from_raw_os_error(libc::EBADMSG));
         c.corrected(4096);
         assert_eq!(
             c.status(),
@@ -148,6 +153,7 @@ mod tests {
                 written_bytes: 1024,
                 read_errors: 1,
                 write_errors: 0,
+                checksum_errors: 0,
                 corrected_errors: 1,
                 repaired_bytes: 4096,
             }

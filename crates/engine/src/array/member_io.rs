@@ -139,7 +139,11 @@ async fn join_member_ios<O: Owner + ?Sized, W: Window, T, U>(
     let mut kept = Kept::new();
     for (i, ((role, out), (_, member))) in outputs.iter().zip(&members).enumerate() {
         if let Some(e) = error(out) {
-            slots.io(*role).failed(W::WRITES);
+            if W::WRITES {
+                slots.io(*role).failed_write();
+            } else {
+                slots.io(*role).failed_read(e);
+            }
             if !W::WRITES
                 && on_read_error == OnReadError::Keep
                 && o.keeps_after_read_error(*role, e)
@@ -332,7 +336,7 @@ pub(crate) async fn read_member<O: Owner + ?Sized>(
     let counts = o.slots().io(role);
     counts.issued(false, raidd_rt::buf::iov_mut_len(&iov) as u64);
     if let Err(e) = &r {
-        counts.failed(false);
+        counts.failed_read(e);
         if o.keeps_after_read_error(role, e) {
             return (r, iov, true);
         }
@@ -354,7 +358,7 @@ pub(crate) async fn write_member<O: Owner + ?Sized>(
         .issued(true, raidd_rt::buf::iov_len(&iov) as u64);
     let r = member.write(offset, iov).await;
     if let Err(e) = &r {
-        o.slots().io(role).failed(true);
+        o.slots().io(role).failed_write();
         o.fail_member_io(role, &member, e).await;
     }
     r
@@ -373,7 +377,7 @@ pub(crate) async fn write_data<O: Owner + ?Sized>(
     slots.io(role).issued(true, data.len() as u64);
     let at = slots.member_offset(role, sector);
     if let Err(e) = crate::member::write_bytes(&**member, at, data).await {
-        slots.io(role).failed(true);
+        slots.io(role).failed_write();
         o.fail_member_io(role, &member, &e).await;
         return Err(Error::io(
             format!("{}: writing {}", o.name(), member.info().name),
@@ -391,7 +395,7 @@ pub(crate) async fn discard<O: Owner + ?Sized>(o: &O, ranges: &[(usize, u64, u64
     futures::future::join_all(ranges.iter().map(|&(m, off, n)| async move {
         let member = slots.member_ref(m);
         if let Err(e) = member.discard(off, n).await {
-            slots.io(m).failed(true);
+            slots.io(m).failed_write();
             o.fail_member_io(m, &member, &e).await;
         }
     }))
@@ -431,8 +435,8 @@ pub(crate) async fn read_back<O: Owner + ?Sized>(
         .read(o.slots().member_offset(role, range.start), iov)
         .await;
     drop(iov);
-    if r.is_err() {
-        counts.failed(false);
+    if let Err(e) = &r {
+        counts.failed_read(e);
     }
     r
 }

@@ -15,6 +15,7 @@
 //! shutdown).
 
 mod bitmap;
+mod checksums;
 mod consistency;
 mod correct;
 mod counters;
@@ -667,6 +668,7 @@ impl Array {
         let marked = match meta.mark_clean_unless(busy).await {
             Some(failed) => {
                 self.superblocks_failed(failed, MetaWrite::Superblock).await;
+                checksums::mark_clean(&self.slots, &self.name, meta.events().await).await;
                 true
             }
             None => false,
@@ -853,7 +855,7 @@ impl Array {
         futures::future::join_all(roles.iter().map(|&r| async move {
             let member = self.slots.member_ref(r);
             if let Err(e) = member.flush().await {
-                self.slots.io(r).failed(true);
+                self.slots.io(r).failed_write();
                 self.fail_member_io(r, &member, &e).await;
             }
         }))
@@ -931,6 +933,7 @@ impl Array {
                 !meta.is_dirty(),
                 "a clean close leaves the superblocks clean"
             );
+            checksums::mark_clean(&self.slots, &self.name, meta.events().await).await;
         }
         drop(barrier);
         Ok(Closed::Clean)

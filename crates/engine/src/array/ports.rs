@@ -48,6 +48,9 @@ impl Owner for Array {
         {
             return false;
         }
+        if crate::member::known_bad(why) {
+            return true; // counted when it was found
+        }
         let n = self
             .slots()
             .io(role)

@@ -247,7 +247,7 @@ async fn recovered(array: &Array, role: usize, name: &str) -> Result<()> {
     let p = array.parts();
     let member = p.slots.member_ref(role);
     if let Err(e) = member.flush().await {
-        p.slots.io(role).failed(true);
+        p.slots.io(role).failed_write();
         member_io::Owner::fail_member_io(array, role, &member, &e).await;
         return Err(Error::io(format!("{}: flushing {name}", array.name()), e));
     }
@@ -413,7 +413,7 @@ async fn copy_to_replacement(
         let data = match crate::member::read_bytes(&**c.old, at, len).await {
             Ok(d) => d,
             Err(e) => {
-                p.slots.io(role).failed(false);
+                p.slots.io(role).failed_read(&e);
                 member_io::Owner::fail_member_io(array, role, c.old, &e).await;
                 return Err(Error::io(format!("{name}: reading {old_name}"), e));
             }
@@ -536,6 +536,53 @@ pub(super) async fn recover_rows(
         super::parity::rebuild_blocks(&map, &mut blocks, len)?;
         let data = blocks[role].take().expect("rebuilt");
         let sector = pg.member_sector(stripe, rows.start);
+        return member_io::write_data(array, role, sector, data).await;
+    }
+    Err(Host::lost_error(array))
+}
+
+/// [`recover_rows`] for a correction: a member whose rows cannot be read either (a bad block
+/// of its own in the same rows) stays in its slot, and its rows are rebuilt too where parity
+/// covers both (RAID6), written back and read back ([`member_io::rewrite`]). Where it
+/// does not, nothing is written (`Err`): no member holds those bytes.
+pub(super) async fn recover_rows_keeping(
+    array: &Array,
+    role: usize,
+    stripe: u64,
+    rows: std::ops::Range<u64>,
+) -> Result<()> {
+    let p = array.parts();
+    let pio = p.parity.expect("parity stripes on a parity array");
+    let pg = Host::parity_shape(array);
+    let map = pg.stripe_map(stripe);
+    let end = super::parity::stripe_end(pg, stripe);
+    let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
+    let redundancy = 1 + usize::from(map.q.is_some());
+    for _attempt in 0..=p.slots.len() {
+        array.check_alive()?;
+        let present: SmallVec<[usize; 16]> = (0..p.slots.len())
+            .filter(|&m| m != role && p.slots.in_sync_at(m, end))
+            .collect();
+        let (mut blocks, kept) = pio
+            .read_rows_keeping(array, stripe, &rows, &present)
+            .await?;
+        if present
+            .iter()
+            .any(|&m| blocks[m].is_none() && !kept.contains(&m))
+        {
+            continue; // a read failed and its member is now faulty: try again
+        }
+        if 1 + kept.len() > redundancy {
+            return Err(Host::lost_error(array));
+        }
+        super::parity::rebuild_blocks(&map, &mut blocks, len)?;
+        let sector = pg.member_sector(stripe, rows.start);
+        for &x in &kept {
+            if let (Some(member), Some(data)) = (p.slots.member(x), blocks[x].take()) {
+                member_io::rewrite(array, x, &member, sector, data).await;
+            }
+        }
+        let data = blocks[role].take().expect("rebuilt");
         return member_io::write_data(array, role, sector, data).await;
     }
     Err(Host::lost_error(array))

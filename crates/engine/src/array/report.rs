@@ -82,6 +82,10 @@ pub struct MemberIoStatus {
     pub read_errors: u64,
     /// Writes and flushes the member failed.
     pub write_errors: u64,
+    /// Blocks read that did not match their checksum tags (`zpool status`'s CKSUM
+    /// column): corrected from redundancy as read errors are, and not counted in
+    /// `read_errors`.
+    pub checksum_errors: u64,
     /// Read errors corrected: the blocks rebuilt from redundancy, written back to the
     /// member and read back (md's per-device `errors`).
     pub corrected_errors: u64,

@@ -26,7 +26,7 @@ use raidd_layout::SECTOR_SIZE;
 
 use super::journal_slot::{JournalParts, JournalSlot, JournalState};
 use super::member_counts::MemberCounts;
-use super::report::{SlotState, SlotStatus};
+use super::report::{MemberIoStatus, SlotState, SlotStatus};
 use super::slot_member::{MemberRef, SlotMember};
 use crate::member::Member;
 
@@ -475,7 +475,13 @@ impl Slots {
             replaced_bytes: self
                 .is_replacing(role)
                 .then(|| slot.replaced.load(Ordering::Acquire) * SECTOR_SIZE),
-            io: slot.io.status(),
+            io: MemberIoStatus {
+                checksum_errors: self
+                    .member(role)
+                    .and_then(|m| m.checksums().map(|c| c.counts().mismatches))
+                    .unwrap_or(0),
+                ..slot.io.status()
+            },
         }
     }
 

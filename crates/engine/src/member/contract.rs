@@ -42,7 +42,49 @@ pub fn medium_error(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EIO | libc::ENODATA | libc::EILSEQ | libc::EBADMSG)
-    )
+    ) || known_bad(e)
+}
+
+/// What the array asks of a member's checksum tags (`ChecksummedMember`).
+pub trait Checksums: Send + Sync {
+    /// What the tags found and did.
+    fn counts(&self) -> ChecksumCounts;
+    /// Where the array marks its superblocks clean at `events`, after flushing: every tag
+    /// goes to the member and the tag header says clean at `events`, durably. `Ok(false)`
+    /// when a write came in meanwhile (the header stays dirty).
+    fn close(&self, events: u64) -> MemberFuture<'_, io::Result<bool>>;
+}
+
+/// What a member's checksum tags found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ChecksumCounts {
+    /// Blocks read that matched their tags.
+    pub verified_blocks: u64,
+    /// Blocks that did not (each once until it is rewritten).
+    pub mismatches: u64,
+    pub pages_read: u64,
+    pub pages_written: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+/// A block a member's checksum tags reported bad before, read again before anything
+/// rewrote it (no good copy of it was found): a medium error that says nothing new about
+/// the member, so it counts neither as an error nor against the member's limit.
+#[derive(Debug)]
+pub struct KnownBad;
+
+impl fmt::Display for KnownBad {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a block whose checksum failed before, not rewritten since")
+    }
+}
+
+impl std::error::Error for KnownBad {}
+
+/// Whether `e` is a [`KnownBad`] block's read error.
+pub fn known_bad(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<KnownBad>())
 }
 
 /// Runs a member operation within `limit` (none: as long as it takes): `lost` makes its
@@ -109,6 +151,11 @@ pub trait Member: Send + Sync + fmt::Debug {
     /// What a DMA-aligned buffer in front of the device did (`DabMember`); none
     /// for other members.
     fn dab(&self) -> Option<DabCounts> {
+        None
+    }
+    /// The member's checksum tags, where it has them (`ChecksummedMember`, itself or
+    /// below a buffer); none for other members.
+    fn checksums(&self) -> Option<&dyn Checksums> {
         None
     }
 }

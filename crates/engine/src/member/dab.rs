@@ -996,6 +996,10 @@ impl Member for DabMember {
         })
     }
 
+    fn checksums(&self) -> Option<&dyn super::contract::Checksums> {
+        self.inner.checksums()
+    }
+
     fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
         MemberFuture::new(async move {
             bump(&self.counters.bypassed, 1);

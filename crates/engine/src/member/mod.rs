@@ -3,15 +3,20 @@
 //! interchangeable, and the same engine code runs against real disks and the simulated and
 //! fault-injecting members of `raidd-lab`.
 
+mod checksummed;
 mod contract;
 mod dab;
 mod file;
 mod memory;
 mod syncs;
 
+pub use checksummed::{
+    open as open_checksums, read_header as read_tag_header, ChecksummedMember,
+    Opened as ChecksumsOpened, TagFacts,
+};
 pub use contract::{
-    assert_request, medium_error, read_bytes, windows_lost, within, write_bytes, DabCounts, Member,
-    MemberFuture, MemberInfo,
+    assert_request, known_bad, medium_error, read_bytes, windows_lost, within, write_bytes,
+    ChecksumCounts, Checksums, DabCounts, KnownBad, Member, MemberFuture, MemberInfo,
 };
 pub use dab::{
     block_for, DabCounters, DabMember, DabMode, DabPool, DEFAULT_BLOCK as DAB_DEFAULT_BLOCK,

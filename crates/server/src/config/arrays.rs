@@ -47,6 +47,8 @@ pub(super) struct RawArray {
     dab: Option<String>,
     dab_block: Option<String>,
     dab_mode: Option<String>,
+    /// Memory for the checksum tags of an array with checksums ("16M", the default).
+    checksum_cache: Option<String>,
 }
 
 /// How an array's members are found when the daemon starts.
@@ -94,6 +96,8 @@ pub struct ArrayConfig {
     pub safe_mode_delay: Option<std::time::Duration>,
     /// A DMA-aligned buffer in front of the members (write-through).
     pub dab: Option<raidd_admin::session::DabSetting>,
+    /// Bytes of checksum tags held in memory (0: the default).
+    pub checksum_cache: u64,
 }
 
 impl ArrayConfig {
@@ -104,6 +108,7 @@ impl ArrayConfig {
             dirty_degraded: self.start_dirty_degraded,
             member_timeout,
             dab: self.dab,
+            tag_cache: self.checksum_cache,
             // Set once the array is up (`arrays.rs`): an array that cannot take it is
             // served write-through, not left out.
             journal_mode: raidd_engine::JournalMode::WriteThrough,
@@ -250,6 +255,18 @@ fn array_config(a: RawArray, find: Find) -> Result<ArrayConfig, String> {
         }
     };
     let dab = dab_config(&a)?;
+    let checksum_cache = match &a.checksum_cache {
+        None => 0,
+        Some(t) => raidd_admin::size::parse_size(t)
+            .ok()
+            .filter(|&b| (4096..=16 << 30).contains(&b))
+            .ok_or_else(|| {
+                format!(
+                    "array {:?}: checksum_cache {t:?} is not a size from 4K to 16G (like \"16M\")",
+                    a.name
+                )
+            })?,
+    };
     Ok(ArrayConfig {
         name: a.name,
         find,
@@ -262,6 +279,7 @@ fn array_config(a: RawArray, find: Find) -> Result<ArrayConfig, String> {
         start_dirty_degraded: a.start_dirty_degraded,
         safe_mode_delay,
         dab,
+        checksum_cache,
     })
 }
 

@@ -1,0 +1,1069 @@
+//! A member whose data blocks carry checksum tags (`raidd_md::tags`): every read of its data
+//! area is verified block by block, and every write sets the tags of the blocks it writes.
+//! A block that does not match its tag fails its read with `EBADMSG`, a medium error: the
+//! array keeps the member, rebuilds the block from redundancy, returns the right bytes and
+//! rewrites it here (md's read error correction, `array/correct.rs`), as dm-integrity turns
+//! corruption into a read error under md. So the array needs no knowledge of tags on its
+//! paths, and which of two mirror copies is right is decided by the copies' own tags.
+//!
+//! It sits right above the array's member (a device, or the DMA-aligned buffer in front of
+//! one, whose held blocks it then verifies as they are served). I/O outside the data area (superblock, bitmap, PPL) passes through.
+//! Offsets and lengths in the data area are whole 4 KiB blocks: the member says its block
+//! size is 4096, and a checksummed array presents 4 KiB logical blocks to its clients.
+//!
+//! Tags live in a bounded [`TagCache`]; dirty pages reach the member when the member is
+//! flushed (before the flush of the device completes) or when the cache makes room. All I/O
+//! of the tag area (pages and header) is serialized by one lock, so a page is never read
+//! from the member while a newer copy of it is on its way there.
+//!
+//! The header says clean only while every tag on the member matches its block: the array
+//! marks it clean when it marks its superblocks clean ([`ChecksummedMember::close`], at a
+//! stop and in md's safe mode), and no write sets a tag before the header says dirty again,
+//! durably. Tags a crash may have left behind their blocks are then never trusted ([`open`]
+//! re-derives them), so a crash causes no false checksum errors.
+//!
+//! A read that races a write of the same block may see the old or the new bytes: while a
+//! write is in flight its blocks' old tags are accepted too, and a mismatch seen while a
+//! write of this member started during the read is read again before it is reported.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use raidd_md::tags::{self, Algorithm, Geometry, Header, TagError, BLOCK, NO_TAG, PAGE};
+use raidd_rt::{IoVec, IoVecMut};
+use smallvec::SmallVec;
+
+use super::contract::{
+    read_bytes, write_bytes, ChecksumCounts, Checksums, DabCounts, KnownBad, Member, MemberFuture,
+    MemberInfo,
+};
+use crate::tags::{PageId, TagCache};
+
+/// How often a read whose mismatch may be a racing write's is read again before it counts.
+const RETRIES: usize = 4;
+
+/// Bad blocks remembered until rewritten, so that each is counted once however often it is
+/// read meanwhile (the array's correction reads it again); past this many, every report
+/// counts.
+const REMEMBERED: usize = 4096;
+
+/// Bytes read at a time when tags are built from a member's data.
+const BUILD_CHUNK: usize = 1 << 20;
+
+/// What a member's superblock says that its tags must agree with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagFacts {
+    pub array_uuid: [u8; 16],
+    pub device_uuid: [u8; 16],
+    /// md's data area (sectors).
+    pub data_offset: u64,
+    pub data_size: u64,
+    /// The array's event count now.
+    pub events: u64,
+}
+
+impl TagFacts {
+    /// A member's superblock, at the array's event count `events`.
+    pub fn of(sb: &raidd_md::Superblock, events: u64) -> TagFacts {
+        TagFacts {
+            array_uuid: sb.set_uuid,
+            device_uuid: sb.device_uuid,
+            data_offset: sb.data_offset,
+            data_size: sb.data_size,
+            events,
+        }
+    }
+}
+
+/// What a member's checksums did, for reports.
+#[derive(Debug, Default)]
+pub struct ChecksumCounters {
+    /// Blocks read and found to match their tags.
+    verified: AtomicU64,
+    /// Blocks read that did not match (each counted once per read that reported it).
+    mismatches: AtomicU64,
+    pages_read: AtomicU64,
+    pages_written: AtomicU64,
+}
+
+/// How the tags were found at [`open`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opened {
+    /// Written at a clean stop at the array's event count: used as they are.
+    Trusted,
+    /// Re-derived from the data, for the reason given (a crash, the kernel wrote to the
+    /// array, a header missing or damaged).
+    Rebuilt(String),
+}
+
+/// One write in flight: its first block, the tags its blocks had, and its number.
+#[derive(Debug)]
+struct Writing {
+    first: u64,
+    old: SmallVec<[u32; 8]>,
+    seq: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    cache: TagCache,
+    /// Numbers the writes; a read that saw it change may have raced one.
+    write_seq: u64,
+    writing: Vec<Writing>,
+    /// Blocks reported bad and not written since.
+    bad: std::collections::BTreeSet<u64>,
+    /// The header on the member says clean: a write must mark it dirty first.
+    clean_on_disk: bool,
+    /// [`ChecksummedMember::close`] is writing a clean header: no write may start.
+    clean_marking: bool,
+}
+
+/// A member with checksum tags (see the module's comment).
+pub struct ChecksummedMember {
+    inner: Arc<dyn Member>,
+    info: MemberInfo,
+    g: Geometry,
+    algorithm: Algorithm,
+    /// Byte offset of data block 0 on the member.
+    base: u64,
+    state: Mutex<State>,
+    /// Serializes the tag area's I/O; holds the header as it is on the member.
+    area: futures::lock::Mutex<Header>,
+    counters: ChecksumCounters,
+}
+
+impl fmt::Debug for ChecksummedMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChecksummedMember")
+            .field("name", &self.info.name)
+            .field("geometry", &self.g)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bad_input(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// Reads the tag header of a member whose superblock says `facts`: the header, or why
+/// there is none that belongs to it.
+pub async fn read_header(
+    inner: &dyn Member,
+    facts: &TagFacts,
+) -> io::Result<Result<Header, TagError>> {
+    let g = Geometry::of(facts.data_offset, facts.data_size);
+    if (g.end() * 512) > inner.info().size_bytes {
+        return Ok(Err(TagError::NoHeader));
+    }
+    let page = read_bytes(inner, g.header_at * 512, PAGE).await?;
+    Ok(Header::decode(&page).and_then(|h| {
+        h.belongs_to(
+            &facts.array_uuid,
+            &facts.device_uuid,
+            facts.data_offset,
+            facts.data_size,
+        )
+        .map(|()| h)
+    }))
+}
+
+/// Opens a member's tags: `header` as [`read_header`] found it (`Err`: the tags are built
+/// from the data, as for a new member of a checksummed array). Tags that cannot be trusted
+/// at `facts.events` are re-derived from the data before this returns.
+pub async fn open(
+    inner: Arc<dyn Member>,
+    facts: &TagFacts,
+    header: Result<Header, TagError>,
+    algorithm: Algorithm,
+    cache_bytes: u64,
+) -> io::Result<(ChecksummedMember, Opened)> {
+    let m = ChecksummedMember::new(inner, facts, algorithm, cache_bytes)?;
+    let why = match &header {
+        Ok(h) if h.algorithm != algorithm => {
+            format!(
+                "its tags are {}, the array's {}",
+                h.algorithm.name(),
+                algorithm.name()
+            )
+        }
+        Ok(h) if h.trusted_at(facts.events) => {
+            *m.area.lock().await = h.clone();
+            m.state().clean_on_disk = true;
+            return Ok((m, Opened::Trusted));
+        }
+        Ok(h) if !h.clean => "it was not stopped cleanly".to_string(),
+        Ok(h) if h.events != facts.events => format!(
+            "the array was written without them (events {} → {})",
+            h.events, facts.events
+        ),
+        Ok(_) => "a build of its tags was not finished".to_string(),
+        Err(e) => e.to_string(),
+    };
+    m.build().await?;
+    Ok((m, Opened::Rebuilt(why)))
+}
+
+impl ChecksummedMember {
+    fn new(
+        inner: Arc<dyn Member>,
+        facts: &TagFacts,
+        algorithm: Algorithm,
+        cache_bytes: u64,
+    ) -> io::Result<ChecksummedMember> {
+        let g = Geometry::of(facts.data_offset, facts.data_size);
+        let name = &inner.info().name;
+        if g.end() * 512 > inner.info().size_bytes {
+            return Err(bad_input(format!(
+                "{name}: its tag area ends at sector {}, past the member's end",
+                g.end()
+            )));
+        }
+        if !facts.data_offset.is_multiple_of(tags::BLOCK_SECTORS) {
+            return Err(bad_input(format!(
+                "{name}: its data starts at sector {}, not on a 4 KiB boundary",
+                facts.data_offset
+            )));
+        }
+        let mut info = inner.info().clone();
+        info.block_size = info.block_size.max(BLOCK as u32);
+        let header = Header {
+            algorithm,
+            array_uuid: facts.array_uuid,
+            device_uuid: facts.device_uuid,
+            data_offset: facts.data_offset,
+            data_size: facts.data_size,
+            events: facts.events,
+            clean: false,
+            built: 0,
+        };
+        Ok(ChecksummedMember {
+            base: facts.data_offset * 512,
+            info,
+            g,
+            algorithm,
+            state: Mutex::new(State {
+                cache: TagCache::new(algorithm, cache_bytes, 1),
+                write_seq: 0,
+                writing: Vec::new(),
+                bad: std::collections::BTreeSet::new(),
+                clean_on_disk: false,
+                clean_marking: false,
+            }),
+            area: futures::lock::Mutex::new(header),
+            counters: ChecksumCounters::default(),
+            inner,
+        })
+    }
+
+    /// The tags of a new member (`raidd create --checksums`): built from what its data area
+    /// holds now, the header clean at `facts.events`.
+    pub async fn create(
+        inner: Arc<dyn Member>,
+        facts: &TagFacts,
+        algorithm: Algorithm,
+        cache_bytes: u64,
+    ) -> io::Result<ChecksummedMember> {
+        let m = ChecksummedMember::new(inner, facts, algorithm, cache_bytes)?;
+        m.build().await?;
+        Ok(m)
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.g
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The member below.
+    pub fn inner(&self) -> &Arc<dyn Member> {
+        &self.inner
+    }
+
+    pub fn counts(&self) -> ChecksumCounts {
+        let (cache_hits, cache_misses) = self.state().cache.hits_and_misses();
+        ChecksumCounts {
+            verified_blocks: self.counters.verified.load(Ordering::Relaxed),
+            mismatches: self.counters.mismatches.load(Ordering::Relaxed),
+            pages_read: self.counters.pages_read.load(Ordering::Relaxed),
+            pages_written: self.counters.pages_written.load(Ordering::Relaxed),
+            cache_hits,
+            cache_misses,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding it aborts the process (panic = "abort"): never poisoned in
+        // a running daemon.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The blocks of an I/O of `len` bytes at byte `offset` that lie in the tagged area,
+    /// and the bytes of the I/O before the first of them.
+    fn span(&self, offset: u64, len: u64) -> Option<(std::ops::Range<u64>, usize)> {
+        let end_tagged = self.base + self.g.blocks() * BLOCK as u64;
+        let (start, end) = (offset.max(self.base), (offset + len).min(end_tagged));
+        if start >= end {
+            return None;
+        }
+        debug_assert!(
+            (start - self.base).is_multiple_of(BLOCK as u64)
+                && (end - self.base).is_multiple_of(BLOCK as u64),
+            "{}: I/O {offset}+{len} is not in whole blocks of the data area",
+            self.info.name
+        );
+        let first = (start - self.base) / BLOCK as u64;
+        let last = (end - self.base) / BLOCK as u64;
+        Some((first..last, (start - offset) as usize))
+    }
+
+    /// Reads tag page `page` into the cache unless it is there; writes back a dirty page
+    /// the cache gives up to make room. The caller holds the tag area's lock.
+    async fn load_locked(&self, page: u64) -> io::Result<()> {
+        debug_assert!(page < self.g.pages, "page {page} of {}", self.g.pages);
+        let id = PageId { role: 0, page };
+        if self.state().cache.holds(id) {
+            return Ok(());
+        }
+        let at = self.g.place(self.g.page_blocks(page).start).sector * 512;
+        let bytes = read_bytes(&*self.inner, at, PAGE).await?;
+        self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
+        let evicted = self.state().cache.insert(id, &bytes);
+        debug_assert!(self.state().cache.holds(id), "a page read is held");
+        if let Some((gone, bytes)) = evicted {
+            debug_assert_ne!(gone, id, "the page read is not the one given up");
+            self.write_page_locked(gone.page, &bytes).await?;
+        }
+        Ok(())
+    }
+
+    async fn load(&self, page: u64) -> io::Result<()> {
+        let _area = self.area.lock().await;
+        self.load_locked(page).await
+    }
+
+    async fn write_page_locked(&self, page: u64, bytes: &[u8]) -> io::Result<()> {
+        debug_assert!(page < self.g.pages && bytes.len() == PAGE, "page {page}");
+        let at = self.g.place(self.g.page_blocks(page).start).sector * 512;
+        let mut buf = raidd_rt::AlignedBuf::for_overwrite(PAGE);
+        buf.copy_from_slice(bytes);
+        write_bytes(&*self.inner, at, buf).await?;
+        self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn write_header_locked(&self, h: &Header) -> io::Result<()> {
+        let bytes = h.encode();
+        let mut buf = raidd_rt::AlignedBuf::for_overwrite(PAGE);
+        buf.copy_from_slice(&bytes);
+        write_bytes(&*self.inner, self.g.header_at * 512, buf).await
+    }
+
+    /// Writes every dirty tag page to the member (not yet flushed).
+    async fn write_dirty(&self) -> io::Result<()> {
+        let _area = self.area.lock().await;
+        self.write_dirty_locked().await
+    }
+
+    async fn write_dirty_locked(&self) -> io::Result<()> {
+        let dirty = self.state().cache.dirty();
+        for (id, bytes) in dirty {
+            self.write_page_locked(id.page, &bytes).await?;
+            self.state().cache.written(id, &bytes);
+        }
+        Ok(())
+    }
+
+    /// Before a write after a clean stop: the header says dirty, durably.
+    async fn mark_dirty(&self) -> io::Result<()> {
+        let mut h = self.area.lock().await;
+        if !self.state().clean_on_disk {
+            return Ok(());
+        }
+        let dirty = Header {
+            clean: false,
+            ..h.clone()
+        };
+        self.write_header_locked(&dirty).await?;
+        self.inner.flush().await?;
+        *h = dirty;
+        let mut st = self.state();
+        debug_assert!(!st.clean_marking, "no clean marking while the area is held");
+        st.clean_on_disk = false;
+        Ok(())
+    }
+
+    /// Where the array marks its superblocks clean at `events` (a clean stop, md's safe
+    /// mode), after flushing: every tag goes to the member, then the header says clean at
+    /// `events`, durably. Returns whether it does: not while a write is in flight or set a
+    /// tag meanwhile (the array is not idle after all; the header stays dirty).
+    pub async fn close(&self, events: u64) -> io::Result<bool> {
+        let mut h = self.area.lock().await;
+        if self.state().clean_on_disk && h.events == events {
+            return Ok(true);
+        }
+        self.write_dirty_locked().await?;
+        self.inner.flush().await?;
+        {
+            let mut st = self.state();
+            if !st.writing.is_empty() || st.cache.has_dirty() {
+                return Ok(false);
+            }
+            debug_assert!(!st.clean_marking, "one clean marking at a time");
+            st.clean_marking = true;
+        }
+        let clean = Header {
+            clean: true,
+            events,
+            ..h.clone()
+        };
+        let written = match self.write_header_locked(&clean).await {
+            Ok(()) => self.inner.flush().await,
+            Err(e) => Err(e),
+        };
+        let mut st = self.state();
+        st.clean_marking = false;
+        debug_assert!(st.writing.is_empty(), "no write began while marking clean");
+        written?;
+        st.clean_on_disk = true;
+        drop(st);
+        *h = clean;
+        Ok(true)
+    }
+
+    /// Derives every tag from the data and writes the tags and a clean header at the
+    /// header's event count. Nothing else may use the member meanwhile.
+    async fn build(&self) -> io::Result<()> {
+        let mut h = self.area.lock().await;
+        let dirty = Header {
+            clean: false,
+            built: 0,
+            ..h.clone()
+        };
+        self.write_header_locked(&dirty).await?;
+        let blocks = self.g.blocks();
+        debug_assert!(blocks > 0 && self.g.pages == blocks.div_ceil(tags::TAGS_PER_PAGE));
+        let per_read = (BUILD_CHUNK / BLOCK) as u64;
+        let mut page = vec![0u8; PAGE];
+        let mut b = 0;
+        while b < blocks {
+            let n = per_read.min(blocks - b);
+            let data = read_bytes(
+                &*self.inner,
+                self.base + b * BLOCK as u64,
+                n as usize * BLOCK,
+            )
+            .await?;
+            for (k, block) in data.chunks_exact(BLOCK).enumerate() {
+                let at = b + k as u64;
+                tags::set(
+                    &mut page,
+                    self.g.place(at).offset / tags::TAG_BYTES,
+                    self.algorithm.tag(block),
+                );
+                if self.g.page_blocks(self.g.place(at).page).end == at + 1 {
+                    self.write_page_locked(self.g.place(at).page, &page).await?;
+                    page.fill(0);
+                }
+            }
+            b += n;
+        }
+        debug_assert!(
+            self.state().cache.is_empty(),
+            "tags are built before any use"
+        );
+        let built = Header {
+            clean: true,
+            built: blocks,
+            ..dirty
+        };
+        self.write_header_locked(&built).await?;
+        self.inner.flush().await?;
+        *h = built;
+        self.state().clean_on_disk = true;
+        Ok(())
+    }
+
+    /// Verifies the blocks from `first` whose tags `computed` are, read while the write
+    /// counter was `seq`: `Ok`, or the first bad block (`Err(Some)`), or `Err(None)` when a
+    /// racing write may explain a mismatch (read again).
+    async fn verify(&self, first: u64, computed: &[u32], seq: u64) -> Result<(), Option<Bad>> {
+        debug_assert!(
+            first + computed.len() as u64 <= self.g.blocks(),
+            "blocks {first}+{} are tagged",
+            computed.len()
+        );
+        loop {
+            let missing = {
+                let mut st = self.state();
+                match check(&mut st, &self.g, first, computed, seq) {
+                    Checked::Missing(page) => page,
+                    Checked::Good => {
+                        self.counters
+                            .verified
+                            .fetch_add(computed.len() as u64, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    Checked::Raced => return Err(None),
+                    Checked::Bad(bad) => return Err(Some(bad)),
+                }
+            };
+            if let Err(e) = self.load(missing).await {
+                return Err(Some(Bad::Unreadable(e)));
+            }
+        }
+    }
+
+    async fn read_verified(&self, offset: u64, iov: IoVecMut) -> (io::Result<()>, IoVecMut) {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let Some((blocks, skip)) = self.span(offset, len) else {
+            return self.inner.read(offset, iov).await;
+        };
+        let mut iov = iov;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let seq = self.state().write_seq;
+            let (r, back) = self.inner.read(offset, iov).await;
+            iov = back;
+            if r.is_err() {
+                return (r, iov);
+            }
+            let computed = tags_of(
+                self.algorithm,
+                iov.iter().map(|w| w.as_slice()),
+                skip,
+                (blocks.end - blocks.start) as usize,
+            );
+            match self.verify(blocks.start, &computed, seq).await {
+                Ok(()) => return (Ok(()), iov),
+                Err(None) if attempt <= RETRIES => continue,
+                Err(None) => {
+                    // Writes kept racing it: the bytes are not known to be wrong, but
+                    // they are not known to be right either.
+                    return (Err(raced(&self.info.name)), iov);
+                }
+                Err(Some(bad)) => return (Err(self.report(bad)), iov),
+            }
+        }
+    }
+
+    /// Counts and logs a mismatch; the read's error.
+    fn report(&self, bad: Bad) -> io::Error {
+        match bad {
+            Bad::Unreadable(e) => e,
+            Bad::Mismatch {
+                block,
+                tag,
+                computed,
+            } => {
+                let sector = self.g.data_offset + block * tags::BLOCK_SECTORS;
+                let new = {
+                    let mut st = self.state();
+                    st.bad.len() >= REMEMBERED || st.bad.insert(block)
+                };
+                if !new {
+                    return io::Error::new(io::ErrorKind::InvalidData, KnownBad);
+                }
+                self.counters.mismatches.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(member = %self.info.name, block, sector,
+                    "checksum mismatch: 4 KiB at sector {sector} of {} reads as {computed:#010x}, its tag is {tag:#010x}",
+                    self.info.name);
+                io::Error::from_raw_os_error(libc::EBADMSG)
+            }
+        }
+    }
+
+    /// Sets the tags of the blocks a write is about to write, keeping their old tags until
+    /// it ends ([`ChecksummedMember::end_write`]); its number. Only once the header says
+    /// dirty on the member: a tag set before could reach the member (a page evicted) under
+    /// a clean header.
+    async fn begin_write(&self, first: u64, computed: &[u32]) -> io::Result<u64> {
+        loop {
+            let wait = {
+                let mut st = self.state();
+                match self.try_begin(&mut st, first, computed) {
+                    Ok(seq) => return Ok(seq),
+                    Err(wait) => wait,
+                }
+            };
+            match wait {
+                Wait::Page(page) => self.load(page).await?,
+                Wait::Dirty => self.mark_dirty().await?,
+            }
+        }
+    }
+
+    fn try_begin(&self, st: &mut State, first: u64, computed: &[u32]) -> Result<u64, Wait> {
+        debug_assert!(
+            first + computed.len() as u64 <= self.g.blocks(),
+            "blocks {first}+{} are tagged",
+            computed.len()
+        );
+        if st.clean_on_disk || st.clean_marking {
+            return Err(Wait::Dirty);
+        }
+        let mut old = SmallVec::with_capacity(computed.len());
+        for k in 0..computed.len() as u64 {
+            match st.cache.tag(0, &self.g, first + k) {
+                Ok(t) => old.push(t),
+                Err(id) => return Err(Wait::Page(id.page)),
+            }
+        }
+        st.write_seq += 1;
+        let seq = st.write_seq;
+        let end = first + computed.len() as u64;
+        if st.bad.range(first..end).next().is_some() {
+            st.bad.retain(|b| !(first..end).contains(b));
+        }
+        for (k, &t) in computed.iter().enumerate() {
+            st.cache
+                .put(0, &self.g, first + k as u64, t)
+                .expect("every page was found just now");
+        }
+        debug_assert_eq!(old.len(), computed.len(), "an old tag per block written");
+        st.writing.push(Writing { first, old, seq });
+        Ok(seq)
+    }
+
+    fn end_write(&self, seq: u64) {
+        let mut st = self.state();
+        let before = st.writing.len();
+        st.writing.retain(|w| w.seq != seq);
+        debug_assert_eq!(st.writing.len() + 1, before, "write {seq} was in flight");
+    }
+
+    async fn write_tagged(&self, offset: u64, iov: IoVec) -> io::Result<()> {
+        let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
+        let Some((blocks, skip)) = self.span(offset, len) else {
+            return self.inner.write(offset, iov).await;
+        };
+        let computed = tags_of(
+            self.algorithm,
+            iov.iter().map(|w| w.as_slice()),
+            skip,
+            (blocks.end - blocks.start) as usize,
+        );
+        let seq = self.begin_write(blocks.start, &computed).await?;
+        let r = self.inner.write(offset, iov).await;
+        self.end_write(seq);
+        r
+    }
+
+    async fn discard_tagged(&self, offset: u64, len: u64) -> io::Result<()> {
+        if let Some((blocks, _)) = self.span(offset, len) {
+            // Later reads may return zeros or the old bytes: neither is verified.
+            let none = vec![NO_TAG; (blocks.end - blocks.start) as usize];
+            let seq = self.begin_write(blocks.start, &none).await?;
+            let r = self.inner.discard(offset, len).await;
+            self.end_write(seq);
+            return r;
+        }
+        self.inner.discard(offset, len).await
+    }
+}
+
+fn raced(name: &str) -> io::Error {
+    io::Error::other(format!(
+        "{name}: a block kept changing under its read ({RETRIES} tries)"
+    ))
+}
+
+/// Why a read's blocks were not verified.
+#[derive(Debug)]
+enum Bad {
+    Mismatch {
+        block: u64,
+        tag: u32,
+        computed: u32,
+    },
+    /// A tag page could not be read.
+    Unreadable(io::Error),
+}
+
+/// What a write waits for before it may set its tags.
+enum Wait {
+    Page(u64),
+    Dirty,
+}
+
+enum Checked {
+    Good,
+    Missing(u64),
+    Raced,
+    Bad(Bad),
+}
+
+/// Checks tags `computed` of the blocks from `first` against the cache: a block matches
+/// its tag, or a tag it had before a write still in flight, or has no tag; a mismatch while
+/// writes moved on since `seq` (or one of its blocks is being written) may be a race.
+fn check(st: &mut State, g: &Geometry, first: u64, computed: &[u32], seq: u64) -> Checked {
+    for (k, &c) in computed.iter().enumerate() {
+        let b = first + k as u64;
+        let tag = match st.cache.tag(0, g, b) {
+            Ok(t) => t,
+            Err(id) => return Checked::Missing(id.page),
+        };
+        if tag == c || tag == NO_TAG {
+            continue;
+        }
+        let in_flight = |w: &Writing| b >= w.first && b < w.first + w.old.len() as u64;
+        if st
+            .writing
+            .iter()
+            .any(|w| in_flight(w) && w.old[(b - w.first) as usize] == c)
+        {
+            continue;
+        }
+        if st.write_seq != seq || st.writing.iter().any(in_flight) {
+            return Checked::Raced;
+        }
+        return Checked::Bad(Bad::Mismatch {
+            block: b,
+            tag,
+            computed: c,
+        });
+    }
+    Checked::Good
+}
+
+/// The tags of `blocks` whole blocks of the bytes `pieces` hold in order, from byte `skip`.
+fn tags_of<'a>(
+    a: Algorithm,
+    pieces: impl Iterator<Item = &'a [u8]>,
+    skip: usize,
+    blocks: usize,
+) -> SmallVec<[u32; 16]> {
+    let mut out = SmallVec::with_capacity(blocks);
+    let (mut skip, mut sum, mut filled) = (skip, a.start(), 0usize);
+    for piece in pieces {
+        let mut p = piece;
+        if skip >= p.len() {
+            skip -= p.len();
+            continue;
+        }
+        p = &p[skip..];
+        skip = 0;
+        while !p.is_empty() && out.len() < blocks {
+            let take = (BLOCK - filled).min(p.len());
+            sum = a.append(sum, &p[..take]);
+            filled += take;
+            p = &p[take..];
+            if filled == BLOCK {
+                out.push(sum);
+                sum = a.start();
+                filled = 0;
+            }
+        }
+        if out.len() == blocks {
+            break;
+        }
+    }
+    debug_assert_eq!(out.len(), blocks, "the pieces hold every block");
+    out
+}
+
+impl Member for ChecksummedMember {
+    fn info(&self) -> &MemberInfo {
+        &self.info
+    }
+
+    fn read(&self, offset: u64, iov: IoVecMut) -> MemberFuture<'_, (io::Result<()>, IoVecMut)> {
+        MemberFuture::new(self.read_verified(offset, iov))
+    }
+
+    fn write(&self, offset: u64, iov: IoVec) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(self.write_tagged(offset, iov))
+    }
+
+    fn flush(&self) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(async move {
+            self.write_dirty().await?;
+            self.inner.flush().await
+        })
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(self.discard_tagged(offset, len))
+    }
+
+    fn dab(&self) -> Option<DabCounts> {
+        self.inner.dab()
+    }
+
+    fn checksums(&self) -> Option<&dyn Checksums> {
+        Some(self)
+    }
+}
+
+impl Checksums for ChecksummedMember {
+    fn counts(&self) -> ChecksumCounts {
+        ChecksummedMember::counts(self)
+    }
+
+    fn close(&self, events: u64) -> MemberFuture<'_, io::Result<bool>> {
+        MemberFuture::new(ChecksummedMember::close(self, events))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::member::{read_bytes, write_bytes, MemMember};
+    use proptest::prelude::*;
+
+    /// 16 MiB of data (4 tag pages) at sector 2048 of a member with room for its tags.
+    const DATA_SECTORS: u64 = 16 << 11;
+
+    fn facts(events: u64) -> TagFacts {
+        TagFacts {
+            array_uuid: [7; 16],
+            device_uuid: [9; 16],
+            data_offset: 2048,
+            data_size: DATA_SECTORS,
+            events,
+        }
+    }
+
+    fn mem() -> Arc<MemMember> {
+        let g = Geometry::of(2048, DATA_SECTORS);
+        Arc::new(MemMember::new("mem:t", g.end() * 512))
+    }
+
+    /// A block of data: its number and a generation in every byte pair.
+    fn block(n: u64, gen: u8) -> Vec<u8> {
+        (0..BLOCK)
+            .map(|i| (n as u8).wrapping_mul(31) ^ gen ^ (i as u8))
+            .collect()
+    }
+
+    fn at(b: u64) -> u64 {
+        2048 * 512 + b * BLOCK as u64
+    }
+
+    fn buf(bytes: &[u8]) -> raidd_rt::AlignedBuf {
+        let mut b = raidd_rt::AlignedBuf::for_overwrite(bytes.len());
+        b.copy_from_slice(bytes);
+        b
+    }
+
+    /// Runs a future over memory members, which complete at once (no runtime needed).
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        for _ in 0..1000 {
+            if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+        panic!("a memory member's I/O did not complete");
+    }
+
+    fn error_code(r: io::Result<raidd_rt::AlignedBuf>) -> Option<i32> {
+        r.err().and_then(|e| e.raw_os_error())
+    }
+
+    #[test]
+    fn reads_are_verified_and_a_flipped_bit_is_a_medium_error() {
+        let inner = mem();
+        for b in 0..8 {
+            inner.write_sync(at(b), &block(b, 1));
+        }
+        let m = run(ChecksummedMember::create(
+            inner.clone(),
+            &facts(5),
+            Algorithm::Crc32c,
+            1 << 20,
+        ))
+        .unwrap();
+        assert_eq!(m.info().block_size, 4096);
+        let got = run(read_bytes(&m, at(0), 8 * BLOCK)).unwrap();
+        for b in 0..8u64 {
+            assert_eq!(&got[b as usize * BLOCK..][..BLOCK], &block(b, 1)[..]);
+        }
+        assert_eq!(m.counts().verified_blocks, 8);
+        // One bit of block 3 flips on the device.
+        let mut one = [0u8; 1];
+        inner.read_sync(at(3) + 100, &mut one);
+        inner.write_sync(at(3) + 100, &[one[0] ^ 0x10]);
+        let r = run(read_bytes(&m, at(2), 4 * BLOCK));
+        assert_eq!(error_code(r), Some(libc::EBADMSG));
+        assert!(crate::member::medium_error(&io::Error::from_raw_os_error(
+            libc::EBADMSG
+        )));
+        assert_eq!(m.counts().mismatches, 1);
+        // Blocks beside it still read, and a rewrite heals it.
+        run(read_bytes(&m, at(2), BLOCK)).unwrap();
+        run(write_bytes(&m, at(3), buf(&block(3, 1)))).unwrap();
+        let got = run(read_bytes(&m, at(3), BLOCK)).unwrap();
+        assert_eq!(&got[..], &block(3, 1)[..]);
+        // A misdirected block (block 5's bytes where block 6 belongs) is caught too.
+        inner.write_sync(at(6), &block(5, 1));
+        assert_eq!(
+            error_code(run(read_bytes(&m, at(6), BLOCK))),
+            Some(libc::EBADMSG)
+        );
+        assert_eq!(m.counts().mismatches, 2);
+    }
+
+    #[test]
+    fn writes_set_tags_that_survive_a_clean_stop_and_a_small_cache() {
+        let inner = mem();
+        // A one-page cache over four pages: every write to another page evicts a dirty one.
+        let m = run(ChecksummedMember::create(
+            inner.clone(),
+            &facts(1),
+            Algorithm::Crc32c,
+            4096,
+        ))
+        .unwrap();
+        let blocks = m.geometry().blocks();
+        let picks: Vec<u64> = (0..64).map(|k| (k * 977) % blocks).collect();
+        for (k, &b) in picks.iter().enumerate() {
+            run(write_bytes(&m, at(b), buf(&block(b, k as u8 + 2)))).unwrap();
+        }
+        assert!(m.counts().pages_written > 0, "evictions wrote pages back");
+        assert!(run(m.close(9)).unwrap());
+        drop(m);
+        let h = run(read_header(&*inner, &facts(9))).unwrap().unwrap();
+        assert!(h.clean && h.events == 9 && h.trusted_at(9));
+        let (m, how) = run(open(
+            inner.clone(),
+            &facts(9),
+            Ok(h),
+            Algorithm::Crc32c,
+            4096,
+        ))
+        .unwrap();
+        assert_eq!(how, Opened::Trusted);
+        let mut last = std::collections::HashMap::new();
+        for (k, &b) in picks.iter().enumerate() {
+            last.insert(b, k as u8 + 2);
+        }
+        for (&b, &gen) in &last {
+            let got = run(read_bytes(&m, at(b), BLOCK)).unwrap();
+            assert_eq!(&got[..], &block(b, gen)[..], "block {b}");
+        }
+        assert_eq!(m.counts().mismatches, 0);
+        // A block the tags say nothing new about is still checked against its old tag.
+        inner.write_sync(at(picks[0]), &block(picks[0], 200));
+        assert_eq!(
+            error_code(run(read_bytes(&m, at(picks[0]), BLOCK))),
+            Some(libc::EBADMSG)
+        );
+    }
+
+    #[test]
+    fn tags_left_by_a_crash_or_a_foreign_writer_are_rebuilt_not_reported() {
+        let inner = mem();
+        let m = run(ChecksummedMember::create(
+            inner.clone(),
+            &facts(3),
+            Algorithm::Crc32c,
+            1 << 20,
+        ))
+        .unwrap();
+        // A write after the clean create marks the header dirty before it lands; the tag
+        // page is never written (no flush): a crash.
+        run(write_bytes(&m, at(10), buf(&block(10, 4)))).unwrap();
+        drop(m);
+        let h = run(read_header(&*inner, &facts(3))).unwrap().unwrap();
+        assert!(!h.clean, "the first write marked the tags dirty");
+        let (m, how) = run(open(
+            inner.clone(),
+            &facts(3),
+            Ok(h),
+            Algorithm::Crc32c,
+            1 << 20,
+        ))
+        .unwrap();
+        assert!(
+            matches!(how, Opened::Rebuilt(ref why) if why.contains("not stopped cleanly")),
+            "{how:?}"
+        );
+        let got = run(read_bytes(&m, at(10), BLOCK)).unwrap();
+        assert_eq!(&got[..], &block(10, 4)[..]);
+        assert!(run(m.close(4)).unwrap());
+        drop(m);
+        // The kernel wrote to the array meanwhile (its events moved on): rebuilt again.
+        inner.write_sync(at(11), &block(11, 5));
+        let h = run(read_header(&*inner, &facts(6))).unwrap().unwrap();
+        let (m, how) = run(open(
+            inner.clone(),
+            &facts(6),
+            Ok(h),
+            Algorithm::Crc32c,
+            1 << 20,
+        ))
+        .unwrap();
+        assert!(
+            matches!(how, Opened::Rebuilt(ref why) if why.contains("4 → 6")),
+            "{how:?}"
+        );
+        let got = run(read_bytes(&m, at(11), BLOCK)).unwrap();
+        assert_eq!(&got[..], &block(11, 5)[..]);
+        assert_eq!(m.counts().mismatches, 0);
+        // Another array's header is not this member's.
+        let other = TagFacts {
+            array_uuid: [8; 16],
+            ..facts(6)
+        };
+        assert_eq!(
+            run(read_header(&*inner, &other)).unwrap(),
+            Err(TagError::Foreign("array"))
+        );
+    }
+
+    #[test]
+    fn discarded_blocks_are_not_verified_and_metadata_passes_through() {
+        let inner = mem();
+        inner.write_sync(at(20), &block(20, 1));
+        let m = run(ChecksummedMember::create(
+            inner.clone(),
+            &facts(1),
+            Algorithm::Crc32c,
+            1 << 20,
+        ))
+        .unwrap();
+        run(m.discard(at(20), BLOCK as u64)).unwrap();
+        inner.write_sync(at(20), &[0u8; BLOCK]);
+        run(read_bytes(&m, at(20), BLOCK)).unwrap();
+        // The superblock's area is not tagged.
+        run(write_bytes(&m, 4096, buf(&[5u8; BLOCK]))).unwrap();
+        inner.write_sync(4096, &[6u8; 1]);
+        let got = run(read_bytes(&m, 4096, BLOCK)).unwrap();
+        assert_eq!(got[0], 6);
+        assert_eq!(m.counts().mismatches, 0);
+    }
+
+    proptest! {
+        #[test]
+        fn tags_of_split_windows_are_the_tags_of_their_blocks(
+            seed in any::<u8>(),
+            blocks in 1usize..5,
+            skip_blocks in 0usize..2,
+            cuts in proptest::collection::vec(1usize..5 * BLOCK, 0..8),
+        ) {
+            let bytes: Vec<u8> = (0..(blocks + skip_blocks) * BLOCK)
+                .map(|i| (i as u8).wrapping_mul(seed | 1))
+                .collect();
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < bytes.len()).collect();
+            cuts.push(0);
+            cuts.push(bytes.len());
+            cuts.sort_unstable();
+            cuts.dedup();
+            let pieces = cuts.windows(2).map(|w| &bytes[w[0]..w[1]]);
+            let a = Algorithm::Crc32c;
+            let got = tags_of(a, pieces, skip_blocks * BLOCK, blocks);
+            let want: Vec<u32> = bytes[skip_blocks * BLOCK..]
+                .chunks_exact(BLOCK)
+                .map(|b| a.tag(b))
+                .collect();
+            prop_assert_eq!(got.as_slice(), want.as_slice());
+        }
+    }
+}

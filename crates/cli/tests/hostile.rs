@@ -598,6 +598,143 @@ fn unreadable_sectors_are_corrected_from_redundancy_while_serving() {
     drop(fuse);
 }
 
+/// Silent corruption of member files, made by a corruptor outside raidd while fio writes
+/// and verifies through NBD (bits flipped, a sector zeroed, two blocks swapped), on arrays
+/// with checksums: fio sees no error, every read of the rest returns the pattern, a check
+/// finds what reads did not (parity), each member counts exactly its corrupted blocks, and
+/// the member files hold the right bytes again. RAID5, RAID6 and RAID1.
+#[test]
+fn silent_corruption_is_healed_from_redundancy_while_serving() {
+    for (level, n, data) in [("raid5", 4, 3), ("raid6", 5, 3), ("raid1", 3, 1)] {
+        let dir = scratch();
+        let members = create_array(dir.path(), level, n, &["--checksums", "crc32c"]);
+        let ex = raidd(&args_with(&["examine", "--json"], &members[..1])).ok();
+        let j: serde_json::Value = serde_json::from_slice(&ex.stdout).unwrap();
+        let base = j["members"][0]["superblock"]["data_offset_sectors"]
+            .as_u64()
+            .unwrap()
+            * 512;
+        let cfg = format!(
+            "threads = 2\n{}[nbd]\nlisten = \"127.0.0.1:0\"\n",
+            array_config(level, &members)
+        );
+        let d = Daemon::start(dir.path(), &cfg);
+        let size = d.export_size(level);
+        d.write_pattern(level, dir.path(), size, 1, SEED);
+        // fio keeps to the array's first half: members' data up to half their component.
+        let half = size / 2;
+        let fio = tool("fio")
+            .current_dir(dir.path())
+            .args([
+                "--name=load",
+                "--ioengine=nbd",
+                &format!("--uri={}", d.uri(level)),
+            ])
+            .args(["--rw=randwrite", "--bs=4k", "--iodepth=8", "--rate=8m"])
+            .arg(format!("--size={half}"))
+            .args(["--randrepeat=1", "--verify=crc32c", "--verify_fatal=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for(&d, "fio writing", Duration::from_secs(20), || {
+            d.status()["arrays"][0]["status"]["counters"]["writes"]
+                .as_u64()
+                .unwrap_or(0)
+                > 100
+        });
+        // Member blocks in the second half of the component, slot 0's and slot 1's in
+        // different stripe rows.
+        let component = size / data;
+        let block = |fraction: f64, k: u64| {
+            base + ((component as f64 * fraction) as u64 / 4096 + k * 37) * 4096
+        };
+        let mut saved = Vec::new();
+        for (role, at) in [(0usize, 0.6), (1, 0.8)] {
+            let path = &members[role];
+            let blocks: Vec<u64> = (0..4).map(|k| block(at, k)).collect();
+            for &b in &blocks {
+                saved.push((role, b, read_at(path, b, 4096)));
+            }
+            let mut bytes = read_at(path, blocks[0], 4096);
+            bytes[700] ^= 0x08; // a flipped bit
+            write_at(path, blocks[0], &bytes);
+            write_at(path, blocks[1] + 1024, &[0u8; 512]); // a zeroed sector
+            let (a, b) = (
+                read_at(path, blocks[2], 4096),
+                read_at(path, blocks[3], 4096),
+            );
+            write_at(path, blocks[2], &b); // two blocks swapped
+            write_at(path, blocks[3], &a);
+        }
+        let out = fio.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("err= 0"),
+            "{level}: fio: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all = dir.path().join("all.bin");
+        must(tool("nbdcopy").args([&d.uri(level), all.to_str().unwrap()]));
+        let bytes = std::fs::read(&all).unwrap();
+        let bad = pattern::verify(&bytes[half as usize..], half / 512, SEED, |_| 1);
+        assert!(
+            bad.is_empty(),
+            "{level}: {} bad sectors, first {}",
+            bad.len(),
+            bad[0]
+        );
+        let ctl = d.control.display().to_string();
+        let check = raidd(&["check", level, "--wait", "--control", &ctl]).ok();
+        assert!(
+            check.text().contains("0 mismatched sectors"),
+            "{}",
+            check.text()
+        );
+        let st = d.status();
+        let slots = &st["arrays"][0]["status"]["slots"];
+        for role in 0..n {
+            let io = &slots[role]["io"];
+            assert_eq!(slots[role]["state"], "insync", "{level}: {st}");
+            let want = if role < 2 { 4 } else { 0 };
+            assert_eq!(io["checksum_errors"], want, "{level} slot {role}: {io}");
+            assert_eq!(io["read_errors"], 0, "{level} slot {role}: {io}");
+        }
+        for (role, b, before) in &saved {
+            assert!(
+                read_at(&members[*role], *b, 4096) == *before,
+                "{level}: slot {role} at byte {b} holds the right bytes again"
+            );
+        }
+        let status = raidd(&["status", "--control", &ctl]).ok();
+        assert!(
+            status.text().contains("0 read, 0 write, 4 checksum"),
+            "{}",
+            status.text()
+        );
+        let log = d.stop();
+        assert!(log.contains("checksum mismatch"), "{log}");
+        assert!(!log.contains("member failed"), "{log}");
+    }
+}
+
+fn read_at(path: &Path, at: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut b = vec![0u8; len];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut b, at)
+        .unwrap();
+    b
+}
+
+fn write_at(path: &Path, at: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, at).unwrap();
+    f.sync_all().unwrap();
+}
+
 /// A member that stops answering under fio's verified random writes: it is failed within its
 /// timeout, the pool spare rebuilds in its place, and fio finishes with every block
 /// verified.

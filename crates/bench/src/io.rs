@@ -85,6 +85,10 @@ pub struct IoArgs {
     /// (RAID5's partial parity log).
     #[arg(long, value_enum, default_value_t = super::target::Policy::Resync)]
     pub consistency_policy: super::target::Policy,
+    /// CRC32C tags of every 4 KiB block, verified on every read (`raidd create
+    /// --checksums`): what checksums cost.
+    #[arg(long)]
+    pub checksums: bool,
     /// Buffer memory registered with every thread's io_uring, as `raidd serve` does by
     /// default (0: none): file members' reads and writes into it go out as fixed-buffer
     /// operations.
@@ -527,6 +531,7 @@ fn device(args: &IoArgs) -> AdminResult<(Device, bool)> {
                 alone: args.alone,
                 read_bypass: true,
                 policy: args.consistency_policy,
+                checksums: args.checksums,
             };
             Device::Array(make_array(members, setup, None)?)
         }

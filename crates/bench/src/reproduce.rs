@@ -201,6 +201,7 @@ fn sim_array(
         alone: Alone::Auto,
         read_bypass: true,
         policy: Policy::Resync,
+        checksums: false,
     };
     let a = make_array(members, setup, Some(&w))?;
     Ok((w, a))
@@ -423,6 +424,7 @@ fn seed000() -> AdminResult<(String, String, Vec<Check>)> {
                 alone: Alone::Auto,
                 read_bypass: true,
                 policy: Policy::Resync,
+                checksums: false,
             };
             let a = make_array(members, setup, Some(&w))?;
             let o = run_point(

@@ -112,6 +112,7 @@ fn simulated(model: &str, args: &ScanArgs) -> AdminResult<(Arc<SimWorld>, Target
                 alone: raidd_engine::Alone::Auto,
                 read_bypass: true,
                 policy: Policy::Resync,
+                checksums: false,
             };
             let a = make_array(members, setup, Some(&world))?;
             (Device::Array(a), format!("{level} over {n} sim:{model}"))

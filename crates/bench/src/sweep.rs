@@ -681,6 +681,7 @@ fn local_series(
                 alone: args.alone,
                 read_bypass: args.read_bypass == OnOff::On,
                 policy: super::target::Policy::Resync,
+                checksums: false,
             };
             Some(make_array(members.clone(), setup, sim.as_ref())?)
         }

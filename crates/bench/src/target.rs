@@ -115,6 +115,8 @@ pub struct ArraySetup {
     pub read_bypass: bool,
     /// What keeps the array consistent across an unclean stop (md's consistency policy).
     pub policy: Policy,
+    /// CRC32C tags of every 4 KiB block (`raidd create --checksums`).
+    pub checksums: bool,
 }
 
 /// md's consistency policies a benchmark array may have.
@@ -163,7 +165,9 @@ pub fn make_array(
                 JOURNAL_BYTES,
             )) as Arc<dyn Member>
         }),
-        checksums: None,
+        checksums: setup
+            .checksums
+            .then_some(raidd_engine::ChecksumAlgorithm::Crc32c),
     };
     let made = match sim {
         Some(w) => {

@@ -28,6 +28,8 @@ pub use array::{
 pub use error::{Error, ErrorKind, Result};
 pub use extent::Extent;
 pub use member::{Member, MemberInfo};
+/// How checksum tags are computed (`CreateSpec::checksums`).
+pub use raidd_md::tags::Algorithm as ChecksumAlgorithm;
 
 /// What a lock that a panicking thread held says: `raidd serve` aborts on panic, so a
 /// poisoned lock is a bug to stop at, never state to go on with.

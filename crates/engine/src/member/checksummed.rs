@@ -303,21 +303,39 @@ impl ChecksummedMember {
 
     /// The blocks of an I/O of `len` bytes at byte `offset` that lie in the tagged area,
     /// and the bytes of the I/O before the first of them.
-    fn span(&self, offset: u64, len: u64) -> Option<(std::ops::Range<u64>, usize)> {
+    /// `Err` for an I/O in part of a block: its tag could be neither checked nor set (the
+    /// member's block size says 4096; a caller that breaks it stops loudly in tests).
+    fn span(&self, offset: u64, len: u64) -> io::Result<Option<(std::ops::Range<u64>, usize)>> {
+        let Some((blocks, skip, whole)) = self.touched(offset, len) else {
+            return Ok(None);
+        };
+        debug_assert!(
+            whole,
+            "{}: I/O {offset}+{len} is not in whole blocks",
+            self.info.name
+        );
+        if !whole {
+            return Err(bad_input(format!(
+                "{}: I/O {offset}+{len} is not in whole 4 KiB blocks of its data",
+                self.info.name
+            )));
+        }
+        Ok(Some((blocks, skip)))
+    }
+
+    /// The blocks of the tagged area an I/O touches, the bytes of the I/O before the
+    /// first, and whether it covers each of them whole.
+    fn touched(&self, offset: u64, len: u64) -> Option<(std::ops::Range<u64>, usize, bool)> {
         let end_tagged = self.base + self.g.blocks() * BLOCK as u64;
         let (start, end) = (offset.max(self.base), (offset + len).min(end_tagged));
         if start >= end {
             return None;
         }
-        debug_assert!(
-            (start - self.base).is_multiple_of(BLOCK as u64)
-                && (end - self.base).is_multiple_of(BLOCK as u64),
-            "{}: I/O {offset}+{len} is not in whole blocks of the data area",
-            self.info.name
-        );
-        let first = (start - self.base) / BLOCK as u64;
-        let last = (end - self.base) / BLOCK as u64;
-        Some((first..last, (start - offset) as usize))
+        let b = BLOCK as u64;
+        let whole = (start - self.base).is_multiple_of(b) && (end - self.base).is_multiple_of(b);
+        let first = (start - self.base) / b;
+        let last = (end - self.base).div_ceil(b);
+        Some((first..last, (start - offset) as usize, whole))
     }
 
     /// Reads tag page `page` into the cache unless it is there; writes back a dirty page
@@ -519,8 +537,10 @@ impl ChecksummedMember {
 
     async fn read_verified(&self, offset: u64, iov: IoVecMut) -> (io::Result<()>, IoVecMut) {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        let Some((blocks, skip)) = self.span(offset, len) else {
-            return self.inner.read(offset, iov).await;
+        let (blocks, skip) = match self.span(offset, len) {
+            Ok(Some(s)) => s,
+            Ok(None) => return self.inner.read(offset, iov).await,
+            Err(e) => return (Err(e), iov),
         };
         let mut iov = iov;
         let mut attempt = 0;
@@ -638,7 +658,7 @@ impl ChecksummedMember {
 
     async fn write_tagged(&self, offset: u64, iov: IoVec) -> io::Result<()> {
         let len: u64 = iov.iter().map(|w| w.len() as u64).sum();
-        let Some((blocks, skip)) = self.span(offset, len) else {
+        let Some((blocks, skip)) = self.span(offset, len)? else {
             return self.inner.write(offset, iov).await;
         };
         let computed = tags_of(
@@ -654,8 +674,9 @@ impl ChecksummedMember {
     }
 
     async fn discard_tagged(&self, offset: u64, len: u64) -> io::Result<()> {
-        if let Some((blocks, _)) = self.span(offset, len) {
-            // Later reads may return zeros or the old bytes: neither is verified.
+        if let Some((blocks, _, _)) = self.touched(offset, len) {
+            // Later reads may return zeros or the old bytes: neither is verified (a block
+            // discarded in part too).
             let none = vec![NO_TAG; (blocks.end - blocks.start) as usize];
             let seq = self.begin_write(blocks.start, &none).await?;
             let r = self.inner.discard(offset, len).await;

@@ -109,8 +109,6 @@ struct Writing {
 #[derive(Debug)]
 struct State {
     cache: TagCache,
-    /// Numbers the writes; a read that saw it change may have raced one.
-    write_seq: u64,
     writing: Vec<Writing>,
     /// Blocks reported bad and not written since.
     bad: std::collections::BTreeSet<u64>,
@@ -129,6 +127,10 @@ pub struct ChecksummedMember {
     /// Byte offset of data block 0 on the member.
     base: u64,
     state: Mutex<State>,
+    /// Numbers the writes, moved on under the state's lock as each sets its tags; a read
+    /// takes it before its I/O (no lock) and compares it under the lock after: a read
+    /// that saw it change may have raced a write.
+    write_seq: AtomicU64,
     /// Serializes the tag area's I/O; holds the header as it is on the member.
     area: futures::lock::Mutex<Header>,
     counters: ChecksumCounters,
@@ -245,12 +247,13 @@ impl ChecksummedMember {
             algorithm,
             state: Mutex::new(State {
                 cache: TagCache::new(algorithm, cache_bytes, 1),
-                write_seq: 0,
+
                 writing: Vec::new(),
                 bad: std::collections::BTreeSet::new(),
                 clean_on_disk: false,
                 clean_marking: false,
             }),
+            write_seq: AtomicU64::new(0),
             area: futures::lock::Mutex::new(header),
             counters: ChecksumCounters::default(),
             inner,
@@ -517,7 +520,8 @@ impl ChecksummedMember {
         loop {
             let missing = {
                 let mut st = self.state();
-                match check(&mut st, &self.g, first, computed, seq) {
+                let now = self.write_seq.load(Ordering::Acquire);
+                match check(&mut st, &self.g, first, computed, seq, now) {
                     Checked::Missing(page) => page,
                     Checked::Good => {
                         self.counters
@@ -546,7 +550,7 @@ impl ChecksummedMember {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let seq = self.state().write_seq;
+            let seq = self.write_seq.load(Ordering::Acquire);
             let (r, back) = self.inner.read(offset, iov).await;
             iov = back;
             if r.is_err() {
@@ -633,8 +637,7 @@ impl ChecksummedMember {
                 Err(id) => return Err(Wait::Page(id.page)),
             }
         }
-        st.write_seq += 1;
-        let seq = st.write_seq;
+        let seq = self.write_seq.fetch_add(1, Ordering::AcqRel) + 1;
         let end = first + computed.len() as u64;
         if st.bad.range(first..end).next().is_some() {
             st.bad.retain(|b| !(first..end).contains(b));
@@ -720,8 +723,15 @@ enum Checked {
 
 /// Checks tags `computed` of the blocks from `first` against the cache: a block matches
 /// its tag, or a tag it had before a write still in flight, or has no tag; a mismatch while
-/// writes moved on since `seq` (or one of its blocks is being written) may be a race.
-fn check(st: &mut State, g: &Geometry, first: u64, computed: &[u32], seq: u64) -> Checked {
+/// writes moved on from `seq` to `now` (or one of its blocks is being written) may be a race.
+fn check(
+    st: &mut State,
+    g: &Geometry,
+    first: u64,
+    computed: &[u32],
+    seq: u64,
+    now: u64,
+) -> Checked {
     for (k, &c) in computed.iter().enumerate() {
         let b = first + k as u64;
         let tag = match st.cache.tag(0, g, b) {
@@ -739,7 +749,7 @@ fn check(st: &mut State, g: &Geometry, first: u64, computed: &[u32], seq: u64) -
         {
             continue;
         }
-        if st.write_seq != seq || st.writing.iter().any(in_flight) {
+        if now != seq || st.writing.iter().any(in_flight) {
             return Checked::Raced;
         }
         return Checked::Bad(Bad::Mismatch {
@@ -769,6 +779,11 @@ fn tags_of<'a>(
         p = &p[skip..];
         skip = 0;
         while !p.is_empty() && out.len() < blocks {
+            if filled == 0 && p.len() >= BLOCK {
+                out.push(a.tag(&p[..BLOCK])); // a whole block in one piece: the fast way
+                p = &p[BLOCK..];
+                continue;
+            }
             let take = (BLOCK - filled).min(p.len());
             sum = a.append(sum, &p[..take]);
             filled += take;

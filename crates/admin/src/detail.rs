@@ -55,6 +55,9 @@ pub struct ArrayJson {
     pub journal: Option<raidd_engine::JournalStatus>,
     /// md's consistency policy: `none`, `resync`, `bitmap` or `ppl`.
     pub consistency_policy: raidd_engine::ConsistencyPolicy,
+    /// raidd's checksum tags of every block (`crc32c`), where the array has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksums: Option<String>,
     /// What the partial parity log recovered at the start (absent when it recovered
     /// nothing: a clean start, or no log).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -273,6 +276,7 @@ impl Gathered<'_> {
             faulty: st.faulty.clone(),
             journal: st.journal.clone(),
             consistency_policy: st.consistency_policy,
+            checksums: st.checksums.clone(),
             ppl_recovered: st.ppl_recovered,
             sync: st.sync.clone(),
             last_sync: st.last_sync.clone(),
@@ -477,6 +481,12 @@ impl Gathered<'_> {
 /// recovered at the start.
 fn consistency_lines(b: &mut KvBlock, st: &ArrayStatus) {
     b.add("Consistency Policy", st.consistency_policy.to_string());
+    if let Some(c) = &st.checksums {
+        b.add(
+            "Checksums",
+            format!("{c} of every 4 KiB block, verified on every read"),
+        );
+    }
     if let Some(r) = &st.ppl_recovered {
         b.add(
             "PPL Recovery",

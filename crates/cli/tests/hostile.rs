@@ -712,6 +712,16 @@ fn silent_corruption_is_healed_from_redundancy_while_serving() {
             "{}",
             status.text()
         );
+        assert_eq!(st["arrays"][0]["status"]["checksums"], "crc32c", "{st}");
+        let detail = raidd(&["detail", level, "--control", &ctl]).ok();
+        assert!(
+            detail.text().contains("Checksums : crc32c")
+                && detail
+                    .text()
+                    .contains("(errors: 0 read, 0 write, 4 checksum;"),
+            "{}",
+            detail.text()
+        );
         let log = d.stop();
         assert!(log.contains("checksum mismatch"), "{log}");
         assert!(!log.contains("member failed"), "{log}");

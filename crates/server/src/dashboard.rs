@@ -365,7 +365,7 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
     let _ = writeln!(
         h,
         "<section class=\"array\" data-array=\"{}\"><h2>{} <span class=\"badge {word}\">{word}\
-         </span></h2><p class=\"meta\">{}{} · {} · {} members · {}</p>",
+         </span></h2><p class=\"meta\">{}{} · {} · {} members · {}{}</p>",
         esc(&st.name),
         esc(&st.name),
         esc(&st.level),
@@ -375,6 +375,9 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
         size::short(st.size_bytes),
         st.slots.len(),
         st.consistency_policy,
+        st.checksums
+            .as_deref()
+            .map_or(String::new(), |c| format!(" · checksums {}", esc(c))),
     );
     if let Some(j) = &st.journal {
         let _ = writeln!(

@@ -116,6 +116,10 @@ pub struct ArrayStatus {
     pub journal: Option<JournalStatus>,
     /// What keeps parity right across an unclean stop (md's `consistency_policy`).
     pub consistency_policy: ConsistencyPolicy,
+    /// How its members' blocks are checksummed (`crc32c`), where they are
+    /// (`raidd create --checksums`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksums: Option<String>,
     /// What the partial parity log recovered when the array started after an unclean
     /// stop (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -45,6 +45,9 @@ impl Array {
             spares: slots.spare_names(),
             faulty: slots.detached_names(),
             consistency_policy: self.consistency().policy(),
+            checksums: (0..slots.len())
+                .filter_map(|r| slots.member(r))
+                .find_map(|m| m.checksums().map(|c| c.algorithm_name().to_string())),
             ppl_recovered: p.ppl.and_then(|l| l.last_recovery()),
             journal: slots.journal_state().map(|state| {
                 let live = p.journal.live();

@@ -836,6 +836,10 @@ impl Member for ChecksummedMember {
 }
 
 impl Checksums for ChecksummedMember {
+    fn algorithm_name(&self) -> &'static str {
+        self.algorithm.name()
+    }
+
     fn counts(&self) -> ChecksumCounts {
         ChecksummedMember::counts(self)
     }

@@ -47,6 +47,8 @@ pub fn medium_error(e: &io::Error) -> bool {
 
 /// What the array asks of a member's checksum tags (`ChecksummedMember`).
 pub trait Checksums: Send + Sync {
+    /// How the tags are computed (`crc32c`).
+    fn algorithm_name(&self) -> &'static str;
     /// What the tags found and did.
     fn counts(&self) -> ChecksumCounts;
     /// Where the array marks its superblocks clean at `events`, after flushing: every tag

@@ -39,7 +39,7 @@ use smallvec::SmallVec;
 use super::host::Host;
 use super::member_io;
 use super::misread::{Misread, Misreads};
-use super::recovery::{copy_run, data_runs, recover_rows_keeping, regions_of};
+use super::recovery::{copy_run, data_runs, recover_rows, regions_of};
 use super::slots::same_member;
 use super::Array;
 use crate::error::Result;
@@ -212,7 +212,14 @@ async fn rewrite(
                         "parity there is not in sync yet",
                     ));
                 }
-                recover_rows_keeping(array, role, stripe, rows.clone()).await?;
+                recover_rows(
+                    array,
+                    role,
+                    stripe,
+                    rows.clone(),
+                    member_io::OnReadError::Keep,
+                )
+                .await?;
                 sec = stripe * chunk + rows.end;
             }
             Ok(())

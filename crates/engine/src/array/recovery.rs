@@ -503,16 +503,21 @@ pub(super) async fn copy_run(array: &Array, role: usize, run: &Run) -> (Result<(
 /// Rebuilds `role`'s chunk of `stripe` (data or parity) from the other members.
 async fn recover_stripe(array: &Array, role: usize, stripe: u64) -> Result<()> {
     let chunk = u64::from(Host::parity_shape(array).chunk_sectors);
-    recover_rows(array, role, stripe, 0..chunk).await
+    recover_rows(array, role, stripe, 0..chunk, member_io::OnReadError::Fail).await
 }
 
 /// Rebuilds `rows` of `role`'s chunk of `stripe` (data or parity) from the other members
-/// and writes them to it.
+/// and writes them to it. A member whose read fails is failed (`OnReadError::Fail`: a
+/// rebuild), or, for a correction (`Keep`), stays in its slot where its error is a medium
+/// one: its rows are rebuilt too where parity covers both (RAID6), written back and read
+/// back ([`member_io::rewrite`]); where it does not, nothing is written (`Err`): no member
+/// holds those bytes.
 pub(super) async fn recover_rows(
     array: &Array,
     role: usize,
     stripe: u64,
     rows: std::ops::Range<u64>,
+    on_error: member_io::OnReadError,
 ) -> Result<()> {
     let p = array.parts();
     let pio = p.parity.expect("parity stripes on a parity array");
@@ -524,48 +529,22 @@ pub(super) async fn recover_rows(
     let map = pg.stripe_map(stripe);
     let end = super::parity::stripe_end(pg, stripe);
     let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
-    for _attempt in 0..=p.slots.len() {
-        array.check_alive()?;
-        let present: SmallVec<[usize; 16]> = (0..p.slots.len())
-            .filter(|&m| m != role && p.slots.in_sync_at(m, end))
-            .collect();
-        let mut blocks = pio.read_rows(array, stripe, &rows, &present).await?;
-        if present.iter().any(|&m| blocks[m].is_none()) {
-            continue; // a read failed and its member is now faulty: try again
-        }
-        super::parity::rebuild_blocks(&map, &mut blocks, len)?;
-        let data = blocks[role].take().expect("rebuilt");
-        let sector = pg.member_sector(stripe, rows.start);
-        return member_io::write_data(array, role, sector, data).await;
-    }
-    Err(Host::lost_error(array))
-}
-
-/// [`recover_rows`] for a correction: a member whose rows cannot be read either (a bad block
-/// of its own in the same rows) stays in its slot, and its rows are rebuilt too where parity
-/// covers both (RAID6), written back and read back ([`member_io::rewrite`]). Where it
-/// does not, nothing is written (`Err`): no member holds those bytes.
-pub(super) async fn recover_rows_keeping(
-    array: &Array,
-    role: usize,
-    stripe: u64,
-    rows: std::ops::Range<u64>,
-) -> Result<()> {
-    let p = array.parts();
-    let pio = p.parity.expect("parity stripes on a parity array");
-    let pg = Host::parity_shape(array);
-    let map = pg.stripe_map(stripe);
-    let end = super::parity::stripe_end(pg, stripe);
-    let len = ((rows.end - rows.start) * SECTOR_SIZE) as usize;
     let redundancy = 1 + usize::from(map.q.is_some());
     for _attempt in 0..=p.slots.len() {
         array.check_alive()?;
         let present: SmallVec<[usize; 16]> = (0..p.slots.len())
             .filter(|&m| m != role && p.slots.in_sync_at(m, end))
             .collect();
-        let (mut blocks, kept) = pio
-            .read_rows_keeping(array, stripe, &rows, &present)
-            .await?;
+        let (mut blocks, kept) = match on_error {
+            member_io::OnReadError::Fail => (
+                pio.read_rows(array, stripe, &rows, &present).await?,
+                SmallVec::new(),
+            ),
+            member_io::OnReadError::Keep => {
+                pio.read_rows_keeping(array, stripe, &rows, &present)
+                    .await?
+            }
+        };
         if present
             .iter()
             .any(|&m| blocks[m].is_none() && !kept.contains(&m))

@@ -486,6 +486,15 @@ fn consistency_lines(b: &mut KvBlock, st: &ArrayStatus) {
             "Checksums",
             format!("{c} of every 4 KiB block, verified on every read"),
         );
+        if st.checksums_unverified_blocks > 0 {
+            b.add(
+                "Checksums Unverified",
+                format!(
+                    "{} of tags being re-derived from the data (read unverified until then)",
+                    crate::size::short(st.checksums_unverified_blocks * 4096)
+                ),
+            );
+        }
     }
     if let Some(r) = &st.ppl_recovered {
         b.add(

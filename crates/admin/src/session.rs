@@ -29,6 +29,9 @@ pub struct Start {
     pub journal_mode: raidd_engine::JournalMode,
     /// Bytes of checksum tags held in memory per array (0: the engine's default).
     pub tag_cache: u64,
+    /// Checksum tags not trusted at assembly are re-derived while the arrays serve (the
+    /// daemon), not before [`assemble`] returns (a command that writes offline).
+    pub rederive_in_background: bool,
 }
 
 /// A DMA-aligned buffer's memory and block size, in bytes, and how writes meet it.
@@ -185,6 +188,11 @@ pub async fn assemble(
             a.array.size_bytes(),
             if opts.read_only { ", read-only" } else { "" }
         );
+    }
+    if !opts.read_only && !start.rederive_in_background {
+        for a in &arrays {
+            raidd_engine::array::rederive::rederive_checksums(&a.array).await?;
+        }
     }
     if start.journal_mode != raidd_engine::JournalMode::WriteThrough {
         arrays[root]

@@ -367,28 +367,7 @@ impl ServedArray {
             st.raid_devices,
             state_word(st.state),
         );
-        if let Some(b) = &st.bitmap {
-            let _ = writeln!(text, "      bitmap: {}/{} chunks dirty", b.dirty, b.chunks);
-        }
-        // Members that returned errors, as `zpool status`'s READ and WRITE columns, and
-        // what was corrected from redundancy.
-        for sl in &st.slots {
-            let io = &sl.io;
-            if io.read_errors + io.write_errors + io.checksum_errors == 0 {
-                continue;
-            }
-            let _ = writeln!(
-                text,
-                "      errors: {}[{}]: {} read, {} write, {} checksum; {} corrected, {} repaired",
-                sl.member.as_deref().unwrap_or("-"),
-                sl.role,
-                io.read_errors,
-                io.write_errors,
-                io.checksum_errors,
-                io.corrected_errors,
-                size::short(io.repaired_bytes)
-            );
-        }
+        write_health(text, st);
         // Passes and loose members of the inner arrays, then of the array.
         for inner in &self.inner {
             write_passes(text, inner, &format!("{}: ", inner.name));
@@ -416,6 +395,41 @@ impl ServedArray {
                 size::short(e.copied_bytes)
             );
         }
+    }
+}
+
+/// The bitmap's dirty chunks, checksum tags being re-derived, and the members that returned
+/// errors (as `zpool status`'s READ, WRITE and CKSUM columns) with what was corrected from
+/// redundancy.
+fn write_health(text: &mut String, st: &ArrayStatus) {
+    if let Some(b) = &st.bitmap {
+        let _ = writeln!(text, "      bitmap: {}/{} chunks dirty", b.dirty, b.chunks);
+    }
+    if st.checksums_unverified_blocks > 0 {
+        let _ = writeln!(
+            text,
+            "      checksums: {} of tags being re-derived from the data",
+            size::short(st.checksums_unverified_blocks * 4096)
+        );
+    }
+    // Members that returned errors, as `zpool status`'s READ and WRITE columns, and
+    // what was corrected from redundancy.
+    for sl in &st.slots {
+        let io = &sl.io;
+        if io.read_errors + io.write_errors + io.checksum_errors == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            text,
+            "      errors: {}[{}]: {} read, {} write, {} checksum; {} corrected, {} repaired",
+            sl.member.as_deref().unwrap_or("-"),
+            sl.role,
+            io.read_errors,
+            io.write_errors,
+            io.checksum_errors,
+            io.corrected_errors,
+            size::short(io.repaired_bytes)
+        );
     }
 }
 

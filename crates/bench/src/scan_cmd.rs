@@ -209,6 +209,7 @@ fn array_scan(args: &ScanArgs) -> AdminResult<Scanned> {
             dab: None,
             journal_mode: raidd_engine::JournalMode::WriteThrough,
             tag_cache: 0,
+            rederive_in_background: false,
         };
         session::assemble(&paths, Access::ReadOnly, false, start).await
     })?;

@@ -351,6 +351,122 @@ fn mdadm_reads_raidd_bitmaps() {
     assert!(e.error().contains("larger --bitmap-chunk"), "{}", e.error());
 }
 
+/// `raidd grow --checksums crc32c` offline: refused with nothing changed where the members
+/// have no room past what the array uses; otherwise mdadm examines every member as valid,
+/// its used size the same and its data area ending where the tags begin, the data reads
+/// back the same, and the tags then find a bit flipped behind raidd's back (and the read
+/// still returns the right bytes).
+#[test]
+fn checksums_added_offline_keep_the_superblocks_valid_for_mdadm() {
+    let mdadm = mdadm_path();
+    let dir = scratch();
+    let sized = |prefix: &str, n: usize| {
+        let imgs = images(dir.path(), prefix, n);
+        for img in &imgs {
+            std::fs::File::create(img)
+                .unwrap()
+                .set_len(8 << 20)
+                .unwrap();
+        }
+        imgs
+    };
+    let full = sized("full", 3);
+    raidd(&args_with(
+        &[
+            "create", "--level", "raid5", "--chunk", "64K", "--name", "full",
+        ],
+        &full,
+    ))
+    .ok();
+    let before = mdadm_examine(&mdadm, &full[0]);
+    let e = raidd(&args_with(&["grow", "--checksums", "crc32c"], &full)).expect(2);
+    assert!(
+        e.error().contains("no room for checksum tags"),
+        "{}",
+        e.error()
+    );
+    let after = mdadm_examine(&mdadm, &full[0]);
+    assert_eq!(before["Avail Dev Size"], after["Avail Dev Size"]);
+    assert_eq!(before["Events"], after["Events"], "nothing written");
+    let imgs = sized("ck", 4);
+    raidd(&args_with(
+        &[
+            "create", "--level", "raid5", "--chunk", "64K", "--size", "4M", "--name", "ck",
+        ],
+        &imgs,
+    ))
+    .ok();
+    raidd(&args_with(
+        &["pattern", "write", "--generation", "3"],
+        &imgs,
+    ))
+    .ok();
+    let before = mdadm_examine(&mdadm, &imgs[0]);
+    let out = raidd(&args_with(
+        &["grow", "--json", "--checksums", "crc32c"],
+        &imgs,
+    ))
+    .ok()
+    .json();
+    assert_eq!(out["checksums"], "crc32c", "{out}");
+    assert!(out["tag_bytes"].as_u64().unwrap() > 0, "{out}");
+    for img in &imgs {
+        let ex = mdadm_examine(&mdadm, img);
+        let text = &ex["__text"];
+        assert_eq!(
+            ex["Checksum"].split(" - ").nth(1),
+            Some("correct"),
+            "{text}"
+        );
+        // The array uses what it used (mdadm shows it apart from the larger data area now).
+        let sectors = |v: &str| v.split(' ').next().unwrap().parse::<u64>().unwrap();
+        let used = before
+            .get("Used Dev Size")
+            .unwrap_or(&before["Avail Dev Size"]);
+        assert_eq!(sectors(&ex["Used Dev Size"]), sectors(used), "{text}");
+        assert!(sectors(&ex["Avail Dev Size"]) >= sectors(used), "{text}");
+        assert_eq!(ex["Data Offset"], before["Data Offset"], "{text}");
+    }
+    let detail = raidd(&args_with(&["detail"], &imgs)).ok().text();
+    assert!(detail.contains("Checksums : crc32c"), "{detail}");
+    raidd(&args_with(
+        &["pattern", "verify", "--generation", "3"],
+        &imgs,
+    ))
+    .ok();
+    // Member 0 holds the array's first chunk: flip a bit there.
+    let ex = raidd(&args_with(&["examine", "--json"], &imgs[..1]))
+        .ok()
+        .json();
+    let base = ex["members"][0]["superblock"]["data_offset_sectors"]
+        .as_u64()
+        .unwrap()
+        * 512;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&imgs[0])
+            .unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, base + 8192 + 5).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], base + 8192 + 5).unwrap();
+    }
+    let v = raidd(&args_with(
+        &["pattern", "verify", "-v", "--generation", "3"],
+        &imgs,
+    ))
+    .ok();
+    assert!(v.stderr.contains("checksum mismatch"), "{}", v.stderr);
+    let again = raidd(&args_with(&["grow", "--checksums", "crc32c"], &imgs)).expect(2);
+    assert!(
+        again.error().contains("checksums already"),
+        "{}",
+        again.error()
+    );
+}
+
 /// `raidd grow --consistency-policy` offline on a RAID5 made without a log: mdadm reads the
 /// partial parity log raidd switched on where the superblock says (after the superblock's
 /// 4 KiB, up to the empty bad-block log it moved to just before the data), and after

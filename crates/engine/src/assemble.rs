@@ -361,6 +361,9 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
     };
     let meta = placed.metadata(&found, bitmap);
     let array = Array::build(parts, Some(meta)).map_err(|e| naming_unused(e, &placed.report))?;
+    // After a crash of raidd's own, only the regions the bitmap marks need their tags
+    // re-derived.
+    crate::array::rederive::narrow_to_bitmap(&array);
     // The partial parity log recovers an unclean stop before anything else reads the
     // array (a read-only array recovers nothing: it writes nothing).
     let recovered = array.start_logs().await?;
@@ -376,9 +379,9 @@ pub async fn assemble(members: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> R
 
 /// An array whose members carry checksum tags (a member's tag header that belongs to it,
 /// `raidd_md::tags`) gets each member in a slot or spare in a [`ChecksummedMember`]:
-/// tags found trusted are used, others re-derived from the data first. A read-only
-/// assembly re-derives nothing (it writes nothing): a member whose tags it cannot trust is
-/// read unverified, and says so.
+/// tags found trusted are used, others are suspect until [`crate::array::rederive::rederive_checksums`]
+/// re-derives them from the data. A read-only assembly re-derives nothing (it writes
+/// nothing): a member whose tags it cannot trust is read unverified, and says so.
 async fn open_checksums(
     found: &mut [Found],
     placed: &Placed,
@@ -427,8 +430,8 @@ async fn open_checksums(
             crate::member::open_checksums(found[i].member.clone(), &facts, h, algorithm, cache)
                 .await
                 .map_err(|e| Error::io(format!("{name}: opening its checksum tags"), e))?;
-        if let crate::member::ChecksumsOpened::Rebuilt(why) = how {
-            tracing::warn!(member = %name, "checksum tags re-derived from the data: {why}");
+        if let crate::member::ChecksumsOpened::Untrusted(why) = how {
+            tracing::warn!(member = %name, "checksum tags not trusted ({why}): re-deriving them from the data");
         }
         debug_assert!(
             m.info().block_size >= 4096,

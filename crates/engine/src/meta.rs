@@ -14,7 +14,7 @@ use futures::lock::Mutex;
 use raidd_md::{feature, BitmapSuper, DevRole, Superblock, MAX_SECTOR};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::member::{read_bytes, write_bytes, Member};
+use crate::member::{read_bytes, write_bytes, Member, TagFacts};
 
 /// Bytes of a superblock block: read-modify-written whole so 4 KiB-sector members work.
 const SB_BLOCK: usize = 4096;
@@ -162,27 +162,25 @@ impl Metadata {
     /// `by_bitmap_at`: the member may recover by the write-intent bitmap if its data area
     /// stays at this offset (sectors, from its old superblock); then its superblock says so
     /// (md's RECOVERY_BITMAP), so an interrupted re-add resumes as one, here or in the kernel.
+    /// `id`: what [`Metadata::joining`] said of it.
     pub(crate) async fn add_member(
         &self,
         role: Option<usize>,
         member: Arc<dyn Member>,
         by_bitmap_at: Option<u64>,
+        id: &TagFacts,
     ) -> Result<MemberAdded> {
         let mut st = self.state.lock().await;
         let reference = st.reference()?;
         let size = member.info().size_bytes / 512;
-        let need = reference.data_offset + reference.size;
-        if size < need {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "{} has {} KiB; the array needs {} KiB per member",
-                    member.info().name,
-                    size / 2,
-                    need / 2
-                ),
-            ));
-        }
+        debug_assert!(
+            id.array_uuid == reference.set_uuid
+                && id.data_offset == reference.data_offset
+                && id.data_size >= reference.size
+                && id.data_offset + id.data_size <= size,
+            "{}: {id:?} is what `joining` said of it",
+            member.info().name
+        );
         // Before anything here changes (the log lies where the reference places its own):
         // rebuilt whole, or re-added by its bitmap only with an empty log
         // (`Array::add_member`), it keeps no bad block of an earlier life.
@@ -195,9 +193,8 @@ impl Metadata {
         let dev = st.free_dev(was_spare, reference.dev_roles.len())?;
         let mut sb = reference;
         sb.dev_number = dev;
-        getrandom::fill(&mut sb.device_uuid)
-            .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
-        sb.data_size = size - sb.data_offset;
+        sb.device_uuid = id.device_uuid;
+        sb.data_size = id.data_size;
         sb.cnt_corrected_read = 0;
         // The reference's own: its devflags (write-mostly is the device's, not the array's),
         // its bad-block flag (this member's log was emptied above), and whether it is being
@@ -231,6 +228,55 @@ impl Metadata {
             by_bitmap,
             failed: commit(&mut st).await,
         })
+    }
+
+    /// What the superblock of `member`, joining the array, will say: a spare of the array
+    /// keeps its own device UUID and data area; a new member gets a fresh UUID and all it
+    /// holds past the data offset, or with checksum `tags` whole chunks with room for their
+    /// tags past them.
+    pub(crate) async fn joining(&self, member: &dyn Member, tags: bool) -> Result<TagFacts> {
+        let st = self.state.lock().await;
+        let reference = st.reference()?;
+        if let Some(s) = st
+            .spares
+            .iter()
+            .find(|s| std::ptr::addr_eq(&*s.member, member))
+        {
+            return Ok(TagFacts::of(&s.sb, st.events));
+        }
+        let size = member.info().size_bytes / 512;
+        let need = reference.data_offset + reference.size;
+        let data_size = if tags {
+            let unit = u64::from(reference.chunksize).max(raidd_md::tags::BLOCK_SECTORS);
+            raidd_md::tags::Geometry::fit(size, reference.data_offset, unit).map(|g| g.data_size)
+        } else {
+            size.checked_sub(reference.data_offset)
+        };
+        let Some(data_size) = data_size.filter(|&d| d >= reference.size) else {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{} has {} KiB; the array needs {} KiB per member{}",
+                    member.info().name,
+                    size / 2,
+                    need / 2,
+                    if tags {
+                        " and room for its checksum tags"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        };
+        let mut facts = TagFacts::of(&reference, st.events);
+        getrandom::fill(&mut facts.device_uuid)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("no randomness for a UUID: {e}")))?;
+        facts.data_size = data_size;
+        debug_assert!(
+            facts.data_offset + facts.data_size <= size && facts.data_size >= reference.size,
+            "{facts:?} fits {size} sectors"
+        );
+        Ok(facts)
     }
 
     /// A replacement built for slot `role` takes it: the member it replaces is recorded as

@@ -12,6 +12,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{Model, Rng};
+use raidd_engine::array::rederive;
 use raidd_engine::assemble::{assemble, AssembleOptions};
 use raidd_engine::create::{create, CreateSpec};
 use raidd_engine::member::MemMember;
@@ -299,13 +300,211 @@ fn tags_survive_a_clean_stop_and_are_rederived_after_a_crash() {
             .await
             .unwrap()
             .array;
+        // Suspect until re-derived (no bitmap: every block), read meanwhile without alarms.
+        let blocks = a.slots().member(0).unwrap().checksums().unwrap().counts();
+        assert!(rederive::unverified_tags(&a) > 0, "{blocks:?}");
+        verify_blocks(&a, &model, "after a crash, tags suspect").await;
         a.resync(|_, _| {}).await.unwrap();
         verify_blocks(&a, &model, "after a crash").await;
+        assert!(rederive::rederive_checksums(&a).await.unwrap());
+        assert_eq!(rederive::unverified_tags(&a), 0);
         let st = a.status().await;
         assert!(
             st.slots.iter().all(|s| s.io.checksum_errors == 0),
             "no false alarms: {:?}",
             st.slots.iter().map(|s| s.io).collect::<Vec<_>>()
         );
+        // Re-derived, the tags find corruption again, and a clean stop trusts them.
+        flip(&a, &raw[1], 1, 600, 5);
+        verify_blocks(&a, &model, "after re-deriving").await;
+        a.scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+            .await
+            .unwrap();
+        assert_eq!(a.status().await.slots[1].io.checksum_errors, 1);
+        a.close().await.unwrap();
+        drop(a);
+        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+        let a = assemble(members, AssembleOptions::default())
+            .await
+            .unwrap()
+            .array;
+        assert_eq!(
+            rederive::unverified_tags(&a),
+            0,
+            "trusted after a clean stop"
+        );
+    });
+}
+
+/// With a write-intent bitmap, a crash of raidd's leaves only the regions the bitmap marks
+/// suspect: the rest stays verified from the start, and a byte changed there is found.
+#[test]
+fn after_a_crash_only_the_bitmap_regions_are_rederived() {
+    raidd_rt::block_on(async {
+        for level in [Level::Raid5, Level::Raid1] {
+            let raw = mems(4, 40 * MIB);
+            let mut sp = spec(level, &raw);
+            sp.bitmap_chunk = Some(1 << 20);
+            let a = create(sp).await.unwrap().array;
+            let mut model = Model::new(a.size_bytes() / 512, 3);
+            fill(&a, &mut model).await;
+            a.close().await.unwrap();
+            drop(a);
+            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let a = assemble(members.clone(), AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            // A crash: writes into the first MiB of the array only, no clean stop.
+            common::write_pattern(&a, &mut model, 0, 64).await;
+            common::write_pattern(&a, &mut model, 512, 8).await;
+            drop(a);
+            let a = assemble(members, AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            let total: u64 = (0..4)
+                .map(|r| a.slots().member(r).unwrap().checksums().unwrap().counts())
+                .map(|c| c.unverified_blocks + c.verified_blocks)
+                .sum();
+            let suspect = rederive::unverified_tags(&a);
+            assert!(
+                suspect > 0 && suspect <= 4 * 256,
+                "{level}: {suspect} blocks suspect of {total}"
+            );
+            // Outside the marked regions the tags are trusted from the start.
+            flip(&a, &raw[2], 2, 20 * 2048, 9);
+            a.resync(|_, _| {}).await.unwrap();
+            assert!(rederive::rederive_checksums(&a).await.unwrap());
+            verify_blocks(&a, &model, "after the crash").await;
+            let errors: u64 = a
+                .status()
+                .await
+                .slots
+                .iter()
+                .map(|s| s.io.checksum_errors)
+                .sum();
+            assert_eq!(
+                errors, 1,
+                "{level}: the one flipped block, and no false alarm"
+            );
+        }
+    });
+}
+
+/// A member added to an array with checksums gets tags as its rebuild writes it: after the
+/// rebuild its blocks are verified (a flipped bit there is found and healed), and a clean
+/// stop leaves tags the next start trusts.
+#[test]
+fn a_member_added_later_is_verified_once_rebuilt() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid1, 2), (Level::Raid5, 3)] {
+            let raw = mems(n, 16 * MIB);
+            let a = create(spec(level, &raw)).await.unwrap().array;
+            let mut model = Model::new(a.size_bytes() / 512, 11);
+            fill(&a, &mut model).await;
+            a.fail_member(1).await.unwrap();
+            a.remove_member("c1").await.unwrap();
+            let new = Arc::new(MemMember::new("new", 16 * MIB));
+            a.add_member(new.clone()).await.unwrap();
+            a.recover(1, SyncLimits::UNLIMITED).await.unwrap();
+            assert!(
+                a.slots().member(1).unwrap().checksums().is_some(),
+                "{level}"
+            );
+            assert!(rederive::rederive_checksums(&a).await.unwrap());
+            assert_eq!(rederive::unverified_tags(&a), 0);
+            write_blocks(&a, &mut model, &mut Rng(4), 20).await;
+            flip(&a, &new, 1, 64, 3);
+            verify_blocks(&a, &model, "after the rebuild").await;
+            a.scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                .await
+                .unwrap();
+            assert_eq!(a.status().await.slots[1].io.checksum_errors, 1, "{level}");
+            a.close().await.unwrap();
+            drop(a);
+            let members: Vec<Arc<dyn Member>> =
+                vec![raw[0].clone(), new.clone(), raw[2.min(n - 1)].clone()];
+            let members = members[..n].to_vec();
+            let a = assemble(members, AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            assert_eq!(
+                rederive::unverified_tags(&a),
+                0,
+                "{level}: trusted after a clean stop"
+            );
+            verify_blocks(&a, &model, "after a restart").await;
+        }
+    });
+}
+
+/// Checksums put on an array made without them (`raidd grow --checksums`): refused where a
+/// member has no room past what the array uses (nothing changes), else every member's data
+/// area leaves room for its tags, the next start re-derives them all from the data without
+/// a false alarm, and from then on they find corruption and heal it.
+#[test]
+fn checksums_are_added_to_an_array_made_without_them() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid5, 4), (Level::Raid1, 2)] {
+            let raw = mems(n, 16 * MIB);
+            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let mut sp = spec(level, &raw);
+            sp.checksums = None;
+            let full = create(sp.clone()).await.unwrap().array;
+            let e = raidd_engine::array::add_checksums::add_checksums(&full, Algorithm::Crc32c)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("no room for checksum tags"), "{e}");
+            full.close().await.unwrap();
+            drop(full);
+            sp.size_sectors = Some(12 * 2048);
+            sp.force = true;
+            let a = create(sp).await.unwrap().array;
+            let mut model = Model::new(a.size_bytes() / 512, 21);
+            fill(&a, &mut model).await;
+            let size = a.size_bytes();
+            let bytes = raidd_engine::array::add_checksums::add_checksums(&a, Algorithm::Crc32c)
+                .await
+                .unwrap();
+            assert!(
+                bytes > 0 && bytes < n as u64 * 64 * 1024,
+                "{level}: {bytes}"
+            );
+            a.close().await.unwrap();
+            drop(a);
+            let a = assemble(members.clone(), AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            assert_eq!(a.size_bytes(), size, "{level}: the array's size stays");
+            assert!(a.status().await.checksums.is_some(), "{level}");
+            assert!(rederive::unverified_tags(&a) > 0);
+            verify_blocks(&a, &model, "before the tags are derived").await;
+            assert!(rederive::rederive_checksums(&a).await.unwrap());
+            let st = a.status().await;
+            assert!(
+                st.slots.iter().all(|s| s.io.checksum_errors == 0),
+                "{level}"
+            );
+            flip(&a, &raw[1], 1, 256, 1);
+            verify_blocks(&a, &model, "after the tags are derived").await;
+            a.scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                .await
+                .unwrap();
+            assert_eq!(a.status().await.slots[1].io.checksum_errors, 1, "{level}");
+            let e = raidd_engine::array::add_checksums::add_checksums(&a, Algorithm::Crc32c)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("checksums already"), "{e}");
+            a.close().await.unwrap();
+            drop(a);
+            let a = assemble(members, AssembleOptions::default())
+                .await
+                .unwrap()
+                .array;
+            assert_eq!(rederive::unverified_tags(&a), 0, "{level}: trusted now");
+        }
     });
 }

@@ -360,6 +360,21 @@ fn journal_word(s: raidd_engine::JournalState) -> &'static str {
     }
 }
 
+/// " · checksums crc32c", and how much of the tags are being re-derived.
+fn checksums_text(st: &ArrayStatus) -> String {
+    let Some(c) = st.checksums.as_deref() else {
+        return String::new();
+    };
+    match st.checksums_unverified_blocks * 4096 {
+        0 => format!(" · checksums {}", esc(c)),
+        left => format!(
+            " · checksums {} ({} being re-derived)",
+            esc(c),
+            size::short(left)
+        ),
+    }
+}
+
 fn array_status(h: &mut String, st: &ArrayStatus) {
     let word = state_word(st.state);
     let _ = writeln!(
@@ -375,9 +390,7 @@ fn array_status(h: &mut String, st: &ArrayStatus) {
         size::short(st.size_bytes),
         st.slots.len(),
         st.consistency_policy,
-        st.checksums
-            .as_deref()
-            .map_or(String::new(), |c| format!(" · checksums {}", esc(c))),
+        checksums_text(st),
     );
     if let Some(j) = &st.journal {
         let _ = writeln!(

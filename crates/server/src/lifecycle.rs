@@ -13,6 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use raidd_engine::array::rederive;
 use raidd_engine::{Added, Array, ErrorKind, Member, SlotState, SyncKind, SyncLimits};
 
 use raidd_admin::exit::{AdminError, AdminResult, Exit};
@@ -51,6 +52,8 @@ pub struct Lifecycle {
     seen: RefCell<HashMap<usize, Vec<SlotState>>>,
     /// Arrays with a background task of ours (started, maybe not yet registered its pass).
     busy: Rc<RefCell<HashSet<usize>>>,
+    /// Arrays whose checksum tags are being re-derived (beside any pass).
+    rederiving: Rc<RefCell<HashSet<usize>>>,
 }
 
 /// Identifies an array for as long as it runs (names need not be unique across configs).
@@ -77,7 +80,26 @@ impl Lifecycle {
             tasks: RefCell::new(Vec::new()),
             seen: RefCell::new(HashMap::new()),
             busy: Rc::new(RefCell::new(HashSet::new())),
+            rederiving: Rc::new(RefCell::new(HashSet::new())),
         }
+    }
+
+    /// Re-derives the suspect checksum tags of `a` in the background (after an unclean
+    /// stop, writes by the kernel, a member that joined), unless that is running already.
+    /// It runs beside the array's passes: a rebuild must not wait for it.
+    fn start_rederive(&self, a: &Arc<Array>) {
+        if rederive::unverified_tags(a) == 0 || !self.rederiving.borrow_mut().insert(key(a)) {
+            return;
+        }
+        let (set, array) = (self.rederiving.clone(), a.clone());
+        let mut tasks = self.tasks.borrow_mut();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(raidd_rt::spawn_local(async move {
+            if let Err(e) = rederive::rederive_checksums(&array).await {
+                tracing::warn!(array = %array.name(), "re-deriving checksum tags: {e}");
+            }
+            set.borrow_mut().remove(&key(&array));
+        }));
     }
 
     /// Logs an event and runs the configured program with EVENT ARRAY [DETAIL].
@@ -267,6 +289,9 @@ impl Lifecycle {
             self.note_changes(a);
             // md's bitmap daemon: clear write-intent bits of regions idle for a period.
             a.write_intent_tick().await;
+            if !a.is_read_only() && !a.is_failed() {
+                self.start_rederive(a);
+            }
             if a.is_read_only()
                 || a.is_failed()
                 || a.passes().progress().is_some()

@@ -86,6 +86,7 @@ pub fn run(args: DetailArgs, json: bool) -> AdminResult {
             dab: None,
             journal_mode: raidd_engine::JournalMode::WriteThrough,
             tag_cache: 0,
+            rederive_in_background: false,
         };
         let session: Session =
             session::assemble(&args.members, Access::ReadOnly, true, start).await?;

@@ -2,9 +2,10 @@
 //! offline on its members, as `mdadm --grow` does. Today: its consistency policy
 //! (`--consistency-policy resync|bitmap|ppl`), and, served only, its write journal's mode
 //! (`--journal-mode write-through|write-back`, md's `journal_mode` in sysfs: not kept on
-//! the members, so there is nothing to change offline). The switch itself is the
-//! engine's (`Array::consistency`); offline, this assembles the array, switches, and shuts
-//! it down cleanly.
+//! the members, so there is nothing to change offline), and, offline only, checksums on an
+//! array made without them (`--checksums crc32c`). The switch itself is the engine's
+//! (`Array::consistency`, `array::add_checksums`); offline, this assembles the array,
+//! switches, and shuts it down cleanly.
 
 use clap::{Args, ValueEnum};
 
@@ -29,6 +30,12 @@ pub struct GrowArgs {
     /// K/M/G; a power of two; default 64M, as mdadm's).
     #[arg(long, value_parser = size::parse_size, value_name = "SIZE", requires = "consistency_policy")]
     pub bitmap_chunk: Option<u64>,
+    /// Checksum every 4 KiB block of an array made without checksums (`crc32c`), offline:
+    /// each member's data area leaves room past it for the tags (0.1 %; the array's size
+    /// stays), and every tag is then derived from the data. Clients see 4 KiB logical
+    /// blocks from then on.
+    #[arg(long, value_parser = ["crc32c"], value_name = "ALGORITHM", conflicts_with_all = ["consistency_policy", "journal_mode"])]
+    pub checksums: Option<String>,
     #[command(flatten)]
     pub on: On,
 }
@@ -52,6 +59,11 @@ impl From<Policy> for ConsistencyPolicy {
 }
 
 pub fn run(args: GrowArgs, json: bool) -> AdminResult {
+    if let Some(a) = &args.checksums {
+        let algorithm = raidd_md::tags::Algorithm::parse(a)
+            .ok_or_else(|| AdminError::usage(format!("--checksums {a:?}: crc32c")))?;
+        return add_checksums(args.on, algorithm, json);
+    }
     if let Some(mode) = args.on.start.journal_mode {
         if args.consistency_policy.is_some() {
             return Err(AdminError::usage(
@@ -118,5 +130,42 @@ pub fn run(args: GrowArgs, json: bool) -> AdminResult {
             }));
         }
         output::emit(&format!("{name}: consistency policy {from} -> {to}\n"))
+    })
+}
+
+/// `--checksums`: offline only (a served array's clients would see its block size change
+/// under them). The tags are derived from the data by a second assembly, as any start
+/// that writes offline does, before this returns.
+fn add_checksums(on: On, algorithm: raidd_md::tags::Algorithm, json: bool) -> AdminResult {
+    if let Some(array) = on.array {
+        return Err(AdminError::usage(format!(
+            "--checksums changes an array offline: stop {array} first (its clients would see \
+             its logical block grow to 4 KiB), then name its members"
+        )));
+    }
+    raidd_rt::block_on(async move {
+        let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
+        let a = s.root().clone();
+        let added = raidd_engine::array::add_checksums::add_checksums(&a, algorithm).await;
+        let closed = s.close().await;
+        let tag_bytes = added?;
+        closed?;
+        // The members are let go before they are assembled again.
+        drop((a, s));
+        let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
+        let name = s.root().name().to_string();
+        s.close().await?;
+        if json {
+            return output::emit_json(&serde_json::json!({
+                "array": name,
+                "checksums": algorithm.name(),
+                "tag_bytes": tag_bytes,
+            }));
+        }
+        output::emit(&format!(
+            "{name}: checksums {} added ({} of tags), derived from the data of every member\n",
+            algorithm.name(),
+            size::short(tag_bytes)
+        ))
     })
 }

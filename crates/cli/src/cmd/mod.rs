@@ -41,6 +41,7 @@ impl StartArgs {
             dab: None,
             journal_mode: self.journal_mode.unwrap_or_default(),
             tag_cache: 0,
+            rederive_in_background: false,
         }
     }
 }

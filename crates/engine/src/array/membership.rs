@@ -116,8 +116,12 @@ impl Array {
             })
             .filter(|&r| p.slots.is_free(r));
         let free = own.or_else(|| (0..p.slots.len()).find(|&r| p.slots.is_free(r)));
+        let (member, id) = super::checksums::joining(meta, p.slots, member).await?;
         let Some(role) = free else {
-            let failed = meta.add_member(None, member.clone(), None).await?.failed;
+            let failed = meta
+                .add_member(None, member.clone(), None, &id)
+                .await?
+                .failed;
             p.slots.add_spare(member);
             tracing::info!(array = %self.name(), member = %name, "added as a spare");
             self.superblocks_failed(failed, MetaWrite::Superblock).await;
@@ -137,7 +141,7 @@ impl Array {
                 .map_err(|e| Error::io(format!("{name}: writing its partial parity log"), e))?;
         }
         let added = meta
-            .add_member(Some(role), member.clone(), by_bitmap_at)
+            .add_member(Some(role), member.clone(), by_bitmap_at, &id)
             .await?;
         p.slots
             .admit(&changing, role, member, added.data_offset, added.by_bitmap);

@@ -14,6 +14,7 @@
 //! taken only when the array's state changes (first write after a clean start, a failure,
 //! shutdown).
 
+pub mod add_checksums;
 mod bitmap;
 mod checksums;
 mod consistency;
@@ -38,6 +39,7 @@ mod ports;
 mod ppl;
 mod ppl_recover;
 mod recovery;
+pub mod rederive;
 mod report;
 mod scrub;
 mod shape;
@@ -586,6 +588,7 @@ impl Array {
             Some(meta) if !meta.is_dirty() && self.geometry().redundancy() > 0 && !journal => {
                 self.superblocks_failed(meta.mark_dirty().await, MetaWrite::Superblock)
                     .await;
+                checksums::mark_dirty(&self.slots, meta).await;
                 debug_assert!(meta.is_dirty(), "marked dirty before any data goes out");
                 self.check_alive()
             }

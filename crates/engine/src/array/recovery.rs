@@ -163,7 +163,8 @@ impl Array {
         let (old_name, new_name) = (old.info().name.clone(), new.info().name.clone());
         // The new member carries a spare's superblock while it is built: a restart meanwhile
         // sees a spare, for md as for raidd.
-        let added = meta.add_member(None, new.clone(), None).await?;
+        let (new, id) = super::checksums::joining(meta, p.slots, new).await?;
+        let added = meta.add_member(None, new.clone(), None, &id).await?;
         let (data_offset, failed) = (added.data_offset, added.failed);
         self.superblocks_failed(failed, MetaWrite::Superblock).await;
         p.slots

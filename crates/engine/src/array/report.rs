@@ -120,6 +120,11 @@ pub struct ArrayStatus {
     /// (`raidd create --checksums`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksums: Option<String>,
+    /// Blocks of its members in sync whose checksum tags are being re-derived from the
+    /// data (after an unclean stop, writes by the kernel, a member that joined): read
+    /// unverified until then.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub checksums_unverified_blocks: u64,
     /// What the partial parity log recovered when the array started after an unclean
     /// stop (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -278,4 +283,8 @@ pub struct StripeCacheStatus {
     pub gathered: u64,
     /// Batches whose rows were all known already.
     pub hits: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

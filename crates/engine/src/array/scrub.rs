@@ -71,6 +71,7 @@ impl Array {
         if let (Some(meta), true) = (parts.meta, kind != SyncKind::Check) {
             self.superblocks_failed(meta.mark_dirty_in_turn().await, MetaWrite::Superblock)
                 .await;
+            super::checksums::mark_dirty(parts.slots, meta).await;
             self.check_alive()?;
         }
         let mut throttle = Throttle::new(limits, || foreground(self), 0);

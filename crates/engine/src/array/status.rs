@@ -48,6 +48,7 @@ impl Array {
             checksums: (0..slots.len())
                 .filter_map(|r| slots.member(r))
                 .find_map(|m| m.checksums().map(|c| c.algorithm_name().to_string())),
+            checksums_unverified_blocks: super::rederive::unverified_tags(self),
             ppl_recovered: p.ppl.and_then(|l| l.last_recovery()),
             journal: slots.journal_state().map(|state| {
                 let live = p.journal.live();

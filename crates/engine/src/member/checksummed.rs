@@ -19,8 +19,14 @@
 //! The header says clean only while every tag on the member matches its block: the array
 //! marks it clean when it marks its superblocks clean ([`ChecksummedMember::close`], at a
 //! stop and in md's safe mode), and no write sets a tag before the header says dirty again,
-//! durably. Tags a crash may have left behind their blocks are then never trusted ([`open`]
-//! re-derives them), so a crash causes no false checksum errors.
+//! durably. Tags a crash may have left behind their blocks are then never trusted: [`open`]
+//! makes them suspect ([`Suspect`]), a read there that does not match takes the data's tag
+//! instead of reporting it, and the array re-derives them in the background
+//! ([`ChecksummedMember::rederive_step`]) while it serves, so a crash causes no false
+//! checksum errors. After a crash of raidd itself (the header dirty at the array's event
+//! count) only the regions the write-intent bitmap marks stay suspect
+//! ([`ChecksummedMember::narrow`]): every other region's writes ended, and their tags
+//! reached the member at the flush before the bitmap let go of them.
 //!
 //! A read that races a write of the same block may see the old or the new bytes: while a
 //! write is in flight its blocks' old tags are accepted too, and a mismatch seen while a
@@ -35,10 +41,12 @@ use raidd_md::tags::{self, Algorithm, Geometry, Header, TagError, BLOCK, NO_TAG,
 use raidd_rt::{IoVec, IoVecMut};
 use smallvec::SmallVec;
 
+use super::contract::TagFacts;
 use super::contract::{
     read_bytes, write_bytes, ChecksumCounts, Checksums, DabCounts, KnownBad, Member, MemberFuture,
     MemberInfo,
 };
+use super::suspect::Suspect;
 use crate::tags::{PageId, TagCache};
 
 /// How often a read whose mismatch may be a racing write's is read again before it counts.
@@ -49,33 +57,8 @@ const RETRIES: usize = 4;
 /// counts.
 const REMEMBERED: usize = 4096;
 
-/// Bytes read at a time when tags are built from a member's data.
+/// Bytes read at a time when tags are built or re-derived from a member's data.
 const BUILD_CHUNK: usize = 1 << 20;
-
-/// What a member's superblock says that its tags must agree with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TagFacts {
-    pub array_uuid: [u8; 16],
-    pub device_uuid: [u8; 16],
-    /// md's data area (sectors).
-    pub data_offset: u64,
-    pub data_size: u64,
-    /// The array's event count now.
-    pub events: u64,
-}
-
-impl TagFacts {
-    /// A member's superblock, at the array's event count `events`.
-    pub fn of(sb: &raidd_md::Superblock, events: u64) -> TagFacts {
-        TagFacts {
-            array_uuid: sb.set_uuid,
-            device_uuid: sb.device_uuid,
-            data_offset: sb.data_offset,
-            data_size: sb.data_size,
-            events,
-        }
-    }
-}
 
 /// What a member's checksums did, for reports.
 #[derive(Debug, Default)]
@@ -93,9 +76,20 @@ pub struct ChecksumCounters {
 pub enum Opened {
     /// Written at a clean stop at the array's event count: used as they are.
     Trusted,
-    /// Re-derived from the data, for the reason given (a crash, the kernel wrote to the
-    /// array, a header missing or damaged).
-    Rebuilt(String),
+    /// Not known to match the data, for the reason given (a crash, the kernel wrote to the
+    /// array, a header missing or damaged): suspect until re-derived.
+    Untrusted(String),
+}
+
+/// What the tag header on the member says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnDisk {
+    /// Every tag on the member matches its block: no tag may change before it says dirty.
+    Clean,
+    Dirty,
+    /// This member has no header yet (it has just joined the array): as for a clean one, a
+    /// dirty header goes out before any tag.
+    Missing,
 }
 
 /// One write in flight: its first block, the tags its blocks had, and its number.
@@ -112,8 +106,19 @@ struct State {
     writing: Vec<Writing>,
     /// Blocks reported bad and not written since.
     bad: std::collections::BTreeSet<u64>,
-    /// The header on the member says clean: a write must mark it dirty first.
-    clean_on_disk: bool,
+    /// Blocks whose tags are not known to match their data yet.
+    suspect: Suspect,
+    /// Tags taken from the data of suspect blocks that did not match.
+    rederived: u64,
+    /// The header on the member's word.
+    on_disk: OnDisk,
+    /// The array's event count when it last marked its superblocks dirty: a dirty header
+    /// says it, so the next start can tell a crash of raidd's (the superblocks still there)
+    /// from writes by another (the kernel moves the count on).
+    dirty_events: u64,
+    /// The header was dirty at the array's event count at [`open`]: tags outside the
+    /// regions the write-intent bitmap marks are right ([`ChecksummedMember::narrow`]).
+    narrowable: bool,
     /// [`ChecksummedMember::close`] is writing a clean header: no write may start.
     clean_marking: bool,
 }
@@ -124,6 +129,8 @@ pub struct ChecksummedMember {
     info: MemberInfo,
     g: Geometry,
     algorithm: Algorithm,
+    /// The tag cache's bytes (a member joining the array gets as much).
+    cache_bytes: u64,
     /// Byte offset of data block 0 on the member.
     base: u64,
     state: Mutex<State>,
@@ -192,9 +199,10 @@ pub async fn open(
         }
         Ok(h) if h.trusted_at(facts.events) => {
             *m.area.lock().await = h.clone();
-            m.state().clean_on_disk = true;
+            m.state().on_disk = OnDisk::Clean;
             return Ok((m, Opened::Trusted));
         }
+        Ok(h) if h.events == 0 => "they have not been derived from the data yet".to_string(),
         Ok(h) if !h.clean => "it was not stopped cleanly".to_string(),
         Ok(h) if h.events != facts.events => format!(
             "the array was written without them (events {} → {})",
@@ -203,8 +211,9 @@ pub async fn open(
         Ok(_) => "a build of its tags was not finished".to_string(),
         Err(e) => e.to_string(),
     };
-    m.build().await?;
-    Ok((m, Opened::Rebuilt(why)))
+    let crashed = matches!(&header, Ok(h) if h.algorithm == algorithm && !h.clean && h.events == facts.events);
+    m.distrust(crashed).await?;
+    Ok((m, Opened::Untrusted(why)))
 }
 
 impl ChecksummedMember {
@@ -245,12 +254,17 @@ impl ChecksummedMember {
             info,
             g,
             algorithm,
+            cache_bytes,
             state: Mutex::new(State {
                 cache: TagCache::new(algorithm, cache_bytes, 1),
 
                 writing: Vec::new(),
                 bad: std::collections::BTreeSet::new(),
-                clean_on_disk: false,
+                suspect: Suspect::default(),
+                rederived: 0,
+                on_disk: OnDisk::Missing,
+                dirty_events: facts.events,
+                narrowable: false,
                 clean_marking: false,
             }),
             write_seq: AtomicU64::new(0),
@@ -273,6 +287,111 @@ impl ChecksummedMember {
         Ok(m)
     }
 
+    /// A member joining the array (added, a spare, a replacement) whose superblock will say
+    /// `facts`: tags like this member's, every block suspect until a rebuild writes it or
+    /// the tags are re-derived, and no header until its first write.
+    pub fn joining(
+        &self,
+        inner: Arc<dyn Member>,
+        facts: &TagFacts,
+    ) -> io::Result<ChecksummedMember> {
+        let m = ChecksummedMember::new(inner, facts, self.algorithm, self.cache_bytes)?;
+        m.state().suspect = Suspect::all(m.g.blocks());
+        Ok(m)
+    }
+
+    /// Writes the tag header of a member of an array that had no tags, saying it trusts none
+    /// (`raidd grow --checksums`): its next start re-derives every tag from the data.
+    pub async fn untrusted(
+        inner: Arc<dyn Member>,
+        facts: &TagFacts,
+        algorithm: Algorithm,
+    ) -> io::Result<()> {
+        let m = ChecksummedMember::new(inner, facts, algorithm, PAGE as u64)?;
+        m.distrust(false).await
+    }
+
+    /// Untrusted tags: every block suspect, and the header dirty on the member before any
+    /// tag changes. `crashed`: the header was dirty at the array's event count, and stays
+    /// so (the bitmap may narrow what is suspect); otherwise it says an event count no start
+    /// matches, so a crash before the tags are re-derived leaves them untrusted still.
+    async fn distrust(&self, crashed: bool) -> io::Result<()> {
+        let mut h = self.area.lock().await;
+        let dirty = Header {
+            clean: false,
+            built: 0,
+            events: if crashed { h.events } else { 0 },
+            ..h.clone()
+        };
+        self.write_header_locked(&dirty).await?;
+        self.inner.flush().await?;
+        *h = dirty;
+        let mut st = self.state();
+        st.on_disk = OnDisk::Dirty;
+        st.suspect = Suspect::all(self.g.blocks());
+        st.narrowable = crashed;
+        Ok(())
+    }
+
+    /// After a crash of raidd's: only `keep` (blocks) stays suspect, the regions the
+    /// write-intent bitmap marks. Whether it did: not for tags that were untrusted for
+    /// another reason.
+    pub fn narrow(&self, keep: &[std::ops::Range<u64>]) -> bool {
+        let mut st = self.state();
+        if !st.narrowable {
+            return false;
+        }
+        let before = st.suspect.blocks();
+        st.suspect.narrow(&Suspect::of(keep.iter().cloned()));
+        st.narrowable = false;
+        debug_assert!(st.suspect.blocks() <= before, "narrowing adds no block");
+        true
+    }
+
+    /// Re-derives the tags of the next suspect blocks (up to 1 MiB) from the data, as a
+    /// read does that finds them; the suspect blocks left.
+    pub async fn rederive_step(&self) -> io::Result<u64> {
+        let Some(next) = self.state().suspect.first() else {
+            return Ok(0);
+        };
+        let n = (next.end - next.start).min((BUILD_CHUNK / BLOCK) as u64);
+        read_bytes(
+            self,
+            self.base + next.start * BLOCK as u64,
+            n as usize * BLOCK,
+        )
+        .await?;
+        let st = self.state();
+        debug_assert!(
+            st.suspect.first().is_none_or(|f| f.start >= next.start + n),
+            "a read that succeeded settled its blocks: {next:?}+{n} → {:?}",
+            st.suspect.first()
+        );
+        Ok(st.suspect.blocks())
+    }
+
+    /// The array marked its superblocks dirty at `events`: the header says dirty at
+    /// `events` now, before any write of this dirty period, so that after a crash every
+    /// member's header, written to or not, tells a crash of raidd's from writes by another.
+    /// Not while tags are suspect: the header keeps saying why they are.
+    pub async fn dirty_at(&self, events: u64) -> io::Result<()> {
+        let mut h = self.area.lock().await;
+        {
+            let mut st = self.state();
+            st.dirty_events = events;
+            if !st.suspect.is_empty() || (st.on_disk == OnDisk::Dirty && h.events == events) {
+                return Ok(());
+            }
+            debug_assert!(!st.clean_marking, "no clean marking while the area is held");
+            debug_assert!(
+                events >= h.events,
+                "the event count only grows: {} → {events}",
+                h.events
+            );
+        }
+        self.write_dirty_locked_at(&mut h, events).await
+    }
+
     pub fn geometry(&self) -> &Geometry {
         &self.g
     }
@@ -287,7 +406,8 @@ impl ChecksummedMember {
     }
 
     pub fn counts(&self) -> ChecksumCounts {
-        let (cache_hits, cache_misses) = self.state().cache.hits_and_misses();
+        let st = self.state();
+        let (cache_hits, cache_misses) = st.cache.hits_and_misses();
         ChecksumCounts {
             verified_blocks: self.counters.verified.load(Ordering::Relaxed),
             mismatches: self.counters.mismatches.load(Ordering::Relaxed),
@@ -295,6 +415,8 @@ impl ChecksummedMember {
             pages_written: self.counters.pages_written.load(Ordering::Relaxed),
             cache_hits,
             cache_misses,
+            unverified_blocks: st.suspect.blocks(),
+            rederived: st.rederived,
         }
     }
 
@@ -376,6 +498,21 @@ impl ChecksummedMember {
         Ok(())
     }
 
+    /// The header `h` (held under the area's lock) says dirty at `events` on the member,
+    /// durably.
+    async fn write_dirty_locked_at(&self, h: &mut Header, events: u64) -> io::Result<()> {
+        let dirty = Header {
+            clean: false,
+            events,
+            ..h.clone()
+        };
+        self.write_header_locked(&dirty).await?;
+        self.inner.flush().await?;
+        *h = dirty;
+        self.state().on_disk = OnDisk::Dirty;
+        Ok(())
+    }
+
     async fn write_header_locked(&self, h: &Header) -> io::Result<()> {
         let bytes = h.encode();
         let mut buf = raidd_rt::AlignedBuf::for_overwrite(PAGE);
@@ -398,33 +535,40 @@ impl ChecksummedMember {
         Ok(())
     }
 
-    /// Before a write after a clean stop: the header says dirty, durably.
+    /// Before a tag changes after a clean stop (or on a member that joined): the header says
+    /// dirty, durably, at the event count the array last marked its superblocks dirty at.
     async fn mark_dirty(&self) -> io::Result<()> {
         let mut h = self.area.lock().await;
-        if !self.state().clean_on_disk {
-            return Ok(());
-        }
-        let dirty = Header {
-            clean: false,
-            ..h.clone()
+        let events = {
+            let st = self.state();
+            if st.on_disk == OnDisk::Dirty {
+                return Ok(());
+            }
+            st.dirty_events
         };
-        self.write_header_locked(&dirty).await?;
-        self.inner.flush().await?;
-        *h = dirty;
-        let mut st = self.state();
-        debug_assert!(!st.clean_marking, "no clean marking while the area is held");
-        st.clean_on_disk = false;
+        self.write_dirty_locked_at(&mut h, events).await?;
+        debug_assert!(
+            !self.state().clean_marking,
+            "no clean marking while the area is held"
+        );
         Ok(())
     }
 
     /// Where the array marks its superblocks clean at `events` (a clean stop, md's safe
     /// mode), after flushing: every tag goes to the member, then the header says clean at
     /// `events`, durably. Returns whether it does: not while a write is in flight or set a
-    /// tag meanwhile (the array is not idle after all; the header stays dirty).
+    /// tag meanwhile (the array is not idle after all; the header stays dirty), nor while
+    /// tags are suspect (they are not known to match).
     pub async fn close(&self, events: u64) -> io::Result<bool> {
         let mut h = self.area.lock().await;
-        if self.state().clean_on_disk && h.events == events {
-            return Ok(true);
+        {
+            let st = self.state();
+            if !st.suspect.is_empty() {
+                return Ok(false);
+            }
+            if st.on_disk == OnDisk::Clean && h.events == events {
+                return Ok(true);
+            }
         }
         self.write_dirty_locked().await?;
         self.inner.flush().await?;
@@ -439,6 +583,7 @@ impl ChecksummedMember {
         let clean = Header {
             clean: true,
             events,
+            built: self.g.blocks(),
             ..h.clone()
         };
         let written = match self.write_header_locked(&clean).await {
@@ -449,7 +594,7 @@ impl ChecksummedMember {
         st.clean_marking = false;
         debug_assert!(st.writing.is_empty(), "no write began while marking clean");
         written?;
-        st.clean_on_disk = true;
+        st.on_disk = OnDisk::Clean;
         drop(st);
         *h = clean;
         Ok(true)
@@ -504,7 +649,9 @@ impl ChecksummedMember {
         self.write_header_locked(&built).await?;
         self.inner.flush().await?;
         *h = built;
-        self.state().clean_on_disk = true;
+        let mut st = self.state();
+        st.on_disk = OnDisk::Clean;
+        st.suspect = Suspect::default();
         Ok(())
     }
 
@@ -522,7 +669,8 @@ impl ChecksummedMember {
                 let mut st = self.state();
                 let now = self.write_seq.load(Ordering::Acquire);
                 match check(&mut st, &self.g, first, computed, seq, now) {
-                    Checked::Missing(page) => page,
+                    Checked::Missing(page) => Some(page),
+                    Checked::Dirty => None,
                     Checked::Good => {
                         self.counters
                             .verified
@@ -533,7 +681,11 @@ impl ChecksummedMember {
                     Checked::Bad(bad) => return Err(Some(bad)),
                 }
             };
-            if let Err(e) = self.load(missing).await {
+            let got = match missing {
+                Some(page) => self.load(page).await,
+                None => self.mark_dirty().await,
+            };
+            if let Err(e) = got {
                 return Err(Some(Bad::Unreadable(e)));
             }
         }
@@ -627,7 +779,7 @@ impl ChecksummedMember {
             "blocks {first}+{} are tagged",
             computed.len()
         );
-        if st.clean_on_disk || st.clean_marking {
+        if st.on_disk != OnDisk::Dirty || st.clean_marking {
             return Err(Wait::Dirty);
         }
         let mut old = SmallVec::with_capacity(computed.len());
@@ -648,6 +800,7 @@ impl ChecksummedMember {
                 .expect("every page was found just now");
         }
         debug_assert_eq!(old.len(), computed.len(), "an old tag per block written");
+        st.suspect.settle(first..end);
         st.writing.push(Writing { first, old, seq });
         Ok(seq)
     }
@@ -717,6 +870,8 @@ enum Wait {
 enum Checked {
     Good,
     Missing(u64),
+    /// A suspect block's tag is to be re-derived: the header must say dirty first.
+    Dirty,
     Raced,
     Bad(Bad),
 }
@@ -724,6 +879,8 @@ enum Checked {
 /// Checks tags `computed` of the blocks from `first` against the cache: a block matches
 /// its tag, or a tag it had before a write still in flight, or has no tag; a mismatch while
 /// writes moved on from `seq` to `now` (or one of its blocks is being written) may be a race.
+/// A suspect block that does not match (or has no tag) takes the data's tag, and what all
+/// its blocks match is suspect no longer.
 fn check(
     st: &mut State,
     g: &Geometry,
@@ -738,7 +895,8 @@ fn check(
             Ok(t) => t,
             Err(id) => return Checked::Missing(id.page),
         };
-        if tag == c || tag == NO_TAG {
+        let suspect = st.suspect.contains(b);
+        if tag == c || (tag == NO_TAG && !suspect) {
             continue;
         }
         let in_flight = |w: &Writing| b >= w.first && b < w.first + w.old.len() as u64;
@@ -752,12 +910,23 @@ fn check(
         if now != seq || st.writing.iter().any(in_flight) {
             return Checked::Raced;
         }
+        if suspect {
+            if st.on_disk != OnDisk::Dirty || st.clean_marking {
+                return Checked::Dirty;
+            }
+            st.cache
+                .put(0, g, b, c)
+                .expect("its page is held: its tag was read just now");
+            st.rederived += 1;
+            continue;
+        }
         return Checked::Bad(Bad::Mismatch {
             block: b,
             tag,
             computed: c,
         });
     }
+    st.suspect.settle(first..first + computed.len() as u64);
     Checked::Good
 }
 
@@ -846,6 +1015,22 @@ impl Checksums for ChecksummedMember {
 
     fn close(&self, events: u64) -> MemberFuture<'_, io::Result<bool>> {
         MemberFuture::new(ChecksummedMember::close(self, events))
+    }
+
+    fn dirty_at(&self, events: u64) -> MemberFuture<'_, io::Result<()>> {
+        MemberFuture::new(ChecksummedMember::dirty_at(self, events))
+    }
+
+    fn narrow(&self, keep: &[std::ops::Range<u64>]) -> bool {
+        ChecksummedMember::narrow(self, keep)
+    }
+
+    fn rederive_step(&self) -> MemberFuture<'_, io::Result<u64>> {
+        MemberFuture::new(ChecksummedMember::rederive_step(self))
+    }
+
+    fn joining(&self, inner: Arc<dyn Member>, facts: &TagFacts) -> io::Result<Arc<dyn Member>> {
+        Ok(Arc::new(ChecksummedMember::joining(self, inner, facts)?))
     }
 }
 
@@ -997,8 +1182,18 @@ mod tests {
         );
     }
 
+    /// Re-derives every suspect tag, as the array's background pass does.
+    fn rederive(m: &ChecksummedMember) {
+        let mut steps = 0;
+        while run(m.rederive_step()).unwrap() > 0 {
+            steps += 1;
+            assert!(steps < 1000, "the pass ends");
+        }
+        assert_eq!(m.counts().unverified_blocks, 0);
+    }
+
     #[test]
-    fn tags_left_by_a_crash_or_a_foreign_writer_are_rebuilt_not_reported() {
+    fn tags_left_by_a_crash_or_a_foreign_writer_are_rederived_not_reported() {
         let inner = mem();
         let m = run(ChecksummedMember::create(
             inner.clone(),
@@ -1007,12 +1202,15 @@ mod tests {
             1 << 20,
         ))
         .unwrap();
-        // A write after the clean create marks the header dirty before it lands; the tag
-        // page is never written (no flush): a crash.
+        // A write after the clean create marks the header dirty (at the array's event
+        // count) before it lands; the tag page is never written (no flush): a crash.
         run(write_bytes(&m, at(10), buf(&block(10, 4)))).unwrap();
         drop(m);
         let h = run(read_header(&*inner, &facts(3))).unwrap().unwrap();
-        assert!(!h.clean, "the first write marked the tags dirty");
+        assert!(
+            !h.clean && h.events == 3,
+            "the first write marked the tags dirty"
+        );
         let (m, how) = run(open(
             inner.clone(),
             &facts(3),
@@ -1022,15 +1220,40 @@ mod tests {
         ))
         .unwrap();
         assert!(
-            matches!(how, Opened::Rebuilt(ref why) if why.contains("not stopped cleanly")),
+            matches!(how, Opened::Untrusted(ref why) if why.contains("not stopped cleanly")),
             "{how:?}"
         );
+        let blocks = m.geometry().blocks();
+        assert_eq!(m.counts().unverified_blocks, blocks);
+        // The bitmap marks where writes were in flight: only that stays suspect.
+        assert!(m.narrow(std::slice::from_ref(&(8..16))));
+        assert_eq!(m.counts().unverified_blocks, 8);
         let got = run(read_bytes(&m, at(10), BLOCK)).unwrap();
-        assert_eq!(&got[..], &block(10, 4)[..]);
+        assert_eq!(
+            &got[..],
+            &block(10, 4)[..],
+            "a suspect block takes its data's tag"
+        );
+        assert_eq!((m.counts().mismatches, m.counts().rederived), (0, 1));
+        // Outside it the tags are trusted: a byte changed there is found.
+        let mut b30 = run(read_bytes(&*inner, at(30), BLOCK)).unwrap().to_vec();
+        b30[9] ^= 1;
+        inner.write_sync(at(30), &b30);
+        assert_eq!(
+            error_code(run(read_bytes(&m, at(30), BLOCK))),
+            Some(libc::EBADMSG)
+        );
+        assert!(
+            !run(m.close(4)).unwrap(),
+            "not clean while tags are suspect"
+        );
+        rederive(&m);
         assert!(run(m.close(4)).unwrap());
         drop(m);
-        // The kernel wrote to the array meanwhile (its events moved on): rebuilt again.
+        // The kernel wrote to the array meanwhile (its events moved on): every block is
+        // suspect, none reported, and the pass re-derives them.
         inner.write_sync(at(11), &block(11, 5));
+        inner.write_sync(at(30), &block(30, 5));
         let h = run(read_header(&*inner, &facts(6))).unwrap().unwrap();
         let (m, how) = run(open(
             inner.clone(),
@@ -1041,12 +1264,26 @@ mod tests {
         ))
         .unwrap();
         assert!(
-            matches!(how, Opened::Rebuilt(ref why) if why.contains("4 → 6")),
+            matches!(how, Opened::Untrusted(ref why) if why.contains("4 → 6")),
             "{how:?}"
+        );
+        assert!(
+            !m.narrow(std::slice::from_ref(&(0..1))),
+            "writes by another are not narrowed"
         );
         let got = run(read_bytes(&m, at(11), BLOCK)).unwrap();
         assert_eq!(&got[..], &block(11, 5)[..]);
-        assert_eq!(m.counts().mismatches, 0);
+        rederive(&m);
+        assert_eq!((m.counts().mismatches, m.counts().rederived), (0, 2));
+        // A crash before the pass ended leaves the tags untrusted at the next start.
+        let h = run(read_header(&*inner, &facts(6))).unwrap().unwrap();
+        assert!(!h.clean && h.events != 6, "{h:?}");
+        assert!(run(m.close(6)).unwrap());
+        inner.write_sync(at(11), &block(11, 9));
+        assert_eq!(
+            error_code(run(read_bytes(&m, at(11), BLOCK))),
+            Some(libc::EBADMSG)
+        );
         // Another array's header is not this member's.
         let other = TagFacts {
             array_uuid: [8; 16],
@@ -1055,6 +1292,48 @@ mod tests {
         assert_eq!(
             run(read_header(&*inner, &other)).unwrap(),
             Err(TagError::Foreign("array"))
+        );
+    }
+
+    /// A member joining the array has no header and every block suspect until a rebuild
+    /// writes it; its first write puts a dirty header out first.
+    #[test]
+    fn a_joining_member_is_tagged_by_what_writes_it() {
+        let m = run(ChecksummedMember::create(
+            mem(),
+            &facts(3),
+            Algorithm::Crc32c,
+            1 << 20,
+        ))
+        .unwrap();
+        let inner = mem();
+        inner.write_sync(at(0), &block(0, 1));
+        let facts = TagFacts {
+            device_uuid: [5; 16],
+            ..facts(4)
+        };
+        let j = m.joining(inner.clone(), &facts).unwrap();
+        assert_eq!(
+            run(read_header(&*inner, &facts)).unwrap(),
+            Err(TagError::NoHeader)
+        );
+        let blocks = j.geometry().blocks();
+        for b in 0..blocks / 2 {
+            run(write_bytes(&j, at(b), buf(&block(b, 2)))).unwrap();
+        }
+        let h = run(read_header(&*inner, &facts)).unwrap().unwrap();
+        assert!(!h.clean, "{h:?}");
+        assert_eq!(
+            j.counts().unverified_blocks,
+            blocks - blocks / 2,
+            "writes in order settle"
+        );
+        rederive(&j);
+        assert!(run(j.close(5)).unwrap());
+        inner.write_sync(at(3), &block(3, 7));
+        assert_eq!(
+            error_code(run(read_bytes(&j, at(3), BLOCK))),
+            Some(libc::EBADMSG)
         );
     }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 use raidd_rt::{AlignedBuf, IoVec, IoVecMut, SharedBuf};
 
@@ -45,6 +46,31 @@ pub fn medium_error(e: &io::Error) -> bool {
     ) || known_bad(e)
 }
 
+/// What a member's superblock says that its checksum tags must agree with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagFacts {
+    pub array_uuid: [u8; 16],
+    pub device_uuid: [u8; 16],
+    /// md's data area (sectors).
+    pub data_offset: u64,
+    pub data_size: u64,
+    /// The array's event count now.
+    pub events: u64,
+}
+
+impl TagFacts {
+    /// A member's superblock, at the array's event count `events`.
+    pub fn of(sb: &raidd_md::Superblock, events: u64) -> TagFacts {
+        TagFacts {
+            array_uuid: sb.set_uuid,
+            device_uuid: sb.device_uuid,
+            data_offset: sb.data_offset,
+            data_size: sb.data_size,
+            events,
+        }
+    }
+}
+
 /// What the array asks of a member's checksum tags (`ChecksummedMember`).
 pub trait Checksums: Send + Sync {
     /// How the tags are computed (`crc32c`).
@@ -53,8 +79,17 @@ pub trait Checksums: Send + Sync {
     fn counts(&self) -> ChecksumCounts;
     /// Where the array marks its superblocks clean at `events`, after flushing: every tag
     /// goes to the member and the tag header says clean at `events`, durably. `Ok(false)`
-    /// when a write came in meanwhile (the header stays dirty).
+    /// when a write came in meanwhile, or tags are still suspect (the header stays dirty).
     fn close(&self, events: u64) -> MemberFuture<'_, io::Result<bool>>;
+    /// The array marked its superblocks dirty at `events`: the tag header says so, durably.
+    fn dirty_at(&self, events: u64) -> MemberFuture<'_, io::Result<()>>;
+    /// After a crash of raidd's, only these blocks (the regions the write-intent bitmap
+    /// marks) stay suspect; whether that applied.
+    fn narrow(&self, keep: &[std::ops::Range<u64>]) -> bool;
+    /// Re-derives the tags of the next suspect blocks from the data: the suspect blocks left.
+    fn rederive_step(&self) -> MemberFuture<'_, io::Result<u64>>;
+    /// `inner`, joining the array with a superblock that says `facts`, with tags like these.
+    fn joining(&self, inner: Arc<dyn Member>, facts: &TagFacts) -> io::Result<Arc<dyn Member>>;
 }
 
 /// What a member's checksum tags found and did.
@@ -68,6 +103,10 @@ pub struct ChecksumCounts {
     pub pages_written: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// Blocks whose tags are not known to match their data yet (being re-derived).
+    pub unverified_blocks: u64,
+    /// Tags re-derived from data that did not match them.
+    pub rederived: u64,
 }
 
 /// A block a member's checksum tags reported bad before, read again before anything

@@ -8,15 +8,16 @@ mod contract;
 mod dab;
 mod file;
 mod memory;
+mod suspect;
 mod syncs;
 
 pub use checksummed::{
     open as open_checksums, read_header as read_tag_header, ChecksummedMember,
-    Opened as ChecksumsOpened, TagFacts,
+    Opened as ChecksumsOpened,
 };
 pub use contract::{
     assert_request, known_bad, medium_error, read_bytes, windows_lost, within, write_bytes,
-    ChecksumCounts, Checksums, DabCounts, KnownBad, Member, MemberFuture, MemberInfo,
+    ChecksumCounts, Checksums, DabCounts, KnownBad, Member, MemberFuture, MemberInfo, TagFacts,
 };
 pub use dab::{
     block_for, DabCounters, DabMember, DabMode, DabPool, DEFAULT_BLOCK as DAB_DEFAULT_BLOCK,

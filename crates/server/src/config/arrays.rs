@@ -109,6 +109,7 @@ impl ArrayConfig {
             member_timeout,
             dab: self.dab,
             tag_cache: self.checksum_cache,
+            rederive_in_background: true,
             // Set once the array is up (`arrays.rs`): an array that cannot take it is
             // served write-through, not left out.
             journal_mode: raidd_engine::JournalMode::WriteThrough,

@@ -138,6 +138,45 @@ impl TagCache {
         self.pages.contains_key(&id)
     }
 
+    /// The first of the blocks from `first` whose tag is not `computed`'s (`None`: all
+    /// match), looked up a page at a time: a large read costs a lookup per 4 MiB of data.
+    /// `Err` names a page the cache does not hold, before which all matched.
+    pub fn first_mismatch(
+        &mut self,
+        role: usize,
+        g: &Geometry,
+        first: u64,
+        computed: &[u32],
+    ) -> Result<Option<usize>, PageId> {
+        let mut k = 0;
+        while k < computed.len() {
+            let place = g.place(first + k as u64);
+            let id = PageId {
+                role,
+                page: place.page,
+            };
+            let now = self.tick();
+            let Some(held) = self.pages.get_mut(&id) else {
+                self.misses += 1;
+                return Err(id);
+            };
+            held.used = now;
+            self.hits += 1;
+            let slot = place.offset / tags::TAG_BYTES;
+            let n = (computed.len() - k).min(tags::TAGS_PER_PAGE as usize - slot);
+            let on_page = held.bytes[slot * tags::TAG_BYTES..(slot + n) * tags::TAG_BYTES]
+                .chunks_exact(tags::TAG_BYTES);
+            if let Some(j) = on_page
+                .zip(&computed[k..k + n])
+                .position(|(t, &c)| u32::from_le_bytes([t[0], t[1], t[2], t[3]]) != c)
+            {
+                return Ok(Some(k + j));
+            }
+            k += n;
+        }
+        Ok(None)
+    }
+
     /// Checks whole blocks read from member `role`'s data area (`data` starts at block
     /// `first` of its geometry `g`), stopping at the first bad block or missing page.
     pub fn check(&mut self, role: usize, g: &Geometry, first: u64, data: &[u8]) -> Check {
@@ -275,6 +314,33 @@ mod tests {
             tags::set(&mut p, slot, Algorithm::Crc32c.tag(&block(b as u8)));
         }
         p
+    }
+
+    /// Across page boundaries, a page at a time: the first block whose tag differs, or the
+    /// first page not held.
+    #[test]
+    fn the_first_mismatch_is_found_a_page_at_a_time() {
+        let g = geometry();
+        let mut c = TagCache::new(Algorithm::Crc32c, 1 << 20, 1);
+        for page in 0..3 {
+            c.insert(PageId { role: 0, page }, &page_of(&g, page));
+        }
+        let tags_of = |r: std::ops::Range<u64>| -> Vec<u32> {
+            r.map(|b| Algorithm::Crc32c.tag(&block(b as u8))).collect()
+        };
+        let span = 1000..2100; // pages 0, 1 and 2
+        let mut computed = tags_of(span.clone());
+        assert_eq!(c.first_mismatch(0, &g, span.start, &computed), Ok(None));
+        for bad in [0usize, 23, 24, 1047, 1048, 1099] {
+            let mut wrong = computed.clone();
+            wrong[bad] ^= 1;
+            assert_eq!(c.first_mismatch(0, &g, span.start, &wrong), Ok(Some(bad)));
+        }
+        computed.extend(tags_of(2100..3100)); // into page 3, not held
+        assert_eq!(
+            c.first_mismatch(0, &g, span.start, &computed),
+            Err(PageId { role: 0, page: 3 })
+        );
     }
 
     #[test]

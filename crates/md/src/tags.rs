@@ -183,6 +183,7 @@ impl Geometry {
     }
 
     /// Where block `block`'s tag lives (`block` < [`Geometry::blocks`]).
+    #[inline]
     pub fn place(&self, block: u64) -> Place {
         debug_assert!(block < self.blocks(), "block {block} has a tag");
         let page = block / TAGS_PER_PAGE;
@@ -207,11 +208,13 @@ impl Geometry {
 }
 
 /// Tag `slot` of a page.
+#[inline]
 pub fn get(page: &[u8], slot: usize) -> u32 {
     u32_at(page, slot * TAG_BYTES)
 }
 
 /// Sets tag `slot` of a page.
+#[inline]
 pub fn set(page: &mut [u8], slot: usize, tag: u32) {
     put_u32(page, slot * TAG_BYTES, tag);
 }

@@ -889,14 +889,23 @@ fn check(
     seq: u64,
     now: u64,
 ) -> Checked {
-    for (k, &c) in computed.iter().enumerate() {
+    // Every block matching its tag is the common case: a lookup per tag page.
+    let start = match st.cache.first_mismatch(0, g, first, computed) {
+        Ok(None) => computed.len(),
+        Ok(Some(k)) => k,
+        Err(id) => return Checked::Missing(id.page),
+    };
+    for (k, &c) in computed.iter().enumerate().skip(start) {
         let b = first + k as u64;
         let tag = match st.cache.tag(0, g, b) {
             Ok(t) => t,
             Err(id) => return Checked::Missing(id.page),
         };
+        if tag == c {
+            continue;
+        }
         let suspect = st.suspect.contains(b);
-        if tag == c || (tag == NO_TAG && !suspect) {
+        if tag == NO_TAG && !suspect {
             continue;
         }
         let in_flight = |w: &Writing| b >= w.first && b < w.first + w.old.len() as u64;

@@ -508,3 +508,58 @@ fn checksums_are_added_to_an_array_made_without_them() {
         }
     });
 }
+
+/// A rebuild that meets a block that does not match its tag on a source member: RAID6
+/// rebuilds both from the parity left and rewrites the bad one (the source stays, one
+/// checksum error counted, the new member right); RAID5 has nothing to rebuild it from: the
+/// rebuild stops naming the stripe, the source stays in its slot, and the array goes on
+/// serving degraded, every other block right.
+#[test]
+fn a_rebuild_keeps_a_source_whose_block_is_bad_and_mends_it_where_parity_allows() {
+    raidd_rt::block_on(async {
+        for (level, n) in [(Level::Raid6, 5), (Level::Raid5, 4)] {
+            let raw = mems(n, 16 * MIB);
+            let a = create(spec(level, &raw)).await.unwrap().array;
+            let mut model = Model::new(a.size_bytes() / 512, 31);
+            fill(&a, &mut model).await;
+            let last = n - 1;
+            a.fail_member(last).await.unwrap();
+            a.remove_member(&format!("c{last}")).await.unwrap();
+            // Stripe 2 of slot 1, data or parity: a flipped bit.
+            flip(&a, &raw[1], 1, 2 * 128 + 16, 40);
+            let new = Arc::new(MemMember::new("new", 16 * MIB));
+            a.add_member(new.clone()).await.unwrap();
+            let r = a.recover(last, SyncLimits::UNLIMITED).await;
+            assert_eq!(
+                a.slots().state(1),
+                SlotState::InSync,
+                "{level}: the source stays"
+            );
+            assert_eq!(a.status().await.slots[1].io.checksum_errors, 1, "{level}");
+            if level == Level::Raid6 {
+                r.unwrap();
+                assert_eq!(a.slots().state(last), SlotState::InSync);
+                verify_blocks(&a, &model, "after the rebuild").await;
+                a.scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                    .await
+                    .unwrap();
+                let st = a.status().await;
+                assert_eq!(st.slots[1].io.checksum_errors, 1, "healed: nothing more");
+                assert_eq!(st.slots[last].io.checksum_errors, 0);
+            } else {
+                let e = r.unwrap_err().to_string();
+                assert!(e.contains("stripe 2") && e.contains("no good copy"), "{e}");
+                assert!(!a.is_failed());
+                assert_eq!(a.slots().state(last), SlotState::Recovering);
+                // Stripes the rebuild did not reach read as they are; the stripe with no
+                // good copy fails its reads rather than return wrong bytes.
+                let stripe_bytes = 3 * 128 * 512;
+                let good = a.read_to_buf(0, 2 * stripe_bytes).await.unwrap();
+                assert!(
+                    pattern::verify(&good, 0, model.seed, |s| model.generation[s as usize])
+                        .is_empty()
+                );
+            }
+        }
+    });
+}

@@ -22,6 +22,14 @@ use raidd_admin::members::{self, Access};
 /// How often the monitor looks at every array.
 pub const TICK: Duration = Duration::from_millis(500);
 
+/// How long a rebuild that failed waits before it is started again: what stopped it (a
+/// block with no good copy) does not go away by itself, and a restart every tick would
+/// fail the same way and run the event program each time.
+const REBUILD_RETRY: Duration = Duration::from_secs(600);
+
+/// A rebuild: the array (its [`key`]), the slot, the member it writes.
+type RebuildOf = (usize, usize, String);
+
 /// A member waiting in the shared hot-spare pool.
 #[derive(Debug)]
 pub struct PoolSpare {
@@ -54,6 +62,9 @@ pub struct Lifecycle {
     busy: Rc<RefCell<HashSet<usize>>>,
     /// Arrays whose checksum tags are being re-derived (beside any pass).
     rederiving: Rc<RefCell<HashSet<usize>>>,
+    /// Rebuilds that failed (array, slot, member), and when: not started again before
+    /// [`REBUILD_RETRY`] has passed (another member in the slot starts at once).
+    failed_rebuilds: Rc<RefCell<HashMap<RebuildOf, std::time::Instant>>>,
 }
 
 /// Identifies an array for as long as it runs (names need not be unique across configs).
@@ -81,6 +92,7 @@ impl Lifecycle {
             seen: RefCell::new(HashMap::new()),
             busy: Rc::new(RefCell::new(HashSet::new())),
             rederiving: Rc::new(RefCell::new(HashSet::new())),
+            failed_rebuilds: Rc::new(RefCell::new(HashMap::new())),
         }
     }
 
@@ -183,6 +195,13 @@ impl Lifecycle {
     pub fn start_recovery(self: &Rc<Self>, w: &Watched, role: usize) {
         debug_assert!(role < w.array.slots().len(), "slot {role} exists");
         let (life, array) = (self.clone(), w.array.clone());
+        let onto = w.array.slots().member(role).map(|m| name_of(&m));
+        let failed = (key(&w.array), role, onto.unwrap_or_default());
+        if let Some(at) = self.failed_rebuilds.borrow().get(&failed) {
+            if at.elapsed() < REBUILD_RETRY {
+                return;
+            }
+        }
         self.spawn(&w.array, async move {
             let name = array.name().to_string();
             let member = array
@@ -191,7 +210,19 @@ impl Lifecycle {
                 .map(|m| name_of(&m))
                 .unwrap_or_default();
             life.event("RebuildStarted", &name, Some(&member));
-            match array.recover(role, life.limits).await {
+            let r = array.recover(role, life.limits).await;
+            match &r {
+                Err(e) if e.kind() != ErrorKind::Interrupted => {
+                    tracing::warn!(array = %name, role, "the rebuild is started again in {} s", REBUILD_RETRY.as_secs());
+                    life.failed_rebuilds
+                        .borrow_mut()
+                        .insert(failed, std::time::Instant::now());
+                }
+                _ => {
+                    life.failed_rebuilds.borrow_mut().remove(&failed);
+                }
+            }
+            match r {
                 Ok(()) => {
                     life.event("RebuildFinished", &name, Some(&member));
                     life.event("SpareActive", &name, Some(&member));

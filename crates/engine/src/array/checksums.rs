@@ -58,10 +58,15 @@ pub(super) async fn mark_dirty(slots: &Slots, meta: &Metadata) {
 }
 
 /// A member with tags in a slot, if the array has checksums.
-fn tagged(slots: &Slots) -> Option<Arc<dyn Member>> {
+fn tagged_member(slots: &Slots) -> Option<Arc<dyn Member>> {
     (0..slots.len())
         .filter_map(|r| slots.member(r))
         .find(|m| m.checksums().is_some())
+}
+
+/// Whether the array's members carry checksum tags.
+pub(super) fn tagged(slots: &Slots) -> bool {
+    tagged_member(slots).is_some()
 }
 
 /// A member joining the array (added, a spare taking a slot, a replacement): what its
@@ -72,7 +77,7 @@ pub(super) async fn joining(
     slots: &Slots,
     member: Arc<dyn Member>,
 ) -> Result<(Arc<dyn Member>, TagFacts)> {
-    let like = tagged(slots);
+    let like = tagged_member(slots);
     let facts = meta.joining(&*member, like.is_some()).await?;
     let member = match like.as_ref().and_then(|m| m.checksums()) {
         Some(tags) if member.checksums().is_none() => {

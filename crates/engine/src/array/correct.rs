@@ -27,8 +27,9 @@
 //! disk with a permanent error in one block: its other blocks read, and failing it would
 //! lose the redundancy of all of them. A member without tags is failed then, as md does. A RAID4/5/6 write that reads old rows mends them
 //! itself while it holds the stripe (`ParityIo::read_rows_mended`): it runs under a pass
-//! of the gate that a barrier would wait for. A rebuild and a replace still fail a member
-//! whose read fails.
+//! of the gate that a barrier would wait for. A rebuild of a parity array with checksums
+//! keeps a source whose read fails in the same way (`recovery.rs`); a mirror's rebuild and a
+//! replace still fail a member whose read fails.
 
 use std::io;
 

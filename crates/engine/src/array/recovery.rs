@@ -501,10 +501,29 @@ pub(super) async fn copy_run(array: &Array, role: usize, run: &Run) -> (Result<(
     (r, misreads)
 }
 
-/// Rebuilds `role`'s chunk of `stripe` (data or parity) from the other members.
+/// Rebuilds `role`'s chunk of `stripe` (data or parity) from the other members. A source
+/// whose read fails is failed, as md fails it, unless the array has checksums: a block that
+/// does not match its tag says nothing against the rest of its member, so the source stays
+/// and, where parity covers both (RAID6), its block is rebuilt and rewritten too; where
+/// nothing covers it, the rebuild stops there, naming it, and the array goes on serving
+/// degraded (failing the source would lose it whole).
 async fn recover_stripe(array: &Array, role: usize, stripe: u64) -> Result<()> {
     let chunk = u64::from(Host::parity_shape(array).chunk_sectors);
-    recover_rows(array, role, stripe, 0..chunk, member_io::OnReadError::Fail).await
+    if !super::checksums::tagged(array.slots()) {
+        return recover_rows(array, role, stripe, 0..chunk, member_io::OnReadError::Fail).await;
+    }
+    let r = recover_rows(array, role, stripe, 0..chunk, member_io::OnReadError::Keep).await;
+    match r {
+        Err(e) if !array.is_failed() => Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "{}: stripe {stripe} of slot {role} has no good copy ({e}): the rebuild stopped \
+                 there; writing that region heals it",
+                array.name()
+            ),
+        )),
+        r => r,
+    }
 }
 
 /// Rebuilds `rows` of `role`'s chunk of `stripe` (data or parity) from the other members

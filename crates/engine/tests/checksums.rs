@@ -563,3 +563,62 @@ fn a_rebuild_keeps_a_source_whose_block_is_bad_and_mends_it_where_parity_allows(
         }
     });
 }
+
+/// A mirror's rebuild that meets a block that does not match its tag on a source: with
+/// another copy left (RAID1 over three) the source stays and its block is rewritten, every
+/// copy right afterwards; with none (RAID1 over two) the rebuild stops, naming the region,
+/// and the source stays in its slot, the array serving degraded.
+#[test]
+fn a_mirror_rebuild_keeps_a_source_whose_block_is_bad() {
+    raidd_rt::block_on(async {
+        for n in [3, 2] {
+            let raw = mems(n, 16 * MIB);
+            let a = create(spec(Level::Raid1, &raw)).await.unwrap().array;
+            let mut model = Model::new(a.size_bytes() / 512, 41);
+            fill(&a, &mut model).await;
+            let last = n - 1;
+            a.fail_member(last).await.unwrap();
+            a.remove_member(&format!("c{last}")).await.unwrap();
+            // A bad block on each source, far apart: whichever copy a run is read from.
+            flip(&a, &raw[0], 0, 128, 7);
+            if n == 3 {
+                flip(&a, &raw[1], 1, 8 * 2048, 7);
+            }
+            let new = Arc::new(MemMember::new("new", 16 * MIB));
+            a.add_member(new.clone()).await.unwrap();
+            let r = a.recover(last, SyncLimits::UNLIMITED).await;
+            assert!(
+                (0..last).all(|s| a.slots().state(s) == SlotState::InSync),
+                "sources stay"
+            );
+            if n == 3 {
+                r.unwrap();
+                verify_blocks(&a, &model, "after the rebuild").await;
+                a.scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
+                    .await
+                    .unwrap();
+                let st = a.status().await;
+                let repaired: u64 = st.slots.iter().map(|s| s.io.repaired_bytes).sum();
+                assert_eq!(repaired, 2 * 4096, "only the bad blocks are rewritten");
+                let counted: u64 = st.slots.iter().map(|s| s.io.checksum_errors).sum();
+                assert_eq!(
+                    counted,
+                    2,
+                    "each bad block once: {:?}",
+                    st.slots.iter().map(|s| s.io).collect::<Vec<_>>()
+                );
+                // The bytes on every copy are the same again where the two were bad.
+                for sector in [128, 8 * 2048] {
+                    let first = raw_block(&a, &raw[0], 0, sector);
+                    assert_eq!(raw_block(&a, &raw[1], 1, sector), first, "{sector}");
+                    assert_eq!(raw_block(&a, &new, 2, sector), first, "{sector}");
+                }
+            } else {
+                let e = r.unwrap_err().to_string();
+                assert!(e.contains("no good copy"), "{e}");
+                assert!(!a.is_failed());
+                assert_eq!(a.status().await.slots[0].io.checksum_errors, 1);
+            }
+        }
+    });
+}

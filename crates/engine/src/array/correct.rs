@@ -27,14 +27,14 @@
 //! disk with a permanent error in one block: its other blocks read, and failing it would
 //! lose the redundancy of all of them. A member without tags is failed then, as md does. A RAID4/5/6 write that reads old rows mends them
 //! itself while it holds the stripe (`ParityIo::read_rows_mended`): it runs under a pass
-//! of the gate that a barrier would wait for. A rebuild of a parity array with checksums
-//! keeps a source whose read fails in the same way (`recovery.rs`); a mirror's rebuild and a
-//! replace still fail a member whose read fails.
+//! of the gate that a barrier would wait for. A rebuild of an array with checksums keeps a
+//! source whose read fails in the same way (`recovery.rs`: parity rebuilt where it covers
+//! both, a mirror's blocks rewritten from the rebuilt copy); a replace, and a rebuild of an
+//! array without checksums, still fail a member whose read fails, as md does.
 
 use std::io;
 
 use raidd_layout::{Geometry, SECTOR_SIZE};
-use raidd_rt::{IoVecMut, SharedBuf};
 use smallvec::SmallVec;
 
 use super::host::Host;
@@ -45,8 +45,7 @@ use super::slots::same_member;
 use super::Array;
 use crate::error::Result;
 
-/// Runs of member sectors.
-type Runs = SmallVec<[std::ops::Range<u64>; 4]>;
+use super::narrow::{narrow, Runs};
 
 /// Corrects each misread of a client's read whose bytes are in hand (see the module's
 /// comment): rewritten from redundancy and read back, or the member is failed. What the
@@ -133,63 +132,6 @@ fn unrecoverable(
     let name = &member.info().name;
     tracing::error!(array = %array.name(), member = %name, role,
         "unrecoverable: no good copy of {sectors} sectors at {at} on {name} ({why}); reads there fail until they are written");
-}
-
-/// Block size of a correction: md corrects 4 KiB pages.
-const BLOCK_SECTORS: u64 = 8;
-
-/// Reads member sectors of slot `role` from `sector` into `buf` again, one 4 KiB block
-/// (aligned on the member) at a time; returns the runs of member sectors that still fail,
-/// their bytes in `buf` left as they were. `Err` when the member was failed by a read.
-/// These reads look again at an error already counted against the member's limit, and do
-/// not count against it a second time.
-pub(super) async fn narrow(
-    array: &Array,
-    role: usize,
-    sector: u64,
-    buf: &mut [u8],
-) -> std::result::Result<Runs, ()> {
-    let end = sector + buf.len() as u64 / SECTOR_SIZE;
-    let mut bad = Runs::new();
-    let mut s = sector;
-    while s < end {
-        let next = ((s / BLOCK_SECTORS + 1) * BLOCK_SECTORS).min(end);
-        let len = ((next - s) * SECTOR_SIZE) as usize;
-        let block = SharedBuf::new(raidd_rt::AlignedBuf::for_overwrite(len));
-        let mut iov = IoVecMut::new();
-        iov.push(block.slice_mut(0..len).expect("fresh buffer"));
-        let at = array.slots().member_offset(role, s);
-        let member = array.slots().member_ref(role);
-        let counts = array.slots().io(role);
-        counts.issued(false, len as u64);
-        let (r, iov) = member.read(at, iov).await;
-        drop(iov);
-        match r {
-            Ok(()) => {
-                let off = ((s - sector) * SECTOR_SIZE) as usize;
-                let data = block.try_into_inner().expect("read released the buffer");
-                buf[off..off + len].copy_from_slice(&data);
-            }
-            Err(e) => {
-                counts.failed_read(&e);
-                if !crate::member::medium_error(&e) {
-                    array.fail_slot_with(role, Some(&member), &e).await;
-                    return Err(());
-                }
-                match bad.last_mut() {
-                    Some(last) if last.end == s => last.end = next,
-                    _ => bad.push(s..next),
-                }
-            }
-        }
-        s = next;
-    }
-    debug_assert!(
-        bad.iter()
-            .all(|r| sector <= r.start && r.start < r.end && r.end <= end),
-        "the runs that fail lie in what was read again"
-    );
-    Ok(bad)
 }
 
 /// Rebuilds member sectors `range` of slot `role` from the other members and writes them

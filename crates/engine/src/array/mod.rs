@@ -32,6 +32,7 @@ mod member_counts;
 mod member_io;
 mod membership;
 mod misread;
+mod narrow;
 mod parity;
 mod pass;
 mod passes;

@@ -468,14 +468,90 @@ pub(super) fn data_runs(array: &Array, role: usize, range: std::ops::Range<u64>)
 
 /// Copies one run from the working copies onto the recovering member; a copy that cannot
 /// give its blocks now is failed, as it always was: this is a pass under a barrier, not a
-/// client's read.
+/// client's read. With checksums it stays, as a parity rebuild's source does
+/// ([`recover_stripe`]): rewritten from the rebuilt copy where another copy gave the run,
+/// or, where none could, the rebuild stops there, naming it.
 async fn recover_run(array: &Array, role: usize, run: &Run) -> Result<()> {
     let (r, misreads) = copy_run(array, role, run).await;
+    if super::checksums::tagged(array.slots()) {
+        return mend_sources(array, role, run, r, misreads).await;
+    }
     for m in misreads.into_list() {
         let why = std::io::Error::from_raw_os_error(libc::EIO);
         array.fail_slot_with(m.role, m.member.as_ref(), &why).await;
     }
     r
+}
+
+/// A mirror rebuild's sources that could not give their part of `run` (`misreads`; `r`:
+/// whether the run was copied from the others): the blocks of each that still fail are
+/// rewritten from what slot `role` now holds, under the rebuild's barrier, and read back
+/// (`member_io::rewrite`).
+async fn mend_sources(
+    array: &Array,
+    role: usize,
+    run: &Run,
+    r: Result<()>,
+    misreads: Misreads,
+) -> Result<()> {
+    if let Err(e) = r {
+        if array.is_failed() || misreads.is_empty() {
+            return Err(e);
+        }
+        return Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "{}: array sectors {}+{} have no good copy ({e}): the rebuild stopped there; \
+                 writing that region heals it",
+                array.name(),
+                run.array_sector,
+                run.sectors
+            ),
+        ));
+    }
+    let g = array.geometry();
+    for m in misreads.into_list() {
+        let Some(member) = m.member.clone() else {
+            continue; // the slot holds another member now
+        };
+        let Reverse::Data { array_sector, .. } = g.reverse(m.role, m.sector) else {
+            continue;
+        };
+        debug_assert!(
+            array_sector >= run.array_sector
+                && array_sector + m.sectors <= run.array_sector + run.sectors,
+            "a misread of the run lies in it"
+        );
+        let at = run.member_sector + (array_sector - run.array_sector);
+        let target = array.slots().member(role);
+        let copy = match target {
+            Some(t) => {
+                let offset = array.slots().member_offset(role, at);
+                crate::member::read_bytes(&*t, offset, (m.sectors * SECTOR_SIZE) as usize).await
+            }
+            None => Err(std::io::Error::from_raw_os_error(libc::EIO)),
+        };
+        let data = match copy {
+            Ok(data) => data,
+            Err(e) => {
+                array.fail_slot_with(m.role, Some(&member), &e).await;
+                continue;
+            }
+        };
+        // Only the blocks that still fail are rewritten (md corrects 4 KiB pages).
+        let mut mine = vec![0u8; data.len()];
+        let Ok(bad) = super::narrow::narrow(array, m.role, m.sector, &mut mine).await else {
+            continue; // the member was failed by a read
+        };
+        for r in bad {
+            let bytes = ((r.start - m.sector) * SECTOR_SIZE) as usize
+                ..((r.end - m.sector) * SECTOR_SIZE) as usize;
+            let mut fix = AlignedBuf::for_overwrite(bytes.len());
+            fix.copy_from_slice(&data[bytes]);
+            member_io::rewrite(array, m.role, &member, r.start, fix).await;
+        }
+    }
+    Ok(())
 }
 
 /// Copies one run from the other copies onto slot `role`'s member (never read from it: it

@@ -27,10 +27,11 @@
 //! disk with a permanent error in one block: its other blocks read, and failing it would
 //! lose the redundancy of all of them. A member without tags is failed then, as md does. A RAID4/5/6 write that reads old rows mends them
 //! itself while it holds the stripe (`ParityIo::read_rows_mended`): it runs under a pass
-//! of the gate that a barrier would wait for. A rebuild of an array with checksums keeps a
-//! source whose read fails in the same way (`recovery.rs`: parity rebuilt where it covers
-//! both, a mirror's blocks rewritten from the rebuilt copy); a replace, and a rebuild of an
-//! array without checksums, still fail a member whose read fails, as md does.
+//! of the gate that a barrier would wait for. A rebuild or a replace of an array with
+//! checksums keeps a member whose read fails in the same way (`recovery.rs`: parity rebuilt
+//! where it covers both, a mirror's blocks rewritten from the rebuilt copy, a replaced
+//! member's window rebuilt onto it before it is copied on); one of an array without
+//! checksums still fails it, as md does.
 
 use std::io;
 

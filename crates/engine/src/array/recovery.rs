@@ -141,7 +141,9 @@ impl Array {
     /// in the slot and lists the old member as failed (for `remove`). The array stays
     /// redundant throughout: the old member serves until the end, and every write below
     /// the copy point goes to both. If the old member fails meanwhile the replace stops and
-    /// `new` waits as a spare (a recovery then rebuilds the slot onto it).
+    /// `new` waits as a spare (a recovery then rebuilds the slot onto it). With checksums, a
+    /// block of the old member that does not match its tag is rebuilt onto it from the
+    /// others first, and the replace goes on.
     pub async fn replace(
         &self,
         role: usize,
@@ -297,18 +299,25 @@ async fn recover_window(
     if p.slots.recovering_by_bitmap(role) && !p.intent.set_in(&regions) {
         return Ok((range.end, barrier));
     }
-    match p.shapes.current().geometry() {
+    rebuild_range(array, role, range.clone()).await?;
+    Ok((range.end, barrier))
+}
+
+/// Rebuilds member sectors `range` of slot `role` from the other members and writes them
+/// to its member; the caller holds a barrier over them.
+async fn rebuild_range(array: &Array, role: usize, range: std::ops::Range<u64>) -> Result<()> {
+    match array.parts().shapes.current().geometry() {
         Geometry::Parity(pg) => {
             let chunk = u64::from(pg.chunk_sectors);
             let stripes = range.start / chunk..range.end.div_ceil(chunk);
             futures::future::try_join_all(stripes.map(|s| recover_stripe(array, role, s))).await?;
         }
         _ => {
-            let runs = data_runs(array, role, range.clone());
+            let runs = data_runs(array, role, range);
             futures::future::try_join_all(runs.iter().map(|r| recover_run(array, role, r))).await?;
         }
     }
-    Ok((range.end, barrier))
+    Ok(())
 }
 
 /// The array regions (sector, count) that member sectors `range` of `role` hold: what a
@@ -411,10 +420,20 @@ async fn copy_to_replacement(
         let len = ((end - pos) * SECTOR_SIZE) as usize;
         let at = p.slots.member_offset(role, pos);
         p.slots.io(role).issued(false, len as u64);
-        let data = match crate::member::read_bytes(&**c.old, at, len).await {
+        let mut read = crate::member::read_bytes(&**c.old, at, len).await;
+        if let Err(e) = &read {
+            p.slots.io(role).failed_read(e);
+            // With checksums a block that does not match (or another medium error) says
+            // nothing against the rest of the old member: the window is rebuilt onto it
+            // from the other members, under the barrier held, and read again.
+            if crate::member::medium_error(e) && super::checksums::tagged(p.slots) {
+                rebuild_range(array, role, pos..end).await?;
+                read = crate::member::read_bytes(&**c.old, at, len).await;
+            }
+        }
+        let data = match read {
             Ok(d) => d,
             Err(e) => {
-                p.slots.io(role).failed_read(&e);
                 member_io::Owner::fail_member_io(array, role, c.old, &e).await;
                 return Err(Error::io(format!("{name}: reading {old_name}"), e));
             }

@@ -98,8 +98,7 @@ pub fn unverified_tags(array: &Array) -> u64 {
 /// block does not match its tag takes the data's. Runs while the array serves. Returns
 /// whether every member's tags are known to match now.
 pub async fn rederive_checksums(array: &Array) -> Result<bool> {
-    let self_ = array;
-    let slots = self_.slots();
+    let slots = array.slots();
     let mut all = true;
     for role in 0..slots.len() {
         let Some(m) = slots.member(role) else {
@@ -115,9 +114,9 @@ pub async fn rederive_checksums(array: &Array) -> Result<bool> {
             continue;
         }
         let name = m.info().name.clone();
-        tracing::info!(array = %self_.name(), member = %name, blocks = left, "re-deriving checksum tags from the data");
+        tracing::info!(array = %array.name(), member = %name, blocks = left, "re-deriving checksum tags from the data");
         let started = Instant::now();
-        if !rederive_member(self_, role, &*m).await {
+        if !rederive_member(array, role, &*m).await {
             all = false;
             continue;
         }
@@ -126,10 +125,16 @@ pub async fn rederive_checksums(array: &Array) -> Result<bool> {
             c.unverified_blocks, 0,
             "{name}: a pass that ended left none"
         );
-        tracing::info!(array = %self_.name(), member = %name, changed = c.rederived,
+        tracing::info!(array = %array.name(), member = %name, changed = c.rederived,
                 seconds = started.elapsed().as_secs_f64(),
                 "checksum tags re-derived from the data of {name}: {} blocks, {} tags changed",
                 left, c.rederived);
+    }
+    // Superblocks dirty since the start (a resync due): the headers, whose tags match now,
+    // say dirty at the array's event count from here on, so a crash is told as raidd's own
+    // (and narrowed to the bitmap) as after any other dirty marking.
+    if let Some(meta) = array.parts().meta.filter(|m| m.is_dirty()) {
+        super::checksums::mark_dirty(slots, meta).await;
     }
     Ok(all)
 }

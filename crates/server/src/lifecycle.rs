@@ -62,6 +62,8 @@ pub struct Lifecycle {
     busy: Rc<RefCell<HashSet<usize>>>,
     /// Arrays whose checksum tags are being re-derived (beside any pass).
     rederiving: Rc<RefCell<HashSet<usize>>>,
+    /// Set at shutdown: background work that is not a pass stops at its next step.
+    stopping: Rc<std::cell::Cell<bool>>,
     /// Rebuilds that failed (array, slot, member), and when: not started again before
     /// [`REBUILD_RETRY`] has passed (another member in the slot starts at once).
     failed_rebuilds: Rc<RefCell<HashMap<RebuildOf, std::time::Instant>>>,
@@ -92,6 +94,7 @@ impl Lifecycle {
             seen: RefCell::new(HashMap::new()),
             busy: Rc::new(RefCell::new(HashSet::new())),
             rederiving: Rc::new(RefCell::new(HashSet::new())),
+            stopping: Rc::new(std::cell::Cell::new(false)),
             failed_rebuilds: Rc::new(RefCell::new(HashMap::new())),
         }
     }
@@ -100,14 +103,17 @@ impl Lifecycle {
     /// stop, writes by the kernel, a member that joined), unless that is running already.
     /// It runs beside the array's passes: a rebuild must not wait for it.
     fn start_rederive(&self, a: &Arc<Array>) {
-        if rederive::unverified_tags(a) == 0 || !self.rederiving.borrow_mut().insert(key(a)) {
+        if self.stopping.get()
+            || rederive::unverified_tags(a) == 0
+            || !self.rederiving.borrow_mut().insert(key(a))
+        {
             return;
         }
-        let (set, array) = (self.rederiving.clone(), a.clone());
+        let (set, array, stopping) = (self.rederiving.clone(), a.clone(), self.stopping.clone());
         let mut tasks = self.tasks.borrow_mut();
         tasks.retain(|t| !t.is_finished());
         tasks.push(raidd_rt::spawn_local(async move {
-            if let Err(e) = rederive::rederive_checksums(&array).await {
+            if let Err(e) = rederive::rederive_checksums(&array, &|| !stopping.get()).await {
                 tracing::warn!(array = %array.name(), "re-deriving checksum tags: {e}");
             }
             set.borrow_mut().remove(&key(&array));
@@ -432,6 +438,7 @@ impl Lifecycle {
 
     /// Stops every pass and waits for the background tasks (shutdown).
     pub async fn stop(&self, arrays: &[Watched]) {
+        self.stopping.set(true);
         for w in arrays {
             w.array.passes().cancel();
         }

@@ -95,9 +95,10 @@ pub fn unverified_tags(array: &Array) -> u64 {
 
 /// Re-derives the suspect checksum tags of the members in sync (after a crash, writes by
 /// the kernel, a member that joined): reads them as a client's read would, and where a
-/// block does not match its tag takes the data's. Runs while the array serves. Returns
-/// whether every member's tags are known to match now.
-pub async fn rederive_checksums(array: &Array) -> Result<bool> {
+/// block does not match its tag takes the data's. Runs while the array serves, for as long
+/// as `keep_going()` says (asked between steps: a daemon that stops does not wait for a
+/// whole member's pass). Returns whether every member's tags are known to match now.
+pub async fn rederive_checksums(array: &Array, keep_going: &dyn Fn() -> bool) -> Result<bool> {
     let slots = array.slots();
     let mut all = true;
     for role in 0..slots.len() {
@@ -116,7 +117,7 @@ pub async fn rederive_checksums(array: &Array) -> Result<bool> {
         let name = m.info().name.clone();
         tracing::info!(array = %array.name(), member = %name, blocks = left, "re-deriving checksum tags from the data");
         let started = Instant::now();
-        if !rederive_member(array, role, &*m).await {
+        if !rederive_member(array, role, &*m, keep_going).await {
             all = false;
             continue;
         }
@@ -143,13 +144,23 @@ pub async fn rederive_checksums(array: &Array) -> Result<bool> {
 /// member's tags are left suspect until the next start.
 const STEP_TRIES: u32 = 8;
 
-async fn rederive_member(array: &Array, role: usize, m: &dyn Member) -> bool {
+async fn rederive_member(
+    array: &Array,
+    role: usize,
+    m: &dyn Member,
+    keep_going: &dyn Fn() -> bool,
+) -> bool {
     let Some(tags) = m.checksums() else {
         return true;
     };
     let mut failures = 0;
     loop {
         if array.is_failed() || array.slots().state(role) != SlotState::InSync {
+            return false;
+        }
+        if !keep_going() {
+            tracing::info!(array = %array.name(), member = %m.info().name,
+                "re-deriving checksum tags stopped: the next start goes on with them");
             return false;
         }
         match tags.rederive_step().await {

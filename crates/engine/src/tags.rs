@@ -99,9 +99,9 @@ impl TagCache {
         self.clock
     }
 
-    /// Block `block`'s tag on member `role` (of geometry `g`); `Err` names its page when the
-    /// cache does not hold it.
-    pub fn tag(&mut self, role: usize, g: &Geometry, block: u64) -> Result<u32, PageId> {
+    /// The page holding block `block`'s tag on member `role` (used now, a hit) and the
+    /// tag's slot on it; `Err` names the page when the cache does not hold it (a miss).
+    fn lookup(&mut self, role: usize, g: &Geometry, block: u64) -> Result<(&Held, usize), PageId> {
         let place = g.place(block);
         let id = PageId {
             role,
@@ -114,7 +114,14 @@ impl TagCache {
         };
         held.used = now;
         self.hits += 1;
-        Ok(tags::get(&held.bytes, place.offset / tags::TAG_BYTES))
+        Ok((held, place.offset / tags::TAG_BYTES))
+    }
+
+    /// Block `block`'s tag on member `role` (of geometry `g`); `Err` names its page when the
+    /// cache does not hold it.
+    pub fn tag(&mut self, role: usize, g: &Geometry, block: u64) -> Result<u32, PageId> {
+        let (held, slot) = self.lookup(role, g, block)?;
+        Ok(tags::get(&held.bytes, slot))
     }
 
     /// Sets block `block`'s tag on member `role` (its page dirty); `Err` names its page
@@ -150,19 +157,7 @@ impl TagCache {
     ) -> Result<Option<usize>, PageId> {
         let mut k = 0;
         while k < computed.len() {
-            let place = g.place(first + k as u64);
-            let id = PageId {
-                role,
-                page: place.page,
-            };
-            let now = self.tick();
-            let Some(held) = self.pages.get_mut(&id) else {
-                self.misses += 1;
-                return Err(id);
-            };
-            held.used = now;
-            self.hits += 1;
-            let slot = place.offset / tags::TAG_BYTES;
+            let (held, slot) = self.lookup(role, g, first + k as u64)?;
             let n = (computed.len() - k).min(tags::TAGS_PER_PAGE as usize - slot);
             let on_page = held.bytes[slot * tags::TAG_BYTES..(slot + n) * tags::TAG_BYTES]
                 .chunks_exact(tags::TAG_BYTES);

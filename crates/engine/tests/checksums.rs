@@ -51,6 +51,18 @@ fn spec(level: Level, members: &[Arc<MemMember>]) -> CreateSpec {
     }
 }
 
+fn as_members(raw: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
+    raw.iter().map(|m| m.clone() as _).collect()
+}
+
+/// The array `members` make up, assembled again (after a clean stop or a crash).
+async fn reassemble(members: &[Arc<dyn Member>]) -> Arc<Array> {
+    assemble(members.to_vec(), AssembleOptions::default())
+        .await
+        .unwrap()
+        .array
+}
+
 /// Fills the whole array with the pattern (no two blocks alike), in 1 MiB writes.
 async fn fill(a: &Array, m: &mut Model) {
     let total = a.size_bytes() / 512;
@@ -282,11 +294,8 @@ fn tags_survive_a_clean_stop_and_are_rederived_after_a_crash() {
         write_blocks(&a, &mut model, &mut Rng(8), 60).await;
         a.close().await.unwrap();
         drop(a);
-        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-        let a = assemble(members.clone(), AssembleOptions::default())
-            .await
-            .unwrap()
-            .array;
+        let members = as_members(&raw);
+        let a = reassemble(&members).await;
         flip(&a, &raw[2], 2, 300, 77);
         verify_blocks(&a, &model, "after a clean stop").await;
         a.scrub(SyncKind::Check, SyncLimits::UNLIMITED, |_, _| {})
@@ -296,10 +305,7 @@ fn tags_survive_a_clean_stop_and_are_rederived_after_a_crash() {
         // A crash: writes, and no clean stop. Tag pages never flushed are behind the data.
         write_blocks(&a, &mut model, &mut Rng(9), 60).await;
         drop(a);
-        let a = assemble(members, AssembleOptions::default())
-            .await
-            .unwrap()
-            .array;
+        let a = reassemble(&members).await;
         // Suspect until re-derived (no bitmap: every block), read meanwhile without alarms.
         let blocks = a.slots().member(0).unwrap().checksums().unwrap().counts();
         assert!(rederive::unverified_tags(&a) > 0, "{blocks:?}");
@@ -333,11 +339,8 @@ fn tags_survive_a_clean_stop_and_are_rederived_after_a_crash() {
         assert_eq!(a.status().await.slots[1].io.checksum_errors, 1);
         a.close().await.unwrap();
         drop(a);
-        let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-        let a = assemble(members, AssembleOptions::default())
-            .await
-            .unwrap()
-            .array;
+        let members = as_members(&raw);
+        let a = reassemble(&members).await;
         assert_eq!(
             rederive::unverified_tags(&a),
             0,
@@ -360,19 +363,13 @@ fn after_a_crash_only_the_bitmap_regions_are_rederived() {
             fill(&a, &mut model).await;
             a.close().await.unwrap();
             drop(a);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
-            let a = assemble(members.clone(), AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let members = as_members(&raw);
+            let a = reassemble(&members).await;
             // A crash: writes into the first MiB of the array only, no clean stop.
             common::write_pattern(&a, &mut model, 0, 64).await;
             common::write_pattern(&a, &mut model, 512, 8).await;
             drop(a);
-            let a = assemble(members, AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let a = reassemble(&members).await;
             let total: u64 = (0..4)
                 .map(|r| a.slots().member(r).unwrap().checksums().unwrap().counts())
                 .map(|c| c.unverified_blocks + c.verified_blocks)
@@ -401,20 +398,14 @@ fn after_a_crash_only_the_bitmap_regions_are_rederived() {
             // Crashes in a row: after one, the tags re-derived before any resync, writes,
             // and a crash again: narrowed again (the headers say dirty at the count the
             // superblocks say once the tags match).
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let members = as_members(&raw);
             common::write_pattern(&a, &mut model, 256, 16).await;
             drop(a);
-            let a = assemble(members.clone(), AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let a = reassemble(&members).await;
             assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
             common::write_pattern(&a, &mut model, 1024, 16).await;
             drop(a);
-            let a = assemble(members, AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let a = reassemble(&members).await;
             let suspect = rederive::unverified_tags(&a);
             assert!(
                 suspect > 0 && suspect <= 4 * 256,
@@ -460,10 +451,7 @@ fn a_member_added_later_is_verified_once_rebuilt() {
             let members: Vec<Arc<dyn Member>> =
                 vec![raw[0].clone(), new.clone(), raw[2.min(n - 1)].clone()];
             let members = members[..n].to_vec();
-            let a = assemble(members, AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let a = reassemble(&members).await;
             assert_eq!(
                 rederive::unverified_tags(&a),
                 0,
@@ -483,7 +471,7 @@ fn checksums_are_added_to_an_array_made_without_them() {
     raidd_rt::block_on(async {
         for (level, n) in [(Level::Raid5, 4), (Level::Raid1, 2)] {
             let raw = mems(n, 16 * MIB);
-            let members: Vec<Arc<dyn Member>> = raw.iter().map(|m| m.clone() as _).collect();
+            let members = as_members(&raw);
             let mut sp = spec(level, &raw);
             sp.checksums = None;
             let full = create(sp.clone()).await.unwrap().array;
@@ -508,10 +496,7 @@ fn checksums_are_added_to_an_array_made_without_them() {
             );
             a.close().await.unwrap();
             drop(a);
-            let a = assemble(members.clone(), AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let a = reassemble(&members).await;
             assert_eq!(a.size_bytes(), size, "{level}: the array's size stays");
             assert!(a.status().await.checksums.is_some(), "{level}");
             assert!(rederive::unverified_tags(&a) > 0);
@@ -534,10 +519,7 @@ fn checksums_are_added_to_an_array_made_without_them() {
             assert!(e.to_string().contains("checksums already"), "{e}");
             a.close().await.unwrap();
             drop(a);
-            let a = assemble(members, AssembleOptions::default())
-                .await
-                .unwrap()
-                .array;
+            let a = reassemble(&members).await;
             assert_eq!(rederive::unverified_tags(&a), 0, "{level}: trusted now");
         }
     });

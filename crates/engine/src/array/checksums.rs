@@ -43,10 +43,7 @@ pub(super) async fn mark_clean(slots: &Slots, array: &str, events: u64) {
 /// then does not trust its tags (the header's count is older).
 pub(super) async fn mark_dirty(slots: &Slots, meta: &Metadata) {
     let events = meta.events().await;
-    let members: Vec<Arc<dyn Member>> = (0..slots.len())
-        .filter_map(|r| slots.member(r))
-        .filter(|m| m.checksums().is_some())
-        .collect();
+    let members: Vec<Arc<dyn Member>> = (0..slots.len()).filter_map(|r| slots.member(r)).collect();
     let marks = members.iter().map(|m| async move {
         let Some(tags) = m.checksums() else { return };
         if let Err(e) = tags.dirty_at(events).await {

@@ -656,10 +656,12 @@ fn admin_commands_check_and_repair() {
 
 /// A Python NBD client that writes 4 KiB blocks, each naming its offset and generation,
 /// flushes every few writes and records in a log (fsynced) what each completed flush
-/// covered. Run until the daemon disappears under it.
+/// covered. Run until the daemon disappears under it. An optional fourth argument is the
+/// first block it may write.
 const WRITER: &str = r#"
 import nbd, os, random, struct, sys
 uri, log_path, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+first = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 rng = random.Random(seed)
 h = nbd.NBD()
 h.connect_uri(uri)
@@ -671,7 +673,7 @@ try:
     while True:
         for _ in range(rng.randint(1, 8)):
             gen += 1
-            b = rng.randrange(blocks)
+            b = rng.randrange(first, blocks)
             h.pwrite(struct.pack("<QQ", b, gen) * 256, b * 4096)
             pending.append((b, gen))
         h.flush()
@@ -814,9 +816,11 @@ fn sigkill_during_writes_then_resync_loses_nothing_flushed() {
 /// suspect and re-derived in the background while the array serves (and the log says so)
 /// instead of corruption being reported. With a bitmap only the regions it marks are
 /// (in some round at least: a crash during the re-deriving leaves it all to do again).
-/// After every restart: no checksum error on any member, a check finds no mismatch, every
-/// flushed write reads back, and the re-deriving ends. A RAID5 without a bitmap and a RAID6
-/// with one.
+/// fio's verified random writes run in each array's first half, raidd's own flushing writer
+/// in the second. After every restart: no checksum error on any member, a check finds no
+/// mismatch, every write fio completed before the kill passes its verify, every flushed write
+/// of the other writer reads back, and the re-deriving ends. A RAID5 without a bitmap and a
+/// RAID6 with one.
 #[test]
 fn sigkill_under_writes_with_checksums_raises_no_false_alarm() {
     let dir = scratch();
@@ -848,10 +852,23 @@ fn sigkill_under_writes_with_checksums_raises_no_false_alarm() {
         array_config("r", &plain),
         array_config("b", &bitmap)
     );
+    let fio_dirs: Vec<PathBuf> = arrays
+        .iter()
+        .map(|a| {
+            let p = dir.path().join(format!("fio-{a}"));
+            std::fs::create_dir(&p).unwrap();
+            p
+        })
+        .collect();
     let mut seed = 0xc4ec_u64;
     let mut narrowed = 0;
+    let mut fio_verified = 0;
+    let mut halves = Vec::new();
     for round in 0..6u64 {
         let d = Daemon::start(dir.path(), &cfg);
+        if halves.is_empty() {
+            halves = arrays.iter().map(|a| d.export_size(a) / 2).collect();
+        }
         for (k, name) in arrays.iter().enumerate() {
             let st = wait_whole(&d, name, Duration::from_secs(60));
             for slot in st["slots"].as_array().unwrap() {
@@ -875,6 +892,16 @@ fn sigkill_under_writes_with_checksums_raises_no_false_alarm() {
                 logs[k].to_str().unwrap(),
             ]));
             assert!(ok, "round {round} {name}: {out}{err}");
+            // fio's writes of the round before: each it completed reads back with its
+            // checksum (its saved state leaves out the one in flight at the kill).
+            if fio_dirs[k].join(FIO_STATE).exists() {
+                let args = fio_crash_args(&d.uri(name), halves[k], round - 1, true);
+                fio_ok(
+                    spawn_fio(&fio_dirs[k], &args),
+                    &format!("round {round} {name}: fio verify"),
+                );
+                fio_verified += 1;
+            }
             let st = wait_rederived(&d, name, Duration::from_secs(60));
             for slot in st["slots"].as_array().unwrap() {
                 assert_eq!(
@@ -897,18 +924,30 @@ fn sigkill_under_writes_with_checksums_raises_no_false_alarm() {
         let writers: Vec<Child> = arrays
             .iter()
             .zip(&logs)
-            .map(|(name, log)| {
+            .enumerate()
+            .map(|(k, (name, log))| {
                 tool("python3")
                     .args([
                         writer.to_str().unwrap(),
                         &d.uri(name),
                         log.to_str().unwrap(),
                         &(round + 1).to_string(),
+                        &(halves[k] / 4096).to_string(),
                     ])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
                     .unwrap()
+            })
+            .collect();
+        let fios: Vec<Child> = arrays
+            .iter()
+            .zip(&fio_dirs)
+            .zip(&halves)
+            .map(|((name, at), &half)| {
+                let _ = std::fs::remove_file(at.join(FIO_STATE));
+                let args = fio_crash_args(&d.uri(name), half, round, false);
+                spawn_fio(at, &args)
             })
             .collect();
         seed ^= seed << 13;
@@ -919,7 +958,14 @@ fn sigkill_under_writes_with_checksums_raises_no_false_alarm() {
         for mut w in writers {
             let _ = w.wait();
         }
+        for f in fios {
+            let _ = f.wait_with_output();
+        }
     }
+    assert!(
+        fio_verified >= 8,
+        "fio's writes were verified after only {fio_verified} of 10 restarts"
+    );
     for log in &logs {
         let lines = std::fs::read_to_string(log).unwrap().lines().count();
         assert!(lines > 30, "too little progress: {lines} flushed writes");
@@ -928,6 +974,37 @@ fn sigkill_under_writes_with_checksums_raises_no_false_alarm() {
         narrowed > 0,
         "the bitmap never narrowed what was re-derived"
     );
+}
+
+/// What fio saves of a write job it ends during its write phase (job `load`).
+const FIO_STATE: &str = "local-load-0-verify.state";
+
+/// fio's verified random writes over the first `half` bytes of `uri` (seeded by `round`),
+/// or, with `verify`, the check of the writes that a job killed under load completed, from
+/// the state it saved. One write at a time: at a greater depth fio's saved state may count a
+/// write that failed in flight at the kill as done.
+fn fio_crash_args(uri: &str, half: u64, round: u64, verify: bool) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--name=load",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=1",
+        "--randrepeat=0",
+        "--verify=crc32c",
+        "--verify_fatal=1",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.push(format!("--uri={uri}"));
+    a.push(format!("--size={half}"));
+    a.push(format!("--randseed={}", round + 1));
+    if verify {
+        a.extend(["--verify_only".into(), "--verify_state_load=1".into()]);
+    } else {
+        a.push("--verify_state_save=1".into());
+    }
+    a
 }
 
 /// Waits until no checksum tag of `name` is being re-derived; its status then.

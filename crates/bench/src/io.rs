@@ -341,6 +341,10 @@ pub struct EngineCounts {
     pub full_stripe_writes: u64,
     pub rmw_writes: u64,
     pub rcw_writes: u64,
+    /// Member blocks whose checksum tags a read verified, and tag pages read from members
+    /// because the tag cache did not hold them.
+    pub verified_blocks: u64,
+    pub tag_cache_misses: u64,
 }
 
 /// `raidd bench io --json`.
@@ -421,6 +425,8 @@ pub fn run(args: IoArgs, json: bool) -> AdminResult {
         full_stripe_writes: a.full_stripe_writes - b.full_stripe_writes,
         rmw_writes: a.rmw_writes - b.rmw_writes,
         rcw_writes: a.rcw_writes - b.rcw_writes,
+        verified_blocks: a.verified_blocks - b.verified_blocks,
+        tag_cache_misses: a.tag_cache_misses - b.tag_cache_misses,
     });
     let (read_state_bytes, write_state_bytes) = match &*dev {
         Device::Array(a) => {
@@ -587,8 +593,18 @@ fn load(args: &IoArgs, dev: &Arc<Device>) -> AdminResult<(Tally, f64)> {
 fn engine_counts(dev: &Device) -> Option<EngineCounts> {
     let Device::Array(a) = dev else { return None };
     let a = a.clone();
-    let c = raidd_rt::block_on(async move { a.status().await }).counters;
+    let st = {
+        let a = a.clone();
+        raidd_rt::block_on(async move { a.status().await })
+    };
+    let tags: Vec<_> = (0..st.slots.len())
+        .filter_map(|role| a.slots().member(role))
+        .filter_map(|m| m.checksums().map(|t| t.counts()))
+        .collect();
+    let c = st.counters;
     Some(EngineCounts {
+        verified_blocks: tags.iter().map(|t| t.verified_blocks).sum(),
+        tag_cache_misses: tags.iter().map(|t| t.cache_misses).sum(),
         copied_bytes: c.copied_bytes,
         full_stripe_writes: c.full_stripe_writes,
         rmw_writes: c.rmw_writes,

@@ -9,7 +9,7 @@
 //! (all of them at a flush; those it would evict when full). The array does the reads and
 //! writes around it.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use raidd_md::tags::{self, Algorithm, Geometry, PAGE};
 
@@ -28,12 +28,14 @@ struct Held {
     used: u64,
 }
 
-/// Tag pages held in memory, at most `limit` of them.
+/// Tag pages held in memory, at most `limit` of them. Keyed with FxHash: every verified
+/// read and tagged write looks a page up, and a page id is two integers that no client
+/// chooses freely enough to flood one bucket (a member's pages are dense from 0).
 #[derive(Debug)]
 pub struct TagCache {
     algorithm: Algorithm,
     limit: usize,
-    pages: HashMap<PageId, Held>,
+    pages: FxHashMap<PageId, Held>,
     clock: u64,
     hits: u64,
     misses: u64,
@@ -64,7 +66,7 @@ impl TagCache {
         TagCache {
             algorithm,
             limit,
-            pages: HashMap::new(),
+            pages: FxHashMap::default(),
             clock: 0,
             hits: 0,
             misses: 0,

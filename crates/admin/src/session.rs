@@ -191,7 +191,12 @@ pub async fn assemble(
     }
     if !opts.read_only && !start.rederive_in_background {
         for a in &arrays {
-            raidd_engine::array::rederive::rederive_checksums(&a.array, &|| true).await?;
+            raidd_engine::array::rederive::rederive_checksums(
+                &a.array,
+                raidd_engine::SyncLimits::UNLIMITED,
+                &|| true,
+            )
+            .await?;
         }
     }
     if start.journal_mode != raidd_engine::JournalMode::WriteThrough {

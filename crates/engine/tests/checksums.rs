@@ -282,6 +282,50 @@ fn tags_decide_between_copies_and_a_block_with_no_good_copy_fails() {
     });
 }
 
+/// Re-deriving is paced as a sync pass is: with a speed limit it takes at least the time
+/// the limit allows for its bytes (the limit is set from an unpaced run of the same work, so
+/// that a pass that ignored it would end in a quarter of that time).
+#[test]
+fn rederiving_keeps_to_the_speed_limit() {
+    raidd_rt::block_on(async {
+        let mut crashed = Vec::new();
+        for _ in 0..2 {
+            let raw = mems(3, 8 * MIB);
+            let a = create(spec(Level::Raid5, &raw)).await.unwrap().array;
+            let mut model = Model::new(a.size_bytes() / 512, 4);
+            write_blocks(&a, &mut model, &mut Rng(4), 20).await;
+            drop(a); // a crash: every tag suspect at the next assembly
+            crashed.push(reassemble(&as_members(&raw)).await);
+        }
+        let blocks = rederive::unverified_tags(&crashed[0]);
+        assert_eq!(blocks, rederive::unverified_tags(&crashed[1]));
+        let started = std::time::Instant::now();
+        let unpaced = SyncLimits::UNLIMITED;
+        assert!(rederive::rederive_checksums(&crashed[0], unpaced, &|| true)
+            .await
+            .unwrap());
+        let t0 = started.elapsed().as_secs_f64();
+        // Each member's first MiB goes at once; the rest keeps to the limit.
+        let paced_kib = (blocks * 4).saturating_sub(3 * 1024);
+        let floor = (4.0 * t0).max(0.3);
+        let max_kib_s = (paced_kib as f64 / floor) as u64;
+        let limits = SyncLimits {
+            max_kib_s,
+            ..SyncLimits::default()
+        };
+        let started = std::time::Instant::now();
+        assert!(rederive::rederive_checksums(&crashed[1], limits, &|| true)
+            .await
+            .unwrap());
+        let t1 = started.elapsed().as_secs_f64();
+        assert!(
+            t1 >= floor * 0.95,
+            "{blocks} blocks at {max_kib_s} KiB/s took {t1:.3} s (unpaced {t0:.3} s)"
+        );
+        assert_eq!(rederive::unverified_tags(&crashed[1]), 0);
+    });
+}
+
 /// Tags written at a clean stop are trusted at the next assembly (corruption made while
 /// the array was stopped is found); after a crash (no clean stop) they are re-derived from
 /// the data and nothing is reported for the writes that were in flight.
@@ -317,12 +361,20 @@ fn tags_survive_a_clean_stop_and_are_rederived_after_a_crash() {
             steps.set(steps.get() + 1);
             steps.get() <= 2
         };
-        assert!(!rederive::rederive_checksums(&a, &two_steps).await.unwrap());
+        assert!(
+            !rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &two_steps)
+                .await
+                .unwrap()
+        );
         let after = rederive::unverified_tags(&a);
         assert!(after > 0 && after < before, "{before} → {after}");
         a.resync(|_, _| {}).await.unwrap();
         verify_blocks(&a, &model, "after a crash").await;
-        assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
+        assert!(
+            rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &|| true)
+                .await
+                .unwrap()
+        );
         assert_eq!(rederive::unverified_tags(&a), 0);
         let st = a.status().await;
         assert!(
@@ -382,7 +434,11 @@ fn after_a_crash_only_the_bitmap_regions_are_rederived() {
             // Outside the marked regions the tags are trusted from the start.
             flip(&a, &raw[2], 2, 20 * 2048, 9);
             a.resync(|_, _| {}).await.unwrap();
-            assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
+            assert!(
+                rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &|| true)
+                    .await
+                    .unwrap()
+            );
             verify_blocks(&a, &model, "after the crash").await;
             let errors: u64 = a
                 .status()
@@ -402,7 +458,11 @@ fn after_a_crash_only_the_bitmap_regions_are_rederived() {
             common::write_pattern(&a, &mut model, 256, 16).await;
             drop(a);
             let a = reassemble(&members).await;
-            assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
+            assert!(
+                rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &|| true)
+                    .await
+                    .unwrap()
+            );
             common::write_pattern(&a, &mut model, 1024, 16).await;
             drop(a);
             let a = reassemble(&members).await;
@@ -411,7 +471,11 @@ fn after_a_crash_only_the_bitmap_regions_are_rederived() {
                 suspect > 0 && suspect <= 4 * 256,
                 "{level}: {suspect} blocks suspect after crashes in a row"
             );
-            assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
+            assert!(
+                rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &|| true)
+                    .await
+                    .unwrap()
+            );
             verify_blocks(&a, &model, "after crashes in a row").await;
         }
     });
@@ -437,7 +501,11 @@ fn a_member_added_later_is_verified_once_rebuilt() {
                 a.slots().member(1).unwrap().checksums().is_some(),
                 "{level}"
             );
-            assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
+            assert!(
+                rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &|| true)
+                    .await
+                    .unwrap()
+            );
             assert_eq!(rederive::unverified_tags(&a), 0);
             write_blocks(&a, &mut model, &mut Rng(4), 20).await;
             flip(&a, &new, 1, 64, 3);
@@ -501,7 +569,11 @@ fn checksums_are_added_to_an_array_made_without_them() {
             assert!(a.status().await.checksums.is_some(), "{level}");
             assert!(rederive::unverified_tags(&a) > 0);
             verify_blocks(&a, &model, "before the tags are derived").await;
-            assert!(rederive::rederive_checksums(&a, &|| true).await.unwrap());
+            assert!(
+                rederive::rederive_checksums(&a, SyncLimits::UNLIMITED, &|| true)
+                    .await
+                    .unwrap()
+            );
             let st = a.status().await;
             assert!(
                 st.slots.iter().all(|s| s.io.checksum_errors == 0),

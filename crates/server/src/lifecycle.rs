@@ -110,10 +110,12 @@ impl Lifecycle {
             return;
         }
         let (set, array, stopping) = (self.rederiving.clone(), a.clone(), self.stopping.clone());
+        let limits = self.limits;
         let mut tasks = self.tasks.borrow_mut();
         tasks.retain(|t| !t.is_finished());
         tasks.push(raidd_rt::spawn_local(async move {
-            if let Err(e) = rederive::rederive_checksums(&array, &|| !stopping.get()).await {
+            let going = || !stopping.get();
+            if let Err(e) = rederive::rederive_checksums(&array, limits, &going).await {
                 tracing::warn!(array = %array.name(), "re-deriving checksum tags: {e}");
             }
             set.borrow_mut().remove(&key(&array));

@@ -37,6 +37,11 @@ impl Counters {
         bump(field(shard), n, owned);
     }
 
+    /// The array's reads and writes from clients so far: what pacing a pass watches.
+    pub(super) fn foreground(&self) -> u64 {
+        self.sum(|s| &s.reads) + self.sum(|s| &s.writes)
+    }
+
     /// A counter summed over every shard.
     pub(super) fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
         sum(&self.shards, field)

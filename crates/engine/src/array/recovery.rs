@@ -64,7 +64,7 @@ impl Array {
         let guard = SyncGuard::new(p.passes, progress.clone(), Some(name.clone()));
         tracing::info!(array = %self.name(), member = %name, from_sector = pos, "recovery started");
         let window = shape.sync_window(limits.window_bytes);
-        let mut throttle = Throttle::new(limits, || foreground(self), pos);
+        let mut throttle = Throttle::new(limits, || self.parts().counters.foreground(), pos);
         let mut checkpoint = Instant::now();
         // Windows overlap (one's writes with the next one's reads); each keeps its barrier
         // until the recovery point has moved past it, and the point moves in order.
@@ -239,11 +239,6 @@ fn member_name(array: &Array, role: usize) -> String {
 }
 
 /// Reads and writes from clients so far (a pass yields to them above its minimum speed).
-fn foreground(array: &Array) -> u64 {
-    let c = array.parts().counters;
-    c.sum(|s| &s.reads) + c.sum(|s| &s.writes)
-}
-
 /// A recovery that copied every sector: the member is flushed, in sync, and recorded so
 /// in the superblocks.
 async fn recovered(array: &Array, role: usize, name: &str) -> Result<()> {
@@ -394,7 +389,7 @@ async fn copy_to_replacement(
         ));
     }
     let window = p.shapes.current().sync_window(limits.window_bytes);
-    let mut throttle = Throttle::new(limits, || foreground(array), 0);
+    let mut throttle = Throttle::new(limits, || array.parts().counters.foreground(), 0);
     let mut pos = 0;
     while pos < c.total {
         array.check_alive()?;

@@ -9,6 +9,8 @@ use std::time::Instant;
 use raidd_layout::Geometry;
 use raidd_md::tags::BLOCK_SECTORS;
 
+use super::pass::SyncLimits;
+use super::passes::Throttle;
 use super::report::SlotState;
 use super::Array;
 use crate::error::Result;
@@ -97,8 +99,14 @@ pub fn unverified_tags(array: &Array) -> u64 {
 /// the kernel, a member that joined): reads them as a client's read would, and where a
 /// block does not match its tag takes the data's. Runs while the array serves, for as long
 /// as `keep_going()` says (asked between steps: a daemon that stops does not wait for a
-/// whole member's pass). Returns whether every member's tags are known to match now.
-pub async fn rederive_checksums(array: &Array, keep_going: &dyn Fn() -> bool) -> Result<bool> {
+/// whole member's pass), paced by `limits` as a sync pass is (above `min` it yields to
+/// clients' I/O; it never goes faster than `max`, per member). Returns whether every
+/// member's tags are known to match now.
+pub async fn rederive_checksums(
+    array: &Array,
+    limits: SyncLimits,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<bool> {
     let slots = array.slots();
     let mut all = true;
     for role in 0..slots.len() {
@@ -117,7 +125,7 @@ pub async fn rederive_checksums(array: &Array, keep_going: &dyn Fn() -> bool) ->
         let name = m.info().name.clone();
         tracing::info!(array = %array.name(), member = %name, blocks = left, "re-deriving checksum tags from the data");
         let started = Instant::now();
-        if !rederive_member(array, role, &*m, keep_going).await {
+        if !rederive_member(array, role, &*m, limits, keep_going).await {
             all = false;
             continue;
         }
@@ -140,6 +148,9 @@ pub async fn rederive_checksums(array: &Array, keep_going: &dyn Fn() -> bool) ->
     Ok(all)
 }
 
+/// How long a paced pass waits before it asks its throttle again.
+const PACED: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// How often a step that failed (a read error, writes racing it) is tried again before the
 /// member's tags are left suspect until the next start.
 const STEP_TRIES: u32 = 8;
@@ -148,13 +159,21 @@ async fn rederive_member(
     array: &Array,
     role: usize,
     m: &dyn Member,
+    limits: SyncLimits,
     keep_going: &dyn Fn() -> bool,
 ) -> bool {
     let Some(tags) = m.checksums() else {
         return true;
     };
     let mut failures = 0;
+    // The throttle counts member sectors done: the blocks settled so far.
+    let first = tags.counts().unverified_blocks;
+    let mut throttle = Throttle::new(limits, || array.parts().counters.foreground(), 0);
+    let mut left = first;
     loop {
+        while !throttle.allows((first - left) * BLOCK_SECTORS) && keep_going() {
+            raidd_rt::time::sleep(PACED).await;
+        }
         if array.is_failed() || array.slots().state(role) != SlotState::InSync {
             return false;
         }
@@ -165,7 +184,10 @@ async fn rederive_member(
         }
         match tags.rederive_step().await {
             Ok(0) => return true,
-            Ok(_) => failures = 0,
+            Ok(n) => {
+                failures = 0;
+                left = n.min(left);
+            }
             Err(e) if failures < STEP_TRIES => {
                 failures += 1;
                 tracing::debug!(array = %array.name(), member = %m.info().name, "re-deriving checksum tags: {e}; again");

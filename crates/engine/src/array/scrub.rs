@@ -74,7 +74,7 @@ impl Array {
             super::checksums::mark_dirty(parts.slots, meta).await;
             self.check_alive()?;
         }
-        let mut throttle = Throttle::new(limits, || foreground(self), 0);
+        let mut throttle = Throttle::new(limits, || self.parts().counters.foreground(), 0);
         let mut pos = 0;
         let started = Instant::now();
         // With a write-intent bitmap a resync only visits the chunks whose bit is set (in
@@ -148,11 +148,6 @@ impl Array {
 }
 
 /// Reads and writes from clients so far (a pass yields to them above its minimum speed).
-fn foreground(array: &Array) -> u64 {
-    let c = array.parts().counters;
-    c.sum(|s| &s.reads) + c.sum(|s| &s.writes)
-}
-
 /// The sectors a pass of `kind` covers (member sectors of whole stripes on parity
 /// arrays, array sectors on mirrors) and its window.
 fn scrub_extent(array: &Array, kind: SyncKind, window_bytes: u64) -> Result<(u64, u64)> {

@@ -410,6 +410,9 @@ fn checksums_added_offline_keep_the_superblocks_valid_for_mdadm() {
     .json();
     assert_eq!(out["checksums"], "crc32c", "{out}");
     assert!(out["tag_bytes"].as_u64().unwrap() > 0, "{out}");
+    // What clients will see change is said: the logical block grows to the tags' block.
+    assert_eq!(out["logical_block_bytes"]["from"], 512, "{out}");
+    assert_eq!(out["logical_block_bytes"]["to"], 4096, "{out}");
     for img in &imgs {
         let ex = mdadm_examine(&mdadm, img);
         let text = &ex["__text"];

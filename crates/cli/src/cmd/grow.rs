@@ -146,6 +146,7 @@ fn add_checksums(on: On, algorithm: raidd_md::tags::Algorithm, json: bool) -> Ad
     raidd_rt::block_on(async move {
         let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
         let a = s.root().clone();
+        let block_before = a.block_size();
         let added = raidd_engine::array::add_checksums::add_checksums(&a, algorithm).await;
         let closed = s.close().await;
         let tag_bytes = added?;
@@ -154,18 +155,29 @@ fn add_checksums(on: On, algorithm: raidd_md::tags::Algorithm, json: bool) -> Ad
         drop((a, s));
         let s = session::assemble(&on.members, Access::ReadWrite, false, on.start.start()).await?;
         let name = s.root().name().to_string();
+        let block_after = s.root().block_size();
         s.close().await?;
         if json {
             return output::emit_json(&serde_json::json!({
                 "array": name,
                 "checksums": algorithm.name(),
                 "tag_bytes": tag_bytes,
+                "logical_block_bytes": { "from": block_before, "to": block_after },
             }));
         }
-        output::emit(&format!(
+        let mut text = format!(
             "{name}: checksums {} added ({} of tags), derived from the data of every member\n",
             algorithm.name(),
             size::short(tag_bytes)
-        ))
+        );
+        if block_after != block_before {
+            // What a client sees change: a file system that addresses 512-byte sectors
+            // (XFS made with -s size=512, for one) does not mount on a 4 KiB-sector device.
+            text.push_str(&format!(
+                "{name}: its logical block is now {block_after} bytes (it was {block_before}): \
+                 a file system made with smaller sectors on it may not mount\n"
+            ));
+        }
+        output::emit(&text)
     })
 }

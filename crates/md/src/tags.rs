@@ -53,7 +53,8 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    fn code(self) -> u32 {
+    /// The algorithm's number in the header (and the kind of digest a buffer remembers).
+    pub fn code(self) -> u32 {
         match self {
             Algorithm::Crc32c => 1,
         }

@@ -15,11 +15,13 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut, Range};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use smallvec::SmallVec;
 
 use crate::borrows::{BorrowKind, Borrows};
+use crate::digests::Digests;
 
 pub use crate::sizes::ALIGN;
 
@@ -396,6 +398,10 @@ impl fmt::Debug for AlignedBuf {
 struct Inner {
     buf: AlignedBuf,
     borrows: Mutex<Borrows>,
+    /// Digests remembered of the bytes (`digests.rs`), and whether there are any: an
+    /// exclusive window, lent on every member read, looks at the flag alone.
+    digests: Mutex<Digests>,
+    remembered: AtomicBool,
 }
 
 impl Inner {
@@ -413,7 +419,35 @@ impl Inner {
         }
         self.borrows()
             .lend(range.clone(), kind)
-            .map_err(|held| BorrowError::Overlap { range, held })
+            .map_err(|held| BorrowError::Overlap { range, held })?;
+        if kind == BorrowKind::Exclusive {
+            // Its holder may write the bytes: what was remembered of them no longer holds.
+            self.forget_digests();
+        }
+        Ok(())
+    }
+
+    fn digests(&self) -> std::sync::MutexGuard<'_, Digests> {
+        self.digests.lock().expect(crate::POISONED)
+    }
+
+    /// The flag changes only with the digests' lock held, so it is never false while some
+    /// digest is kept (one kept then could outlive the bytes it was taken of).
+    fn forget_digests(&self) {
+        if self.remembered.load(Ordering::Acquire) {
+            let mut d = self.digests();
+            d.clear();
+            self.remembered.store(false, Ordering::Release);
+        }
+    }
+
+    fn empty(buf: AlignedBuf) -> Inner {
+        Inner {
+            buf,
+            borrows: Mutex::new(Borrows::default()),
+            digests: Mutex::new(Digests::default()),
+            remembered: AtomicBool::new(false),
+        }
     }
 
     /// Replaces the exclusive borrows `left` and `right`, which meet, by their union.
@@ -470,13 +504,14 @@ impl SharedBuf {
             Some(mut inner) => {
                 let i = Arc::get_mut(&mut inner).expect("a kept header is unshared");
                 debug_assert_eq!(i.buf.capacity(), 0, "a kept header holds no buffer");
+                debug_assert!(
+                    !*i.remembered.get_mut(),
+                    "a kept header remembers nothing of the buffer it held"
+                );
                 i.buf = buf;
                 inner
             }
-            None => Arc::new(Inner {
-                buf,
-                borrows: Mutex::new(Borrows::default()),
-            }),
+            None => Arc::new(Inner::empty(buf)),
         };
         SharedBuf { inner }
     }
@@ -522,6 +557,7 @@ impl SharedBuf {
             "a buffer taken back has no window out"
         );
         let buf = std::mem::replace(&mut inner.buf, AlignedBuf::detached());
+        forget_all(inner);
         // Dropping the last handle keeps the emptied header.
         drop(self);
         Ok(buf)
@@ -547,10 +583,16 @@ impl Drop for SharedBuf {
 thread_local! {
     /// What a handle's header is swapped for when its own is kept: a clone of this is a
     /// reference count, not an allocation.
-    static PLACEHOLDER: Arc<Inner> = Arc::new(Inner {
-        buf: AlignedBuf::detached(),
-        borrows: Mutex::new(Borrows::default()),
-    });
+    static PLACEHOLDER: Arc<Inner> = Arc::new(Inner::empty(AlignedBuf::detached()));
+}
+
+/// The buffer left its header: nothing remembered of its bytes may stay with the header.
+fn forget_all(i: &mut Inner) {
+    if std::mem::replace(i.remembered.get_mut(), false) {
+        if let Ok(d) = i.digests.get_mut() {
+            d.clear();
+        }
+    }
 }
 
 /// Called as a handle (the buffer or a window) is dropped: when it is the last one, its
@@ -569,6 +611,7 @@ fn keep_if_last(inner: &mut Arc<Inner>) {
         return;
     }
     drop(std::mem::replace(&mut i.buf, AlignedBuf::detached()));
+    forget_all(i);
     let Ok(placeholder) = PLACEHOLDER.try_with(Arc::clone) else {
         return; // the thread is exiting: the header is freed with the handle
     };
@@ -619,6 +662,38 @@ impl BufSlice {
     /// Offset of this window in its buffer.
     pub fn offset(&self) -> usize {
         self.range.start
+    }
+
+    /// The digests of `kind` of `n` whole `block`-byte blocks from byte `at` of this window,
+    /// if a holder of a window over them remembered them ([`BufSlice::remember_digests`]).
+    pub fn remembered_digests(
+        &self,
+        at: usize,
+        block: usize,
+        kind: u32,
+        n: usize,
+    ) -> Option<SmallVec<[u32; 16]>> {
+        debug_assert!(at + n * block <= self.len(), "blocks inside the window");
+        if !self.inner.remembered.load(Ordering::Acquire) {
+            return None;
+        }
+        let d = self.inner.digests();
+        d.find(self.range.start + at, block, kind, n)
+            .map(SmallVec::from_slice)
+    }
+
+    /// Remembers the digests of `kind` of the whole `block`-byte blocks from byte `at` of
+    /// this window, for whoever writes the same bytes from this buffer next (a mirror's
+    /// other copies). Sound because the bytes cannot change while this window is out, and
+    /// are forgotten before any window that may change them is lent.
+    pub fn remember_digests(&self, at: usize, block: usize, kind: u32, values: &[u32]) {
+        debug_assert!(
+            at + values.len() * block <= self.len(),
+            "blocks inside the window"
+        );
+        let mut d = self.inner.digests();
+        d.keep(self.range.start + at, block, kind, values);
+        self.inner.remembered.store(true, Ordering::Release);
     }
 
     /// A read-only window on `range` (relative to this window) of the same buffer.
@@ -804,6 +879,34 @@ pub fn iov_mut_len(iov: &[BufSliceMut]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_are_remembered_for_the_same_bytes_until_they_may_change() {
+        let shared = SharedBuf::new(AlignedBuf::zeroed(16384));
+        let a = shared.slice(4096..16384).unwrap();
+        a.remember_digests(0, 4096, 1, &[1, 2, 3]);
+        // Another window over the same bytes (a mirror's other copy) finds them.
+        let b = shared.slice(8192..16384).unwrap();
+        assert_eq!(
+            b.remembered_digests(0, 4096, 1, 2).unwrap().as_slice(),
+            &[2, 3]
+        );
+        assert_eq!(b.remembered_digests(0, 4096, 2, 2), None, "another kind");
+        drop((a, b));
+        // An exclusive window may change the bytes: everything remembered is forgotten.
+        let mut w = shared.slice_mut(0..4096).unwrap();
+        w.as_mut_slice()[0] = 1;
+        drop(w);
+        let c = shared.slice(4096..16384).unwrap();
+        assert_eq!(c.remembered_digests(0, 4096, 1, 3), None);
+        // Nor does a header kept for the next buffer remember anything of the last one.
+        c.remember_digests(0, 4096, 1, &[4, 5, 6]);
+        drop(c);
+        let back = shared.try_into_inner().unwrap();
+        let again = SharedBuf::new(back);
+        let d = again.slice(4096..16384).unwrap();
+        assert_eq!(d.remembered_digests(0, 4096, 1, 3), None);
+    }
 
     #[test]
     fn aligned_and_zeroed() {

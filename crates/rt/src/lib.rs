@@ -15,6 +15,7 @@ mod arena;
 mod borrows;
 pub mod buf;
 pub mod cmd;
+mod digests;
 mod driver;
 mod executor;
 pub mod fs;

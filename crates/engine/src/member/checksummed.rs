@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use raidd_md::tags::{self, Algorithm, Geometry, Header, TagError, BLOCK, NO_TAG, PAGE};
+use raidd_rt::buf::BufSlice;
 use raidd_rt::{IoVec, IoVecMut};
 use smallvec::SmallVec;
 
@@ -710,7 +711,7 @@ impl ChecksummedMember {
             }
             let computed = tags_of(
                 self.algorithm,
-                iov.iter().map(|w| w.as_slice()),
+                iov.iter().map(|w| (w.as_slice(), None)),
                 skip,
                 (blocks.end - blocks.start) as usize,
             );
@@ -819,7 +820,7 @@ impl ChecksummedMember {
         };
         let computed = tags_of(
             self.algorithm,
-            iov.iter().map(|w| w.as_slice()),
+            iov.iter().map(|w| (w.as_slice(), Some(w))),
             skip,
             (blocks.end - blocks.start) as usize,
         );
@@ -939,16 +940,47 @@ fn check(
     Checked::Good
 }
 
-/// The tags of `blocks` whole blocks of the bytes `pieces` hold in order, from byte `skip`.
+/// Whole blocks in one window from which a buffer's remembered tags are worth keeping for
+/// the next member written from it (a mirror's other copies): below this the lock and the
+/// copy cost more than the CRCs they save.
+const REMEMBERED_FROM: usize = 4;
+
+/// The tags of the whole blocks `bytes` holds, found among those its buffer remembers
+/// (`window` and where `bytes` starts in it) or computed, and then remembered.
+fn whole_blocks(
+    a: Algorithm,
+    bytes: &[u8],
+    window: Option<(&BufSlice, usize)>,
+    out: &mut SmallVec<[u32; 16]>,
+) {
+    let n = bytes.len() / BLOCK;
+    debug_assert_eq!(bytes.len(), n * BLOCK, "whole blocks");
+    let window = window.filter(|_| n >= REMEMBERED_FROM);
+    if let Some((w, at)) = window {
+        if let Some(kept) = w.remembered_digests(at, BLOCK, a.code(), n) {
+            out.extend_from_slice(&kept);
+            return;
+        }
+    }
+    let from = out.len();
+    out.extend(bytes.chunks_exact(BLOCK).map(|b| a.tag(b)));
+    if let Some((w, at)) = window {
+        w.remember_digests(at, BLOCK, a.code(), &out[from..]);
+    }
+}
+
+/// The tags of `blocks` whole blocks of the bytes `pieces` hold in order, from byte `skip`;
+/// a piece that is a shared buffer's window comes with it, so that tags of the same bytes
+/// written to several members are computed once.
 fn tags_of<'a>(
     a: Algorithm,
-    pieces: impl Iterator<Item = &'a [u8]>,
+    pieces: impl Iterator<Item = (&'a [u8], Option<&'a BufSlice>)>,
     skip: usize,
     blocks: usize,
 ) -> SmallVec<[u32; 16]> {
     let mut out = SmallVec::with_capacity(blocks);
     let (mut skip, mut sum, mut filled) = (skip, a.start(), 0usize);
-    for piece in pieces {
+    for (piece, window) in pieces {
         let mut p = piece;
         if skip >= p.len() {
             skip -= p.len();
@@ -958,8 +990,11 @@ fn tags_of<'a>(
         skip = 0;
         while !p.is_empty() && out.len() < blocks {
             if filled == 0 && p.len() >= BLOCK {
-                out.push(a.tag(&p[..BLOCK])); // a whole block in one piece: the fast way
-                p = &p[BLOCK..];
+                // Whole blocks in one piece: the fast way.
+                let n = (p.len() / BLOCK).min(blocks - out.len());
+                let at = piece.len() - p.len();
+                whole_blocks(a, &p[..n * BLOCK], window.map(|w| (w, at)), &mut out);
+                p = &p[n * BLOCK..];
                 continue;
             }
             let take = (BLOCK - filled).min(p.len());
@@ -1384,7 +1419,7 @@ mod tests {
             cuts.push(bytes.len());
             cuts.sort_unstable();
             cuts.dedup();
-            let pieces = cuts.windows(2).map(|w| &bytes[w[0]..w[1]]);
+            let pieces = cuts.windows(2).map(|w| (&bytes[w[0]..w[1]], None));
             let a = Algorithm::Crc32c;
             let got = tags_of(a, pieces, skip_blocks * BLOCK, blocks);
             let want: Vec<u32> = bytes[skip_blocks * BLOCK..]
@@ -1392,6 +1427,46 @@ mod tests {
                 .map(|b| a.tag(b))
                 .collect();
             prop_assert_eq!(got.as_slice(), want.as_slice());
+        }
+
+        /// Windows of a shared buffer, tagged twice (a mirror's two copies: the second
+        /// finds what the first remembered), then once more after the bytes changed
+        /// through an exclusive window: always the tags of the bytes as they are.
+        #[test]
+        fn tags_remembered_by_a_buffer_are_the_tags_of_its_bytes(
+            seed in any::<u8>(),
+            blocks in 1usize..12,
+            skip_blocks in 0usize..2,
+            cuts in proptest::collection::vec(1usize..12 * BLOCK, 0..4),
+            changed in any::<usize>(),
+        ) {
+            let len = (blocks + skip_blocks) * BLOCK;
+            let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(seed | 1)).collect();
+            let shared = raidd_rt::SharedBuf::new(raidd_rt::AlignedBuf::from_slice(&bytes));
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < len).collect();
+            cuts.extend([0, len]);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let a = Algorithm::Crc32c;
+            let tags = |shared: &raidd_rt::SharedBuf| {
+                let windows: Vec<BufSlice> =
+                    cuts.windows(2).map(|w| shared.slice(w[0]..w[1]).unwrap()).collect();
+                let pieces = windows.iter().map(|w| (w.as_slice(), Some(w)));
+                tags_of(a, pieces, skip_blocks * BLOCK, blocks).to_vec()
+            };
+            let want = |b: &[u8]| -> Vec<u32> {
+                b[skip_blocks * BLOCK..].chunks_exact(BLOCK).map(|b| a.tag(b)).collect()
+            };
+            prop_assert_eq!(tags(&shared), want(&bytes));
+            prop_assert_eq!(tags(&shared), want(&bytes));
+            let at = changed % len;
+            {
+                let mut w = shared.slice_mut(at..at + 1).unwrap();
+                w.as_mut_slice()[0] ^= 0x40;
+            }
+            let mut now = bytes.clone();
+            now[at] ^= 0x40;
+            prop_assert_eq!(tags(&shared), want(&now));
         }
     }
 }

@@ -129,6 +129,25 @@ fio_verify() {{
   fio --name=v --filename=/dev/ublkb0 --direct=1 --ioengine=libaio --verify=crc32c \
     --verify_fatal=1 --randrepeat=1 --output-format=terse "$@" >/tmp/fio.out 2>&1
 }}
+# Waits for the fio started in the background ($fpid), at most 180 s: a request that never
+# ends fails the job with what raidd and the kernel say, not the guest's whole timeout.
+wait_fio() {{
+  n=0
+  # Running and not a zombie (sh may not reap a background job before it is waited for).
+  while s=$(cut -d' ' -f3 /proc/$fpid/stat 2>/dev/null) && [ -n "$s" ] && [ "$s" != Z ]; do
+    n=$((n + 1))
+    [ $n -lt 1800 ] || {{
+      echo 'FIO HUNG: no end in 180 s'
+      ./raidd status --control /tmp/raidd.sock
+      echo "in flight (reads writes): $(cat /sys/block/ublkb0/inflight 2>/dev/null)"
+      tail -40 /tmp/serve.log
+      kill -9 $(cat /proc/$fpid/task/$fpid/children 2>/dev/null) $fpid
+      return 1
+    }}
+    sleep 0.1
+  done
+  wait $fpid
+}}
 "#
     )
 }
@@ -262,7 +281,7 @@ r=$(grep -n 'recovered from the partial parity log' /tmp/serve.log | head -1 | c
 t=$(grep -n 'taken over' /tmp/serve.log | tail -1 | cut -d: -f1)
 [ -n "$r" ] && [ "$r" -lt "$t" ] || { echo 'NOT RECOVERED BEFORE THE TAKEOVER'; fail=1; }
 ./raidd status --control /tmp/raidd.sock | grep -i 'ppl\|parity log\|degraded' | head -5
-wait $fpid || { echo 'FIO FAILED'; cat /tmp/fio.out; fail=1; }
+wait_fio || { echo 'FIO FAILED'; cat /tmp/fio.out; fail=1; }
 echo "FIO $(cut -d';' -f1-8 /tmp/fio.out | tail -1)"
 kill $pid
 wait $pid
@@ -313,7 +332,7 @@ until ./raidd detail vol --json --control /tmp/raidd.sock | grep -q '"member": "
   sleep 0.1
 done
 echo "REBUILT while fio ran: $(kill -0 $fpid 2>/dev/null && echo yes || echo no)"
-wait $fpid || { echo 'FIO FAILED'; cat /tmp/fio.out; fail=1; }
+wait_fio || { echo 'FIO FAILED'; cat /tmp/fio.out; fail=1; }
 ./raidd check vol --wait --control /tmp/raidd.sock || fail=1
 kill $pid
 wait $pid
@@ -377,7 +396,7 @@ wait $c3 || { echo 'NFS v3 COPY FAILED'; fail=1; }
 (cd /mnt/v3/a/etc && md5sum --quiet -c /tmp/etc.sums) || { echo 'v4 FILES DIFFER THROUGH v3'; fail=1; }
 (cd /mnt/v4/b/zoneinfo && md5sum --quiet -c /tmp/zone.sums) || { echo 'v3 FILES DIFFER THROUGH v4'; fail=1; }
 echo "FILES $(wc -l </tmp/etc.sums) $(wc -l </tmp/zone.sums)"
-wait $fpid || { echo 'BLOCK FIO FAILED'; cat /tmp/fio.out; fail=1; }
+wait_fio || { echo 'BLOCK FIO FAILED'; cat /tmp/fio.out; fail=1; }
 umount /mnt/v3 /mnt/v4 || fail=1
 rpc.nfsd 0
 exportfs -ua

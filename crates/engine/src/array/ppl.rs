@@ -186,43 +186,55 @@ impl Ppl {
             let Some(area) = q.area else {
                 continue; // no member with a log holds the slot: nothing to protect there
             };
-            let fits = q.units.back().is_some_and(|u| u.takes(count, pp));
-            if !fits {
-                let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
-                let space = pp.max(area.area.entry_space() as usize);
-                assert!(
-                    space <= area.area.unit_space(),
-                    "a batch's partial parity fits its log's area"
-                );
-                let unit = Arc::new(Unit {
-                    role,
-                    st: Mutex::new(UnitState {
-                        builder: Some(UnitBuilder::new(self.shared.signature, generation, space)),
-                        tickets: 0,
-                        wrote: SmallVec::new(),
-                        done: false,
-                    }),
-                    ready: Latch::default(),
-                    written: Latch::default(),
-                });
-                if q.units.is_empty() {
-                    unit.ready.set();
+            // The back unit takes them if it still gathers and has room: checked and
+            // filled under its lock in one go, since a ticket holder on another worker may
+            // take its builder to write it (without the logs' lock) at any moment.
+            let mut mine = Some(mine);
+            if let Some(back) = q.units.back() {
+                let mut st = back.st.lock().expect(crate::POISONED);
+                if let Some(b) = st.builder.as_mut().filter(|b| b.takes(count, pp)) {
+                    for i in mine.take().into_iter().flatten() {
+                        b.push(i.entry, i.pp);
+                    }
+                    debug_assert!(
+                        !back.written.is_set(),
+                        "entries join a unit not yet written"
+                    );
+                    st.tickets += 1;
                 }
-                q.units.push_back(unit);
             }
-            let unit = q.units.back().expect("pushed above").clone();
-            {
-                let mut st = unit.st.lock().expect(crate::POISONED);
-                let b = st.builder.as_mut().expect("the back unit gathers");
-                for i in mine {
-                    b.push(i.entry, i.pp);
+            let unit = match mine {
+                None => q.units.back().expect("joined just now").clone(),
+                Some(mine) => {
+                    // A new unit, filled before anyone else can see it.
+                    let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
+                    let space = pp.max(area.area.entry_space() as usize);
+                    assert!(
+                        space <= area.area.unit_space(),
+                        "a batch's partial parity fits its log's area"
+                    );
+                    let mut builder = UnitBuilder::new(self.shared.signature, generation, space);
+                    for i in mine {
+                        builder.push(i.entry, i.pp);
+                    }
+                    let unit = Arc::new(Unit {
+                        role,
+                        st: Mutex::new(UnitState {
+                            builder: Some(builder),
+                            tickets: 1,
+                            wrote: SmallVec::new(),
+                            done: false,
+                        }),
+                        ready: Latch::default(),
+                        written: Latch::default(),
+                    });
+                    if q.units.is_empty() {
+                        unit.ready.set();
+                    }
+                    q.units.push_back(unit.clone());
+                    unit
                 }
-                debug_assert!(
-                    !unit.written.is_set(),
-                    "entries join a unit not yet written"
-                );
-                st.tickets += 1;
-            }
+            };
             units.push(unit);
         }
         drop(logs);
@@ -293,13 +305,6 @@ pub(crate) async fn write_empty(
 }
 
 impl Unit {
-    /// Whether the unit still gathers and takes `count` more entries with `pp` bytes.
-    fn takes(&self, count: usize, pp: usize) -> bool {
-        let st = self.st.lock().expect(crate::POISONED);
-        // Its builder is taken when it is written; until then it gathers, ready or not.
-        st.builder.as_ref().is_some_and(|b| b.takes(count, pp))
-    }
-
     /// Whether nobody has taken it to write yet.
     fn gathering(&self) -> bool {
         self.st.lock().expect(crate::POISONED).builder.is_some()
@@ -459,5 +464,61 @@ fn finish(shared: &Shared, unit: &Arc<Unit>) {
     }
     if let Some(next) = q.units.front() {
         next.ready.set();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidd_md::ppl::{Area, Entry, HEADER_SIZE};
+
+    /// Batches appended on two threads while each takes the units it joined to write them,
+    /// as `Ticket::durable` does on any worker: a batch joins the back unit only while that
+    /// unit still gathers, never one another thread has just taken (that was a panic, "the
+    /// back unit gathers", seen in the ublk guest with two workers).
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_unit_taken_on_another_thread_is_never_joined() {
+        let area = LogArea {
+            at: 8192,
+            area: Area::MDADM,
+        };
+        let ppl = Ppl::new(1, vec![Some(area)]).unwrap();
+        let joined = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (ppl, joined) = (&ppl, &joined);
+                s.spawn(move || {
+                    for k in 0..100_000u64 {
+                        let entry = Entry {
+                            data_sector: (t * 100_000 + k) * 8,
+                            pp_size: 4096,
+                            data_size: 4096,
+                            parity_disk: 1,
+                            checksum: 0,
+                        };
+                        let ticket = ppl.append([LogItem {
+                            role: 0,
+                            entry,
+                            pp: vec![0; 4096],
+                        }]);
+                        assert_eq!(ticket.units.len(), 1, "one log, one unit");
+                        for unit in &ticket.units {
+                            let taken = unit.st.lock().unwrap().builder.take();
+                            if let Some(b) = taken {
+                                // Partial parity bytes: 4096 per entry.
+                                joined.fetch_add((b.len() - HEADER_SIZE) as u64, Ordering::Relaxed);
+                                unit.written.set();
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            joined.load(Ordering::Relaxed),
+            200_000 * 4096,
+            "every entry in a unit taken"
+        );
     }
 }

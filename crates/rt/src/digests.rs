@@ -52,14 +52,19 @@ impl Digests {
         debug_assert!(block > 0, "a block has bytes");
         self.runs
             .retain(|r| !(r.start == start && r.block == block && r.kind == kind));
-        if self.runs.len() == RUNS {
-            self.runs.remove(0);
-        }
+        // The oldest run's vector is reused when the runs are full: no allocation then.
+        let mut kept = if self.runs.len() == RUNS {
+            self.runs.remove(0).values
+        } else {
+            Vec::new()
+        };
+        kept.clear();
+        kept.extend_from_slice(values);
         self.runs.push(Run {
             start,
             block,
             kind,
-            values: values.to_vec(),
+            values: kept,
         });
     }
 }

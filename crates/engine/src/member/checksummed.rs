@@ -1403,6 +1403,15 @@ mod tests {
         assert_eq!(m.counts().mismatches, 0);
     }
 
+    /// The bounds of the pieces `cuts` makes of `len` bytes: 0, the cuts inside, `len`.
+    fn cut_points(cuts: Vec<usize>, len: usize) -> Vec<usize> {
+        let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < len).collect();
+        cuts.extend([0, len]);
+        cuts.sort_unstable();
+        cuts.dedup();
+        cuts
+    }
+
     proptest! {
         #[test]
         fn tags_of_split_windows_are_the_tags_of_their_blocks(
@@ -1414,11 +1423,7 @@ mod tests {
             let bytes: Vec<u8> = (0..(blocks + skip_blocks) * BLOCK)
                 .map(|i| (i as u8).wrapping_mul(seed | 1))
                 .collect();
-            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < bytes.len()).collect();
-            cuts.push(0);
-            cuts.push(bytes.len());
-            cuts.sort_unstable();
-            cuts.dedup();
+            let cuts = cut_points(cuts, bytes.len());
             let pieces = cuts.windows(2).map(|w| (&bytes[w[0]..w[1]], None));
             let a = Algorithm::Crc32c;
             let got = tags_of(a, pieces, skip_blocks * BLOCK, blocks);
@@ -1443,10 +1448,7 @@ mod tests {
             let len = (blocks + skip_blocks) * BLOCK;
             let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(seed | 1)).collect();
             let shared = raidd_rt::SharedBuf::new(raidd_rt::AlignedBuf::from_slice(&bytes));
-            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < len).collect();
-            cuts.extend([0, len]);
-            cuts.sort_unstable();
-            cuts.dedup();
+            let cuts = cut_points(cuts, len);
             let a = Algorithm::Crc32c;
             let tags = |shared: &raidd_rt::SharedBuf| {
                 let windows: Vec<BufSlice> =
